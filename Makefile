@@ -1,0 +1,33 @@
+# One Makefile: demo, test, lint, bench. Every target creates .venv/ if it is missing.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint bench venv clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test,oracle]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/tracker demo
+
+test: $(STAMP)
+	bash .ci/pg-ensure
+	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+lint: $(STAMP)
+	$(BIN)/ruff check tracker tests
+	$(BIN)/ruff format --check tracker tests
+	$(BIN)/mypy
+
+bench: $(STAMP)
+	$(BIN)/python -m bench.run
+
+clean:
+	rm -rf $(VENV)

@@ -1,0 +1,216 @@
+"""Frozen values that pass between pipeline stages; ORM rows and huggingface_hub objects never do.
+
+Stages: sources → snapshots (ingest) → diff → estimate → advisories → feeds. Each stage takes and
+returns the values defined here (or values defined next to the stage when only it uses them).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, NewType
+
+from tracker.errors import InvalidRepoIdError
+
+RepoId = NewType("RepoId", str)
+"""`org/name` as on the Hub (validated by `parse_repo_id`)."""
+
+Sha = NewType("Sha", str)
+"""A full 40-hex git commit id."""
+
+JSONValue = Any
+"""Any value json.loads can return."""
+
+_REPO_PART = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9_-])?$")
+_SHA = re.compile(r"^[0-9a-f]{40}$")
+
+
+def parse_repo_id(text: str) -> RepoId:
+    """Return `text` as a RepoId, or raise InvalidRepoIdError.
+
+    Accepts exactly `ORG/NAME`, each part 1–96 characters of `[A-Za-z0-9._-]`, not starting with
+    `.` or `-`, containing no `..` and not ending with `.` (the Hub's own rules, which also keep
+    repo ids safe to use as path components).
+    """
+    parts = text.split("/")
+    if len(parts) != 2:
+        raise InvalidRepoIdError(f"repo id {text!r} must be ORG/NAME (exactly one '/')")
+    for part in parts:
+        if ".." in part or not _REPO_PART.match(part):
+            raise InvalidRepoIdError(
+                f"repo id {text!r}: {part!r} must be 1-96 characters of letters, digits, '.', '_' "
+                "or '-', not start with '.' or '-', and contain no '..'"
+            )
+    return RepoId(text)
+
+
+def is_full_sha(text: str) -> bool:
+    """True when `text` is a full lowercase 40-hex commit id."""
+    return bool(_SHA.match(text))
+
+
+@dataclass(frozen=True)
+class Commit:
+    """One revision of a repo, as the source lists it."""
+
+    sha: Sha
+    parents: tuple[Sha, ...]
+    date: datetime
+    title: str
+    message: str
+    authors: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TreeEntry:
+    """One file in a repo's tree at a revision.
+
+    `blob_id` is the git object id (for LFS files, the pointer's); `lfs_sha256` is the LFS oid of
+    the real content. `identity` is what tells whether content changed between revisions.
+    `security` is the Hub's per-file scan status where the source gives it (None otherwise).
+    """
+
+    path: str
+    blob_id: str
+    size: int
+    lfs_sha256: str | None = None
+    security: Mapping[str, JSONValue] | None = None
+
+    @property
+    def identity(self) -> str:
+        return self.lfs_sha256 or self.blob_id
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """A tensor as a safetensors header declares it."""
+
+    dtype: str
+    shape: tuple[int, ...]
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class SafetensorsHeader:
+    """The parsed JSON header of one .safetensors file (the weights themselves are never read)."""
+
+    tensors: Mapping[str, TensorInfo]
+    metadata: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What tracker knows of a repo at one revision.
+
+    `tree` lists every file (tracked or not); `files` holds the bytes of the tracked files that
+    could be fetched; `headers` the parsed safetensors headers by file path; `unreadable` maps a
+    tracked path to why it could not be read (fetch or parse failure), so that "could not read"
+    is visible downstream and never mistaken for "no change".
+    """
+
+    repo_id: RepoId
+    sha: Sha
+    tree: tuple[TreeEntry, ...]
+    files: Mapping[str, bytes]
+    headers: Mapping[str, SafetensorsHeader] = field(default_factory=dict)
+    unreadable: Mapping[str, str] = field(default_factory=dict)
+
+    def entry(self, path: str) -> TreeEntry | None:
+        for e in self.tree:
+            if e.path == path:
+                return e
+        return None
+
+
+class Artifact(StrEnum):
+    """What kind of tracked thing a change is about."""
+
+    CONFIG = "config"
+    GENERATION_CONFIG = "generation_config"
+    TOKENIZER = "tokenizer"
+    SPECIAL_TOKENS = "special_tokens"
+    CHAT_TEMPLATE = "chat_template"
+    WEIGHTS = "weights"
+    CUSTOM_CODE = "custom_code"
+    EXECUTABLE = "executable"
+    MODEL_CARD = "model_card"
+    PROCESSOR = "processor"
+    ESTIMATE = "estimate"
+
+
+class ChangeKind(StrEnum):
+    """The closed set of change kinds every differ reports in."""
+
+    ADDED = "added"  # a key, file, token, tensor or template appeared
+    REMOVED = "removed"  # ... disappeared
+    CHANGED = "changed"  # a value changed (same type)
+    TYPE_CHANGED = "type_changed"  # a value changed type (e.g. int -> list)
+    RENAMED = "renamed"  # a tensor with the same shape and dtype under a new name
+    RESHAPED = "reshaped"  # a tensor's shape changed
+    RETYPED = "retyped"  # a tensor's dtype changed
+    RENDERED = "rendered"  # a chat template renders a canonical conversation differently
+    BROKEN = "broken"  # a template/file that parsed before no longer parses or renders
+    UNREADABLE = "unreadable"  # the file could not be read at the new revision ("could not read")
+    FIT_LOST = "fit_lost"  # estimate: a setup that fitted a card no longer does
+    FIT_GAINED = "fit_gained"  # estimate: a setup that did not fit now does
+
+
+@dataclass(frozen=True)
+class Change:
+    """One semantic change between two revisions.
+
+    `file` is the repo path the change was found in ("" for whole-repo facts such as estimates);
+    `key` locates it inside: a JSON path (`text_config.hidden_size`), a token name (`eos_token`),
+    a tensor name, a conversation name, a card field. `summary` is one human line.
+    `detail` holds longer evidence (a unified diff, a rendered-prompt diff), possibly empty.
+    """
+
+    artifact: Artifact
+    kind: ChangeKind
+    file: str
+    key: str
+    before: JSONValue
+    after: JSONValue
+    summary: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Diff:
+    """All changes between two revisions of one repo, in a stable order."""
+
+    repo_id: RepoId
+    before: Sha | None
+    after: Sha
+    changes: tuple[Change, ...]
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The estimate of one config; `report` is the JSON object of ESTIMATES.md §5."""
+
+    report: Mapping[str, JSONValue]
+
+
+class Severity(StrEnum):
+    """Advisory severity, most to least severe."""
+
+    CRITICAL = "critical"
+    HIGH = "high"
+    MODERATE = "moderate"
+    LOW = "low"
+
+
+@dataclass(frozen=True)
+class Advisory:
+    """One OSV advisory; `record` is the OSV JSON object, valid against the official schema."""
+
+    id: str
+    repo_id: RepoId
+    introduced: Sha
+    group: str
+    severity: Severity
+    record: Mapping[str, JSONValue]

@@ -1,0 +1,118 @@
+"""The one error tree of tracker; every failure the project raises on purpose is a TrackerError.
+
+    TrackerError
+    ├── ConfigError                 settings or watchlist.yaml are invalid (all problems reported at once)
+    │   └── WatchlistError
+    ├── InvalidRepoIdError          a repo id that is not ORG/NAME (`..`, extra `/`, bad characters)
+    ├── SourceError                 anything that went wrong talking to a repo source (Hub, git)
+    │   ├── TransientSourceError    timeouts, connection errors, 408/429/5xx: retried at the edge
+    │   ├── NotFoundError           the thing does not exist (typed by `what`)
+    │   │   ├── RepoNotFoundError
+    │   │   ├── RevisionNotFoundError
+    │   │   └── EntryNotFoundError
+    │   ├── AccessDeniedError       gated or private: a clear state, not a crash
+    │   │   └── GatedRepoError
+    │   └── BadResponseError        the source answered, but not with what the protocol promises
+    ├── ArtifactError               a file we fetched cannot be read as what it claims to be
+    │   ├── UnreadableArtifactError malformed JSON, wrong types, binary where text was expected
+    │   ├── OversizedArtifactError  over a hard cap (e.g. a safetensors header declaring 10 GB)
+    │   └── TemplateError           a chat template that does not parse, escapes or exceeds its bounds
+    ├── EstimateError               a config the estimator cannot read at all
+    ├── StoreError                  the database refused or is inconsistent
+    └── AdvisoryError               an advisory that is invalid (e.g. fails the OSV schema)
+
+Third-party exceptions are translated into this tree in exactly one place per adapter
+(`sources/hub.py`, `sources/git.py`, `store/`).
+"""
+
+from __future__ import annotations
+
+
+class TrackerError(Exception):
+    """Root of every error tracker raises on purpose."""
+
+
+class ConfigError(TrackerError):
+    """Settings or the watchlist are invalid; `problems` lists every one found."""
+
+    def __init__(self, message: str, problems: tuple[str, ...] = ()) -> None:
+        self.problems = problems
+        if problems:
+            message = message + "\n" + "\n".join(f"  - {p}" for p in problems)
+        super().__init__(message)
+
+
+class WatchlistError(ConfigError):
+    """watchlist.yaml is invalid."""
+
+
+class InvalidRepoIdError(TrackerError):
+    """A repo id that is not a safe ORG/NAME."""
+
+
+class SourceError(TrackerError):
+    """A repo source (Hub or git) failed."""
+
+
+class TransientSourceError(SourceError):
+    """A failure worth retrying: timeout, connection error, 408, 429, 5xx."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class NotFoundError(SourceError):
+    """Something asked for does not exist at the source."""
+
+
+class RepoNotFoundError(NotFoundError):
+    """The repo does not exist (or is hidden from us)."""
+
+
+class RevisionNotFoundError(NotFoundError):
+    """The ref or commit does not exist in the repo."""
+
+
+class EntryNotFoundError(NotFoundError):
+    """The file does not exist at that revision."""
+
+
+class AccessDeniedError(SourceError):
+    """The repo is private or we lack the rights."""
+
+
+class GatedRepoError(AccessDeniedError):
+    """The repo is gated and our token has not been granted access."""
+
+
+class BadResponseError(SourceError):
+    """The source answered with something the protocol does not allow (HTML for JSON, truncation)."""
+
+
+class ArtifactError(TrackerError):
+    """A fetched file cannot be read as what it claims to be."""
+
+
+class UnreadableArtifactError(ArtifactError):
+    """Malformed or mistyped content; recorded as a 'could not read' state."""
+
+
+class OversizedArtifactError(ArtifactError):
+    """Content over a hard cap."""
+
+
+class TemplateError(ArtifactError):
+    """A chat template that cannot be parsed or rendered within bounds."""
+
+
+class EstimateError(TrackerError):
+    """A config the estimator cannot read at all."""
+
+
+class StoreError(TrackerError):
+    """The store refused an operation or found itself inconsistent."""
+
+
+class AdvisoryError(TrackerError):
+    """An advisory record is invalid."""
