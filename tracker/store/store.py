@@ -1,0 +1,624 @@
+"""The snapshot store: every ingested revision of every watched repo, its tree and tracked files.
+
+SQLite (WAL, foreign keys on, busy timeout) or PostgreSQL through one SQLAlchemy URL; the schema is
+brought to Alembic `head` on open. Methods take and return domain values; SQLAlchemy errors become
+StoreError here (`_session`). Timestamps are stored as naive UTC and returned timezone-aware.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from sqlalchemy.orm import Session
+from sqlmodel import col
+
+from tracker.domain import (
+    Commit,
+    RepoId,
+    SafetensorsHeader,
+    Sha,
+    Snapshot,
+    TreeEntry,
+    is_full_sha,
+)
+from tracker.errors import RepoNotFoundError, RevisionNotFoundError, StoreError, TrackerError
+from tracker.store.blobs import get_blobs, put_blob
+from tracker.store.tables import (
+    EventRow,
+    IngestionStateRow,
+    RepoRow,
+    RevisionFileRow,
+    RevisionRow,
+    TreeEntryRow,
+    TreeRow,
+)
+from tracker.store.values import (
+    Event,
+    EventKind,
+    FileKind,
+    FileVersion,
+    RepoState,
+    RepoStatus,
+    StoredRevision,
+    decode_header,
+)
+
+MIGRATIONS = Path(__file__).with_name("migrations")
+_SPEC = re.compile(r"^(?P<base>[^~]+?)(?:~(?P<n>\d*))?$")
+_HEX = re.compile(r"^[0-9a-f]{4,40}$")
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _naive(dt: datetime) -> datetime:
+    if dt.tzinfo is None:
+        return dt
+    return dt.astimezone(UTC).replace(tzinfo=None)
+
+
+def _aware(dt: datetime | None) -> datetime | None:
+    return None if dt is None else dt.replace(tzinfo=UTC)
+
+
+def create_engine(url: str) -> sa.Engine:
+    """An engine for `url`; SQLite gets WAL, foreign keys and a 30 s busy timeout on every connection."""
+    if url.startswith("sqlite"):
+        db = sa.make_url(url).database
+        if db and db != ":memory:":
+            Path(db).parent.mkdir(parents=True, exist_ok=True)
+        engine = sa.create_engine(url, connect_args={"timeout": 30})
+
+        @sa.event.listens_for(engine, "connect")
+        def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.execute("PRAGMA busy_timeout=30000")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.close()
+
+        return engine
+    return sa.create_engine(url, pool_pre_ping=True)
+
+
+def upgrade(engine: sa.Engine, revision: str = "head") -> None:
+    """Run the Alembic migrations (ours and those chained after "0001") up to `revision`."""
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    cfg.set_main_option("version_locations", str(MIGRATIONS / "versions"))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, revision)
+
+
+def _entry_key(e: TreeEntry) -> str:
+    obj = [e.path, e.blob_id, e.size, e.lfs_sha256, e.security]
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
+
+
+class _HasId(Protocol):
+    id: int | None
+
+
+def _pk(row: _HasId) -> int:
+    if row.id is None:  # pragma: no cover - rows are flushed before their id is read
+        raise StoreError("store: row has no primary key yet")
+    return row.id
+
+
+def _to_commit(row: RevisionRow) -> Commit:
+    return Commit(
+        sha=Sha(row.sha),
+        parents=tuple(Sha(p) for p in row.parents),
+        date=datetime.fromisoformat(row.date),
+        title=row.title,
+        message=row.message,
+        authors=tuple(row.authors),
+    )
+
+
+def _to_stored(row: RevisionRow) -> StoredRevision:
+    return StoredRevision(
+        commit=_to_commit(row),
+        seq=row.seq,
+        previous=Sha(row.previous_sha) if row.previous_sha else None,
+        analysed=row.analysed_at is not None,
+        rewritten_away=row.rewritten_away,
+        ingested_at=_aware(row.ingested_at),
+    )
+
+
+class Store:
+    """Repository of ingested revisions; see the module docstring. Thread-safe per call."""
+
+    def __init__(self, engine: sa.Engine) -> None:
+        self.engine = engine
+
+    @classmethod
+    def open(cls, url: str) -> Store:
+        """Connect to `url`, bring the schema to head, and return the store (StoreError on failure)."""
+        try:
+            engine = create_engine(url)
+            upgrade(engine)
+        except TrackerError:
+            raise
+        except Exception as exc:
+            raise StoreError(f"cannot open store at {sa.make_url(url)!r}: {exc}") from exc
+        return cls(engine)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    @contextmanager
+    def _session(self) -> Iterator[Session]:
+        """One transaction: committed on success, rolled back on any error (→ StoreError)."""
+        session = Session(self.engine, expire_on_commit=False)
+        try:
+            yield session
+            session.commit()
+        except TrackerError:
+            session.rollback()
+            raise
+        except sa.exc.SQLAlchemyError as exc:
+            session.rollback()
+            raise StoreError(f"store: {exc.__class__.__name__}: {exc}") from exc
+        finally:
+            session.close()
+
+    # -- repos -------------------------------------------------------------------------------
+
+    def _repo(self, s: Session, repo_id: str) -> RepoRow:
+        row = s.execute(
+            sa.select(RepoRow).where(col(RepoRow.repo_id) == repo_id)
+        ).scalar_one_or_none()
+        if row is None:
+            raise RepoNotFoundError(f"{repo_id} has not been ingested (not in the store)")
+        return row
+
+    def ensure_repo(self, repo_id: RepoId, *, source_kind: str, url: str | None, ref: str) -> None:
+        """Create the repo's row (and state) if missing, else update its source and ref."""
+        with self._session() as s:
+            row = s.execute(
+                sa.select(RepoRow).where(col(RepoRow.repo_id) == repo_id)
+            ).scalar_one_or_none()
+            if row is None:
+                row = RepoRow(repo_id=repo_id, source_kind=source_kind, url=url, ref=ref)
+                s.add(row)
+                s.flush()
+                s.add(IngestionStateRow(repo_pk=_pk(row)))
+            else:
+                row.source_kind, row.url, row.ref = source_kind, url, ref
+
+    def _state(self, s: Session, repo: RepoRow) -> RepoState:
+        st = s.get(IngestionStateRow, _pk(repo))
+        if st is None:  # pragma: no cover - created with the repo
+            raise StoreError(f"{repo.repo_id}: ingestion state row missing")
+        count = s.execute(
+            sa.select(sa.func.count()).where(col(RevisionRow.repo_pk) == _pk(repo))
+        ).scalar_one()
+        return RepoState(
+            repo_id=RepoId(repo.repo_id),
+            source_kind=repo.source_kind,
+            url=repo.url,
+            ref=repo.ref,
+            cursor=Sha(st.cursor_sha) if st.cursor_sha else None,
+            status=RepoStatus(st.state),
+            last_poll_at=_aware(st.last_poll_at),
+            last_success_at=_aware(st.last_success_at),
+            consecutive_failures=st.consecutive_failures,
+            last_error=st.last_error,
+            revisions=int(count),
+        )
+
+    def repo_state(self, repo_id: RepoId) -> RepoState:
+        """The repo's source, cursor and poll bookkeeping; RepoNotFoundError if never seen."""
+        with self._session() as s:
+            return self._state(s, self._repo(s, repo_id))
+
+    def repo_states(self) -> list[RepoState]:
+        """Every repo in the store, by repo id."""
+        with self._session() as s:
+            rows = s.execute(sa.select(RepoRow).order_by(col(RepoRow.repo_id))).scalars().all()
+            return [self._state(s, r) for r in rows]
+
+    def cursor(self, repo_id: RepoId) -> Sha | None:
+        """The last ingested revision on the watched ref (None before the first ingest)."""
+        return self.repo_state(repo_id).cursor
+
+    def record_poll(
+        self, repo_id: RepoId, *, status: RepoStatus, error: str | None, now: datetime | None = None
+    ) -> None:
+        """Record a poll's outcome: OK resets the failure count; anything else increments it."""
+        now = _naive(now or utc_now())
+        with self._session() as s:
+            repo = self._repo(s, repo_id)
+            st = s.get(IngestionStateRow, _pk(repo))
+            assert st is not None
+            st.last_poll_at = now
+            st.state = status.value
+            if status is RepoStatus.OK:
+                st.last_success_at = now
+                st.consecutive_failures = 0
+                st.last_error = None
+            else:
+                st.consecutive_failures += 1
+                st.last_error = error
+
+    # -- events ------------------------------------------------------------------------------
+
+    def record_event(
+        self,
+        repo_id: RepoId,
+        kind: EventKind,
+        details: Mapping[str, Any],
+        now: datetime | None = None,
+    ) -> None:
+        with self._session() as s:
+            repo = self._repo(s, repo_id)
+            s.add(
+                EventRow(
+                    repo_pk=_pk(repo), at=_naive(now or utc_now()), kind=kind, details=dict(details)
+                )
+            )
+
+    def events(self, repo_id: RepoId) -> list[Event]:
+        """The repo's events, oldest first."""
+        with self._session() as s:
+            repo = self._repo(s, repo_id)
+            rows = s.execute(
+                sa.select(EventRow)
+                .where(col(EventRow.repo_pk) == _pk(repo))
+                .order_by(col(EventRow.id))
+            ).scalars()
+            return [
+                Event(RepoId(repo.repo_id), _aware(r.at) or utc_now(), EventKind(r.kind), r.details)
+                for r in rows
+            ]
+
+    # -- revisions ---------------------------------------------------------------------------
+
+    def _rev(self, s: Session, repo: RepoRow, sha: str) -> RevisionRow:
+        row = s.execute(
+            sa.select(RevisionRow).where(
+                col(RevisionRow.repo_pk) == _pk(repo), col(RevisionRow.sha) == sha
+            )
+        ).scalar_one_or_none()
+        if row is None:
+            raise RevisionNotFoundError(f"{repo.repo_id}: revision {sha} is not in the store")
+        return row
+
+    def revisions(self, repo_id: RepoId, *, include_rewritten: bool = True) -> list[StoredRevision]:
+        """Every ingested revision, oldest first (ingestion order, `seq`)."""
+        with self._session() as s:
+            repo = self._repo(s, repo_id)
+            q = sa.select(RevisionRow).where(col(RevisionRow.repo_pk) == _pk(repo))
+            if not include_rewritten:
+                q = q.where(col(RevisionRow.rewritten_away) == sa.false())
+            rows = s.execute(q.order_by(col(RevisionRow.seq))).scalars().all()
+            return [_to_stored(r) for r in rows]
+
+    def revision(self, repo_id: RepoId, sha: Sha) -> StoredRevision:
+        with self._session() as s:
+            return _to_stored(self._rev(s, self._repo(s, repo_id), sha))
+
+    def has_revision(self, repo_id: RepoId, sha: Sha) -> bool:
+        with self._session() as s:
+            repo = self._repo(s, repo_id)
+            return (
+                s.execute(
+                    sa.select(col(RevisionRow.id)).where(
+                        col(RevisionRow.repo_pk) == _pk(repo), col(RevisionRow.sha) == sha
+                    )
+                ).first()
+                is not None
+            )
+
+    def resolve(self, repo_id: RepoId, spec: str) -> Sha:
+        """Resolve `spec` to a stored full sha.
+
+        `spec` is a full sha, a unique short sha (4+ hex digits), the watched ref's name, or
+        `HEAD` (the ref's cursor), each optionally followed by `~n`/`~` (n steps back along the
+        ingested chain, `previous`). RepoNotFoundError / RevisionNotFoundError otherwise
+        (including an ambiguous short sha, listing the candidates).
+        """
+        m = _SPEC.match(spec.strip())
+        if not m:
+            raise RevisionNotFoundError(f"{repo_id}: cannot parse revision {spec!r}")
+        base, n_text = m.group("base"), m.group("n")
+        steps = 0 if n_text is None else int(n_text or "1")
+        with self._session() as s:
+            repo = self._repo(s, repo_id)
+            if base in ("HEAD", repo.ref, f"refs/heads/{repo.ref}"):
+                st = s.get(IngestionStateRow, _pk(repo))
+                if st is None or st.cursor_sha is None:
+                    raise RevisionNotFoundError(f"{repo_id}: nothing ingested yet for {base}")
+                row = self._rev(s, repo, st.cursor_sha)
+            elif is_full_sha(base):
+                row = self._rev(s, repo, base)
+            elif _HEX.match(base):
+                rows = (
+                    s.execute(
+                        sa.select(RevisionRow).where(
+                            col(RevisionRow.repo_pk) == _pk(repo),
+                            col(RevisionRow.sha).startswith(base),
+                        )
+                    )
+                    .scalars()
+                    .all()
+                )
+                if not rows:
+                    raise RevisionNotFoundError(f"{repo_id}: no stored revision matches {base!r}")
+                if len(rows) > 1:
+                    shas = ", ".join(sorted(r.sha for r in rows))
+                    raise RevisionNotFoundError(f"{repo_id}: {base!r} is ambiguous: {shas}")
+                row = rows[0]
+            else:
+                raise RevisionNotFoundError(
+                    f"{repo_id}: unknown revision {base!r} (the store tracks ref {repo.ref!r}; "
+                    "use HEAD, the ref name or a sha)"
+                )
+            for i in range(steps):
+                if row.previous_sha is None:
+                    raise RevisionNotFoundError(
+                        f"{repo_id}: {spec!r} goes {steps} back but only {i} earlier revisions "
+                        "were ingested"
+                    )
+                row = self._rev(s, repo, row.previous_sha)
+            return Sha(row.sha)
+
+    def pending_analysis(self, repo_id: RepoId) -> list[Sha]:
+        """Live (not rewritten-away) revisions never marked analysed, oldest first."""
+        with self._session() as s:
+            repo = self._repo(s, repo_id)
+            rows = s.execute(
+                sa.select(col(RevisionRow.sha))
+                .where(
+                    col(RevisionRow.repo_pk) == _pk(repo),
+                    col(RevisionRow.analysed_at).is_(None),
+                    col(RevisionRow.rewritten_away) == sa.false(),
+                )
+                .order_by(col(RevisionRow.seq))
+            ).all()
+            return [Sha(r[0]) for r in rows]
+
+    def mark_analysed(self, repo_id: RepoId, sha: Sha, now: datetime | None = None) -> None:
+        """Mark one revision analysed (idempotent: keeps the first time)."""
+        with self._session() as s:
+            row = self._rev(s, self._repo(s, repo_id), sha)
+            if row.analysed_at is None:
+                row.analysed_at = _naive(now or utc_now())
+
+    # -- trees, files, snapshots -------------------------------------------------------------
+
+    def _tree(self, s: Session, tree_hash: str) -> tuple[TreeEntry, ...]:
+        tree = s.get(TreeRow, tree_hash)
+        if tree is None:
+            raise StoreError(f"store is inconsistent: tree {tree_hash} missing")
+        ids = list(tree.entry_ids)
+        by_id: dict[int, TreeEntryRow] = {}
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            for r in s.execute(
+                sa.select(TreeEntryRow).where(col(TreeEntryRow.id).in_(chunk))
+            ).scalars():
+                by_id[_pk(r)] = r
+        if len(by_id) != len(set(ids)):
+            raise StoreError(f"store is inconsistent: tree {tree_hash} has missing entries")
+        return tuple(
+            TreeEntry(
+                path=r.path,
+                blob_id=r.blob_id,
+                size=r.size,
+                lfs_sha256=r.lfs_sha256,
+                security=r.security,
+            )
+            for r in (by_id[i] for i in ids)
+        )
+
+    def tree(self, repo_id: RepoId, sha: Sha) -> tuple[TreeEntry, ...]:
+        """The full tree stored for a revision, sorted by path."""
+        with self._session() as s:
+            return self._tree(s, self._rev(s, self._repo(s, repo_id), sha).tree_hash)
+
+    def file_versions(self, repo_id: RepoId, sha: Sha) -> dict[str, FileVersion]:
+        """Tracked paths at a revision → what is stored for each (no bytes; carry-forward ready)."""
+        with self._session() as s:
+            rev = self._rev(s, self._repo(s, repo_id), sha)
+            rows = s.execute(
+                sa.select(RevisionFileRow).where(col(RevisionFileRow.revision_pk) == rev.id)
+            ).scalars()
+            return {
+                r.path: FileVersion(FileKind(r.kind), r.blob_sha256, r.reason, None, r.fetched)
+                for r in rows
+            }
+
+    def read_blob(self, sha256: str) -> bytes:
+        with self._session() as s:
+            return get_blobs(s, [sha256])[sha256]
+
+    def snapshot(self, repo_id: RepoId, sha: Sha) -> Snapshot:
+        """The revision's tree, tracked file bytes, parsed headers and unreadable reasons."""
+        with self._session() as s:
+            repo = self._repo(s, repo_id)
+            rev = self._rev(s, repo, sha)
+            tree = self._tree(s, rev.tree_hash)
+            rows = (
+                s.execute(
+                    sa.select(RevisionFileRow).where(col(RevisionFileRow.revision_pk) == rev.id)
+                )
+                .scalars()
+                .all()
+            )
+            blobs = get_blobs(s, [r.blob_sha256 for r in rows if r.blob_sha256])
+        files: dict[str, bytes] = {}
+        headers: dict[str, SafetensorsHeader] = {}
+        unreadable: dict[str, str] = {}
+        for r in sorted(rows, key=lambda r: r.path):
+            if r.kind == FileKind.CONTENT and r.blob_sha256:
+                files[r.path] = blobs[r.blob_sha256]
+            elif r.kind == FileKind.HEADER and r.blob_sha256:
+                headers[r.path] = decode_header(blobs[r.blob_sha256])
+            else:
+                unreadable[r.path] = r.reason or "unreadable"
+        return Snapshot(
+            repo_id=RepoId(repo.repo_id),
+            sha=Sha(rev.sha),
+            tree=tree,
+            files=files,
+            headers=headers,
+            unreadable=unreadable,
+        )
+
+    # -- writing (ingest) --------------------------------------------------------------------
+
+    def _put_tree(self, s: Session, repo: RepoRow, tree: Sequence[TreeEntry]) -> str:
+        entries = sorted(tree, key=lambda e: e.path)
+        keys = [_entry_key(e) for e in entries]
+        existing: dict[str, int] = {}
+        for start in range(0, len(keys), 500):
+            chunk = keys[start : start + 500]
+            for key, pk in s.execute(
+                sa.select(col(TreeEntryRow.entry_key), col(TreeEntryRow.id)).where(
+                    col(TreeEntryRow.repo_pk) == _pk(repo), col(TreeEntryRow.entry_key).in_(chunk)
+                )
+            ):
+                existing[key] = int(pk)
+        ids: list[int] = []
+        for e, key in zip(entries, keys, strict=True):
+            if key not in existing:
+                row = TreeEntryRow(
+                    repo_pk=_pk(repo),
+                    entry_key=key,
+                    path=e.path,
+                    blob_id=e.blob_id,
+                    size=e.size,
+                    lfs_sha256=e.lfs_sha256,
+                    security=dict(e.security) if e.security is not None else None,
+                )
+                s.add(row)
+                s.flush()
+                existing[key] = _pk(row)
+            ids.append(existing[key])
+        tree_hash = hashlib.sha256(json.dumps(ids).encode()).hexdigest()
+        if s.get(TreeRow, tree_hash) is None:
+            s.add(TreeRow(tree_hash=tree_hash, entry_ids=ids))
+            s.flush()
+        return tree_hash
+
+    def store_revision(
+        self,
+        repo_id: RepoId,
+        commit: Commit,
+        tree: Sequence[TreeEntry],
+        files: Mapping[str, FileVersion],
+        *,
+        previous: Sha | None,
+        now: datetime | None = None,
+    ) -> StoredRevision:
+        """Store one revision with its tree and tracked files and move the cursor to it, in ONE
+        transaction. `files` must cover every tracked path (new bytes or carried versions).
+
+        Idempotent: storing a sha already stored only moves the cursor (and revives a
+        rewritten-away revision that the ref points at again).
+        """
+        now_n = _naive(now or utc_now())
+        with self._session() as s:
+            repo = self._repo(s, repo_id)
+            st = s.get(IngestionStateRow, _pk(repo))
+            assert st is not None
+            row = s.execute(
+                sa.select(RevisionRow).where(
+                    col(RevisionRow.repo_pk) == _pk(repo),
+                    col(RevisionRow.sha) == commit.sha,
+                )
+            ).scalar_one_or_none()
+            if row is None:
+                seq = s.execute(
+                    sa.select(sa.func.coalesce(sa.func.max(col(RevisionRow.seq)), 0)).where(
+                        col(RevisionRow.repo_pk) == _pk(repo)
+                    )
+                ).scalar_one()
+                row = RevisionRow(
+                    repo_pk=_pk(repo),
+                    sha=commit.sha,
+                    parents=list(commit.parents),
+                    date=commit.date.isoformat(),
+                    title=commit.title,
+                    message=commit.message,
+                    authors=list(commit.authors),
+                    seq=int(seq) + 1,
+                    previous_sha=previous,
+                    tree_hash=self._put_tree(s, repo, tree),
+                    ingested_at=now_n,
+                )
+                s.add(row)
+                s.flush()
+                for path, fv in sorted(files.items()):
+                    digest = fv.blob_sha256
+                    if fv.data is not None:
+                        digest = put_blob(s, fv.data)
+                    if fv.kind is not FileKind.UNREADABLE and digest is None:
+                        raise StoreError(f"{repo_id}@{commit.sha}: {path} has no content")
+                    s.add(
+                        RevisionFileRow(
+                            revision_pk=_pk(row),
+                            path=path,
+                            kind=fv.kind.value,
+                            blob_sha256=digest if fv.kind is not FileKind.UNREADABLE else None,
+                            reason=fv.reason,
+                            fetched=fv.fetched,
+                        )
+                    )
+            elif row.rewritten_away:
+                row.rewritten_away = False
+            st.cursor_sha = commit.sha
+            s.flush()
+            return _to_stored(row)
+
+    def rewrite(
+        self,
+        repo_id: RepoId,
+        *,
+        dropped: Sequence[Sha],
+        cursor: Sha | None,
+        details: Mapping[str, Any],
+        now: datetime | None = None,
+    ) -> None:
+        """After a force-push: mark `dropped` rewritten-away (never deleted), move the cursor to
+        `cursor` (the fork point, or None when nothing stored survives) and record one
+        FORCE_PUSH event with `details`, in one transaction."""
+        now_n = _naive(now or utc_now())
+        with self._session() as s:
+            repo = self._repo(s, repo_id)
+            if dropped:
+                s.execute(
+                    sa.update(RevisionRow)
+                    .where(
+                        col(RevisionRow.repo_pk) == _pk(repo),
+                        col(RevisionRow.sha).in_(list(dropped)),
+                    )
+                    .values(rewritten_away=True)
+                )
+            st = s.get(IngestionStateRow, _pk(repo))
+            assert st is not None
+            st.cursor_sha = cursor
+            s.add(
+                EventRow(
+                    repo_pk=_pk(repo),
+                    at=now_n,
+                    kind=EventKind.FORCE_PUSH.value,
+                    details={**details, "dropped": list(dropped), "fork_point": cursor},
+                )
+            )

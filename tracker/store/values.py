@@ -1,0 +1,144 @@
+"""Frozen values the store hands out and takes in (no ORM rows cross this boundary)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from tracker.domain import Commit, JSONValue, RepoId, SafetensorsHeader, Sha, TensorInfo
+from tracker.errors import StoreError
+
+
+@dataclass(frozen=True)
+class StoredRevision:
+    """One ingested revision of a repo.
+
+    `seq` counts ingested revisions of the repo from 1 in ingestion order; `previous` is the
+    revision ingested before it on the ref (None for the first); `analysed` is True once
+    `mark_analysed` was called; `rewritten_away` is True once a force-push dropped it from the
+    ref's history (rows are never deleted).
+    """
+
+    commit: Commit
+    seq: int
+    previous: Sha | None
+    analysed: bool
+    rewritten_away: bool = False
+    ingested_at: datetime | None = None
+
+    @property
+    def sha(self) -> Sha:
+        return self.commit.sha
+
+
+class RepoStatus(StrEnum):
+    """Ingestion state of a watched repo."""
+
+    NEW = "new"  # never polled
+    OK = "ok"  # last poll succeeded
+    FAILING = "failing"  # last poll failed (transient, bad response, store ...)
+    GONE = "gone"  # the repo or the watched ref no longer exists
+    GATED = "gated"  # gated or private and our token has no access
+
+
+@dataclass(frozen=True)
+class RepoState:
+    """A watched repo as the store knows it: source, cursor and poll bookkeeping."""
+
+    repo_id: RepoId
+    source_kind: str
+    url: str | None
+    ref: str
+    cursor: Sha | None
+    status: RepoStatus
+    last_poll_at: datetime | None
+    last_success_at: datetime | None
+    consecutive_failures: int
+    last_error: str | None
+    revisions: int
+
+
+class EventKind(StrEnum):
+    """Things that happen to a repo besides new revisions."""
+
+    FORCE_PUSH = "force_push"  # the cursor is no longer in the ref's history
+    REF_DELETED = "ref_deleted"
+    REPO_GONE = "repo_gone"
+    ACCESS_DENIED = "access_denied"  # gated / private
+    RECOVERED = "recovered"  # a gone/gated/failing repo answered again
+
+
+@dataclass(frozen=True)
+class Event:
+    """A recorded event with its time (UTC) and JSON details."""
+
+    repo_id: RepoId
+    at: datetime
+    kind: EventKind
+    details: dict[str, JSONValue] = field(default_factory=dict)
+
+
+class FileKind(StrEnum):
+    """What the store holds for a tracked path at a revision."""
+
+    CONTENT = "content"  # the file's bytes, as fetched
+    HEADER = "header"  # a parsed safetensors header (canonical JSON)
+    UNREADABLE = "unreadable"  # why it could not be fetched or parsed
+
+
+@dataclass(frozen=True)
+class FileVersion:
+    """A tracked path's state at one revision.
+
+    New content carries `data` (the store hashes and stores it); carried-forward versions carry
+    only `blob_sha256` (already stored). `fetched` says whether this revision fetched it.
+    """
+
+    kind: FileKind
+    blob_sha256: str | None = None
+    reason: str | None = None
+    data: bytes | None = None
+    fetched: bool = False
+
+    @classmethod
+    def content(cls, data: bytes) -> FileVersion:
+        return cls(FileKind.CONTENT, data=data, fetched=True)
+
+    @classmethod
+    def header(cls, header: SafetensorsHeader) -> FileVersion:
+        return cls(FileKind.HEADER, data=encode_header(header), fetched=True)
+
+    @classmethod
+    def unreadable(cls, reason: str) -> FileVersion:
+        return cls(FileKind.UNREADABLE, reason=reason, fetched=True)
+
+    def carried(self) -> FileVersion:
+        """This version as a later revision inherits it (no bytes, not fetched)."""
+        if self.data is not None:
+            raise StoreError("only stored file versions can be carried forward")
+        return FileVersion(self.kind, self.blob_sha256, self.reason, None, False)
+
+
+def encode_header(header: SafetensorsHeader) -> bytes:
+    """Canonical JSON of a parsed header (sorted keys): equal headers give equal bytes."""
+    obj: dict[str, Any] = {
+        name: {"dtype": t.dtype, "shape": list(t.shape), "nbytes": t.nbytes}
+        for name, t in header.tensors.items()
+    }
+    if header.metadata:
+        obj["__metadata__"] = dict(header.metadata)
+    return json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
+
+
+def decode_header(data: bytes) -> SafetensorsHeader:
+    """Inverse of `encode_header`."""
+    obj = json.loads(data)
+    metadata = obj.pop("__metadata__", {})
+    tensors = {
+        name: TensorInfo(dtype=t["dtype"], shape=tuple(t["shape"]), nbytes=t["nbytes"])
+        for name, t in obj.items()
+    }
+    return SafetensorsHeader(tensors=tensors, metadata=metadata)
