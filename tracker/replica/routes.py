@@ -1,0 +1,482 @@
+"""The replica's Hub endpoints: map a request to a `Response` (routing, access rules, errors, ranges).
+
+Routing works on the raw (still percent-encoded) path, one segment at a time, so `refs%2Fpr%2F1`
+and `sub%2Fdir` are never split (HUB-PROTOCOL.md §14.14). Errors always carry `X-Error-Code`, which
+an http:// replica needs for the client to raise its typed errors (§10, §14.1).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+import mimetypes
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, quote, unquote, urlencode
+
+from tracker.domain import parse_repo_id
+from tracker.errors import InvalidRepoIdError
+from tracker.replica import hubjson
+from tracker.replica.gitread import GitRepo, stream_file
+
+COMMITS_PER_PAGE = 50
+TREE_PER_PAGE = 1000
+TREE_PER_PAGE_EXPANDED = 50
+_BAD_CREDENTIALS = "Invalid credentials in Authorization header"
+
+
+@dataclass
+class Response:
+    """A response to send: status, headers, and a body (bytes, or chunks with a known length)."""
+
+    status: int
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes | Iterable[bytes] = b""
+    length: int | None = None
+
+    @property
+    def content_length(self) -> int:
+        if self.length is not None:
+            return self.length
+        return len(self.body) if isinstance(self.body, bytes) else 0
+
+
+class HubError(Exception):
+    """An error response in the Hub's shape (`X-Error-Code`, `X-Error-Message`, JSON body)."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        code: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.code = code
+        self.headers = headers or {}
+
+    def response(self) -> Response:
+        headers = {"Content-Type": "application/json; charset=utf-8", **self.headers}
+        headers["X-Error-Message"] = self.message.encode("ascii", "replace").decode()
+        if self.code:
+            headers["X-Error-Code"] = self.code
+        return Response(self.status, headers, json.dumps({"error": self.message}).encode())
+
+
+@dataclass(frozen=True)
+class Request:
+    """What a route needs from the HTTP request."""
+
+    method: str
+    path: str  # raw, percent-encoded, without query
+    query: dict[str, list[str]]
+    headers: dict[str, str]  # lower-case names
+    body: bytes
+    base_url: str  # scheme://host:port the client used
+
+    def token(self) -> str | None:
+        auth = self.headers.get("authorization", "")
+        return auth[7:].strip() if auth.lower().startswith("bearer ") else None
+
+    def flag(self, name: str) -> bool:
+        return self.query.get(name, [""])[-1].lower() in ("1", "true")
+
+
+def json_response(data: Any, headers: dict[str, str] | None = None) -> Response:
+    body = json.dumps(data, separators=(",", ":")).encode()
+    return Response(
+        200, {"Content-Type": "application/json; charset=utf-8", **(headers or {})}, body
+    )
+
+
+class Routes:
+    """Every endpoint, over the repositories under `root`; `repo_for(path)` gives the cached GitRepo."""
+
+    def __init__(self, root: Path, repo_for: Callable[[Path], GitRepo], secret: bytes) -> None:
+        self.root = root
+        self.repo_for = repo_for
+        self.secret = secret
+        self._tokens_cache: tuple[float, dict[str, set[str]]] | None = None
+
+    # -- dispatch ---------------------------------------------------------------------------
+
+    def handle(self, req: Request) -> Response:
+        """Answer `req`; never raises for bad input (HubError becomes its response)."""
+        try:
+            return self._dispatch(req)
+        except HubError as exc:
+            return exc.response()
+
+    def _dispatch(self, req: Request) -> Response:
+        seg = req.path.split("/")[1:]
+        method = req.method
+        if seg == ["api", "agent-harnesses"]:
+            return json_response({"standardEnvVars": [], "harnesses": {}})
+        if len(seg) >= 3 and seg[0] == "api" and seg[1] in ("datasets", "spaces", "kernels"):
+            raise HubError(404, "Repository not found", "RepoNotFound")
+        if len(seg) >= 4 and seg[:2] == ["api", "models"]:
+            org, name, rest = seg[2], seg[3], seg[4:]
+            if not rest and method == "GET":
+                return self.model_info(req, org, name, "main", default=True)
+            if len(rest) == 2 and rest[0] == "revision" and method == "GET":
+                return self.model_info(req, org, name, unquote(rest[1]), default=False)
+            if rest == ["refs"] and method == "GET":
+                return self.refs(req, org, name)
+            if len(rest) == 2 and rest[0] == "commits" and method == "GET":
+                return self.commits(req, org, name, unquote(rest[1]))
+            if len(rest) >= 2 and rest[0] == "tree" and method == "GET":
+                path = "/".join(unquote(s) for s in rest[2:]).strip("/")
+                return self.tree(req, org, name, unquote(rest[1]), path)
+            if len(rest) == 2 and rest[0] == "paths-info" and method == "POST":
+                return self.paths_info(req, org, name, unquote(rest[1]))
+        if len(seg) >= 5 and seg[2] == "resolve" and method in ("GET", "HEAD"):
+            path = "/".join(unquote(s) for s in seg[4:])
+            return self.resolve(req, seg[0], seg[1], unquote(seg[3]), path)
+        if len(seg) == 4 and seg[0] == "cdn-lfs" and method in ("GET", "HEAD"):
+            return self.cdn(req, seg[1], seg[2], seg[3])
+        raise HubError(404, "Not Found")
+
+    # -- access -----------------------------------------------------------------------------
+
+    def _tokens(self) -> dict[str, set[str]]:
+        path = self.root / ".replica-tokens.json"
+        try:
+            mtime = path.stat().st_mtime
+        except OSError:
+            return {}
+        if self._tokens_cache and self._tokens_cache[0] == mtime:
+            return self._tokens_cache[1]
+        try:
+            raw = json.loads(path.read_text())
+            tokens = {str(t): {str(r) for r in repos} for t, repos in raw.items()}
+        except (OSError, ValueError, AttributeError, TypeError):
+            tokens = {}
+        self._tokens_cache = (mtime, tokens)
+        return tokens
+
+    def _open(
+        self, req: Request, org_raw: str, name_raw: str, files: bool
+    ) -> tuple[GitRepo, str, dict[str, Any]]:
+        """Validate the repo id, apply private/gated rules; return (repo, repo_id, settings).
+
+        `files`: the request reads content (commits, file bytes), which gating protects.
+        """
+        try:
+            repo_id = parse_repo_id(f"{unquote(org_raw)}/{unquote(name_raw)}")
+        except InvalidRepoIdError as exc:
+            raise HubError(400, f"Invalid repo id: {exc}") from None
+        org, name = repo_id.split("/")
+        token = req.token()
+        tokens = self._tokens()
+        if token is not None and token not in tokens:
+            raise HubError(401, _BAD_CREDENTIALS)
+        granted = token is not None and (repo_id in tokens[token] or "*" in tokens[token])
+        path = self.root / org / name
+        settings = self._settings(self.root / org / f"{name}.replica.json")
+        exists = path.is_dir() and ((path / ".git").exists() or (path / "HEAD").is_file())
+        if not exists or (settings.get("private") and not granted):
+            if token is None:
+                raise HubError(
+                    401,
+                    "Invalid username or password.",
+                    "RepoNotFound",
+                    {"WWW-Authenticate": 'Bearer realm="Authentication required", charset="UTF-8"'},
+                )
+            raise HubError(404, "Repository not found", "RepoNotFound")
+        gated = settings.get("gated")
+        if files and gated in ("auto", "manual") and not granted:
+            if token is None:
+                raise HubError(
+                    401,
+                    f"Access to model {repo_id} is restricted. You must have access to it and be "
+                    "authenticated to access it. Please log in.",
+                    "GatedRepo",
+                )
+            raise HubError(
+                403,
+                f"Access to model {repo_id} is restricted and you are not in the authorized list. "
+                f"Visit {req.base_url}/{repo_id} to ask for access.",
+                "GatedRepo",
+            )
+        return self.repo_for(path), repo_id, settings
+
+    @staticmethod
+    def _settings(path: Path) -> dict[str, Any]:
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    @staticmethod
+    def _revision(repo: GitRepo, rev: str) -> str:
+        sha = repo.resolve(rev) if rev and not rev.startswith("-") else None
+        if sha is None:
+            raise HubError(404, f"Invalid rev id: {rev}", "RevisionNotFound")
+        return sha
+
+    # -- JSON API ---------------------------------------------------------------------------
+
+    def model_info(self, req: Request, org: str, name: str, rev: str, default: bool) -> Response:
+        repo, repo_id, settings = self._open(req, org, name, files=False)
+        if default:
+            head = next((r for r in repo.refs() if r.ref == "refs/heads/main"), None)
+            if head is None:
+                raise HubError(404, f"Invalid rev id: {rev}", "RevisionNotFound")
+            sha = head.target
+        else:
+            sha = self._revision(repo, rev)
+        expand = req.query.get("expand", []) + req.query.get("expand[]", [])
+        unknown = [e for e in expand if e not in hubjson.MODEL_INFO_FIELDS]
+        if unknown:
+            raise HubError(400, f"Invalid expand parameter(s): {', '.join(unknown)}")
+        body = hubjson.model_info_json(
+            repo,
+            repo_id,
+            sha,
+            settings,
+            blobs=req.flag("blobs"),
+            security=req.flag("securityStatus"),
+            expand=expand or None,
+        )
+        return json_response(body)
+
+    def refs(self, req: Request, org: str, name: str) -> Response:
+        repo, _, _ = self._open(req, org, name, files=False)
+        return json_response(hubjson.refs_json(repo.refs(), req.flag("include_prs")))
+
+    def commits(self, req: Request, org: str, name: str, rev: str) -> Response:
+        repo, _, _ = self._open(req, org, name, files=True)
+        sha = self._revision(repo, rev)
+        page = _int_param(req, "p", 0, 0, 1_000_000)
+        limit = _int_param(req, "limit", COMMITS_PER_PAGE, 1, 1000)
+        history = repo.commits(sha)
+        formatted = "formatted" in req.query.get("expand[]", []) + req.query.get("expand", [])
+        chunk = history[page * limit : (page + 1) * limit]
+        headers = {"X-Total-Count": str(len(history))}
+        if (page + 1) * limit < len(history):
+            headers["Link"] = _next_link(req, {"p": str(page + 1), "limit": str(limit)})
+        return json_response([hubjson.commit_json(c, formatted) for c in chunk], headers)
+
+    def tree(self, req: Request, org: str, name: str, rev: str, path: str) -> Response:
+        repo, _, _ = self._open(req, org, name, files=False)
+        sha = self._revision(repo, rev)
+        items = repo.tree(sha)
+        if path:
+            target = next((i for i in items if i.path == path), None)
+            if target is None or not target.is_dir:
+                raise HubError(404, f'{path} does not exist on "{rev}"', "EntryNotFound")
+            prefix = path + "/"
+            items = [i for i in items if i.path.startswith(prefix)]
+        else:
+            prefix = ""
+        if not req.flag("recursive"):
+            items = [i for i in items if "/" not in i.path[len(prefix) :]]
+        expand = req.flag("expand")
+        default_limit = TREE_PER_PAGE_EXPANDED if expand else TREE_PER_PAGE
+        limit = _int_param(req, "limit", default_limit, 1, default_limit)
+        start = _decode_cursor(req.query.get("cursor", [""])[-1])
+        chunk = items[start : start + limit]
+        headers = {}
+        if start + limit < len(items):
+            headers["Link"] = _next_link(req, {"cursor": _encode_cursor(start + limit)})
+        return json_response([hubjson.tree_entry(repo, sha, i, expand) for i in chunk], headers)
+
+    def paths_info(self, req: Request, org: str, name: str, rev: str) -> Response:
+        repo, _, _ = self._open(req, org, name, files=False)
+        sha = self._revision(repo, rev)
+        content_type = req.headers.get("content-type", "")
+        try:
+            if "json" in content_type:
+                data = json.loads(req.body or b"{}")
+                paths = data.get("paths", [])
+                expand = data.get("expand") in (True, "true", "1", 1)
+            else:
+                form = parse_qs(req.body.decode("utf-8"), keep_blank_values=True)
+                paths = form.get("paths", [])
+                expand = form.get("expand", ["false"])[-1].lower() in ("1", "true")
+        except (ValueError, AttributeError, UnicodeDecodeError):
+            raise HubError(400, "Invalid paths-info body") from None
+        if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+            raise HubError(400, "paths must be a list of strings")
+        by_path = {i.path: i for i in repo.tree(sha)}
+        wanted = dict.fromkeys(p.strip("/") for p in paths)
+        found = [by_path[p] for p in wanted if p in by_path]
+        return json_response([hubjson.tree_entry(repo, sha, i, expand) for i in found])
+
+    # -- files ------------------------------------------------------------------------------
+
+    def resolve(self, req: Request, org: str, name: str, rev: str, path: str) -> Response:
+        repo, repo_id, _ = self._open(req, org, name, files=True)
+        sha = self._revision(repo, rev)
+        item = next((i for i in repo.tree(sha) if i.path == path and not i.is_dir), None)
+        if item is None:
+            error = HubError(404, "Entry not found", "EntryNotFound", {"X-Repo-Commit": sha})
+            raise error
+        headers = {"X-Repo-Commit": sha, "Accept-Ranges": "bytes"}
+        if item.lfs is None:
+            headers["ETag"] = f'"{item.oid}"'
+            headers["Content-Type"] = _content_type(path)
+            headers["Content-Disposition"] = _disposition(path)
+            data = repo.read_blob(item.oid)
+            return _ranged(req, headers, len(data), lambda a, b: iter([data[a:b]]))
+        oid = item.lfs.oid
+        query = {"commit": sha, "path": path}
+        query["sig"] = self._sign(repo_id, oid, sha, path)
+        location = f"{req.base_url}/cdn-lfs/{quote(org)}/{quote(name)}/{oid}?{urlencode(query)}"
+        headers.update(
+            {
+                "Location": location,
+                "X-Linked-Etag": f'"{oid}"',
+                "X-Linked-Size": str(item.lfs.size),
+                "ETag": f'"{oid}"',
+                "Cache-Control": "no-store",
+            }
+        )
+        return Response(302, headers)
+
+    def cdn(self, req: Request, org: str, name: str, oid: str) -> Response:
+        """The CDN stand-in for LFS objects: needs a signature minted by `resolve`."""
+        commit = req.query.get("commit", [""])[-1]
+        path = req.query.get("path", [""])[-1]
+        sig = req.query.get("sig", [""])[-1]
+        repo_id = f"{unquote(org)}/{unquote(name)}"
+        expected = self._sign(repo_id, oid, commit, path)
+        if not re.fullmatch(r"[0-9a-f]{64}", oid) or not hmac.compare_digest(sig, expected):
+            raise HubError(403, "Invalid or missing signature")
+        try:
+            parse_repo_id(repo_id)
+        except InvalidRepoIdError:
+            raise HubError(400, "Invalid repo id") from None
+        repo = self.repo_for(self.root / repo_id)
+        item = next((i for i in repo.tree(commit) if i.path == path), None)
+        if item is None or item.lfs is None or item.lfs.oid != oid:
+            raise HubError(404, "Entry not found", "EntryNotFound")
+        obj = repo.lfs_object(oid)
+        try:
+            actual = obj.stat().st_size
+        except OSError:
+            raise HubError(404, f"LFS object {oid} is missing from the replica") from None
+        if actual != item.lfs.size:
+            raise HubError(
+                500, f"LFS object {oid} has {actual} bytes, its pointer says {item.lfs.size}"
+            )
+        headers = {
+            "X-Repo-Commit": commit,
+            "ETag": f'"{oid}"',
+            "Accept-Ranges": "bytes",
+            "Content-Type": "application/octet-stream",
+            "Content-Disposition": _disposition(path),
+        }
+        return _ranged(req, headers, actual, lambda a, b: stream_file(obj, a, b))
+
+    def _sign(self, repo_id: str, oid: str, commit: str, path: str) -> str:
+        message = "\0".join((repo_id, oid, commit, path)).encode()
+        return hmac.new(self.secret, message, hashlib.sha256).hexdigest()
+
+
+def _ranged(
+    req: Request, headers: dict[str, str], size: int, read: Callable[[int, int], Iterator[bytes]]
+) -> Response:
+    """200 with the whole content, 206 for one satisfiable `Range`, 416 when it cannot be satisfied.
+
+    Multiple or malformed ranges are ignored (RFC 9110 §14.2 allows serving the whole content).
+    """
+    spec = req.headers.get("range")
+    start, end, status = 0, size, 200
+    if spec:
+        parsed = _parse_range(spec, size)
+        if isinstance(parsed, str):
+            return Response(
+                416,
+                {**headers, "Content-Range": f"bytes */{size}", "Content-Type": "text/plain"},
+                b"Requested Range Not Satisfiable",
+            )
+        if parsed is not None:
+            start, end = parsed
+            status = 206
+            headers = {**headers, "Content-Range": f"bytes {start}-{end - 1}/{size}"}
+    body = b"" if req.method == "HEAD" else read(start, end)
+    return Response(status, headers, body, end - start)
+
+
+def _parse_range(spec: str, size: int) -> tuple[int, int] | str | None:
+    match = re.fullmatch(r"\s*bytes\s*=\s*(\d*)\s*-\s*(\d*)\s*", spec)
+    if match is None:
+        return None
+    first, last = match.groups()
+    if not first and not last:
+        return None
+    if not first:
+        suffix = int(last)
+        if suffix == 0 or size == 0:
+            return "unsatisfiable"
+        return max(0, size - suffix), size
+    begin = int(first)
+    if last and int(last) < begin:
+        return None
+    if begin >= size:
+        return "unsatisfiable"
+    stop = min(int(last) + 1, size) if last else size
+    return begin, stop
+
+
+def _int_param(req: Request, name: str, default: int, low: int, high: int) -> int:
+    raw = req.query.get(name, [""])[-1]
+    if raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise HubError(400, f"Invalid {name}: {raw!r}") from None
+    if not low <= value <= high:
+        raise HubError(400, f"{name} must be between {low} and {high}")
+    return value
+
+
+def _next_link(req: Request, updates: dict[str, str]) -> str:
+    """An absolute `Link: <...>; rel="next"` (a relative one breaks the client, §14.2)."""
+    query = {k: list(v) for k, v in req.query.items()}
+    for key, value in updates.items():
+        query[key] = [value]
+    return f'<{req.base_url}{req.path}?{urlencode(query, doseq=True)}>; rel="next"'
+
+
+def _encode_cursor(offset: int) -> str:
+    return base64.urlsafe_b64encode(json.dumps({"o": offset}).encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> int:
+    if not cursor:
+        return 0
+    try:
+        data = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        offset = data["o"]
+    except (ValueError, KeyError, TypeError, binascii.Error):
+        raise HubError(400, "Invalid cursor") from None
+    if not isinstance(offset, int) or offset < 0:
+        raise HubError(400, "Invalid cursor")
+    return offset
+
+
+def _content_type(path: str) -> str:
+    guessed, _ = mimetypes.guess_type(path, strict=False)
+    if guessed is None:
+        return "application/octet-stream"
+    return (
+        f"{guessed}; charset=utf-8" if guessed.startswith("text/") or "json" in guessed else guessed
+    )
+
+
+def _disposition(path: str) -> str:
+    base = path.rsplit("/", 1)[-1]
+    ascii_name = base.encode("ascii", "replace").decode().replace('"', "")
+    return f"inline; filename*=UTF-8''{quote(base)}; filename=\"{ascii_name}\";"

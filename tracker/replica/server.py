@@ -1,0 +1,314 @@
+"""The Hub replica's HTTP layer: a threaded HTTP/1.1 server with request recording and fault injection.
+
+`Replica(root)` serves the git repositories under `root` the way huggingface.co serves model repos,
+so the unmodified `huggingface_hub` client (HfApi(endpoint=hub.url) or HF_ENDPOINT) works against it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from tracker.replica.gitread import GitReadError, GitRepo
+from tracker.replica.routes import HubError, Request, Response, Routes
+
+_MAX_BODY = 16 * 1024 * 1024
+_IDLE_TIMEOUT_S = 60
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    """One request the replica answered: raw path and query (percent-encoded), status, the body
+    length it sent (0 for HEAD) and the `Range` header (None when absent)."""
+
+    method: str
+    path: str
+    query: str
+    status: int
+    bytes_sent: int
+    range: str | None
+
+
+@dataclass
+class _Fault:
+    pattern: re.Pattern[str]
+    status: int
+    body: bytes
+    headers: dict[str, str]
+    times: int
+    method: str | None
+    delay_s: float
+    disconnect: bool
+
+    def matches(self, method: str, path: str) -> bool:
+        if self.method is not None and self.method.upper() != method:
+            return False
+        return bool(self.pattern.search(path) or self.pattern.search(unquote(path)))
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], replica: Replica) -> None:
+        self.replica = replica
+        self.open_sockets: set[socket.socket] = set()
+        self.sockets_lock = threading.Lock()
+        super().__init__(address, _Handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self.sockets_lock:
+            self.open_sockets.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self.sockets_lock:
+            self.open_sockets.discard(request)
+        super().shutdown_request(request)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client that went away is not our problem; route errors are answered as 500s
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "tracker-hub-replica/1"
+    timeout = _IDLE_TIMEOUT_S
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self._serve()
+
+    def do_HEAD(self) -> None:
+        self._serve()
+
+    def do_POST(self) -> None:
+        self._serve()
+
+    def _serve(self) -> None:
+        replica = self.server.replica
+        split = urlsplit(self.path)
+        raw_path, raw_query = split.path, split.query
+        range_header = self.headers.get("Range")
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > _MAX_BODY:
+            self._send(Response(413, {"Content-Type": "text/plain"}, b"Request body too large"))
+            self.close_connection = True
+            replica._record(self.command, raw_path, raw_query, 413, 0, range_header)
+            return
+        body = self.rfile.read(length) if length else b""
+        fault = replica._take_fault(self.command, raw_path)
+        if fault is not None:
+            if fault.delay_s:
+                time.sleep(fault.delay_s)
+            if fault.disconnect:
+                self.close_connection = True
+                replica._record(self.command, raw_path, raw_query, 0, 0, range_header)
+                return
+            headers = dict(fault.headers)
+            response = Response(fault.status, headers, fault.body)
+            if any(k.lower() == "content-length" for k in headers):
+                self.close_connection = True
+            sent = 0 if self.command == "HEAD" else len(fault.body)
+            replica._record(self.command, raw_path, raw_query, fault.status, sent, range_header)
+            self._send(response)
+            return
+        host = self.headers.get("Host") or f"{replica.host}:{replica.port}"
+        request = Request(
+            method=self.command,
+            path=raw_path,
+            query=parse_qs(raw_query, keep_blank_values=True),
+            headers={k.lower(): v for k, v in self.headers.items()},
+            body=body,
+            base_url=f"http://{host}",
+        )
+        try:
+            response = replica._routes.handle(request)
+        except (GitReadError, OSError) as exc:
+            response = HubError(500, f"replica error: {exc}").response()
+        # Recorded before the first byte goes out, so a client that got its answer sees the record.
+        sent = 0 if self.command == "HEAD" else response.content_length
+        replica._record(self.command, raw_path, raw_query, response.status, sent, range_header)
+        self._send(response)
+
+    def _send(self, response: Response) -> int:
+        """Write `response`; return the body bytes written (HEAD writes none)."""
+        self.send_response(response.status)
+        headers = dict(response.headers)
+        if not any(k.lower() == "content-length" for k in headers):
+            headers["Content-Length"] = str(response.content_length)
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        sent = 0
+        if self.command == "HEAD":
+            return 0
+        try:
+            chunks = [response.body] if isinstance(response.body, bytes) else response.body
+            for chunk in chunks:
+                self.wfile.write(chunk)
+                sent += len(chunk)
+        except (OSError, GitReadError):
+            self.close_connection = True
+        return sent
+
+
+class Replica:
+    """A Hub replica over the git repositories under `root`, served on http://host:port (0 = free port).
+
+    Use as a context manager (or `.start()` / `.stop()`). Thread-safe: `requests` is a snapshot list
+    of RequestRecord in arrival order; faults are consumed in injection order.
+    """
+
+    def __init__(self, root: Path, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.root = Path(root)
+        self.host = host
+        self.port = port
+        self._lock = threading.Lock()
+        self._records: list[RequestRecord] = []
+        self._faults: list[_Fault] = []
+        self._repos: dict[Path, GitRepo] = {}
+        self._routes = Routes(self.root, self._repo_for, os.urandom(32))
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def start(self) -> Replica:
+        """Bind and serve in a background thread; returns self. Idempotent."""
+        if self._server is not None:
+            return self
+        server = _Server((self.host, self.port), self)
+        self.port = server.server_address[1]
+        self._server = server
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True,
+            name=f"hub-replica-{self.port}",
+        )  # fmt: skip
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving, close the listening socket and every open client connection."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.shutdown()
+        with server.sockets_lock:
+            open_sockets = list(server.open_sockets)
+        for sock in open_sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def serve_forever(self) -> None:
+        """Serve in the calling thread until interrupted (the CLI's `replica serve`)."""
+        self.start()
+        try:
+            while self._thread is not None and self._thread.is_alive():
+                self._thread.join(timeout=0.5)
+        finally:
+            self.stop()
+
+    def __enter__(self) -> Replica:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        """`http://host:port` of the running server (no trailing slash)."""
+        if self._server is None:
+            raise RuntimeError("the replica is not running; use `with Replica(root) as hub:`")
+        return f"http://{self.host}:{self.port}"
+
+    # -- recording and faults ---------------------------------------------------------------
+
+    @property
+    def requests(self) -> list[RequestRecord]:
+        """A copy of every request answered so far, oldest first."""
+        with self._lock:
+            return list(self._records)
+
+    def reset_requests(self) -> None:
+        """Forget the recorded requests."""
+        with self._lock:
+            self._records.clear()
+
+    def inject_fault(
+        self,
+        path_regex: str,
+        status: int = 500,
+        body: bytes = b"",
+        headers: dict[str, str] | None = None,
+        times: int = 1,
+        method: str | None = None,
+        *,
+        delay_s: float = 0.0,
+        disconnect: bool = False,
+    ) -> None:
+        """Answer the next `times` requests whose path matches `path_regex` with a canned response.
+
+        The regex is searched in the raw path and in its percent-decoded form (not the query).
+        `method` limits it to one HTTP method. `headers` may set Content-Length larger than `body`
+        to simulate truncation (the connection is then closed). `delay_s` sleeps before answering;
+        `disconnect` closes the connection without any response.
+        """
+        if times < 1:
+            raise ValueError("times must be >= 1")
+        fault = _Fault(
+            re.compile(path_regex),
+            status,
+            body,
+            dict(headers or {}),
+            times,
+            method,
+            delay_s,
+            disconnect,
+        )
+        with self._lock:
+            self._faults.append(fault)
+
+    def _take_fault(self, method: str, path: str) -> _Fault | None:
+        with self._lock:
+            for fault in self._faults:
+                if fault.matches(method, path):
+                    fault.times -= 1
+                    if fault.times <= 0:
+                        self._faults.remove(fault)
+                    return fault
+        return None
+
+    def _record(
+        self, method: str, path: str, query: str, status: int, sent: int, range_: str | None
+    ) -> None:
+        with self._lock:
+            self._records.append(RequestRecord(method, path, query, status, sent, range_))
+
+    def _repo_for(self, path: Path) -> GitRepo:
+        with self._lock:
+            repo = self._repos.get(path)
+            if repo is None:
+                repo = self._repos[path] = GitRepo(path)
+            return repo
