@@ -1,0 +1,316 @@
+"""Families whose layout is not the generic decoder: GPT-2, BLOOM, GPT-NeoX, Falcon, ChatGLM,
+BERT, T5, Nemotron-H (Mamba2 hybrid) and DeciLM (Nemotron-NAS variable blocks)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from tracker.estimate.decoder import BF16, FP32
+from tracker.estimate.families import Notes
+from tracker.estimate.reading import MAX_EXPERTS, MAX_LAYERS, ConfigView, LayerSpec, Tally
+
+Dims = dict[str, Any]
+Result = tuple[list[LayerSpec], Dims]
+
+
+def _lin(i: int, o: int, bias: bool = True) -> int:
+    return i * o + (o if bias else 0)
+
+
+def _dims(h: int, v: int, heads: int, kv: int, hd: int, inter: int, tied: bool, emb: int,
+          ctx: int | None, **extra: Any) -> Dims:
+    return {
+        "hidden": h, "vocab": v, "heads": heads, "kv_heads": kv, "head_dim": hd,
+        "intermediate": inter, "tied": tied, "head_params": 0 if tied else v * h,
+        "pre_params": emb, "embedding": emb, "max_context": ctx, **extra,
+    }
+
+
+def _classic(c: ConfigView, t: Tally, n: Notes, *, kind: str) -> Result:
+    """GPT-2 / BLOOM / GPT-NeoX: fused qkv with bias, 2-matrix GELU MLP, LayerNorms."""
+    h = c.int("n_embd", "hidden_size", "n_embed")
+    heads = c.int("n_head", "num_attention_heads")
+    layers = c.int("n_layer", "num_hidden_layers", maximum=MAX_LAYERS)
+    v = c.int("vocab_size")
+    inter = c.int("n_inner", "intermediate_size", default=4 * h)
+    ctx = c.opt_int("n_positions", "max_position_embeddings", "seq_length")
+    emb = t.add("embeddings", v * h)
+    if kind == "gpt2":
+        emb += t.add("embeddings", c.int("n_positions", default=1024) * h)
+        tied = c.bool("tie_word_embeddings", True)
+    elif kind == "bloom":
+        t.add("norms", 2 * h)
+        tied = c.bool("tie_word_embeddings", True)
+    else:
+        tied = c.bool("tie_word_embeddings", False)
+    bias = c.bool("attention_bias", True) if kind == "neox" else True
+    specs = []
+    for _ in range(layers):
+        a = t.add("attention", _lin(h, 3 * h, bias) + _lin(h, h, bias))
+        m = t.add("dense_mlp", _lin(h, inter) + _lin(inter, h))
+        nn = t.add("norms", 4 * h)
+        specs.append(LayerSpec("mha", "gelu", a + m + nn, a + m + nn, 2 * h * BF16,
+                               lora_dims=(h + 3 * h) + 2 * h + 2 * (h + inter)))
+    t.add("norms", 2 * h)
+    if not tied:
+        t.add("head", v * h)
+    return specs, _dims(h, v, heads, heads, h // heads, inter, tied, emb, ctx)
+
+
+def _falcon(c: ConfigView, t: Tally, n: Notes) -> Result:
+    h = c.int("hidden_size")
+    heads = c.int("n_head", "num_attention_heads")
+    kv = c.int("n_head_kv", "num_kv_heads", default=1)
+    layers = c.int("n_layer", "num_hidden_layers", maximum=MAX_LAYERS)
+    v = c.int("vocab_size")
+    hd = h // heads
+    bias = c.bool("bias", False)
+    new_arch = c.bool("new_decoder_architecture", c.has("n_head_kv"))
+    emb = t.add("embeddings", v * h)
+    specs = []
+    for _ in range(layers):
+        qkv = (heads + 2 * kv) * hd if new_arch else h + 2 * hd * (kv if c.has("n_head_kv") else 1)
+        a = t.add("attention", _lin(h, qkv, bias) + _lin(h, h, bias))
+        m = t.add("dense_mlp", _lin(h, 4 * h, bias) + _lin(4 * h, h, bias))
+        nn = t.add("norms", (4 if new_arch else 2) * h)
+        specs.append(LayerSpec("gqa" if kv > 1 else "mqa", "gelu", a + m + nn, a + m + nn,
+                               2 * kv * hd * BF16, lora_dims=(h + qkv) + 2 * h + 2 * 5 * h))
+    t.add("norms", 2 * h)
+    tied = c.bool("tie_word_embeddings", False)
+    if not tied:
+        t.add("head", v * h)
+    return specs, _dims(h, v, heads, kv, hd, 4 * h, tied, emb, c.opt_int("max_position_embeddings"))
+
+
+def _chatglm(c: ConfigView, t: Tally, n: Notes) -> Result:
+    h = c.int("hidden_size")
+    heads = c.int("num_attention_heads")
+    kvc = c.int("kv_channels", default=h // heads)
+    groups = c.int("multi_query_group_num", default=heads) if c.bool(
+        "multi_query_attention", False) else heads
+    layers = c.int("num_layers", "num_hidden_layers", maximum=MAX_LAYERS)
+    v = c.int("padded_vocab_size", "vocab_size")
+    ffn = c.int("ffn_hidden_size")
+    qkv_bias = c.bool("add_qkv_bias", False)
+    lin_bias = c.bool("add_bias_linear", False)
+    norm = h if c.bool("rmsnorm", True) else 2 * h
+    emb = t.add("embeddings", v * h)
+    specs = []
+    for _ in range(layers):
+        qkv = heads * kvc + 2 * groups * kvc
+        a = t.add("attention", _lin(h, qkv, qkv_bias) + _lin(heads * kvc, h, lin_bias))
+        m = t.add("dense_mlp", _lin(h, 2 * ffn, lin_bias) + _lin(ffn, h, lin_bias))
+        nn = t.add("norms", 2 * norm)
+        specs.append(LayerSpec("gqa", "swiglu", a + m + nn, a + m + nn, 2 * groups * kvc * BF16,
+                               lora_dims=(h + qkv) + (heads * kvc + h) + (h + 2 * ffn) + (ffn + h)))
+    if c.bool("post_layer_norm", True):
+        t.add("norms", norm)
+    t.add("head", v * h)
+    return specs, _dims(h, v, heads, groups, kvc, ffn, False, emb, c.opt_int("seq_length"))
+
+
+def _bert(c: ConfigView, t: Tally, n: Notes) -> Result:
+    h = c.int("hidden_size")
+    heads = c.int("num_attention_heads")
+    layers = c.int("num_hidden_layers", maximum=MAX_LAYERS)
+    v = c.int("vocab_size")
+    inter = c.int("intermediate_size", default=4 * h)
+    pos = c.int("max_position_embeddings", default=512)
+    types = c.int("type_vocab_size", default=2)
+    emb = t.add("embeddings", (v + pos + types) * h)
+    t.add("norms", 2 * h)
+    specs = []
+    for _ in range(layers):
+        a = t.add("attention", 4 * _lin(h, h))
+        m = t.add("dense_mlp", _lin(h, inter) + _lin(inter, h))
+        nn = t.add("norms", 4 * h)
+        specs.append(LayerSpec("mha", "gelu", a + m + nn, a + m + nn, 0, kind="encoder",
+                               lora_dims=8 * h + 2 * (h + inter)))
+    archs = c.list("architectures") or []
+    arch = str(archs[0]) if archs else "BertModel"
+    if arch.endswith("ForMaskedLM") or arch.endswith("ForPreTraining"):
+        t.add("head", _lin(h, h) + 2 * h + v)  # transform dense + LayerNorm; decoder tied + bias
+        if arch.endswith("ForPreTraining"):
+            t.add("head", _lin(h, h) + _lin(h, 2))
+    elif arch in ("BertModel", "") or "Classification" in arch:
+        t.add("head", _lin(h, h))  # pooler
+        if "Classification" in arch:
+            labels = len(c.raw("id2label", {}) or {}) or 2
+            t.add("head", _lin(h, labels))
+    return specs, _dims(h, v, heads, heads, h // heads, inter, True, emb, pos, encoder_layers=layers)
+
+
+def _t5(c: ConfigView, t: Tally, n: Notes) -> Result:
+    d = c.int("d_model")
+    dkv = c.int("d_kv", default=64)
+    heads = c.int("num_heads")
+    dff = c.int("d_ff")
+    enc = c.int("num_layers", maximum=MAX_LAYERS)
+    dec = c.int("num_decoder_layers", default=enc, maximum=MAX_LAYERS)
+    v = c.int("vocab_size")
+    buckets = c.int("relative_attention_num_buckets", default=32)
+    gated = c.str("feed_forward_proj", "relu").startswith("gated")
+    inner = heads * dkv
+    emb = t.add("embeddings", v * d)
+    ff = (3 if gated else 2) * d * dff
+    specs = []
+    for stack, count in (("encoder", enc), ("decoder", dec)):
+        for i in range(count):
+            attn = 4 * d * inner + (buckets * heads if i == 0 else 0)
+            norms = 2 * d
+            if stack == "decoder":
+                attn += 4 * d * inner
+                norms += d
+            a = t.add("attention", attn)
+            m = t.add("dense_mlp", ff)
+            nn = t.add("norms", norms)
+            kv = 2 * inner * BF16 if stack == "decoder" else 0
+            specs.append(LayerSpec("mha", "gelu" if gated else "relu", a + m + nn, a + m + nn, kv,
+                                   kind=stack, lora_dims=8 * (d + inner) + 3 * (d + dff)))
+        t.add("norms", d)
+    if not c.bool("tie_word_embeddings", True):
+        n.flag("t5-head-tied", "transformers 5 always ties T5's lm_head to the shared embedding "
+               "(tie_word_embeddings=false is read as a decoder-output scaling switch)")
+    return specs, _dims(d, v, heads, heads, dkv, dff, True, emb, c.opt_int("n_positions"),
+                        encoder_layers=enc)
+
+
+def _nemotron_h(c: ConfigView, t: Tally, n: Notes) -> Result:
+    """Nemotron-H: a per-layer pattern of M (Mamba2), * (attention), - (MLP), E (MoE)."""
+    h = c.int("hidden_size")
+    v = c.int("vocab_size")
+    pattern = c.str("hybrid_override_pattern")
+    layers = c.int("num_hidden_layers", default=len(pattern) or 1, maximum=MAX_LAYERS)
+    if len(pattern) != layers:
+        n.flag("pattern-length", f"hybrid_override_pattern has {len(pattern)} entries for "
+               f"{layers} layers")
+        pattern = (pattern or "*")[:layers].ljust(layers, "*")
+    heads = c.int("num_attention_heads")
+    kv = c.int("num_key_value_heads", default=heads)
+    hd = c.int("head_dim", default=h // heads)
+    abias = c.bool("attention_bias", False)
+    mbias = c.bool("mlp_bias", False)
+    m_heads = c.int("mamba_num_heads")
+    m_hd = c.int("mamba_head_dim")
+    groups = c.int("n_groups", default=1)
+    state = c.int("ssm_state_size")
+    kernel = c.int("conv_kernel", default=4)
+    d_inner = m_heads * m_hd
+    conv_dim = d_inner + 2 * groups * state
+    inter = c.int("intermediate_size")
+    e = c.int("n_routed_experts", default=0, minimum=0, maximum=MAX_EXPERTS)
+    k = c.int("num_experts_per_tok", default=1)
+    moe_i = c.int("moe_intermediate_size", default=inter)
+    shared_i = c.int("moe_shared_expert_intermediate_size", default=0, minimum=0)
+    latent = c.opt_int("moe_latent_size")
+    emb = t.add("embeddings", v * h)
+    specs = []
+    for ch in pattern:
+        norm = t.add("norms", h)
+        if ch == "M":
+            p = _lin(h, 2 * d_inner + 2 * groups * state + m_heads, c.bool("use_bias", False))
+            p += conv_dim * kernel + (conv_dim if c.bool("use_conv_bias", True) else 0)
+            p += 3 * m_heads + d_inner + _lin(d_inner, h, c.bool("use_bias", False))
+            t.add("ssm", p)
+            st = m_heads * m_hd * state * FP32 + conv_dim * (kernel - 1) * BF16
+            specs.append(LayerSpec("ssm", "none", p + norm, p + norm, 0, state_bytes=st,
+                                   lora_dims=(h + 2 * d_inner + 2 * groups * state + m_heads)
+                                   + d_inner + h))
+        elif ch == "*":
+            p = _lin(h, heads * hd, abias) + 2 * _lin(h, kv * hd, abias) + _lin(heads * hd, h, abias)
+            t.add("attention", p)
+            specs.append(LayerSpec("gqa" if kv < heads else "mha", "none", p + norm, p + norm,
+                                   2 * kv * hd * BF16,
+                                   lora_dims=(h + heads * hd) + 2 * (h + kv * hd) + heads * hd + h))
+        elif ch == "E":
+            width = latent or h
+            per = 2 * width * moe_i
+            routed = t.add("routed_experts", e * per, k * per)
+            r = t.add("router", h * e)
+            s = t.add("shared_experts", _lin(h, shared_i, mbias) + _lin(shared_i, h, mbias))
+            if latent:
+                s += t.add("shared_experts", 2 * h * latent + (2 * latent if c.bool(
+                    "moe_latent_use_norm", False) else 0))
+            specs.append(LayerSpec("none", "moe", routed + r + s + norm, k * per + r + s + norm,
+                                   experts=e, top_k=k,
+                                   lora_dims=e * 2 * (width + moe_i) + 2 * (h + shared_i)))
+        else:
+            p = t.add("dense_mlp", _lin(h, inter, mbias) + _lin(inter, h, mbias))
+            specs.append(LayerSpec("none", "relu", p + norm, p + norm, lora_dims=2 * (h + inter)))
+    t.add("norms", h)
+    tied = c.bool("tie_word_embeddings", False)
+    if not tied:
+        t.add("head", v * h)
+    return specs, _dims(h, v, heads, kv, hd, inter, tied, emb, c.opt_int("max_position_embeddings"))
+
+
+def _ffn_mult_to_intermediate(mult: float, h: int) -> int:
+    inter = int(2 * mult * h / 3)
+    return inter + (-inter % 256)
+
+
+def _deci(c: ConfigView, t: Tally, n: Notes) -> Result:
+    """DeciLM / Nemotron-NAS: `block_configs` give each layer its own attention and FFN."""
+    h = c.int("hidden_size")
+    heads = c.int("num_attention_heads")
+    hd = h // heads
+    v = c.int("vocab_size")
+    blocks = c.list("block_configs") or []
+    layers = c.int("num_hidden_layers", default=len(blocks) or 1, maximum=MAX_LAYERS)
+    emb = t.add("embeddings", v * h)
+    specs = []
+    for i in range(min(layers, len(blocks))):
+        b = ConfigView(blocks[i] if isinstance(blocks[i], dict) else {}, f"block_configs[{i}]")
+        att = b.sub("attention") or ConfigView({})
+        ffn = b.sub("ffn") or ConfigView({})
+        a = m = nn = 0
+        kvb = 0
+        lora = 0
+        atype = "none"
+        if not att.bool("no_op", False):
+            nn += t.add("norms", h)
+            if att.bool("replace_with_linear", False):
+                a = t.add("attention", h * h)
+                lora += 2 * h
+            else:
+                kv = heads // att.int("n_heads_in_group", default=1)
+                a = t.add("attention", 2 * h * heads * hd + 2 * h * kv * hd)
+                kvb = 2 * kv * hd * BF16
+                lora += 2 * (h + heads * hd) + 2 * (h + kv * hd)
+                atype = "gqa"
+        if not ffn.bool("no_op", False):
+            nn += t.add("norms", h)
+            if ffn.bool("replace_with_linear", False):
+                m = t.add("dense_mlp", h * h)
+                lora += 2 * h
+            else:
+                mult = ffn.float("ffn_mult", 4.0)
+                if not math.isfinite(mult) or mult <= 0 or mult > 1000:
+                    mult = 4.0
+                inter = _ffn_mult_to_intermediate(mult, h)
+                m = t.add("dense_mlp", 3 * h * inter)
+                lora += 3 * (h + inter)
+        specs.append(LayerSpec(atype, "swiglu", a + m + nn, a + m + nn, kvb, lora_dims=lora))
+    t.add("norms", h)
+    tied = c.bool("tie_word_embeddings", False)
+    if not tied:
+        t.add("head", v * h)
+    return specs, _dims(h, v, heads, heads, hd, 4 * h, tied, emb,
+                        c.opt_int("max_position_embeddings"))
+
+
+READERS: dict[str, Callable[[ConfigView, Tally, Notes], Result]] = {
+    "gpt2": lambda c, t, n: _classic(c, t, n, kind="gpt2"),
+    "bloom": lambda c, t, n: _classic(c, t, n, kind="bloom"),
+    "gpt_neox": lambda c, t, n: _classic(c, t, n, kind="neox"),
+    "falcon": _falcon,
+    "RefinedWeb": _falcon,
+    "RefinedWebModel": _falcon,
+    "chatglm": _chatglm,
+    "bert": _bert,
+    "t5": _t5,
+    "nemotron_h": _nemotron_h,
+    "nemotron-nas": _deci,
+}

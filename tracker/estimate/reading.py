@@ -1,0 +1,206 @@
+"""Typed, bounded reading of a config.json mapping, and the per-layer model description it yields.
+
+Every number the estimator uses goes through `ConfigView`, which rejects strings, booleans,
+non-finite floats, zero or negative sizes and absurd magnitudes with an EstimateError naming the
+key, so a hostile config gives a one-line reason instead of a crash or a hang.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tracker.errors import EstimateError
+
+MAX_LAYERS = 10_000
+"""More layers than this is not a real model; loops over layers are bounded by it."""
+MAX_DIM = 50_000_000
+"""Largest accepted width (hidden, vocab, intermediate, context...)."""
+MAX_EXPERTS = 100_000
+
+COMPONENTS = (
+    "embeddings",
+    "attention",
+    "dense_mlp",
+    "routed_experts",
+    "shared_experts",
+    "router",
+    "linear_attention",
+    "ssm",
+    "norms",
+    "head",
+    "vision_tower",
+    "audio_tower",
+)
+"""Where parameters live, in report order."""
+
+
+class ConfigView:
+    """Read-only typed access to one (sub)config mapping; `path` names it in error messages."""
+
+    def __init__(self, data: Mapping[str, Any], path: str = "") -> None:
+        self.data = data
+        self.path = path
+
+    def _name(self, key: str) -> str:
+        return f"{self.path}.{key}" if self.path else key
+
+    def has(self, key: str) -> bool:
+        return key in self.data and self.data[key] is not None
+
+    def raw(self, key: str, default: Any = None) -> Any:
+        value = self.data.get(key, default)
+        return default if value is None else value
+
+    def first_key(self, *keys: str) -> str | None:
+        for key in keys:
+            if self.has(key):
+                return key
+        return None
+
+    def int(
+        self, *keys: str, default: int | None = None, minimum: int = 1, maximum: int = MAX_DIM
+    ) -> int:
+        """The first present key among `keys` as an int in [minimum, maximum].
+
+        Absent: `default`, or EstimateError when there is none. Floats with an integral value
+        are accepted (1e3 in JSON); strings, booleans and other types are not.
+        """
+        key = self.first_key(*keys)
+        if key is None:
+            if default is None:
+                raise EstimateError(f"config lacks {' / '.join(self._name(k) for k in keys)}")
+            return default
+        value = self.data[key]
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise EstimateError(
+                f"config {self._name(key)} must be a number, got {type(value).__name__} "
+                f"{_short(value)}"
+            )
+        if isinstance(value, float):
+            if not math.isfinite(value) or value != int(value):
+                raise EstimateError(f"config {self._name(key)} must be an integer, got {value!r}")
+            value = int(value)
+        if value < minimum:
+            raise EstimateError(f"config {self._name(key)} must be >= {minimum}, got {value}")
+        if value > maximum:
+            raise EstimateError(
+                f"config {self._name(key)} = {value} exceeds the sanity cap {maximum}"
+            )
+        return value
+
+    def opt_int(self, *keys: str, minimum: int = 1, maximum: int = MAX_DIM) -> int | None:
+        if self.first_key(*keys) is None:
+            return None
+        return self.int(*keys, minimum=minimum, maximum=maximum)
+
+    def float(self, key: str, default: float) -> float:
+        if not self.has(key):
+            return default
+        value = self.data[key]
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise EstimateError(f"config {self._name(key)} must be a number, got {_short(value)}")
+        if not math.isfinite(float(value)):
+            raise EstimateError(f"config {self._name(key)} must be finite, got {value!r}")
+        return float(value)
+
+    def bool(self, key: str, default: bool) -> bool:
+        if not self.has(key):
+            return default
+        value = self.data[key]
+        if not isinstance(value, bool):
+            raise EstimateError(f"config {self._name(key)} must be true/false, got {_short(value)}")
+        return value
+
+    def str(self, key: str, default: str = "") -> str:
+        value = self.raw(key, default)
+        return value if isinstance(value, str) else default
+
+    def list(self, key: str) -> list[Any] | None:
+        value = self.data.get(key)
+        return value if isinstance(value, list) else None
+
+    def sub(self, key: str) -> ConfigView | None:
+        value = self.data.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, Mapping):
+            raise EstimateError(f"config {self._name(key)} must be an object")
+        return ConfigView(value, self._name(key))
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+@dataclass(frozen=True)
+class LayerSpec:
+    """One decoder (or encoder) layer as memory, split and structure need it.
+
+    `attention`: "mha" | "gqa" | "mqa" | "mla" | "sliding" | "linear" | "ssm" | "none";
+    `ffn`: "swiglu" | "gelu" | "relu" | "moe" | "none"; `params` the layer's parameter count;
+    `kv_bytes_per_token` the bf16 cache per token (0 for linear/SSM); `window` the sliding window;
+    `state_bytes` the fixed per-sequence state (linear attention / SSM); `lora_params` the LoRA
+    adapter parameters per rank unit (sum of in+out over the layer's linears, experts included).
+    """
+
+    attention: str
+    ffn: str
+    params: int
+    active_params: int
+    kv_bytes_per_token: int = 0
+    window: int | None = None
+    state_bytes: int = 0
+    lora_dims: int = 0
+    experts: int = 0
+    top_k: int = 0
+    kind: str = "decoder"
+
+
+@dataclass
+class Tally:
+    """Mutable accumulator of parameter counts by component, total and active."""
+
+    by_component: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COMPONENTS, 0))
+    active: int = 0
+
+    def add(self, component: str, count: int, active: int | None = None) -> int:
+        self.by_component[component] = self.by_component.get(component, 0) + count
+        self.active += count if active is None else active
+        return count
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_component.values())
+
+
+@dataclass(frozen=True)
+class Reading:
+    """The estimator's reading of a config: counts plus what memory/structure/findings need."""
+
+    architecture: str
+    model_type: str
+    family: str
+    custom_code: bool
+    total: int
+    active: int
+    embedding: int
+    by_component: Mapping[str, int]
+    layers: tuple[LayerSpec, ...]
+    hidden: int
+    vocab: int
+    max_context: int | None
+    num_heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    tied: bool
+    head_params: int
+    pre_params: int
+    flags: tuple[str, ...]
+    notes: tuple[str, ...]
+    extra_params: int = 0
+    encoder_layers: int = 0

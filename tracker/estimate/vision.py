@@ -1,0 +1,117 @@
+"""Vision (and audio) towers of multimodal configs, counted into the `vision_tower` component.
+
+Covered towers: SigLIP (Gemma 3, Idefics3), Qwen3-VL / Qwen3.5 ViT with mergers, Llama 4 ViT
+with its pixel-shuffle adapter, Gemma 4 ViT. Unknown towers are flagged and not counted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tracker.estimate.families import Notes
+from tracker.estimate.reading import MAX_LAYERS, ConfigView, Tally
+
+
+def _lin(i: int, o: int, bias: bool = True) -> int:
+    return i * o + (o if bias else 0)
+
+
+def _siglip(v: ConfigView) -> int:
+    hv = v.int("hidden_size")
+    iv = v.int("intermediate_size")
+    p = v.int("patch_size")
+    ch = v.int("num_channels", default=3)
+    size = v.int("image_size")
+    layers = v.int("num_hidden_layers", maximum=MAX_LAYERS)
+    total = ch * p * p * hv + hv + (size // p) ** 2 * hv
+    total += layers * (4 * _lin(hv, hv) + _lin(hv, iv) + _lin(iv, hv) + 4 * hv)
+    total += 2 * hv
+    if v.bool("vision_use_head", False):
+        total += hv + 4 * _lin(hv, hv) + 2 * hv + _lin(hv, iv) + _lin(iv, hv)
+    return total
+
+
+def _qwen_vit(v: ConfigView) -> int:
+    hv = v.int("hidden_size")
+    iv = v.int("intermediate_size")
+    p = v.int("patch_size")
+    tp = v.int("temporal_patch_size", default=2)
+    ch = v.int("in_channels", default=3)
+    depth = v.int("depth", maximum=MAX_LAYERS)
+    m = v.int("spatial_merge_size", default=2)
+    out = v.int("out_hidden_size")
+    total = ch * tp * p * p * hv + hv
+    total += v.int("num_position_embeddings", default=0, minimum=0) * hv
+    total += depth * (4 * hv + _lin(hv, 3 * hv) + _lin(hv, hv) + _lin(hv, iv) + _lin(iv, hv))
+    merged = hv * m * m
+    total += 2 * hv + _lin(merged, merged) + _lin(merged, out)
+    deep = v.list("deepstack_visual_indexes") or []
+    total += len(deep) * (2 * merged + _lin(merged, merged) + _lin(merged, out))
+    return total
+
+
+def _llama4_vit(v: ConfigView, text_hidden: int) -> int:
+    hv = v.int("hidden_size")
+    iv = v.int("intermediate_size")
+    p = v.int("patch_size")
+    ch = v.int("num_channels", default=3)
+    size = v.int("image_size")
+    layers = v.int("num_hidden_layers", maximum=MAX_LAYERS)
+    ratio = v.float("pixel_shuffle_ratio", 0.5)
+    if not 0 < ratio <= 1:
+        ratio = 0.5
+    total = hv + ((size // p) ** 2 + 1) * hv + ch * p * p * hv + 4 * hv
+    total += layers * (4 * _lin(hv, hv) + _lin(hv, iv) + _lin(iv, hv) + 4 * hv)
+    adapter_in = int(hv / (ratio * ratio))
+    pin = v.int("projector_input_dim")
+    pout = v.int("projector_output_dim")
+    total += adapter_in * pin + pin * pout
+    total += _lin(v.int("vision_output_dim"), text_hidden, v.bool("multi_modal_projector_bias", False))
+    return total
+
+
+def _gemma4_vit(v: ConfigView, text_hidden: int) -> int:
+    hv = v.int("hidden_size")
+    iv = v.int("intermediate_size")
+    p = v.int("patch_size")
+    heads = v.int("num_attention_heads")
+    kv = v.int("num_key_value_heads", default=heads)
+    hd = v.int("head_dim", default=hv // heads)
+    layers = v.int("num_hidden_layers", maximum=MAX_LAYERS)
+    total = 2 * v.int("position_embedding_size") * hv + 3 * p * p * hv
+    per = 2 * hv * heads * hd + 2 * hv * kv * hd + 2 * hd + 3 * hv * iv + 4 * hv
+    total += layers * per
+    total += hv * text_hidden
+    return total
+
+
+def count_towers(root: ConfigView, model_type: str, t: Tally, n: Notes, dims: dict[str, Any]) -> int:
+    """Add the vision tower and projector of a multimodal config to `t`; return their count."""
+    v = root.sub("vision_config")
+    if v is None:
+        return 0
+    text_hidden = int(dims["hidden"])
+    vtype = v.str("model_type")
+    if vtype in ("siglip_vision_model", "idefics3_vision", "siglip"):
+        total = _siglip(v)
+        if model_type == "idefics3":
+            scale = root.int("scale_factor", default=2)
+            total += v.int("hidden_size") * scale * scale * text_hidden
+        elif model_type == "gemma3":
+            total += v.int("hidden_size") * text_hidden + v.int("hidden_size")
+    elif vtype in ("qwen3_vl", "qwen3_5", "qwen3_5_moe", "qwen3_vl_moe"):
+        total = _qwen_vit(v)
+    elif vtype == "llama4_vision_model":
+        total = _llama4_vit(v, text_hidden)
+    elif vtype == "gemma4_vision":
+        total = _gemma4_vit(v, text_hidden)
+    else:
+        n.flag(
+            "vision-tower-not-counted",
+            f"vision tower of type {vtype or 'unknown'!r} is not modelled: not counted",
+        )
+        return 0
+    t.add("vision_tower", total, 0)
+    if root.sub("audio_config") is not None:
+        n.flag("audio-tower-not-counted", "audio tower is not modelled: not counted")
+    return total
