@@ -1,0 +1,361 @@
+"""publish(): records valid against the OSV schema, exactly once, lifecycle (fixed, withdrawn), suppressions."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from conftest import HUB, MIXTRAL, MIXTRAL_SHAS, NOW, R1, R1_SHAS, ch, commit, make_store
+
+from tracker.advisories import service
+from tracker.advisories.schema import validate_record
+from tracker.advisories.service import publish, withdraw_rewritten
+from tracker.domain import Artifact as A
+from tracker.domain import ChangeKind as K
+from tracker.domain import Severity
+from tracker.errors import AdvisoryError, ConfigError
+from tracker.store.advisories import AdvisoryStore
+
+M = MIXTRAL_SHAS
+URL = f"{HUB}/{MIXTRAL}"
+MIXTRAL_02 = (
+    ch(A.CONFIG, K.ADDED, "attention_dropout", None, 0.0),
+    ch(A.CONFIG, K.CHANGED, "model_type", "mistral", "mixtral"),
+    ch(A.CONFIG, K.ADDED, "output_router_logits", None, True),
+    ch(A.CONFIG, K.ADDED, "router_aux_loss_coef", None, 0.02),
+    ch(A.CONFIG, K.ADDED, "sliding_window", None, 4096),
+    ch(A.CONFIG, K.CHANGED, "transformers_version", "4.34.0.dev0", "4.36.0.dev0"),
+)
+
+
+def _pub(store: AdvisoryStore, sha, prev, changes, *, repo=MIXTRAL, now=NOW, overrides=None, **kw):
+    return publish(
+        store,
+        repo_id=repo,
+        commit=commit(sha, prev),
+        previous=prev,
+        changes=changes,
+        estimate_before=kw.get("before"),
+        estimate_after=kw.get("after"),
+        repo_url=f"{HUB}/{repo}",
+        overrides=overrides,
+        prefix="TRACKER",
+        now=now,
+    )
+
+
+def test_first_revision_with_no_changes_gets_no_advisory(store: AdvisoryStore) -> None:
+    assert _pub(store, M[0], None, ()) == []
+    assert store.counts()["advisories"] == 0
+    assert store.counts()["advisory_revisions"] == 1
+
+
+def test_one_advisory_per_group_with_the_highest_severity(store: AdvisoryStore) -> None:
+    advs = _pub(store, M[1], M[0], MIXTRAL_02)
+    assert [(a.id, a.group, a.severity) for a in advs] == [
+        ("x_TRACKER-2026-1", "config", Severity.HIGH)
+    ]
+    rec = advs[0].record
+    validate_record(rec)
+    assert rec["affected"][0]["ranges"] == [
+        {"type": "GIT", "repo": URL, "events": [{"introduced": M[1]}]}
+    ]
+    assert rec["affected"][0]["versions"] == [M[1]]
+    assert rec["affected"][0]["package"] == {
+        "ecosystem": "GIT",
+        "name": URL,
+        "purl": f"pkg:huggingface/{MIXTRAL}",
+    }
+    assert rec["references"][0] == {"type": "INTRODUCED", "url": f"{URL}/commit/{M[1]}"}
+    assert rec["published"] == rec["modified"] == "2026-11-30T09:30:00Z"
+    sev = {c["key"]: c["severity"] for c in rec["database_specific"]["changes"]}
+    assert sev == {
+        "attention_dropout": "low",
+        "model_type": "high",
+        "output_router_logits": "low",
+        "router_aux_loss_coef": "low",
+        "sliding_window": "moderate",
+        "transformers_version": "low",
+    }
+    assert rec["summary"].startswith("mistralai/Mixtral-8x7B-v0.1: config changed (6 changes: ")
+
+
+def test_groups_are_split_by_artifact(store: AdvisoryStore) -> None:
+    changes = (
+        ch(A.CHAT_TEMPLATE, K.RENDERED, "tool_call", "a", "b", file="tokenizer_config.json"),
+        ch(A.CHAT_TEMPLATE, K.RENDERED, "multi_turn", "c", "d", file="tokenizer_config.json"),
+        ch(A.CHAT_TEMPLATE, K.RENDERED, "system", "e", "f", file="tokenizer_config.json"),
+        ch(
+            A.SPECIAL_TOKENS,
+            K.CHANGED,
+            "eos_token",
+            "<｜end▁of▁sentence｜>",
+            "<|EOT|>",
+            file="tokenizer_config.json",
+        ),
+        ch(A.ESTIMATE, K.CHANGED, "memory_gb.kv_cache", 10.0, 12.0, file=""),
+    )
+    advs = _pub(store, R1_SHAS[1], R1_SHAS[0], changes, repo=R1)
+    assert [(a.group, a.severity) for a in advs] == [
+        ("special_tokens", Severity.HIGH),
+        ("chat_template", Severity.HIGH),
+    ]
+    assert (
+        advs[1].record["summary"]
+        == "deepseek-ai/DeepSeek-R1: chat template renders differently (3 conversations)"
+    )
+    # the estimate delta rides along in each advisory, and makes no advisory of its own
+    for a in advs:
+        assert [c["key"] for c in a.record["database_specific"]["estimate_changes"]] == [
+            "memory_gb.kv_cache"
+        ]
+
+
+def test_estimate_group_only_for_fit_or_parameter_changes(store: AdvisoryStore) -> None:
+    only_memory = (ch(A.ESTIMATE, K.CHANGED, "memory_gb.lora", 30.0, 31.0, file=""),)
+    assert _pub(store, M[1], M[0], only_memory) == []
+    fit = (ch(A.ESTIMATE, K.FIT_LOST, "cards.H100-80GB.lora", True, False, file=""),)
+    advs = _pub(store, M[2], M[1], fit)
+    assert [(a.group, a.severity) for a in advs] == [("estimate", Severity.HIGH)]
+
+
+def test_publishing_twice_returns_the_same_advisories_and_writes_nothing(
+    store: AdvisoryStore,
+) -> None:
+    first = _pub(store, M[1], M[0], MIXTRAL_02)
+    counts = store.counts()
+    again = _pub(store, M[1], M[0], MIXTRAL_02, now=NOW + timedelta(hours=1))
+    assert again == first
+    assert store.counts() == counts
+    assert store.counts()["advisory_counters"] == 1
+    # the next new advisory takes the next number: nothing was allocated by the re-publish
+    nxt = _pub(store, M[2], M[1], (ch(A.CONFIG, K.CHANGED, "output_router_logits", True, False),))
+    assert [a.id for a in nxt] == ["x_TRACKER-2026-2"]
+
+
+def test_crash_after_publish_before_mark_analysed_then_restart(db_url: str) -> None:
+    store = make_store(db_url)
+
+    def pipeline_step() -> None:
+        _pub(store, M[1], M[0], MIXTRAL_02)
+        raise RuntimeError("killed before mark_analysed")
+
+    with pytest.raises(RuntimeError):
+        pipeline_step()
+    store.engine.dispose()
+    restarted = make_store(db_url)  # a new process: fresh engine and store on the same file
+    advs = _pub(restarted, M[1], M[0], MIXTRAL_02, now=NOW + timedelta(minutes=5))
+    assert [a.id for a in advs] == ["x_TRACKER-2026-1"]
+    assert restarted.counts()["advisories"] == 1
+    assert [a.id for a in restarted.list_advisories()] == ["x_TRACKER-2026-1"]
+    restarted.engine.dispose()
+
+
+def test_crash_inside_the_transaction_leaves_nothing(
+    store: AdvisoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def boom(*a: object, **k: object) -> None:
+        raise RuntimeError("killed while writing")
+
+    monkeypatch.setattr("tracker.store.advisories.AdvisoryTx.mark_revision", boom)
+    with pytest.raises(RuntimeError):
+        _pub(store, M[1], M[0], MIXTRAL_02)
+    assert store.counts() == dict.fromkeys(store.counts(), 0)
+    monkeypatch.undo()
+    advs = _pub(store, M[1], M[0], MIXTRAL_02)
+    assert [a.id for a in advs] == ["x_TRACKER-2026-1"]
+    assert store.counts()["advisories"] == 1
+
+
+def test_invalid_record_raises_and_writes_nothing(
+    store: AdvisoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = service.build_record
+
+    def short_sha(**kw: object) -> dict:
+        rec = real(**kw)  # type: ignore[arg-type]
+        rec["affected"][0]["versions"] = [M[1][:12]]
+        rec["affected"][0]["ranges"][0]["events"] = [{"introduced": M[1][:12]}]
+        return rec
+
+    monkeypatch.setattr(service, "build_record", short_sha)
+    with pytest.raises(AdvisoryError, match="full-length commit hashes|full 40-hex"):
+        _pub(store, M[1], M[0], MIXTRAL_02)
+    assert store.counts() == dict.fromkeys(store.counts(), 0)
+
+
+def test_real_mixtral_history_extends_versions_fixes_on_restore(store: AdvisoryStore) -> None:
+    later = [NOW + timedelta(hours=i) for i in range(8)]
+    sw = "sliding_window"
+    history = [
+        (M[0], None, ()),
+        (M[1], M[0], MIXTRAL_02),
+        (M[2], M[1], (ch(A.CONFIG, K.CHANGED, "output_router_logits", True, False),)),
+        (M[3], M[2], (ch(A.CONFIG, K.REMOVED, sw, 4096, None),)),
+        (
+            "41c1fe324a57f555d8df74b85a1353a583746532",
+            M[3],
+            (ch(A.CONFIG, K.ADDED, sw, None, None),),
+        ),
+        (
+            "ccf7a6502058c82841f1be65cf7e35764be35318",
+            "41c1fe324a57f555d8df74b85a1353a583746532",
+            (ch(A.CONFIG, K.CHANGED, sw, None, 4096),),
+        ),
+    ]
+    made = {}
+    for i, (sha, prev, changes) in enumerate(history):
+        made[sha] = [a.id for a in _pub(store, sha, prev, changes, now=later[i])]
+    assert made == {
+        M[0]: [],
+        M[1]: ["x_TRACKER-2026-1"],
+        M[2]: ["x_TRACKER-2026-2"],
+        M[3]: ["x_TRACKER-2026-3"],  # a partial restore of -1 is still a change
+        "41c1fe324a57f555d8df74b85a1353a583746532": ["x_TRACKER-2026-4"],
+        "ccf7a6502058c82841f1be65cf7e35764be35318": [],  # restores 4096: fixes -3, makes nothing new
+    }
+    adv3 = store.get("x_TRACKER-2026-3")
+    assert adv3 is not None
+    validate_record(adv3.record)
+    assert adv3.record["affected"][0]["ranges"][0]["events"] == [
+        {"introduced": M[3]},
+        {"fixed": "ccf7a6502058c82841f1be65cf7e35764be35318"},
+    ]
+    assert adv3.record["affected"][0]["versions"] == [
+        M[3],
+        "41c1fe324a57f555d8df74b85a1353a583746532",
+    ]
+    assert adv3.record["modified"] == "2026-11-30T14:30:00Z"
+    assert adv3.record["published"] == "2026-11-30T12:30:00Z"
+    adv1 = store.get("x_TRACKER-2026-1")
+    assert adv1 is not None
+    assert "fixed" not in str(adv1.record["affected"][0]["ranges"])
+    assert adv1.record["affected"][0]["versions"] == [
+        M[1],
+        M[2],
+        M[3],
+        "41c1fe324a57f555d8df74b85a1353a583746532",
+        "ccf7a6502058c82841f1be65cf7e35764be35318",
+    ]
+    # queries by commit: exactly the advisories whose versions contain it
+    assert [a.id for a in store.affecting_commit(M[2])] == ["x_TRACKER-2026-1", "x_TRACKER-2026-2"]
+    assert [a.id for a in store.affecting_commit("ccf7a6502058c82841f1be65cf7e35764be35318")] == [
+        "x_TRACKER-2026-1",
+        "x_TRACKER-2026-2",
+        "x_TRACKER-2026-4",
+    ]
+    assert store.affecting_commit(M[0]) == []
+
+
+def test_chat_template_revert_produces_fixed(store: AdvisoryStore) -> None:
+    s0, s1, s2 = R1_SHAS
+    t = (
+        ch(A.CHAT_TEMPLATE, K.RENDERED, "tool_call", "<think>\n", "", file="tokenizer_config.json"),
+    )
+    back = (
+        ch(A.CHAT_TEMPLATE, K.RENDERED, "tool_call", "", "<think>\n", file="tokenizer_config.json"),
+    )
+    [adv] = _pub(store, s1, s0, t, repo=R1)
+    assert _pub(store, s2, s1, back, repo=R1, now=NOW + timedelta(days=1)) == []
+    fixed = store.get(adv.id)
+    assert fixed is not None
+    validate_record(fixed.record)
+    assert fixed.record["affected"][0]["ranges"][0]["events"][-1] == {"fixed": s2}
+    assert fixed.record["affected"][0]["versions"] == [s1]
+    assert {"type": "FIX", "url": f"{HUB}/{R1}/commit/{s2}"} in fixed.record["references"]
+    assert fixed.record["modified"] == "2026-12-01T09:30:00Z"
+    assert store.affecting_commit(s2) == []
+
+
+def test_force_push_dropping_the_introducing_commit_withdraws(store: AdvisoryStore) -> None:
+    [adv] = _pub(store, M[1], M[0], MIXTRAL_02)
+    [other] = _pub(
+        store, M[2], M[1], (ch(A.CONFIG, K.CHANGED, "output_router_logits", True, False),)
+    )
+    later = NOW + timedelta(days=2)
+    out = withdraw_rewritten(store, MIXTRAL, [M[2]], later)
+    assert [a.id for a in out] == [other.id]
+    assert withdraw_rewritten(store, MIXTRAL, [M[2]], later) == []  # idempotent
+    w = store.get(other.id)
+    assert w is not None
+    validate_record(w.record)
+    assert w.record["withdrawn"] == w.record["modified"] == "2026-12-02T09:30:00Z"
+    assert store.get(adv.id).record.get("withdrawn") is None  # type: ignore[union-attr]
+    assert store.counts()["advisories"] == 2  # nothing deleted
+    assert [a.id for a in store.affecting_commit(M[2])] == [adv.id]
+
+
+def test_suppressed_changes_are_recorded_not_published(store: AdvisoryStore) -> None:
+    overrides = {
+        "suppress": [
+            {
+                "match": {"artifact": "config", "key": "transformers_version"},
+                "reason": "bookkeeping",
+            }
+        ],
+        "rules": [
+            {
+                "match": {"key": "sliding_window"},
+                "severity": "critical",
+                "rationale": "we rely on it",
+            }
+        ],
+    }
+    [adv] = _pub(store, M[1], M[0], MIXTRAL_02, overrides=overrides)
+    assert adv.severity is Severity.CRITICAL
+    db = adv.record["database_specific"]
+    assert [c["key"] for c in db["changes"]] == [
+        "attention_dropout",
+        "model_type",
+        "output_router_logits",
+        "router_aux_loss_coef",
+        "sliding_window",
+    ]
+    assert [(c["key"], c["suppressed"]) for c in db["suppressed"]] == [
+        ("transformers_version", "bookkeeping")
+    ]
+    only = (ch(A.CONFIG, K.CHANGED, "transformers_version", "4.36.0.dev0", "4.37.0"),)
+    assert _pub(store, M[2], M[1], only, overrides=overrides) == []
+    recorded = store.suppressed(repo_id=MIXTRAL)
+    assert [(s.sha, s.change["key"], s.reason, s.severity) for s in recorded] == [
+        (M[1], "transformers_version", "bookkeeping", Severity.LOW),
+        (M[2], "transformers_version", "bookkeeping", Severity.LOW),
+    ]
+
+
+def test_invalid_overrides_are_a_config_error(store: AdvisoryStore) -> None:
+    with pytest.raises(ConfigError):
+        _pub(store, M[1], M[0], MIXTRAL_02, overrides={"rules": [{"severity": "urgent"}]})
+    assert store.counts()["advisory_revisions"] == 0
+
+
+@pytest.mark.postgres
+def test_exactly_once_and_lifecycle_on_postgres(pg_url: str) -> None:
+    import sqlalchemy as sa
+
+    store = make_store(pg_url)
+    try:
+        with store.engine.begin() as conn:
+            for t in (
+                "suppressed_changes",
+                "advisory_revisions",
+                "advisory_counters",
+                "advisory_versions",
+                "advisories",
+            ):
+                conn.execute(sa.text(f"DELETE FROM {t}"))
+        [a] = _pub(store, M[1], M[0], MIXTRAL_02)
+        assert _pub(store, M[1], M[0], MIXTRAL_02) == [a]
+        restarted = AdvisoryStore(sa.create_engine(pg_url))
+        assert _pub(restarted, M[1], M[0], MIXTRAL_02) == [a]
+        restarted.engine.dispose()
+        [b] = _pub(
+            store, M[2], M[1], (ch(A.CONFIG, K.CHANGED, "output_router_logits", True, False),)
+        )
+        back = (ch(A.CONFIG, K.CHANGED, "output_router_logits", False, True),)
+        assert _pub(store, M[3], M[2], back) == []
+        assert store.get(b.id).record["affected"][0]["ranges"][0]["events"][-1] == {"fixed": M[3]}  # type: ignore[union-attr]
+        assert [x.id for x in store.affecting_commit(M[2])] == [a.id, b.id]
+        assert store.counts()["advisories"] == 2
+    finally:
+        store.engine.dispose()

@@ -1,0 +1,197 @@
+"""Render an advisory's Markdown `details`: what changed, before → after, evidence, estimate table, advice (pure)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from tracker.domain import JSONValue, RepoId, Sha
+
+if TYPE_CHECKING:
+    from tracker.advisories.classify import Classified
+    from tracker.advisories.osv import ChangeGroup
+
+GROUP_LABELS: Mapping[str, str] = {
+    "config": "config",
+    "generation_config": "generation defaults",
+    "tokenizer": "tokenizer",
+    "special_tokens": "special tokens",
+    "chat_template": "chat template",
+    "weights": "weights",
+    "custom_code": "custom code",
+    "executable": "pickle files",
+    "model_card": "model card",
+    "processor": "processor config",
+    "estimate": "estimate",
+}
+
+ADVICE: Mapping[str, str] = {
+    "config": "Pin the previous revision (`revision=` in `from_pretrained`) until you have checked "
+    "that your code, adapters and serving configuration still match the new config.",
+    "generation_config": "Pass your own generation settings explicitly, or pin the previous revision.",
+    "tokenizer": "Do not mix the new tokenizer with weights, caches or fine-tunes made with the old "
+    "one; pin the previous revision until you have re-validated tokenization.",
+    "special_tokens": "Check stop/pad handling in your generation and training code; pin the "
+    "previous revision until you have.",
+    "chat_template": "Re-run your prompt tests: prompts the model sees have changed. Pin the "
+    "previous revision or ship your own template if you depend on the old format.",
+    "weights": "Re-validate outputs and memory before upgrading; pin the previous revision until then.",
+    "custom_code": "Review the new code before loading with `trust_remote_code=True`, or pin the "
+    "previous revision.",
+    "executable": "Do not load pickle-based files you have not reviewed; prefer safetensors, or "
+    "pin the previous revision.",
+    "model_card": "Review the model card changes (license and access terms in particular).",
+    "processor": "Re-run your preprocessing tests; pin the previous revision until you have.",
+    "estimate": "Re-check your hardware plan against the new estimate before upgrading.",
+}
+
+_ESTIMATE_ROWS = (
+    ("params.total", "parameters (total)"),
+    ("params.active", "parameters (active)"),
+    ("params.embedding", "parameters (embedding)"),
+    ("memory_gb.serve_weights", "serve weights (GB)"),
+    ("memory_gb.kv_cache", "KV cache (GB)"),
+    ("memory_gb.lora", "LoRA fine-tune (GB)"),
+    ("memory_gb.full_finetune", "full fine-tune (GB)"),
+)
+MAX_EVIDENCE_LINES = 40
+MAX_CELL = 60
+
+
+def _get(report: Mapping[str, JSONValue] | None, dotted: str) -> JSONValue:
+    cur: JSONValue = report
+    for part in dotted.split("."):
+        if not isinstance(cur, Mapping):
+            return None
+        cur = cur.get(part)
+    return cur
+
+
+def _cell(value: JSONValue) -> str:
+    if value is None:
+        return "—"
+    text = (
+        value
+        if isinstance(value, str)
+        else json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+    )
+    text = " ".join(text.split()).replace("|", "\\|").replace("`", "'")
+    return text if len(text) <= MAX_CELL else text[: MAX_CELL - 1] + "…"
+
+
+def _num(value: JSONValue) -> str:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return _cell(value)
+    return f"{value:,}" if isinstance(value, int) else f"{value:,.2f}"
+
+
+def _delta(before: JSONValue, after: JSONValue) -> str:
+    ok = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (before, after))
+    if not ok:
+        return "—" if before == after else "changed"
+    diff = after - before
+    if diff == 0:
+        return "0"
+    pct = f" ({diff / before:+.1%})" if before else ""
+    return (f"{diff:+,}" if isinstance(diff, int) else f"{diff:+,.2f}") + pct
+
+
+def estimate_table(
+    before: Mapping[str, JSONValue] | None, after: Mapping[str, JSONValue] | None
+) -> str:
+    """A Markdown table of the headline estimate numbers before and after, with deltas."""
+    if before is None and after is None:
+        return "No estimate is available for either revision."
+    lines = ["| Estimate | Before | After | Δ |", "|---|---:|---:|---:|"]
+    for key, label in _ESTIMATE_ROWS:
+        b, a = _get(before, key), _get(after, key)
+        if b is None and a is None:
+            continue
+        lines.append(f"| {label} | {_num(b)} | {_num(a)} | {_delta(b, a)} |")
+    return "\n".join(lines)
+
+
+def _change_lines(items: Sequence[Classified]) -> list[str]:
+    lines = ["| Severity | File | Key | Change | Before | After |", "|---|---|---|---|---|---|"]
+    for c in items:
+        ch = c.change
+        lines.append(
+            f"| {c.severity.value} | {_cell(ch.file or '—')} | {_cell(ch.key or '—')} | {ch.kind.value} "
+            f"| {_cell(ch.before)} | {_cell(ch.after)} |"
+        )
+    return lines
+
+
+def _evidence(items: Sequence[Classified]) -> list[str]:
+    out: list[str] = []
+    for c in items:
+        detail = c.change.detail.strip("\n")
+        if not detail:
+            continue
+        lines = detail.splitlines()
+        shown = lines[:MAX_EVIDENCE_LINES]
+        if len(lines) > MAX_EVIDENCE_LINES:
+            shown.append(f"… ({len(lines) - MAX_EVIDENCE_LINES} more lines)")
+        fence = "````" if "```" in detail else "```"
+        out += [
+            "",
+            f"**{c.change.key or c.change.file}** ({c.change.kind.value}):",
+            "",
+            f"{fence}diff",
+            *shown,
+            fence,
+        ]
+    return out
+
+
+def render_details(
+    *,
+    repo_id: RepoId,
+    repo_url: str,
+    group: ChangeGroup,
+    introduced: Sha,
+    previous: Sha | None,
+    estimate_before: Mapping[str, JSONValue] | None,
+    estimate_after: Mapping[str, JSONValue] | None,
+    estimate_changes: Sequence[Classified],
+) -> str:
+    """The Markdown body of one advisory; deterministic for equal inputs; ends with a newline."""
+    top = next(c for c in group.published if c.severity is group.severity)
+    since = f"since `{previous}`" if previous else "(first ingested revision)"
+    label = GROUP_LABELS.get(group.name, group.name)
+    out = [
+        f"**Severity: {group.severity.value}**: {top.rationale}.",
+        "",
+        f"Revision [`{introduced}`]({repo_url}/commit/{introduced}) of [{repo_id}]({repo_url}) "
+        f"changed its {label} {since}.",
+        "",
+        "## What changed",
+        "",
+        *_change_lines(group.published),
+        "",
+        *(
+            f"- **{c.severity.value}** ({c.rule}): {' '.join(c.change.summary.split())}: {c.rationale}"
+            for c in group.published
+        ),
+    ]
+    evidence = _evidence(group.published)
+    if evidence:
+        out += ["", "## Evidence", *evidence]
+    out += ["", "## Estimate", "", estimate_table(estimate_before, estimate_after)]
+    if estimate_changes:
+        out += ["", *(f"- {' '.join(c.change.summary.split())}" for c in estimate_changes)]
+    if group.suppressed:
+        out += ["", "## Suppressed by the watchlist", ""]
+        out += [
+            f"- `{c.change.key or c.change.file}` ({c.change.kind.value}): {c.suppressed}"
+            for c in group.suppressed
+        ]
+    out += [
+        "",
+        "## What to do",
+        "",
+        ADVICE.get(group.name, "Review the change before upgrading."),
+        "",
+    ]
+    return "\n".join(out)

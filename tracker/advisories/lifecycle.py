@@ -1,0 +1,182 @@
+"""Advisory lifecycle on OSV records: extend versions, fix on restore, withdraw on rewrite (pure; `now` passed in).
+
+An open advisory keeps a `pending` list (stored beside the record, not in it): for each change, its
+location (artifact, file, key), a digest of its value before, and a digest of the current value.
+A later change at the same location updates the current digest; when every entry's current digest
+equals its before digest again, the advisory is fixed at that commit.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from tracker.advisories.osv import commit_url, rfc3339
+from tracker.domain import Change, ChangeKind, JSONValue, Sha, is_full_sha
+from tracker.errors import AdvisoryError
+
+Location = tuple[str, str, str]
+
+
+@dataclass(frozen=True)
+class PendingChange:
+    """One change of an open advisory: where it is, and digests of the value before and now."""
+
+    artifact: str
+    file: str
+    key: str
+    before: str
+    current: str
+
+    @property
+    def location(self) -> Location:
+        return (self.artifact, self.file, self.key)
+
+    @property
+    def restored(self) -> bool:
+        return self.before == self.current
+
+    def to_json(self) -> dict[str, str]:
+        return {
+            "artifact": self.artifact,
+            "file": self.file,
+            "key": self.key,
+            "before": self.before,
+            "current": self.current,
+        }
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, str]) -> PendingChange:
+        return cls(raw["artifact"], raw["file"], raw["key"], raw["before"], raw["current"])
+
+
+def value_digest(value: JSONValue) -> str:
+    """A stable digest of a JSON value (canonical JSON, sorted keys)."""
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _location(change: Change) -> Location:
+    return (change.artifact.value, change.file, change.key)
+
+
+def _trackable(change: Change) -> bool:
+    # "Could not read" says nothing about the value, so it can neither introduce nor restore one.
+    return change.kind is not ChangeKind.UNREADABLE
+
+
+def initial_pending(changes: Sequence[Change]) -> tuple[PendingChange, ...]:
+    """The pending list of a new advisory made of `changes` (one entry per location, first wins)."""
+    seen: dict[Location, PendingChange] = {}
+    for ch in changes:
+        loc = _location(ch)
+        if loc not in seen:
+            seen[loc] = PendingChange(
+                *loc, before=value_digest(ch.before), current=value_digest(ch.after)
+            )
+    return tuple(seen.values())
+
+
+@dataclass(frozen=True)
+class Advance:
+    """What a new revision's changes do to one open advisory."""
+
+    pending: tuple[PendingChange, ...]
+    restoring: frozenset[int]  # indices into the revision's changes that restored an earlier value
+    fixed: bool
+
+
+def advance(pending: Sequence[PendingChange], changes: Sequence[Change]) -> Advance:
+    """Apply a revision's `changes` to an advisory's `pending` entries.
+
+    A change at a pending location sets that entry's current digest to its `after`; it is
+    "restoring" when that equals the entry's before digest. `fixed` is true when something was
+    touched by this revision and every entry is now restored. UNREADABLE changes are ignored.
+    """
+    by_loc = {p.location: p for p in pending}
+    restoring: set[int] = set()
+    touched = False
+    for i, ch in enumerate(changes):
+        loc = _location(ch)
+        if loc not in by_loc or not _trackable(ch):
+            continue
+        touched = True
+        entry = by_loc[loc]
+        entry = PendingChange(*loc, before=entry.before, current=value_digest(ch.after))
+        by_loc[loc] = entry
+        if entry.restored:
+            restoring.add(i)
+    new = tuple(by_loc[p.location] for p in pending)
+    return Advance(
+        new, frozenset(restoring), touched and bool(new) and all(p.restored for p in new)
+    )
+
+
+def _affected_range(
+    record: dict[str, JSONValue],
+) -> tuple[dict[str, JSONValue], dict[str, JSONValue]]:
+    try:
+        aff = record["affected"][0]
+        rng = next(r for r in aff["ranges"] if r["type"] == "GIT")
+    except (KeyError, IndexError, StopIteration, TypeError) as exc:
+        raise AdvisoryError(f"{record.get('id')!r}: record has no GIT range") from exc
+    return aff, rng
+
+
+def is_open(record: Mapping[str, JSONValue]) -> bool:
+    """True when the record is neither withdrawn nor has a fixed event."""
+    if record.get("withdrawn"):
+        return False
+    for aff in record.get("affected") or []:
+        for rng in aff.get("ranges") or []:
+            if any("fixed" in ev for ev in rng.get("events") or []):
+                return False
+    return True
+
+
+def add_version(record: Mapping[str, JSONValue], sha: Sha, now: datetime) -> dict[str, JSONValue]:
+    """A copy of `record` with `sha` appended to `versions` and `modified = now` (no-op copy if present)."""
+    if not is_full_sha(sha):
+        raise AdvisoryError(f"version {sha!r} is not a full 40-hex sha")
+    out = copy.deepcopy(dict(record))
+    aff, _ = _affected_range(out)
+    if sha in aff["versions"]:
+        return out
+    aff["versions"].append(sha)
+    out["modified"] = rfc3339(now)
+    return out
+
+
+def mark_fixed(record: Mapping[str, JSONValue], sha: Sha, now: datetime) -> dict[str, JSONValue]:
+    """A copy of `record` with a `fixed` event at `sha`, a FIX reference and `modified = now`.
+
+    The versions list is closed: it keeps the affected commits and never includes `sha`.
+    """
+    if not is_full_sha(sha):
+        raise AdvisoryError(f"fixed {sha!r} is not a full 40-hex sha")
+    out = copy.deepcopy(dict(record))
+    _, rng = _affected_range(out)
+    if not is_open(out):
+        raise AdvisoryError(f"{out.get('id')!r} is not open")
+    rng["events"].append({"fixed": sha})
+    refs = out.setdefault("references", [])
+    refs.append({"type": "FIX", "url": commit_url(str(rng["repo"]), sha)})
+    out["modified"] = rfc3339(now)
+    out.setdefault("database_specific", {})["fixed"] = sha
+    return out
+
+
+def withdraw(record: Mapping[str, JSONValue], now: datetime, reason: str) -> dict[str, JSONValue]:
+    """A copy of `record` with `withdrawn = modified = now` and the reason in database_specific."""
+    out = copy.deepcopy(dict(record))
+    if out.get("withdrawn"):
+        return out
+    stamp = rfc3339(now)
+    out["withdrawn"] = stamp
+    out["modified"] = stamp
+    out.setdefault("database_specific", {})["withdrawn_reason"] = reason
+    return out

@@ -1,0 +1,234 @@
+"""Build OSV records from classified changes: grouping, ids, summary, affected ranges (pure; `now` passed in).
+
+OSV git rules followed (https://ossf.github.io/osv-schema/#affectedranges-field): a `GIT` range
+carries `repo` and full 40-hex commit ids in its events, and GIT ranges do not remove the need for
+an explicit `versions` list, which holds the affected ingested commit shas.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from tracker.advisories.classify import Classified, highest
+from tracker.advisories.details import GROUP_LABELS, render_details
+from tracker.advisories.schema import SCHEMA_VERSION
+from tracker.domain import Artifact, ChangeKind, JSONValue, RepoId, Severity, Sha, is_full_sha
+from tracker.errors import AdvisoryError
+
+ESTIMATE_GROUP = "estimate"
+_ESTIMATE_TRIGGERS = (ChangeKind.FIT_LOST, ChangeKind.FIT_GAINED)
+_GROUP_ORDER = [a.value for a in Artifact]
+MAX_VALUE_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class ChangeGroup:
+    """The changes of one revision that make one advisory; `severity` is the highest published one."""
+
+    name: str
+    published: tuple[Classified, ...]
+    suppressed: tuple[Classified, ...]
+
+    @property
+    def severity(self) -> Severity:
+        return highest([c.severity for c in self.published])
+
+
+def rfc3339(when: datetime) -> str:
+    """`when` as an OSV timestamp: UTC, whole seconds, `Z` suffix. Naive datetimes are taken as UTC."""
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def advisory_id(prefix: str, year: int, n: int) -> str:
+    """`x_<PREFIX>-<YEAR>-<N>`, the OSV id form for a local database (the `x_` prefix)."""
+    return f"x_{prefix}-{year}-{n}"
+
+
+def _group_of(c: Classified) -> str | None:
+    ch = c.change
+    if ch.artifact is Artifact.ESTIMATE:
+        if ch.kind in _ESTIMATE_TRIGGERS or ch.key.startswith("params."):
+            return ESTIMATE_GROUP
+        return None  # rides along as the estimate table in every advisory's details
+    return ch.artifact.value
+
+
+def group_changes(classified: Sequence[Classified]) -> tuple[ChangeGroup, ...]:
+    """Group one revision's classified changes; groups with no unsuppressed change are dropped.
+
+    Order: groups in `Artifact` declaration order; changes keep their input order. Estimate
+    changes form the `estimate` group only for FIT_LOST/FIT_GAINED or `params.*` keys.
+    Returns (groups to publish). Suppressed changes stay attached to their group's advisory if it
+    has one; callers record all suppressions separately as well.
+    """
+    buckets: dict[str, list[Classified]] = {}
+    for c in classified:
+        g = _group_of(c)
+        if g is not None:
+            buckets.setdefault(g, []).append(c)
+    out = []
+    for name in sorted(buckets, key=_GROUP_ORDER.index):
+        items = buckets[name]
+        pub = tuple(c for c in items if c.suppressed is None)
+        sup = tuple(c for c in items if c.suppressed is not None)
+        if pub:
+            out.append(ChangeGroup(name, pub, sup))
+    return tuple(out)
+
+
+def compact_value(value: JSONValue) -> JSONValue:
+    """`value` itself if its JSON is at most MAX_VALUE_CHARS, else a digest with a preview."""
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+    if len(text) <= MAX_VALUE_CHARS:
+        return json.loads(text)
+    return {
+        "truncated": True,
+        "chars": len(text),
+        "sha256": hashlib.sha256(text.encode()).hexdigest(),
+        "preview": text[:200],
+    }
+
+
+def change_json(c: Classified) -> dict[str, JSONValue]:
+    ch = c.change
+    out: dict[str, JSONValue] = {
+        "artifact": ch.artifact.value,
+        "kind": ch.kind.value,
+        "file": ch.file,
+        "key": ch.key,
+        "before": compact_value(ch.before),
+        "after": compact_value(ch.after),
+        "summary": ch.summary,
+        "severity": c.severity.value,
+        "rule": c.rule,
+        "rationale": c.rationale,
+    }
+    if c.suppressed is not None:
+        out["suppressed"] = c.suppressed
+    return out
+
+
+def compact_estimate(report: Mapping[str, JSONValue] | None) -> JSONValue:
+    """The few headline numbers of an Estimate report (params, memory, architecture), or None."""
+    if report is None:
+        return None
+    params = report.get("params") or {}
+    out: dict[str, JSONValue] = {
+        "architecture": report.get("architecture"),
+        "model_type": report.get("model_type"),
+        "params": {k: params.get(k) for k in ("total", "active", "embedding")}
+        if isinstance(params, Mapping)
+        else None,
+        "memory_gb": dict(report["memory_gb"])
+        if isinstance(report.get("memory_gb"), Mapping)
+        else None,
+    }
+    return compact_value(out)
+
+
+def _one_line(text: str, limit: int = 160) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def summary_line(repo_id: RepoId, group: ChangeGroup) -> str:
+    """One line: `<repo>: <what changed>`, e.g. `org/name: chat template renders differently (3 conversations)`."""
+    changes = [c.change for c in group.published]
+    label = GROUP_LABELS.get(group.name, group.name)
+    if group.name == Artifact.CHAT_TEMPLATE.value:
+        rendered = [c for c in changes if c.kind is ChangeKind.RENDERED]
+        if any(c.kind is ChangeKind.BROKEN for c in changes):
+            return f"{repo_id}: chat template no longer renders"
+        if rendered:
+            n = len(rendered)
+            return (
+                f"{repo_id}: chat template renders differently ({n} conversation{'s' * (n != 1)})"
+            )
+    if len(changes) == 1:
+        return _one_line(f"{repo_id}: {label}: {changes[0].summary or changes[0].key}")
+    keys = sorted({c.key or c.file for c in changes})
+    shown = ", ".join(keys[:3]) + (", …" if len(keys) > 3 else "")
+    return _one_line(f"{repo_id}: {label} changed ({len(changes)} changes: {shown})")
+
+
+def purl(repo_id: RepoId) -> str:
+    """The package URL of a Hub model repo, without a version (OSV purls carry none)."""
+    return f"pkg:huggingface/{repo_id}"
+
+
+def commit_url(repo_url: str, sha: Sha) -> str:
+    return f"{repo_url.rstrip('/')}/commit/{sha}"
+
+
+def build_record(
+    *,
+    advisory_id: str,
+    repo_id: RepoId,
+    repo_url: str,
+    group: ChangeGroup,
+    introduced: Sha,
+    previous: Sha | None,
+    estimate_before: Mapping[str, JSONValue] | None,
+    estimate_after: Mapping[str, JSONValue] | None,
+    estimate_changes: Sequence[Classified],
+    now: datetime,
+) -> dict[str, JSONValue]:
+    """The OSV record of a new (open) advisory introduced at `introduced`.
+
+    Invariants: `published == modified == rfc3339(now)`; one affected package with one GIT range
+    whose only event is `introduced`; `versions == [introduced]`; `database_specific` holds the
+    severity word, the structured changes (values over MAX_VALUE_CHARS compacted to a digest),
+    suppressed changes with reasons, and the compact estimate before and after.
+    """
+    if not is_full_sha(introduced) or (previous is not None and not is_full_sha(previous)):
+        raise AdvisoryError(f"{advisory_id}: commit ids must be full 40-hex shas")
+    stamp = rfc3339(now)
+    url = repo_url.rstrip("/")
+    details = render_details(
+        repo_id=repo_id,
+        repo_url=url,
+        group=group,
+        introduced=introduced,
+        previous=previous,
+        estimate_before=estimate_before,
+        estimate_after=estimate_after,
+        estimate_changes=estimate_changes,
+    )
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "id": advisory_id,
+        "published": stamp,
+        "modified": stamp,
+        "summary": summary_line(repo_id, group),
+        "details": details,
+        "affected": [
+            {
+                "package": {"ecosystem": "GIT", "name": url, "purl": purl(repo_id)},
+                "ranges": [{"type": "GIT", "repo": url, "events": [{"introduced": introduced}]}],
+                "versions": [introduced],
+            }
+        ],
+        "references": [
+            {"type": "INTRODUCED", "url": commit_url(url, introduced)},
+            {"type": "PACKAGE", "url": url},
+        ],
+        "database_specific": {
+            "severity": group.severity.value,
+            "group": group.name,
+            "repo": repo_id,
+            "previous": previous,
+            "changes": [change_json(c) for c in group.published],
+            "suppressed": [change_json(c) for c in group.suppressed],
+            "estimate_changes": [change_json(c) for c in estimate_changes],
+            "estimate": {
+                "before": compact_estimate(estimate_before),
+                "after": compact_estimate(estimate_after),
+            },
+        },
+    }

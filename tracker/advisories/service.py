@@ -1,0 +1,201 @@
+"""The advisory stage's I/O edge: classify, group, build, validate and save a revision's advisories exactly once.
+
+`publish` runs in one store transaction: lifecycle of the repo's open advisories, new records,
+suppressions and the per-revision marker commit together or not at all, so a crash before the
+caller's `mark_analysed` leaves either nothing or everything, and re-publishing returns what exists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+from tracker.advisories.classify import Classified, Overrides, classify, parse_overrides
+from tracker.advisories.lifecycle import (
+    PendingChange,
+    add_version,
+    advance,
+    initial_pending,
+    mark_fixed,
+    withdraw,
+)
+from tracker.advisories.osv import (
+    ESTIMATE_GROUP,
+    advisory_id,
+    build_record,
+    change_json,
+    group_changes,
+    rfc3339,
+)
+from tracker.advisories.schema import validate_record
+from tracker.domain import Advisory, Artifact, Change, Commit, JSONValue, RepoId, Sha
+from tracker.store.advisories import (
+    AdvisoryConflictError,
+    AdvisoryStore,
+    AdvisoryTx,
+    SuppressedChange,
+)
+
+_ATTEMPTS = 3
+
+
+def _overrides(raw: Overrides | Mapping[str, JSONValue] | None) -> Overrides:
+    if isinstance(raw, Overrides):
+        return raw
+    return parse_overrides(raw)
+
+
+def publish(
+    store: AdvisoryStore,
+    *,
+    repo_id: RepoId,
+    commit: Commit,
+    previous: Sha | None,
+    changes: Sequence[Change],
+    estimate_before: Mapping[str, JSONValue] | None,
+    estimate_after: Mapping[str, JSONValue] | None,
+    repo_url: str,
+    overrides: Overrides | Mapping[str, JSONValue] | None,
+    prefix: str,
+    now: datetime,
+) -> list[Advisory]:
+    """Publish the advisories of one analysed revision; idempotent per (repo, commit).
+
+    Inputs: the revision's `changes` against `previous` (None for the first revision), the
+    estimate reports before/after, the repo's watchlist `advisories:` mapping (or parsed
+    Overrides), the id prefix and `now`. Output: the advisories introduced at `commit`, ordered by
+    id (existing ones if this revision was published before; nothing is allocated or written then).
+    Side effects, in the same transaction: open advisories of the repo get `commit` added to their
+    versions, or a `fixed` event when its changes restore every earlier value (the changes that
+    complete such a fix make no new advisory; a partial restore does); suppressed changes are recorded. Raises AdvisoryError when a record fails
+    the OSV schema (nothing is written), ConfigError for invalid overrides.
+    """
+    rules = _overrides(overrides)
+    for attempt in range(_ATTEMPTS):
+        try:
+            with store.transaction() as tx:
+                return _publish(
+                    tx,
+                    repo_id,
+                    commit,
+                    previous,
+                    changes,
+                    estimate_before,
+                    estimate_after,
+                    repo_url,
+                    rules,
+                    prefix,
+                    now,
+                )
+        except AdvisoryConflictError:
+            if attempt == _ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _publish(
+    tx: AdvisoryTx,
+    repo_id: RepoId,
+    commit: Commit,
+    previous: Sha | None,
+    changes: Sequence[Change],
+    estimate_before: Mapping[str, JSONValue] | None,
+    estimate_after: Mapping[str, JSONValue] | None,
+    repo_url: str,
+    rules: Overrides,
+    prefix: str,
+    now: datetime,
+) -> list[Advisory]:
+    sha = commit.sha
+    if tx.revision_done(repo_id, sha):
+        return tx.introduced_at(repo_id, sha)
+    restoring: set[int] = set()
+    for stored in tx.open_advisories(repo_id):
+        versions = stored.advisory.record["affected"][0]["versions"]
+        if previous is None or previous not in versions or sha in versions:
+            continue
+        step = advance([PendingChange.from_json(p) for p in stored.pending], changes)
+        if step.fixed:
+            restoring |= step.restoring
+            record, state = mark_fixed(stored.advisory.record, sha, now), "fixed"
+        else:
+            record, state = add_version(stored.advisory.record, sha, now), "open"
+        validate_record(record)
+        updated = Advisory(
+            stored.advisory.id,
+            repo_id,
+            stored.advisory.introduced,
+            stored.advisory.group,
+            stored.advisory.severity,
+            record,
+        )
+        tx.update(updated, state=state, pending=[p.to_json() for p in step.pending])
+
+    remaining = [c for i, c in enumerate(changes) if i not in restoring]
+    classified = [classify(c, rules) for c in remaining]
+    ride_along = [
+        c for c in classified if c.change.artifact is Artifact.ESTIMATE and c.suppressed is None
+    ]
+    out: list[Advisory] = []
+    for group in group_changes(classified):
+        n = tx.allocate(prefix, now.year)
+        adv_id = advisory_id(prefix, now.year, n)
+        extra = [c for c in ride_along if group.name != ESTIMATE_GROUP or c not in group.published]
+        record = build_record(
+            advisory_id=adv_id,
+            repo_id=repo_id,
+            repo_url=repo_url,
+            group=group,
+            introduced=sha,
+            previous=previous,
+            estimate_before=estimate_before,
+            estimate_after=estimate_after,
+            estimate_changes=extra,
+            now=now,
+        )
+        validate_record(record)
+        adv = Advisory(adv_id, repo_id, sha, group.name, group.severity, record)
+        pending = initial_pending([c.change for c in group.published])
+        tx.insert(adv, package_name=repo_url.rstrip("/"), pending=[p.to_json() for p in pending])
+        out.append(adv)
+    stamp = rfc3339(now)
+    for c in classified:
+        if c.suppressed is not None:
+            tx.record_suppressed(_suppressed(repo_id, sha, c, stamp))
+    tx.mark_revision(repo_id, sha, stamp)
+    return out
+
+
+def _suppressed(repo_id: RepoId, sha: Sha, c: Classified, stamp: str) -> SuppressedChange:
+    group = c.change.artifact.value
+    return SuppressedChange(
+        repo_id, sha, group, c.severity, c.suppressed or "", change_json(c), stamp
+    )
+
+
+def withdraw_rewritten(
+    store: AdvisoryStore, repo_id: RepoId, dropped_shas: Sequence[Sha], now: datetime
+) -> list[Advisory]:
+    """Withdraw every advisory of `repo_id` whose introducing commit is in `dropped_shas`.
+
+    Dropped commits are those a history rewrite (force-push) removed from the ref. Returns the
+    advisories withdrawn by this call (already-withdrawn ones are left unchanged and not returned).
+    Nothing is deleted: the records stay, with `withdrawn` and `modified` set to `now`.
+    """
+    dropped = set(dropped_shas)
+    out: list[Advisory] = []
+    with store.transaction() as tx:
+        for stored in tx.advisories_of(repo_id):
+            adv = stored.advisory
+            if adv.introduced not in dropped or stored.state == "withdrawn":
+                continue
+            record = withdraw(
+                adv.record,
+                now,
+                f"introducing commit {adv.introduced} was removed by a history rewrite",
+            )
+            validate_record(record)
+            new = Advisory(adv.id, adv.repo_id, adv.introduced, adv.group, adv.severity, record)
+            tx.update(new, state="withdrawn", pending=list(stored.pending))
+            out.append(new)
+    return out

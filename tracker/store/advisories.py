@@ -1,0 +1,371 @@
+"""Advisory tables and AdvisoryStore: records, id counters, per-revision publish markers, suppressions.
+
+Rows never leave this module: reads return `tracker.domain.Advisory` or small frozen values.
+Migration 0002 creates exactly these tables. Timestamps are stored as RFC3339 `Z` strings (the
+records' own format), which sort correctly as text.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import exc as sa_exc
+from sqlmodel import Field, Session, SQLModel, col, select
+
+from tracker.domain import Advisory, JSONValue, RepoId, Severity, Sha
+from tracker.errors import StoreError
+
+
+class AdvisoryRow(SQLModel, table=True):
+    __tablename__ = "advisories"
+    __table_args__ = (
+        sa.UniqueConstraint("repo_id", "introduced", "grp", name="uq_advisories_change"),
+    )
+
+    id: str = Field(sa_column=sa.Column(sa.String(64), primary_key=True))
+    repo_id: str = Field(sa_column=sa.Column(sa.String(200), nullable=False, index=True))
+    package_name: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    introduced: str = Field(sa_column=sa.Column(sa.String(40), nullable=False))
+    grp: str = Field(sa_column=sa.Column(sa.String(32), nullable=False))
+    severity: str = Field(sa_column=sa.Column(sa.String(16), nullable=False))
+    state: str = Field(sa_column=sa.Column(sa.String(16), nullable=False))
+    published: str = Field(sa_column=sa.Column(sa.String(32), nullable=False))
+    modified: str = Field(sa_column=sa.Column(sa.String(32), nullable=False, index=True))
+    record: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    pending: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+
+
+class AdvisoryVersionRow(SQLModel, table=True):
+    __tablename__ = "advisory_versions"
+
+    advisory_id: str = Field(
+        sa_column=sa.Column(sa.String(64), sa.ForeignKey("advisories.id"), primary_key=True)
+    )
+    sha: str = Field(sa_column=sa.Column(sa.String(40), primary_key=True, index=True))
+
+
+class AdvisoryCounterRow(SQLModel, table=True):
+    __tablename__ = "advisory_counters"
+
+    prefix: str = Field(sa_column=sa.Column(sa.String(16), primary_key=True))
+    year: int = Field(sa_column=sa.Column(sa.Integer, primary_key=True, autoincrement=False))
+    next_n: int = Field(sa_column=sa.Column(sa.Integer, nullable=False))
+
+
+class AdvisoryRevisionRow(SQLModel, table=True):
+    __tablename__ = "advisory_revisions"
+
+    repo_id: str = Field(sa_column=sa.Column(sa.String(200), primary_key=True))
+    sha: str = Field(sa_column=sa.Column(sa.String(40), primary_key=True))
+    published_at: str = Field(sa_column=sa.Column(sa.String(32), nullable=False))
+
+
+class SuppressedChangeRow(SQLModel, table=True):
+    __tablename__ = "suppressed_changes"
+
+    id: int | None = Field(default=None, sa_column=sa.Column(sa.Integer, primary_key=True))
+    repo_id: str = Field(sa_column=sa.Column(sa.String(200), nullable=False, index=True))
+    sha: str = Field(sa_column=sa.Column(sa.String(40), nullable=False))
+    grp: str = Field(sa_column=sa.Column(sa.String(32), nullable=False))
+    severity: str = Field(sa_column=sa.Column(sa.String(16), nullable=False))
+    reason: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    change: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    recorded_at: str = Field(sa_column=sa.Column(sa.String(32), nullable=False))
+
+
+ADVISORY_TABLES = (
+    "advisories",
+    "advisory_versions",
+    "advisory_counters",
+    "advisory_revisions",
+    "suppressed_changes",
+)
+
+
+def create_tables(engine: sa.Engine) -> None:
+    """Create the advisory tables directly (tests and tools without alembic); idempotent."""
+    tables = [SQLModel.metadata.tables[name] for name in ADVISORY_TABLES]
+    SQLModel.metadata.create_all(engine, tables=tables)
+
+
+@dataclass(frozen=True)
+class StoredAdvisory:
+    """An advisory with its lifecycle state (`open`, `fixed`, `withdrawn`) and pending list."""
+
+    advisory: Advisory
+    state: str
+    pending: tuple[dict[str, str], ...]
+
+
+@dataclass(frozen=True)
+class SuppressedChange:
+    """A change a watchlist suppression kept out of the advisories, recorded with its reason."""
+
+    repo_id: RepoId
+    sha: Sha
+    group: str
+    severity: Severity
+    reason: str
+    change: dict[str, JSONValue]
+    recorded_at: str
+
+
+class AdvisoryConflictError(StoreError):
+    """A concurrent writer published the same revision first; retrying sees its result."""
+
+
+def _to_advisory(row: AdvisoryRow) -> Advisory:
+    return Advisory(
+        id=row.id,
+        repo_id=RepoId(row.repo_id),
+        introduced=Sha(row.introduced),
+        group=row.grp,
+        severity=Severity(row.severity),
+        record=json.loads(row.record),
+    )
+
+
+def _dump(record: Any) -> str:
+    return json.dumps(record, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+class AdvisoryTx:
+    """The advisory store inside one transaction (from `AdvisoryStore.transaction()`)."""
+
+    def __init__(self, session: Session) -> None:
+        self._s = session
+
+    def revision_done(self, repo_id: RepoId, sha: Sha) -> bool:
+        return self._s.get(AdvisoryRevisionRow, (repo_id, sha)) is not None
+
+    def introduced_at(self, repo_id: RepoId, sha: Sha) -> list[Advisory]:
+        rows = self._s.exec(
+            select(AdvisoryRow)
+            .where(AdvisoryRow.repo_id == repo_id, AdvisoryRow.introduced == sha)
+            .order_by(col(AdvisoryRow.id))
+        ).all()
+        return sorted((_to_advisory(r) for r in rows), key=lambda a: _id_key(a.id))
+
+    def open_advisories(self, repo_id: RepoId) -> list[StoredAdvisory]:
+        rows = self._s.exec(
+            select(AdvisoryRow).where(AdvisoryRow.repo_id == repo_id, AdvisoryRow.state == "open")
+        ).all()
+        out = [StoredAdvisory(_to_advisory(r), r.state, tuple(json.loads(r.pending))) for r in rows]
+        return sorted(out, key=lambda s: _id_key(s.advisory.id))
+
+    def advisories_of(self, repo_id: RepoId) -> list[StoredAdvisory]:
+        rows = self._s.exec(select(AdvisoryRow).where(AdvisoryRow.repo_id == repo_id)).all()
+        out = [StoredAdvisory(_to_advisory(r), r.state, tuple(json.loads(r.pending))) for r in rows]
+        return sorted(out, key=lambda s: _id_key(s.advisory.id))
+
+    def allocate(self, prefix: str, year: int) -> int:
+        """The next N for (prefix, year); never returns the same N twice once committed."""
+        row = self._s.get(AdvisoryCounterRow, (prefix, year), with_for_update=True)
+        if row is None:
+            row = AdvisoryCounterRow(prefix=prefix, year=year, next_n=1)
+        n = row.next_n
+        row.next_n = n + 1
+        self._s.add(row)
+        self._s.flush()
+        return n
+
+    def insert(
+        self, adv: Advisory, *, package_name: str, pending: Sequence[dict[str, str]]
+    ) -> None:
+        rec = adv.record
+        self._s.add(
+            AdvisoryRow(
+                id=adv.id,
+                repo_id=adv.repo_id,
+                package_name=package_name,
+                introduced=adv.introduced,
+                grp=adv.group,
+                severity=adv.severity.value,
+                state="open",
+                published=str(rec["published"]),
+                modified=str(rec["modified"]),
+                record=_dump(rec),
+                pending=_dump(list(pending)),
+            )
+        )
+        self._s.flush()
+        self._sync_versions(adv)
+
+    def update(self, adv: Advisory, *, state: str, pending: Sequence[dict[str, str]]) -> None:
+        row = self._s.get(AdvisoryRow, adv.id)
+        if row is None:
+            raise StoreError(f"advisory {adv.id} does not exist")
+        row.record = _dump(adv.record)
+        row.modified = str(adv.record["modified"])
+        row.state = state
+        row.pending = _dump(list(pending))
+        self._s.add(row)
+        self._s.flush()
+        self._sync_versions(adv)
+
+    def _sync_versions(self, adv: Advisory) -> None:
+        have = set(
+            self._s.exec(
+                select(AdvisoryVersionRow.sha).where(AdvisoryVersionRow.advisory_id == adv.id)
+            ).all()
+        )
+        for aff in adv.record.get("affected") or []:
+            for sha in aff.get("versions") or []:
+                if sha not in have:
+                    have.add(sha)
+                    self._s.add(AdvisoryVersionRow(advisory_id=adv.id, sha=sha))
+        self._s.flush()
+
+    def record_suppressed(self, s: SuppressedChange) -> None:
+        self._s.add(
+            SuppressedChangeRow(
+                repo_id=s.repo_id,
+                sha=s.sha,
+                grp=s.group,
+                severity=s.severity.value,
+                reason=s.reason,
+                change=_dump(s.change),
+                recorded_at=s.recorded_at,
+            )
+        )
+
+    def mark_revision(self, repo_id: RepoId, sha: Sha, at: str) -> None:
+        self._s.add(AdvisoryRevisionRow(repo_id=repo_id, sha=sha, published_at=at))
+        self._s.flush()
+
+
+def _id_key(advisory_id: str) -> tuple[str, int, int]:
+    """Sort key for `x_P-YEAR-N` ids: prefix, year, then N numerically."""
+    head, _, n = advisory_id.rpartition("-")
+    prefix, _, year = head.rpartition("-")
+    try:
+        return (prefix, int(year), int(n))
+    except ValueError:
+        return (advisory_id, 0, 0)
+
+
+class AdvisoryStore:
+    """Advisory persistence over an SQLAlchemy engine (SQLite or PostgreSQL)."""
+
+    def __init__(self, engine: sa.Engine) -> None:
+        self.engine = engine
+
+    @contextmanager
+    def transaction(self) -> Iterator[AdvisoryTx]:
+        """One transaction: committed when the block exits normally, rolled back on any exception.
+
+        An integrity conflict (another writer got there first) becomes AdvisoryConflictError;
+        other database failures become StoreError.
+        """
+        session = Session(self.engine, expire_on_commit=False)
+        try:
+            yield AdvisoryTx(session)
+            session.commit()
+        except sa_exc.IntegrityError as exc:
+            session.rollback()
+            raise AdvisoryConflictError(f"advisory write conflict: {exc.orig}") from exc
+        except sa_exc.SQLAlchemyError as exc:
+            session.rollback()
+            raise StoreError(f"advisory store failed: {exc}") from exc
+        except BaseException:
+            session.rollback()
+            raise
+        finally:
+            session.close()
+
+    def get(self, advisory_id: str) -> Advisory | None:
+        """The advisory with this id, or None."""
+        with self._read() as s:
+            row = s.get(AdvisoryRow, advisory_id)
+            return _to_advisory(row) if row else None
+
+    def list_advisories(
+        self,
+        *,
+        repo_id: str | None = None,
+        severity: Severity | None = None,
+        since: str | None = None,
+        include_withdrawn: bool = True,
+    ) -> list[Advisory]:
+        """Advisories filtered by repo, severity and `modified >= since` (RFC3339), ordered by id."""
+        q = select(AdvisoryRow)
+        if repo_id is not None:
+            q = q.where(AdvisoryRow.repo_id == repo_id)
+        if severity is not None:
+            q = q.where(AdvisoryRow.severity == severity.value)
+        if since is not None:
+            q = q.where(AdvisoryRow.modified >= since)
+        if not include_withdrawn:
+            q = q.where(AdvisoryRow.state != "withdrawn")
+        with self._read() as s:
+            rows = s.exec(q).all()
+            return sorted((_to_advisory(r) for r in rows), key=lambda a: _id_key(a.id))
+
+    def affecting_commit(self, sha: str) -> list[Advisory]:
+        """Non-withdrawn advisories whose versions list contains commit `sha`, ordered by id."""
+        q = (
+            select(AdvisoryRow)
+            .join(AdvisoryVersionRow, col(AdvisoryVersionRow.advisory_id) == col(AdvisoryRow.id))
+            .where(AdvisoryVersionRow.sha == sha, AdvisoryRow.state != "withdrawn")
+        )
+        with self._read() as s:
+            return sorted((_to_advisory(r) for r in s.exec(q).all()), key=lambda a: _id_key(a.id))
+
+    def for_package(
+        self, *, repo_id: str | None = None, package_name: str | None = None
+    ) -> list[Advisory]:
+        """Non-withdrawn advisories of one package (by repo id or by OSV package name), by id."""
+        q = select(AdvisoryRow).where(AdvisoryRow.state != "withdrawn")
+        if repo_id is not None:
+            q = q.where(AdvisoryRow.repo_id == repo_id)
+        if package_name is not None:
+            q = q.where(AdvisoryRow.package_name == package_name)
+        with self._read() as s:
+            return sorted((_to_advisory(r) for r in s.exec(q).all()), key=lambda a: _id_key(a.id))
+
+    def suppressed(self, *, repo_id: str | None = None) -> list[SuppressedChange]:
+        """Recorded suppressed changes, oldest first."""
+        q = select(SuppressedChangeRow).order_by(col(SuppressedChangeRow.id))
+        if repo_id is not None:
+            q = q.where(SuppressedChangeRow.repo_id == repo_id)
+        with self._read() as s:
+            return [
+                SuppressedChange(
+                    RepoId(r.repo_id),
+                    Sha(r.sha),
+                    r.grp,
+                    Severity(r.severity),
+                    r.reason,
+                    json.loads(r.change),
+                    r.recorded_at,
+                )
+                for r in s.exec(q).all()
+            ]
+
+    def counts(self) -> dict[str, int]:
+        """Row counts per advisory table (for tests and diagnostics)."""
+        try:
+            with self.engine.connect() as conn:
+                return {
+                    t: int(
+                        conn.execute(
+                            sa.select(sa.func.count()).select_from(SQLModel.metadata.tables[t])
+                        ).scalar_one()
+                    )
+                    for t in ADVISORY_TABLES
+                }
+        except sa_exc.SQLAlchemyError as exc:
+            raise StoreError(f"advisory store failed: {exc}") from exc
+
+    @contextmanager
+    def _read(self) -> Iterator[Session]:
+        try:
+            with Session(self.engine) as s:
+                yield s
+        except sa_exc.SQLAlchemyError as exc:
+            raise StoreError(f"advisory store failed: {exc}") from exc
