@@ -1,0 +1,56 @@
+"""Semantic diffs of every tracked artifact between two snapshots: `diff_snapshots` (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tracker.diff.card import diff_card
+from tracker.diff.chat_template import diff_chat_template
+from tracker.diff.code import diff_code
+from tracker.diff.config import diff_config, diff_generation_config
+from tracker.diff.executable import diff_executable
+from tracker.diff.processor import diff_processor
+from tracker.diff.special_tokens import diff_special_tokens
+from tracker.diff.tokenizer import diff_tokenizer
+from tracker.diff.weights import diff_weights
+from tracker.domain import Artifact, Change, Snapshot
+
+__all__ = ["DIFFERS", "diff_snapshots"]
+
+Differ = Callable[[Snapshot | None, Snapshot], list[Change]]
+
+DIFFERS: tuple[tuple[Artifact, Differ], ...] = (
+    (Artifact.CONFIG, diff_config),
+    (Artifact.GENERATION_CONFIG, diff_generation_config),
+    (Artifact.TOKENIZER, diff_tokenizer),
+    (Artifact.SPECIAL_TOKENS, diff_special_tokens),
+    (Artifact.CHAT_TEMPLATE, diff_chat_template),
+    (Artifact.WEIGHTS, diff_weights),
+    (Artifact.CUSTOM_CODE, diff_code),
+    (Artifact.EXECUTABLE, diff_executable),
+    (Artifact.MODEL_CARD, diff_card),
+    (Artifact.PROCESSOR, diff_processor),
+)
+"""Every differ, in artifact order (the order of changes in a diff)."""
+
+_ORDER = {artifact: i for i, artifact in enumerate(Artifact)}
+
+
+def diff_snapshots(
+    before: Snapshot | None, after: Snapshot, *, kinds: frozenset[Artifact] | None = None
+) -> tuple[Change, ...]:
+    """Every semantic change from `before` to `after`, in artifact, then file, then key order.
+
+    Pure and deterministic: no I/O, clock or logging (chat templates render in a bounded worker
+    thread at a fixed time). `before=None` is the first revision: only UNREADABLE changes are
+    reported for it. `kinds` restricts the differs run (None: all). Never raises for bad content:
+    unparseable files become UNREADABLE (or BROKEN for templates) changes.
+    """
+    changes: list[Change] = []
+    for artifact, differ in DIFFERS:
+        if kinds is None or artifact in kinds:
+            changes.extend(differ(before, after))
+    ordered = sorted(
+        enumerate(changes), key=lambda ic: (_ORDER[ic[1].artifact], ic[1].file, ic[1].key, ic[0])
+    )
+    return tuple(c for _, c in ordered)

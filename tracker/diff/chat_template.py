@@ -1,0 +1,314 @@
+"""Chat template diffs: the effective templates resolved as transformers does, as source and as rendered prompts."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from tracker.diff._common import (
+    decode_text,
+    digest,
+    load_json_object,
+    read_side,
+    short_value,
+    unified,
+)
+from tracker.diff.conversations import CONVERSATIONS, template_variables
+from tracker.diff.sandbox import DEFAULT_LIMITS, RenderLimits, RenderResult, render_template
+from tracker.diff.special_tokens import effective_special_tokens
+from tracker.diff.tokenizer import TOKENIZER_CONFIG_FILE
+from tracker.domain import Artifact, Change, ChangeKind, Snapshot
+from tracker.errors import UnreadableArtifactError
+
+TEMPLATE_FILE = "chat_template.jinja"
+TEMPLATE_JSON_FILE = "chat_template.json"
+TEMPLATE_DIR = "additional_chat_templates/"
+DEFAULT = "default"
+_ART = Artifact.CHAT_TEMPLATE
+
+
+@dataclass(frozen=True)
+class Templates:
+    """The effective chat templates of a snapshot: name → source, name → the file it came from."""
+
+    sources: Mapping[str, str]
+    origins: Mapping[str, str]
+
+
+class _Unknown(Exception):
+    """A file that decides the template was not fetched or could not be read."""
+
+    def __init__(self, file: str, reason: str) -> None:
+        super().__init__(reason)
+        self.file = file
+        self.reason = reason
+
+
+def _text(path: str, data: bytes) -> str:
+    return decode_text(path, data)
+
+
+def _from_field(path: str, value: object) -> dict[str, str]:
+    """Templates from a `chat_template` field: a string, or a list of {name, template}."""
+    if isinstance(value, str):
+        return {DEFAULT: value}
+    if isinstance(value, list):
+        out: dict[str, str] = {}
+        for item in value:
+            if not (
+                isinstance(item, dict)
+                and isinstance(item.get("name"), str)
+                and isinstance(item.get("template"), str)
+            ):
+                raise UnreadableArtifactError(
+                    f"could not read the chat template in {path}: list items must be {{name, template}} strings"
+                )
+            out[item["name"]] = item["template"]
+        return out
+    raise UnreadableArtifactError(
+        f"could not read the chat template in {path}: `chat_template` is {type(value).__name__}, not a string or list"
+    )
+
+
+def resolve_templates(snap: Snapshot) -> Templates:
+    """The effective templates, in transformers' order of precedence.
+
+    `chat_template.jinja` (default) and `additional_chat_templates/*.jinja` (named) over
+    `chat_template.json`'s `chat_template`, over tokenizer_config.json's `chat_template` (a string,
+    or a list of {name, template}). Raises _Unknown when a deciding file is unreadable or unfetched.
+    """
+    paths = frozenset(e.path for e in snap.tree)
+    sources: dict[str, str] = {}
+    origins: dict[str, str] = {}
+
+    def side(path: str, parse: object) -> object:
+        s = read_side(snap, paths, path, parse)
+        if s.state == "unreadable":
+            raise _Unknown(path, s.reason)
+        if s.state == "untracked":
+            raise _Unknown(path, f"{path} was not fetched")
+        return s.value if s.state == "ok" else None
+
+    jinja = side(TEMPLATE_FILE, _text)
+    if isinstance(jinja, str):
+        sources[DEFAULT], origins[DEFAULT] = jinja, TEMPLATE_FILE
+    for path in sorted(
+        p for p in paths | set(snap.files) if p.startswith(TEMPLATE_DIR) and p.endswith(".jinja")
+    ):
+        text = side(path, _text)
+        if isinstance(text, str):
+            name = path[len(TEMPLATE_DIR) : -len(".jinja")]
+            sources[name], origins[name] = text, path
+    if sources:
+        return Templates(sources, origins)
+    for path in (TEMPLATE_JSON_FILE, TOKENIZER_CONFIG_FILE):
+        doc = side(path, load_json_object)
+        if isinstance(doc, dict) and doc.get("chat_template") is not None:
+            try:
+                found = _from_field(path, doc["chat_template"])
+            except UnreadableArtifactError as exc:
+                raise _Unknown(path, str(exc)) from exc
+            return Templates(found, dict.fromkeys(found, path))
+    return Templates({}, {})
+
+
+def _key(name: str) -> str:
+    return "source" if name == DEFAULT else name
+
+
+def render_all(
+    source: str, special_tokens: Mapping[str, object], limits: RenderLimits
+) -> dict[str, RenderResult]:
+    """Render `source` over every canonical conversation: conversation id → RenderResult."""
+    return {
+        conv.id: render_template(source, template_variables(conv, special_tokens), limits)
+        for conv in CONVERSATIONS
+    }
+
+
+def diff_chat_template(
+    before: Snapshot | None, after: Snapshot, limits: RenderLimits = DEFAULT_LIMITS
+) -> list[Change]:
+    """Template source changes (unified diff), BROKEN templates, and RENDERED prompt changes.
+
+    Keys: `source` for the default template, the template name for named ones; rendered changes
+    use the conversation id (`<name>:<id>` for named templates). On the first revision only an
+    unreadable template is reported; a template that cannot be known at either side is skipped.
+    """
+    try:
+        new = resolve_templates(after)
+    except _Unknown as exc:
+        if before is not None:
+            try:
+                resolve_templates(before)
+            except _Unknown as old_exc:
+                if old_exc.reason == exc.reason:
+                    return []
+        return [
+            Change(_ART, ChangeKind.UNREADABLE, exc.file, "source", None, exc.reason, exc.reason)
+        ]
+    if before is None:
+        return []
+    try:
+        old = resolve_templates(before)
+    except _Unknown as exc:
+        if not new.sources:
+            return []
+        return [
+            Change(
+                _ART,
+                ChangeKind.CHANGED,
+                new.origins.get(DEFAULT, next(iter(new.origins.values()))),
+                "source",
+                exc.reason,
+                None,
+                f"chat template is readable again (was: {exc.reason})",
+            )
+        ]
+    old_tokens, new_tokens = effective_special_tokens(before), effective_special_tokens(after)
+    names = sorted(set(old.sources) | set(new.sources), key=lambda n: (n != DEFAULT, n))
+    out: list[Change] = []
+    for name in names:
+        out.extend(_diff_one(name, old, new, old_tokens, new_tokens, limits))
+    return out
+
+
+def _diff_one(
+    name: str,
+    old: Templates,
+    new: Templates,
+    old_tokens: Mapping[str, object],
+    new_tokens: Mapping[str, object],
+    limits: RenderLimits,
+) -> list[Change]:
+    key = _key(name)
+    label = "chat template" if name == DEFAULT else f"chat template {name!r}"
+    a, b = old.sources.get(name), new.sources.get(name)
+    if a is None and b is not None:
+        return [
+            Change(
+                _ART,
+                ChangeKind.ADDED,
+                new.origins[name],
+                key,
+                None,
+                _ident(b, new.origins[name]),
+                f"{label} added (in {new.origins[name]})",
+                b if len(b) < 20_000 else "",
+            )
+        ]
+    if b is None and a is not None:
+        return [
+            Change(
+                _ART,
+                ChangeKind.REMOVED,
+                old.origins[name],
+                key,
+                _ident(a, old.origins[name]),
+                None,
+                f"{label} removed (was in {old.origins[name]})",
+            )
+        ]
+    assert a is not None and b is not None
+    file = new.origins[name]
+    out: list[Change] = []
+    if a != b:
+        out.append(
+            Change(
+                _ART,
+                ChangeKind.CHANGED,
+                file,
+                key,
+                _ident(a, old.origins[name]),
+                _ident(b, file),
+                f"{label} source changed ({_line_delta(a, b)})",
+                unified(a, b, file),
+            )
+        )
+    if a == b and dict(old_tokens) == dict(new_tokens):
+        return out
+    before_r, after_r = render_all(a, old_tokens, limits), render_all(b, new_tokens, limits)
+    if all(r.category == "syntax" for r in after_r.values()):
+        if not all(r.category == "syntax" for r in before_r.values()):
+            err = next(iter(after_r.values())).error
+            out.append(
+                Change(
+                    _ART,
+                    ChangeKind.BROKEN,
+                    file,
+                    key,
+                    "parses",
+                    err,
+                    f"{label} no longer parses: {err}",
+                )
+            )
+        return out
+    for conv_id, old_r in before_r.items():
+        new_r = after_r[conv_id]
+        if old_r.shown() == new_r.shown():
+            continue
+        ckey = conv_id if name == DEFAULT else f"{name}:{conv_id}"
+        if old_r.ok and not new_r.ok and new_r.category != "raised":
+            out.append(
+                Change(
+                    _ART,
+                    ChangeKind.BROKEN,
+                    file,
+                    ckey,
+                    short_value(old_r.output),
+                    new_r.shown(),
+                    f"{label} no longer renders `{conv_id}`: {new_r.category}: {new_r.error}",
+                )
+            )
+            continue
+        out.append(
+            Change(
+                _ART,
+                ChangeKind.RENDERED,
+                file,
+                ckey,
+                short_value(old_r.shown()),
+                short_value(new_r.shown()),
+                f"{label} renders `{conv_id}` differently ({_where(old_r.shown(), new_r.shown())})",
+                _render_detail(old_r.shown(), new_r.shown(), conv_id),
+            )
+        )
+    return out
+
+
+def _ident(source: str, file: str) -> dict[str, object]:
+    return {"file": file, "sha256": digest(source), "lines": source.count("\n") + 1}
+
+
+def _line_delta(a: str, b: str) -> str:
+    added = removed = 0
+    for line in unified(a, b, "t").splitlines()[2:]:
+        if line.startswith("+"):
+            added += 1
+        elif line.startswith("-"):
+            removed += 1
+    return f"+{added} -{removed} lines"
+
+
+def _where(a: str, b: str) -> str:
+    i = 0
+    while i < min(len(a), len(b)) and a[i] == b[i]:
+        i += 1
+    return f"first difference at character {i}; {len(a)} → {len(b)} characters"
+
+
+def _render_detail(a: str, b: str, conv_id: str) -> str:
+    """Evidence: the differing region of both prompts, then a line diff of the full prompts."""
+    i = 0
+    while i < min(len(a), len(b)) and a[i] == b[i]:
+        i += 1
+    j = 0
+    while j < min(len(a), len(b)) - i and a[len(a) - 1 - j] == b[len(b) - 1 - j]:
+        j += 1
+    start = max(0, i - 40)
+    snippet = [
+        f"before: …{json.dumps(a[start : len(a) - j][:600], ensure_ascii=False)}…",
+        f"after:  …{json.dumps(b[start : len(b) - j][:600], ensure_ascii=False)}…",
+    ]
+    return "\n".join([*snippet, unified(a, b, f"rendered/{conv_id}")])

@@ -1,0 +1,221 @@
+"""Custom (remote) code diffs: auto_map entries and .py files, by AST only (never imported or run)."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from tracker.diff._common import decode_text, digest, load_json_object, read_side, show, unified
+from tracker.domain import Artifact, Change, ChangeKind, JSONValue, Snapshot
+from tracker.errors import UnreadableArtifactError
+
+AUTO_MAP_FILES = (
+    "config.json",
+    "tokenizer_config.json",
+    "preprocessor_config.json",
+    "processor_config.json",
+)
+_ART = Artifact.CUSTOM_CODE
+
+
+@dataclass(frozen=True)
+class CodeFacts:
+    """What AST analysis says about one .py file: imported modules and the transformers names it imports."""
+
+    imports: tuple[str, ...]
+    transformers: tuple[str, ...]
+    sha256: str
+
+
+def analyse_source(path: str, data: bytes) -> CodeFacts:
+    """Imports of a Python file by `ast.parse` (no import, no exec).
+
+    Raises UnreadableArtifactError for binary/non-UTF-8 content or a SyntaxError ("could not parse").
+    """
+    text = decode_text(path, data)
+    try:
+        tree = ast.parse(text, filename=path)
+    except SyntaxError as exc:
+        raise UnreadableArtifactError(
+            f"could not parse {path}: {exc.msg} (line {exc.lineno})"
+        ) from exc
+    except (ValueError, RecursionError, MemoryError) as exc:
+        raise UnreadableArtifactError(f"could not parse {path}: {type(exc).__name__}") from exc
+    imports: set[str] = set()
+    tf: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                imports.add(alias.name)
+                if alias.name == "transformers" or alias.name.startswith("transformers."):
+                    tf.add(alias.name)
+        elif isinstance(node, ast.ImportFrom):
+            module = "." * node.level + (node.module or "")
+            imports.add(module)
+            if (
+                node.level == 0
+                and node.module
+                and (node.module == "transformers" or node.module.startswith("transformers."))
+            ):
+                tf.update(f"{node.module}.{a.name}" for a in node.names)
+    return CodeFacts(tuple(sorted(imports)), tuple(sorted(tf)), digest(data))
+
+
+def _auto_map(snap: Snapshot | None) -> dict[str, JSONValue] | None:
+    """auto_map entries across AUTO_MAP_FILES (`AutoClass` → value; first file wins); None if unknowable."""
+    if snap is None:
+        return None
+    paths = frozenset(e.path for e in snap.tree)
+    out: dict[str, JSONValue] = {}
+    for path in AUTO_MAP_FILES:
+        side = read_side(snap, paths, path, load_json_object)
+        if side.state in ("unreadable", "untracked"):
+            return None
+        if side.state == "ok":
+            raw = side.value.get("auto_map")
+            if isinstance(raw, list):  # old tokenizer_config format
+                raw = {"AutoTokenizer": raw}
+            if isinstance(raw, dict):
+                for k, v in raw.items():
+                    out.setdefault(k, v)
+    return out
+
+
+def diff_code(before: Snapshot | None, after: Snapshot) -> list[Change]:
+    """`auto_map.<AutoClass>` changes, then per-.py-file changes (unified diff; imports; transformers symbols).
+
+    A .py file that does not parse at the new revision gives an UNREADABLE change.
+    """
+    out: list[Change] = []
+    old_map, new_map = _auto_map(before), _auto_map(after)
+    if before is not None and old_map is not None and new_map is not None:
+        for cls in sorted(set(old_map) | set(new_map)):
+            a, b = old_map.get(cls), new_map.get(cls)
+            if a == b:
+                continue
+            key = f"auto_map.{cls}"
+            kind = (
+                ChangeKind.ADDED
+                if a is None
+                else ChangeKind.REMOVED
+                if b is None
+                else ChangeKind.CHANGED
+            )
+            out.append(
+                Change(
+                    _ART,
+                    kind,
+                    "config.json",
+                    key,
+                    a,
+                    b,
+                    f"{key} {kind.value}: {show(a)} → {show(b)} (remote code)",
+                )
+            )
+    out.extend(_diff_py_files(before, after))
+    return out
+
+
+def _py_paths(snap: Snapshot | None) -> set[str]:
+    if snap is None:
+        return set()
+    return {p for p in (*snap.files, *snap.unreadable) if p.endswith(".py")}
+
+
+def _diff_py_files(before: Snapshot | None, after: Snapshot) -> list[Change]:
+    out: list[Change] = []
+    old_paths = frozenset(e.path for e in before.tree) if before else frozenset()
+    new_paths = frozenset(e.path for e in after.tree)
+    for path in sorted(_py_paths(before) | _py_paths(after)):
+        old = read_side(before, old_paths, path, analyse_source)
+        new = read_side(after, new_paths, path, analyse_source)
+        if new.state == "unreadable":
+            if before is None or old.state != "unreadable" or old.reason != new.reason:
+                out.append(
+                    Change(_ART, ChangeKind.UNREADABLE, path, path, None, new.reason, new.reason)
+                )
+            continue
+        if before is None or "untracked" in (old.state, new.state):
+            continue
+        if new.state == "ok" and old.state == "absent":
+            f: CodeFacts = new.value
+            out.append(
+                Change(
+                    _ART,
+                    ChangeKind.ADDED,
+                    path,
+                    path,
+                    None,
+                    _facts(f),
+                    f"remote code file {path} added" + _tf_note((), f.transformers),
+                    _text(after, path),
+                )
+            )
+        elif new.state == "absent" and old.state in ("ok", "unreadable"):
+            out.append(
+                Change(
+                    _ART,
+                    ChangeKind.REMOVED,
+                    path,
+                    path,
+                    _facts(old.value) if old.state == "ok" else None,
+                    None,
+                    f"remote code file {path} removed",
+                )
+            )
+        elif new.state == "ok" and old.state == "unreadable":
+            out.append(
+                Change(
+                    _ART,
+                    ChangeKind.CHANGED,
+                    path,
+                    path,
+                    old.reason,
+                    _facts(new.value),
+                    f"{path} parses again (was: {old.reason})",
+                )
+            )
+        elif new.state == "ok" and old.state == "ok" and old.value.sha256 != new.value.sha256:
+            ob, nb = old.value, new.value
+            plus = sorted(set(nb.imports) - set(ob.imports))
+            minus = sorted(set(ob.imports) - set(nb.imports))
+            notes = []
+            if plus:
+                notes.append("imports added: " + ", ".join(plus))
+            if minus:
+                notes.append("imports removed: " + ", ".join(minus))
+            summary = f"remote code {path} changed" + (f" ({'; '.join(notes)})" if notes else "")
+            out.append(
+                Change(
+                    _ART,
+                    ChangeKind.CHANGED,
+                    path,
+                    path,
+                    _facts(ob),
+                    _facts(nb),
+                    summary + _tf_note(ob.transformers, nb.transformers),
+                    unified(_text(before, path), _text(after, path), path),
+                )
+            )
+    return out
+
+
+def _text(snap: Snapshot | None, path: str) -> str:
+    data = snap.files.get(path, b"") if snap is not None else b""
+    return data.decode("utf-8", errors="replace")
+
+
+def _facts(f: CodeFacts) -> Mapping[str, JSONValue]:
+    return {"imports": list(f.imports), "transformers": list(f.transformers), "sha256": f.sha256}
+
+
+def _tf_note(old: tuple[str, ...], new: tuple[str, ...]) -> str:
+    plus = sorted(set(new) - set(old))
+    minus = sorted(set(old) - set(new))
+    parts = []
+    if plus:
+        parts.append("now imports from transformers: " + ", ".join(plus))
+    if minus:
+        parts.append("no longer imports: " + ", ".join(minus))
+    return ("; " + "; ".join(parts)) if parts else ""

@@ -1,0 +1,103 @@
+"""The fixed canonical conversations every chat template is rendered over (ids are change keys)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+WEATHER_TOOL: Mapping[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Get the current weather in a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "city": {"type": "string", "description": "The city name, e.g. Paris"},
+                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+            },
+            "required": ["city"],
+        },
+    },
+}
+
+_SYSTEM = {"role": "system", "content": "You are a helpful assistant."}
+_USER = {"role": "user", "content": "What is the capital of France?"}
+_ASSISTANT = {"role": "assistant", "content": "The capital of France is Paris."}
+_USER2 = {"role": "user", "content": "And of Italy?"}
+_ASSISTANT2 = {"role": "assistant", "content": "The capital of Italy is Rome."}
+_WEATHER_Q = {"role": "user", "content": "What is the weather in Paris?"}
+_TOOL_CALL = {
+    "role": "assistant",
+    "content": "",
+    "tool_calls": [
+        {
+            "id": "call_1",
+            "type": "function",
+            "function": {"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}},
+        }
+    ],
+}
+_TOOL_RESULT = {
+    "role": "tool",
+    "tool_call_id": "call_1",
+    "name": "get_weather",
+    "content": '{"temperature": 18}',
+}
+_REASONING = "France's capital is Paris; Italy's is Rome."
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """One canonical conversation: id (the RENDERED change key), messages, tools, generation prompt."""
+
+    id: str
+    messages: tuple[Mapping[str, Any], ...]
+    add_generation_prompt: bool
+    tools: tuple[Mapping[str, Any], ...] | None = None
+
+
+def _with_reasoning(message: Mapping[str, Any], reasoning: str) -> dict[str, Any]:
+    # transformers aliases reasoning under `thinking` too (chat_template_utils._alias_reasoning_fields)
+    return {"thinking": reasoning, **message, "reasoning_content": reasoning}
+
+
+CONVERSATIONS: tuple[Conversation, ...] = (
+    Conversation("system_user", (_SYSTEM, _USER), add_generation_prompt=False),
+    Conversation("generation_prompt", (_SYSTEM, _USER), add_generation_prompt=True),
+    Conversation(
+        "multi_turn", (_USER, _ASSISTANT, _USER2, _ASSISTANT2), add_generation_prompt=False
+    ),
+    Conversation("tools", (_WEATHER_Q,), add_generation_prompt=True, tools=(WEATHER_TOOL,)),
+    Conversation(
+        "tool_calls",
+        (_WEATHER_Q, _TOOL_CALL, _TOOL_RESULT),
+        add_generation_prompt=True,
+        tools=(WEATHER_TOOL,),
+    ),
+    Conversation(
+        "reasoning",
+        (_USER, _with_reasoning(_ASSISTANT, _REASONING), _USER2),
+        add_generation_prompt=True,
+    ),
+)
+"""In this order; ids are stable (advisories classify on them)."""
+
+
+def template_variables(conv: Conversation, special_tokens: Mapping[str, Any]) -> dict[str, Any]:
+    """The variables a template sees for `conv`, as transformers passes them (fresh copies each call)."""
+    import copy
+
+    variables: dict[str, Any] = {
+        "messages": copy.deepcopy(list(conv.messages)),
+        "tools": copy.deepcopy(list(conv.tools)) if conv.tools is not None else None,
+        "documents": None,
+        "add_generation_prompt": conv.add_generation_prompt,
+    }
+    for name, value in special_tokens.items():
+        if isinstance(value, str) or (
+            isinstance(value, list) and all(isinstance(v, str) for v in value)
+        ):
+            variables[name] = value
+    return variables

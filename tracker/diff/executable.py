@@ -1,0 +1,104 @@
+"""Executable (pickle-based) artifact diffs by tree identity, with the Hub's security scan; never read."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from tracker.domain import Artifact, Change, ChangeKind, JSONValue, Snapshot, TreeEntry
+
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
+"""Files that run code when loaded with pickle (torch.load, joblib, ...)."""
+_ART = Artifact.EXECUTABLE
+
+
+def is_executable(path: str) -> bool:
+    """True for a pickle-based file name (by suffix)."""
+    return path.lower().endswith(PICKLE_SUFFIXES)
+
+
+def scan_status(security: Mapping[str, JSONValue] | None) -> str:
+    """A short scan status from the Hub's `securityFileStatus`-style mapping ("unscanned" when absent).
+
+    The Hub's tree listing with `expand=True` gives per-file `securityFileStatus`
+    (`status`, `pickleImportScan.highestSafetyLevel`, `avScan`); see HUB-PROTOCOL.md.
+    """
+    if not security:
+        return "unscanned"
+    parts = []
+    status = security.get("status")
+    if isinstance(status, str):
+        parts.append(status)
+    pickle = security.get("pickleImportScan")
+    if isinstance(pickle, dict) and isinstance(pickle.get("highestSafetyLevel"), str):
+        parts.append(f"pickle imports {pickle['highestSafetyLevel']}")
+    av = security.get("avScan")
+    if isinstance(av, dict) and isinstance(av.get("virusFound"), bool) and av["virusFound"]:
+        parts.append("virus found")
+    return ", ".join(parts) if parts else "scanned (no status)"
+
+
+def _state(e: TreeEntry) -> dict[str, JSONValue]:
+    return {"identity": e.identity, "size": e.size, "scan": scan_status(e.security)}
+
+
+def diff_executable(before: Snapshot | None, after: Snapshot) -> list[Change]:
+    """Pickle-based files added, removed, with new content, or with a changed scan status (key = path)."""
+    if before is None:
+        return []
+    old = {e.path: e for e in before.tree if is_executable(e.path)}
+    new = {e.path: e for e in after.tree if is_executable(e.path)}
+    out: list[Change] = []
+    for path in sorted(old.keys() | new.keys()):
+        a, b = old.get(path), new.get(path)
+        if a is None and b is not None:
+            out.append(
+                Change(
+                    _ART,
+                    ChangeKind.ADDED,
+                    path,
+                    path,
+                    None,
+                    _state(b),
+                    f"pickle file {path} added ({b.size} bytes; scan: {scan_status(b.security)})",
+                )
+            )
+        elif b is None and a is not None:
+            out.append(
+                Change(
+                    _ART,
+                    ChangeKind.REMOVED,
+                    path,
+                    path,
+                    _state(a),
+                    None,
+                    f"pickle file {path} removed",
+                )
+            )
+        elif a is not None and b is not None:
+            if a.identity != b.identity:
+                out.append(
+                    Change(
+                        _ART,
+                        ChangeKind.CHANGED,
+                        path,
+                        path,
+                        _state(a),
+                        _state(b),
+                        f"pickle file {path} has new content ({a.size} → {b.size} bytes;"
+                        f" scan: {scan_status(b.security)})",
+                    )
+                )
+            elif scan_status(a.security) != scan_status(b.security):
+                out.append(
+                    Change(
+                        _ART,
+                        ChangeKind.CHANGED,
+                        path,
+                        path,
+                        _state(a),
+                        _state(b),
+                        f"pickle file {path} scan status changed: {scan_status(a.security)}"
+                        f" → {scan_status(b.security)}",
+                    )
+                )
+    return out

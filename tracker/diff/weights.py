@@ -1,0 +1,272 @@
+"""Weights-manifest diffs from model.safetensors.index.json and safetensors headers (dict-based, O(n log n))."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from tracker.diff._common import load_json_object, read_side
+from tracker.domain import Artifact, Change, ChangeKind, Snapshot
+from tracker.errors import UnreadableArtifactError
+
+INDEX_FILE = "model.safetensors.index.json"
+_ART = Artifact.WEIGHTS
+
+
+@dataclass(frozen=True)
+class TensorRecord:
+    """One tensor in a manifest: its shard, and dtype/shape when a header was read (else None)."""
+
+    shard: str
+    dtype: str | None
+    shape: tuple[int, ...] | None
+    nbytes: int | None
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """Every tensor by name, the shard files, total bytes (from headers or the index) and shard identities."""
+
+    tensors: Mapping[str, TensorRecord]
+    shards: tuple[str, ...]
+    total_bytes: int | None
+    shard_ids: Mapping[str, str]
+
+
+def _parse_index(path: str, data: bytes) -> dict[str, str]:
+    doc = load_json_object(path, data)
+    weight_map = doc.get("weight_map")
+    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+        raise UnreadableArtifactError(
+            f"could not read {path}: `weight_map` is not an object of tensor → shard file"
+        )
+    meta = doc.get("metadata")
+    total = meta.get("total_size") if isinstance(meta, dict) else None
+    out = dict(weight_map)
+    out["\x00total_size"] = str(total) if isinstance(total, int | float) else ""
+    return out
+
+
+def build_manifest(snap: Snapshot, index: Mapping[str, str] | None) -> Manifest:
+    """The manifest of `snap`: tensors from the index's weight_map, enriched by any parsed headers.
+
+    Without an index, the tensors of every parsed header (`model.safetensors` single-file repos).
+    """
+    tensors: dict[str, TensorRecord] = {}
+    index_total: int | None = None
+    if index is not None:
+        raw_total = index.get("\x00total_size", "")
+        index_total = int(float(raw_total)) if raw_total else None
+        for name, shard in index.items():
+            if name != "\x00total_size":
+                tensors[name] = TensorRecord(shard, None, None, None)
+    for shard, header in snap.headers.items():
+        for name, info in header.tensors.items():
+            tensors[name] = TensorRecord(shard, info.dtype, tuple(info.shape), info.nbytes)
+    shards = tuple(sorted({t.shard for t in tensors.values()}))
+    ids = {e.path: e.identity for e in snap.tree if e.path in set(shards)}
+    header_total = (
+        sum(t.nbytes or 0 for t in tensors.values())
+        if all(t.nbytes is not None for t in tensors.values()) and tensors
+        else None
+    )
+    return Manifest(tensors, shards, header_total if header_total is not None else index_total, ids)
+
+
+def _manifest_or_none(snap: Snapshot | None) -> tuple[Manifest | None, Change | None, str]:
+    if snap is None:
+        return None, None, ""
+    paths = frozenset(e.path for e in snap.tree)
+    side = read_side(snap, paths, INDEX_FILE, _parse_index)
+    if side.state == "unreadable":
+        return None, None, side.reason
+    if side.state == "untracked":
+        return None, None, "untracked"
+    if side.state == "absent" and not snap.headers:
+        return None, None, ""
+    return build_manifest(snap, side.value if side.state == "ok" else None), None, ""
+
+
+def diff_weights(before: Snapshot | None, after: Snapshot) -> list[Change]:
+    """Tensor-level and manifest-level changes (keys: tensor names, `shards`, `total_bytes`, `dtypes`, `content`).
+
+    Renames pair removed and added tensors of the same (dtype, shape), in sorted-name order within
+    each signature. Headers listed in `after.unreadable` give UNREADABLE changes.
+    """
+    out: list[Change] = []
+    old_m, _, old_reason = _manifest_or_none(before)
+    new_m, _, new_reason = _manifest_or_none(after)
+    if new_reason and new_reason != "untracked" and (before is None or new_reason != old_reason):
+        out.append(
+            Change(_ART, ChangeKind.UNREADABLE, INDEX_FILE, "", None, new_reason, new_reason)
+        )
+    for path in sorted(p for p in after.unreadable if p.endswith(".safetensors")):
+        reason = after.unreadable[path]
+        if before is None or before.unreadable.get(path) != reason:
+            summary = (
+                reason if reason.startswith("could not") else f"could not read {path}: {reason}"
+            )
+            out.append(Change(_ART, ChangeKind.UNREADABLE, path, "", None, reason, summary))
+    if before is None or old_m is None or new_m is None:
+        return out
+    return out + compare_manifests(old_m, new_m)
+
+
+def compare_manifests(b: Manifest, a: Manifest) -> list[Change]:
+    """Changes between two manifests: per tensor (sorted by name), then shards, total bytes, dtypes, content."""
+    out: list[Change] = []
+    removed = [n for n in b.tensors if n not in a.tensors]
+    added = [n for n in a.tensors if n not in b.tensors]
+    for name in b.tensors.keys() & a.tensors.keys():
+        old, new = b.tensors[name], a.tensors[name]
+        if old.shape is not None and new.shape is not None and old.shape != new.shape:
+            out.append(
+                Change(
+                    _ART,
+                    ChangeKind.RESHAPED,
+                    new.shard,
+                    name,
+                    list(old.shape),
+                    list(new.shape),
+                    f"{name} reshaped {list(old.shape)} → {list(new.shape)}",
+                )
+            )
+        if old.dtype is not None and new.dtype is not None and old.dtype != new.dtype:
+            out.append(
+                Change(
+                    _ART,
+                    ChangeKind.RETYPED,
+                    new.shard,
+                    name,
+                    old.dtype,
+                    new.dtype,
+                    f"{name} retyped {old.dtype} → {new.dtype}",
+                )
+            )
+    by_sig_removed: dict[tuple[str, tuple[int, ...]], list[str]] = defaultdict(list)
+    by_sig_added: dict[tuple[str, tuple[int, ...]], list[str]] = defaultdict(list)
+    for n in removed:
+        t = b.tensors[n]
+        if t.dtype is not None and t.shape is not None:
+            by_sig_removed[(t.dtype, t.shape)].append(n)
+    for n in added:
+        t = a.tensors[n]
+        if t.dtype is not None and t.shape is not None:
+            by_sig_added[(t.dtype, t.shape)].append(n)
+    renamed_from: set[str] = set()
+    renamed_to: set[str] = set()
+    for sig, olds in by_sig_removed.items():
+        news = by_sig_added.get(sig)
+        if not news:
+            continue
+        for old_name, new_name in zip(sorted(olds), sorted(news), strict=False):
+            renamed_from.add(old_name)
+            renamed_to.add(new_name)
+            out.append(
+                Change(
+                    _ART,
+                    ChangeKind.RENAMED,
+                    a.tensors[new_name].shard,
+                    new_name,
+                    old_name,
+                    new_name,
+                    f"{old_name} renamed to {new_name} ({sig[0]} {list(sig[1])})",
+                )
+            )
+    for n in removed:
+        if n not in renamed_from:
+            t = b.tensors[n]
+            out.append(
+                Change(_ART, ChangeKind.REMOVED, t.shard, n, _desc(t), None, f"tensor {n} removed")
+            )
+    for n in added:
+        if n not in renamed_to:
+            t = a.tensors[n]
+            out.append(
+                Change(
+                    _ART,
+                    ChangeKind.ADDED,
+                    t.shard,
+                    n,
+                    None,
+                    _desc(t),
+                    f"tensor {n} added ({_desc(t)})",
+                )
+            )
+    out.sort(key=lambda c: c.key)
+    out.extend(_manifest_level(b, a))
+    return out
+
+
+def _desc(t: TensorRecord) -> str:
+    if t.dtype is None or t.shape is None:
+        return f"in {t.shard}"
+    return f"{t.dtype} {list(t.shape)}"
+
+
+def _census(m: Manifest) -> dict[str, int]:
+    return dict(sorted(Counter(t.dtype for t in m.tensors.values() if t.dtype is not None).items()))
+
+
+def _manifest_level(b: Manifest, a: Manifest) -> list[Change]:
+    out: list[Change] = []
+    if len(b.shards) != len(a.shards) or b.shards != a.shards:
+        out.append(
+            Change(
+                _ART,
+                ChangeKind.CHANGED,
+                INDEX_FILE,
+                "shards",
+                len(b.shards),
+                len(a.shards),
+                f"shard files changed: {len(b.shards)} → {len(a.shards)}",
+                "\n".join(
+                    [
+                        *(f"- {s}" for s in b.shards if s not in a.shards),
+                        *(f"+ {s}" for s in a.shards if s not in b.shards),
+                    ]
+                ),
+            )
+        )
+    if b.total_bytes is not None and a.total_bytes is not None and b.total_bytes != a.total_bytes:
+        out.append(
+            Change(
+                _ART,
+                ChangeKind.CHANGED,
+                INDEX_FILE,
+                "total_bytes",
+                b.total_bytes,
+                a.total_bytes,
+                f"total weight bytes changed: {b.total_bytes} → {a.total_bytes}",
+            )
+        )
+    cb, ca = _census(b), _census(a)
+    if cb and ca and cb != ca:
+        out.append(
+            Change(
+                _ART,
+                ChangeKind.CHANGED,
+                INDEX_FILE,
+                "dtypes",
+                cb,
+                ca,
+                f"dtype census changed: {cb} → {ca}",
+            )
+        )
+    same_named = [s for s in a.shards if s in b.shard_ids and s in a.shard_ids]
+    rewritten = [s for s in same_named if b.shard_ids[s] != a.shard_ids[s]]
+    if rewritten:
+        out.append(
+            Change(
+                _ART,
+                ChangeKind.CHANGED,
+                "",
+                "content",
+                None,
+                len(rewritten),
+                f"{len(rewritten)} of {len(a.shards)} shard files have new content",
+                "\n".join(rewritten[:200]),
+            )
+        )
+    return out
