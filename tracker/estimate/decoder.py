@@ -184,6 +184,7 @@ def build_decoder(d: Dec, t: Tally) -> list[LayerSpec]:
         layer_total += n_params
         layer_active += n_params
         experts = top_k = 0
+        width = d.dense_intermediate or d.intermediate
         if d.experts and d.is_moe(i):
             e, k, mi = d.experts, d.top_k, d.moe_intermediate
             per_expert = (3 if d.gated_mlp else 2) * h * mi
@@ -206,6 +207,7 @@ def build_decoder(d: Dec, t: Tally) -> list[LayerSpec]:
                 lora += s_lora
             ffn = "moe"
             experts, top_k = e, k
+            width = k * mi + d.shared_intermediate
         else:
             inter = d.dense_intermediate or d.intermediate
             m_params, m_lora = _mlp(d, h, inter)
@@ -226,6 +228,8 @@ def build_decoder(d: Dec, t: Tally) -> list[LayerSpec]:
                 lora_dims=lora,
                 experts=experts,
                 top_k=top_k,
+                ffn_width=width,
+                q_width=d.heads * d.head_dim,
             )
         )
     if d.final_norm:

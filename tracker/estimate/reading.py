@@ -158,6 +158,8 @@ class LayerSpec:
     experts: int = 0
     top_k: int = 0
     kind: str = "decoder"
+    ffn_width: int = 0
+    q_width: int = 0
 
 
 @dataclass

@@ -1,0 +1,51 @@
+"""The estimate stage: parameters, memory, card fit, cost, structure and findings from config.json.
+
+Pure: no torch, network, clock or logging. `estimate(config, headers, settings)` → Estimate
+whose report is the ESTIMATES.md §5 JSON; `estimate_delta(before, after)` → Changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from tracker.domain import Estimate, SafetensorsHeader
+from tracker.errors import EstimateError
+from tracker.estimate.delta import estimate_delta
+from tracker.estimate.params import read_config
+from tracker.estimate.report import build_report
+from tracker.estimate.settings import Card, EstimateSettings
+
+__all__ = ["Card", "EstimateSettings", "estimate", "estimate_delta", "parse_config"]
+
+MAX_CONFIG_BYTES = 16 * 1024 * 1024
+
+
+def parse_config(data: bytes | str) -> Mapping[str, Any]:
+    """Parse config.json bytes; EstimateError (one line) if oversized, not JSON or not an object."""
+    import json
+
+    if len(data) > MAX_CONFIG_BYTES:
+        raise EstimateError(f"config is {len(data):,} bytes, over the {MAX_CONFIG_BYTES:,} cap")
+    try:
+        value = json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        raise EstimateError(f"config is not valid JSON: {str(exc).splitlines()[0]}") from exc
+    if not isinstance(value, dict):
+        raise EstimateError(f"config must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def estimate(
+    config: Mapping[str, Any],
+    headers: Mapping[str, SafetensorsHeader] | None = None,
+    settings: EstimateSettings | None = None,
+) -> Estimate:
+    """The estimate of `config` (with safetensors `headers` when given) under `settings`."""
+    s = settings or EstimateSettings()
+    try:
+        reading = read_config(config)
+        report = build_report(config, reading, headers, s)
+    except RecursionError as exc:
+        raise EstimateError("config is nested too deeply (cyclic?)") from exc
+    return Estimate(report=report)

@@ -1,0 +1,129 @@
+"""Per-card fit (ESTIMATES.md §2): largest batch at VRAM/headroom, borderline, two-card split.
+
+For each card and setup (full fine-tune, LoRA, serving): batch = floor((VRAM/1.15 − fixed) /
+per-sample), "does not fit at batch 1" as batch 0; borderline when batch ≥ 1 but the
+conservative peak (batch-1 estimate × 1.43) exceeds the card; where batch 1 does not fit, the
+most balanced contiguous cut of the layers over two cards such that each holds its part at
+batch 1 (embeddings and towers on the first card, head and logits on the second).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from tracker.estimate.memory import GB, Memory
+from tracker.estimate.reading import Reading
+from tracker.estimate.settings import Card, EstimateSettings
+
+SETUPS = ("full_finetune", "lora", "serve")
+SETUP_WORDS = {"full_finetune": "full fine-tune", "lora": "LoRA", "serve": "serving"}
+
+
+@dataclass(frozen=True)
+class Fit:
+    """One setup on one card."""
+
+    batch: int
+    borderline: bool
+    split: tuple[int, int] | None  # layers per card when two cards are needed
+    split_fails: bool = False
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "batch": self.batch,
+            "borderline": self.borderline,
+            "split": None if self.split is None else {"cards": 2, "layers": list(self.split)},
+        }
+
+    def words(self) -> str:
+        if self.batch >= 1:
+            text = f"batch {self.batch}"
+            return text + " (borderline: measure one step first)" if self.borderline else text
+        if self.split is not None:
+            return f"2 cards at batch 1 ({self.split[0]} + {self.split[1]} layers)"
+        return "does not fit on 2 cards"
+
+
+def _parts(r: Reading, m: Memory, s: EstimateSettings, setup: str) -> tuple[
+    float, list[float], float, float, list[float], float
+]:
+    """(pre fixed, per-layer fixed, post fixed, pre per-sample, per-layer per-sample, post per-sample)."""
+    layer_params = [spec.params for spec in r.layers]
+    pre_params = r.total - sum(layer_params) - r.head_params
+    if setup == "full_finetune":
+        k = s.full_ft_bytes_per_param * s.full_ft_overhead
+        fixed = [p * k for p in layer_params]
+        return pre_params * k, fixed, r.head_params * k, 0.0, list(m.layer_act), m.logits_act
+    if setup == "lora":
+        k = s.lora_base_bytes_per_param
+        total_dims = sum(spec.lora_dims for spec in r.layers) or 1
+        fixed = [
+            spec.params * k
+            + m.lora_adapter_params * (spec.lora_dims / total_dims) * s.lora_adapter_bytes_per_param
+            for spec in r.layers
+        ]
+        return pre_params * k, fixed, r.head_params * k, 0.0, list(m.layer_act), m.logits_act
+    k = s.serve_bytes_per_param
+    fixed = [p * k for p in layer_params]
+    return pre_params * k, fixed, r.head_params * k, 0.0, list(m.layer_kv), 0.0
+
+
+def _totals(m: Memory, setup: str) -> tuple[float, float]:
+    if setup == "full_finetune":
+        return m.full_fixed, m.act_per_sample
+    if setup == "lora":
+        return m.lora_fixed, m.act_per_sample
+    return m.serve_fixed, m.kv_per_sequence
+
+
+def fit(r: Reading, m: Memory, s: EstimateSettings, card: Card, setup: str) -> Fit:
+    """The fit of `setup` on `card`."""
+    budget = card.vram_gb * GB / s.headroom
+    fixed, per_sample = _totals(m, setup)
+    if per_sample <= 0:
+        batch = 1_000_000 if fixed <= budget else 0
+    else:
+        batch = max(0, math.floor((budget - fixed) / per_sample)) if fixed < budget else 0
+    batch = min(batch, 1_000_000)
+    if batch >= 1:
+        borderline = (fixed + per_sample) * s.borderline_factor > card.vram_gb * GB
+        return Fit(batch, borderline, None)
+    split = _split(r, m, s, setup, budget)
+    return Fit(0, False, split, split_fails=split is None)
+
+
+def _split(
+    r: Reading, m: Memory, s: EstimateSettings, setup: str, budget: float
+) -> tuple[int, int] | None:
+    n = len(r.layers)
+    if n < 2:
+        return None
+    pre_f, lay_f, post_f, pre_a, lay_a, post_a = _parts(r, m, s, setup)
+    need = [f + a for f, a in zip(lay_f, lay_a, strict=True)]
+    prefix = [0.0]
+    for x in need:
+        prefix.append(prefix[-1] + x)
+    best: tuple[float, int] | None = None
+    for k in range(1, n):
+        first = pre_f + pre_a + prefix[k]
+        second = prefix[n] - prefix[k] + post_f + post_a
+        if first <= budget and second <= budget:
+            worst = max(first, second)
+            if best is None or worst < best[0]:
+                best = (worst, k)
+    if best is None:
+        return None
+    return best[1], n - best[1]
+
+
+def card_table(r: Reading, m: Memory, s: EstimateSettings) -> list[dict[str, object]]:
+    """The §5 `cards` list: one entry per configured card with each setup's fit."""
+    out: list[dict[str, object]] = []
+    for card in s.cards:
+        entry: dict[str, object] = {"name": card.name, "vram_gb": card.vram_gb}
+        for setup in SETUPS:
+            f = fit(r, m, s, card, setup)
+            entry[setup] = f.as_json() | {"summary": f.words()}
+        out.append(entry)
+    return out
