@@ -179,7 +179,7 @@ def test_invalid_record_raises_and_writes_nothing(
         return rec
 
     monkeypatch.setattr(service, "build_record", short_sha)
-    with pytest.raises(AdvisoryError, match="full-length commit hashes|full 40-hex"):
+    with pytest.raises(AdvisoryError, match=r"full-length commit hashes|full 40-hex"):
         _pub(store, M[1], M[0], MIXTRAL_02)
     assert store.counts() == dict.fromkeys(store.counts(), 0)
 

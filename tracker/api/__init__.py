@@ -1,0 +1,50 @@
+"""The HTTP API: `create_app(app)` builds the FastAPI application (OSV API today; feeds later)."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from tracker.api.osv import DEFAULT_PAGE_SIZE, OsvQueryError, router
+from tracker.errors import StoreError
+from tracker.settings import Settings
+from tracker.store.advisories import AdvisoryStore
+
+
+class HasEngine(Protocol):
+    """What the API needs from `tracker.app.App`: settings and the database engine."""
+
+    settings: Settings
+    engine: Any
+
+
+def create_app(app: HasEngine, *, page_size: int = DEFAULT_PAGE_SIZE) -> FastAPI:
+    """A FastAPI app serving the OSV API over `app.engine`'s advisory store.
+
+    Bad requests answer OSV-style `400 {"code": 3, "message": ...}`; unknown ids `404 {"code": 5}`;
+    store failures `503 {"code": 14}`. Nothing is created at import time.
+    """
+    api = FastAPI(
+        title="tracker", summary="OSV advisories for Hugging Face model repos", version="0.1.0"
+    )
+    api.state.advisories = AdvisoryStore(app.engine)
+    api.state.page_size = page_size
+    api.include_router(router)
+
+    @api.exception_handler(OsvQueryError)
+    async def _bad_query(request: Request, exc: OsvQueryError) -> JSONResponse:
+        return JSONResponse({"code": exc.code, "message": str(exc)}, status_code=exc.status)
+
+    @api.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {"msg": "invalid request"}
+        return JSONResponse({"code": 3, "message": str(first.get("msg"))}, status_code=400)
+
+    @api.exception_handler(StoreError)
+    async def _store(request: Request, exc: StoreError) -> JSONResponse:
+        return JSONResponse({"code": 14, "message": "advisory store unavailable"}, status_code=503)
+
+    return api
