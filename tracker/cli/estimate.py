@@ -1,9 +1,122 @@
-"""CLI commands: estimate (owned by its stage; registered by tracker.cli)."""
+"""CLI: `tracker estimate CONFIG.json|ORG/NAME[@REV] [--json]` (rich report or the §5 JSON)."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
+
+from tracker.domain import RepoId, SafetensorsHeader, parse_repo_id
+from tracker.errors import EstimateError
+from tracker.sources import RepoSource
+
+MAX_CONFIG_BYTES = 16 * 1024 * 1024
+MAX_HEADER_BYTES = 100 * 1024 * 1024
+MAX_SHARDS = 512
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to `app`."""
+
+    @app.command("estimate")
+    def estimate_cmd(
+        target: Annotated[str, typer.Argument(help="CONFIG.json path, or ORG/NAME[@REV] on the Hub")],
+        as_json: Annotated[bool, typer.Option("--json", help="print the ESTIMATES.md §5 JSON")] = False,
+        no_headers: Annotated[
+            bool, typer.Option("--no-headers", help="Hub: skip safetensors headers")
+        ] = False,
+    ) -> None:
+        """Estimate parameters, memory, card fit, cost, structure and findings of a config."""
+        from tracker.estimate import estimate, parse_config
+
+        path = Path(target)
+        headers: Mapping[str, SafetensorsHeader] | None = None
+        if path.suffix == ".json" or path.exists():
+            try:
+                data = path.read_bytes()
+            except OSError as exc:
+                raise EstimateError(f"cannot read {target}: {exc.strerror or exc}") from exc
+            config = parse_config(data)
+            label = str(path)
+        else:
+            repo, _, rev = target.partition("@")
+            repo_id = parse_repo_id(repo)
+            from tracker.app import build
+            from tracker.settings import load_settings
+
+            application = build(load_settings())
+            try:
+                source = application.hub_source()
+                config, headers, label = fetch_from_source(
+                    source, repo_id, rev or "main", with_headers=not no_headers
+                )
+            finally:
+                application.close()
+        result = estimate(config, headers)
+        if as_json:
+            typer.echo(json.dumps(result.report, indent=2, sort_keys=False))
+        else:
+            render(label, result.report)
+
+
+def fetch_from_source(
+    source: RepoSource, repo_id: RepoId, rev: str, *, with_headers: bool = True
+) -> tuple[Mapping[str, Any], Mapping[str, SafetensorsHeader], str]:
+    """config.json and the safetensors headers of `repo_id` at `rev` through a RepoSource."""
+    from tracker.estimate import parse_config
+
+    sha = source.resolve_ref(repo_id, rev)
+    config = parse_config(source.read_file(repo_id, sha, "config.json", MAX_CONFIG_BYTES))
+    headers: dict[str, SafetensorsHeader] = {}
+    if with_headers:
+        shards = [e.path for e in source.list_tree(repo_id, sha) if e.path.endswith(".safetensors")]
+        for p in sorted(shards)[:MAX_SHARDS]:
+            headers[p] = source.read_safetensors_header(repo_id, sha, p, MAX_HEADER_BYTES)
+    return config, headers, f"{repo_id}@{sha[:12]}"
+
+
+def render(label: str, report: Mapping[str, Any]) -> None:
+    """Print a readable rich report: summary lines, component table and the fit table."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    p = report["params"]
+    console.print(f"[bold]{label}[/bold]  {report['architecture']} ({report['model_type']})"
+                  + ("  [yellow]custom code[/yellow]" if report["custom_code"] else ""))
+    console.print(f"parameters: {p['total']:,} total, {p['active']:,} active per token, "
+                  f"{p['embedding']:,} embedding; {report['layers']} layers")
+    comp = Table(title="where the parameters live")
+    comp.add_column("component")
+    comp.add_column("count", justify="right")
+    comp.add_column("share", justify="right")
+    for name, count in p["by_component"].items():
+        comp.add_row(name, f"{count:,}", f"{p['shares'][name] * 100:.1f}%")
+    console.print(comp)
+    m = report["memory_gb"]
+    console.print(f"memory (GB): full fine-tune {m['full_finetune']} at batch 1 "
+                  f"({m['full_finetune_states']} weights+grads+AdamW), LoRA {m['lora']}, "
+                  f"serving weights {m['serve_weights']} + KV {m['kv_cache']} per "
+                  f"{m['serve_tokens']}-token sequence")
+    fit = Table(title="largest batch per card (VRAM / 1.15)")
+    for col in ("card", "full fine-tune", "LoRA", "serving"):
+        fit.add_column(col)
+    for card in report["cards"]:
+        fit.add_row(card["name"], card["full_finetune"]["summary"], card["lora"]["summary"],
+                    card["serve"]["summary"])
+    console.print(fit)
+    cost = report["cost"]
+    console.print(f"cost: {cost['hours']} h, ${cost['usd']} on {cost['assumptions']['gpu']} "
+                  f"({cost['assumptions']['formula']})")
+    console.print(f"layout: {report['structure']['pattern']['summary']}")
+    ck = report.get("checkpoint")
+    if ck:
+        console.print(f"checkpoint: {ck['params']:,} stored params, {ck['bytes']:,} bytes, "
+                      f"delta {ck['delta_pct']}%, dtypes {ck['dtypes']}")
+    for f in report["findings"]:
+        console.print(f"[{f['level']}] {f['id']}: {f['evidence']} (fix: {f['fix']})")
+    for note in report.get("notes", []):
+        console.print(f"note: {note}")
