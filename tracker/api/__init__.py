@@ -17,8 +17,11 @@ from tracker.store.advisories import AdvisoryStore
 class HasEngine(Protocol):
     """What the API needs from `tracker.app.App`: settings and the database engine."""
 
-    settings: Settings
-    engine: Any
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def engine(self) -> Any: ...
 
 
 def create_app(app: HasEngine, *, page_size: int = DEFAULT_PAGE_SIZE) -> FastAPI:
