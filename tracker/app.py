@@ -76,5 +76,8 @@ class App:
 
 def build(settings: Settings) -> App:
     """Open (and migrate) the store named by `settings` and return the App; StoreError on failure."""
+    from tracker.logs import configure
+
+    configure()
     settings.state_dir.mkdir(parents=True, exist_ok=True)
     return App(settings=settings, store=Store.open(settings.effective_database_url))

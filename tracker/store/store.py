@@ -96,6 +96,7 @@ def create_engine(url: str) -> sa.Engine:
 def upgrade(engine: sa.Engine, revision: str = "head") -> None:
     """Run the Alembic migrations (ours and those chained after "0001") up to `revision`."""
     cfg = Config()
+    cfg.set_main_option("path_separator", "os")
     cfg.set_main_option("script_location", str(MIGRATIONS))
     cfg.set_main_option("version_locations", str(MIGRATIONS / "versions"))
     with engine.begin() as conn:
@@ -494,7 +495,8 @@ class Store:
                     col(TreeEntryRow.repo_pk) == _pk(repo), col(TreeEntryRow.entry_key).in_(chunk)
                 )
             ):
-                existing[key] = int(pk)
+                if pk is not None:
+                    existing[key] = pk
         ids: list[int] = []
         for e, key in zip(entries, keys, strict=True):
             if key not in existing:

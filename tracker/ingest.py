@@ -1,0 +1,347 @@
+"""The snapshots stage: ingest every new revision of a watched repo from its source into the store.
+
+Per repo: `resolve_ref` (one request); equal to the cursor → done. Otherwise list commits, take
+every commit after the cursor on the first-parent chain (oldest first; the first poll backfills
+all, or the last N), and for each: list the tree, compare it with the previous ingested tree by
+identity (blob id / LFS oid), fetch only tracked files that changed (headers only for
+`.safetensors`), and store the revision in one transaction. Force-pushes, deleted refs/repos,
+gated/private repos and source errors set the repo's state; other repos are unaffected.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import structlog
+
+from tracker.domain import Commit, RepoId, Sha, TreeEntry
+from tracker.errors import (
+    AccessDeniedError,
+    ArtifactError,
+    EntryNotFoundError,
+    RepoNotFoundError,
+    RevisionNotFoundError,
+    SourceError,
+    StoreError,
+)
+from tracker.sources import RepoSource
+from tracker.store import EventKind, FileKind, FileVersion, RepoStatus, Store
+from tracker.watchlist import WatchedRepo, is_header_only, is_pickle
+
+log = structlog.get_logger(__name__)
+
+AUTO_MAP_FILES = ("config.json", "tokenizer_config.json")
+
+
+@dataclass(frozen=True)
+class PollReport:
+    """What one poll of one repo did.
+
+    `status` is the repo's state after the poll; `error` the reason when it is not OK;
+    `requests`/`bytes_fetched` come from the source's counters when it keeps them (the Hub
+    source does); `rewritten` counts revisions a force-push dropped from the ref.
+    """
+
+    repo_id: RepoId
+    status: RepoStatus
+    head: Sha | None
+    revisions_ingested: int = 0
+    files_fetched: int = 0
+    bytes_fetched: int = 0
+    requests: int | None = None
+    rewritten: int = 0
+    error: str | None = None
+    new_revisions: tuple[Sha, ...] = field(default_factory=tuple)
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Hard caps applied while fetching."""
+
+    max_file_bytes: int = 64_000_000
+    max_header_bytes: int = 100_000_000
+
+
+def is_tracked(path: str, patterns: Iterable[str], extra: Iterable[str] = ()) -> bool:
+    """True when `path` matches a tracked glob (fnmatch, `*` crosses `/`) or is in `extra`."""
+    return path in set(extra) or any(fnmatch.fnmatchcase(path, p) for p in patterns)
+
+
+def auto_map_modules(files: Mapping[str, bytes]) -> set[str]:
+    """Repo paths of the `*.py` files that `auto_map` names in config.json / tokenizer_config.json.
+
+    Values look like `"modeling_x.XModel"`, `["tokenization_x.XTok", null]` or
+    `"other/repo--modeling_x.XModel"` (cross-repo: skipped). Malformed JSON names nothing.
+    """
+    modules: set[str] = set()
+    for name in AUTO_MAP_FILES:
+        raw = files.get(name)
+        if raw is None:
+            continue
+        try:
+            obj = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            continue
+        auto_map = obj.get("auto_map") if isinstance(obj, dict) else None
+        if not isinstance(auto_map, dict):
+            continue
+        for value in auto_map.values():
+            for ref in value if isinstance(value, list) else [value]:
+                if not isinstance(ref, str) or "--" in ref or "." not in ref:
+                    continue
+                module = ref.rsplit(".", 1)[0]
+                modules.add(module.replace(".", "/") + ".py")
+    return modules
+
+
+def first_parent_chain(commits: Sequence[Commit], head: Sha) -> list[Commit]:
+    """The first-parent chain from `head` through `commits`, newest first (stops at a gap)."""
+    by_sha = {c.sha: c for c in commits}
+    chain: list[Commit] = []
+    sha: Sha | None = head
+    seen: set[Sha] = set()
+    while sha is not None and sha in by_sha and sha not in seen:
+        seen.add(sha)
+        commit = by_sha[sha]
+        chain.append(commit)
+        sha = commit.parents[0] if commit.parents else None
+    return chain
+
+
+class _Counters:
+    def __init__(self, source: RepoSource) -> None:
+        self.source = source
+        self.requests0 = getattr(source, "request_count", None)
+        self.bytes0 = getattr(source, "bytes_received", None)
+        self.files = 0
+        self.bytes = 0
+
+    def requests(self) -> int | None:
+        now = getattr(self.source, "request_count", None)
+        return None if now is None or self.requests0 is None else now - self.requests0
+
+    def bytes_fetched(self) -> int:
+        now = getattr(self.source, "bytes_received", None)
+        return self.bytes if now is None or self.bytes0 is None else now - self.bytes0
+
+
+def _fetch_revision(
+    source: RepoSource,
+    store: Store,
+    watched: WatchedRepo,
+    commit: Commit,
+    tree: Sequence[TreeEntry],
+    prev_tree: Mapping[str, TreeEntry],
+    prev_files: Mapping[str, FileVersion],
+    limits: Limits,
+    counters: _Counters,
+) -> dict[str, FileVersion]:
+    """File versions of every tracked path of `tree`: carried when unchanged, else fetched."""
+    rid = watched.repo_id
+    out: dict[str, FileVersion] = {}
+
+    def unchanged(entry: TreeEntry) -> FileVersion | None:
+        before = prev_tree.get(entry.path)
+        fv = prev_files.get(entry.path)
+        if before is not None and fv is not None and before.identity == entry.identity:
+            return fv.carried()
+        return None
+
+    def fetch(entry: TreeEntry) -> FileVersion:
+        carried = unchanged(entry)
+        if carried is not None:
+            return carried
+        try:
+            if is_header_only(entry.path):
+                header = source.read_safetensors_header(
+                    rid, commit.sha, entry.path, limits.max_header_bytes
+                )
+                fv = FileVersion.header(header)
+            else:
+                if entry.size > limits.max_file_bytes:
+                    return FileVersion.unreadable(
+                        f"{entry.size} bytes, over the cap of {limits.max_file_bytes} bytes"
+                    )
+                data = source.read_file(rid, commit.sha, entry.path, limits.max_file_bytes)
+                fv = FileVersion.content(data)
+                counters.bytes += len(data)
+        except (ArtifactError, EntryNotFoundError) as exc:
+            return FileVersion.unreadable(f"{exc.__class__.__name__}: {exc}")
+        counters.files += 1
+        return fv
+
+    by_path = {e.path: e for e in tree}
+    for entry in tree:
+        if entry.path.endswith(".py") or is_pickle(entry.path):
+            continue  # *.py only when auto_map names it (below); pickles by tree identity only
+        if is_tracked(entry.path, watched.tracked):
+            out[entry.path] = fetch(entry)
+    contents: dict[str, bytes] = {}
+    for name in AUTO_MAP_FILES:
+        fv = out.get(name)
+        if fv is None or fv.kind is not FileKind.CONTENT:
+            continue
+        contents[name] = fv.data if fv.data is not None else store.read_blob(fv.blob_sha256 or "")
+    named = auto_map_modules(contents)
+    for path in sorted(named | {p for p in by_path if p.endswith(".py")}):
+        code = by_path.get(path)
+        if code is not None and (path in named or is_tracked(path, watched.tracked)):
+            out[path] = fetch(code)
+    return out
+
+
+def poll_repo(
+    store: Store,
+    source: RepoSource,
+    watched: WatchedRepo,
+    *,
+    limits: Limits | None = None,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> PollReport:
+    """Poll one repo: ingest every new revision on its ref; never raises a SourceError.
+
+    Returns a PollReport; the store's state for the repo (status, failures, last error) is
+    updated. StoreError propagates (the database itself failed).
+    """
+    limits = limits or Limits()
+    rid = watched.repo_id
+    started = time.perf_counter()
+    counters = _Counters(source)
+    store.ensure_repo(
+        rid, source_kind="git" if watched.git else "hub", url=watched.git, ref=watched.ref
+    )
+    before = store.repo_state(rid)
+    cursor = before.cursor
+    ingested: list[Sha] = []
+    rewritten = 0
+    head: Sha | None = None
+    bound = log.bind(repo=rid, ref=watched.ref)
+
+    def finish(status: RepoStatus, error: str | None) -> PollReport:
+        store.record_poll(rid, status=status, error=error, now=now())
+        if status is not before.status and status is not RepoStatus.OK:
+            kind = {
+                RepoStatus.GONE: EventKind.REPO_GONE,
+                RepoStatus.GATED: EventKind.ACCESS_DENIED,
+            }.get(status)
+            if kind is not None:
+                store.record_event(rid, kind, {"error": error}, now=now())
+        elif status is RepoStatus.OK and before.status in (RepoStatus.GONE, RepoStatus.GATED):
+            store.record_event(rid, EventKind.RECOVERED, {"was": before.status.value}, now=now())
+        report = PollReport(
+            repo_id=rid,
+            status=status,
+            head=head,
+            revisions_ingested=len(ingested),
+            files_fetched=counters.files,
+            bytes_fetched=counters.bytes_fetched(),
+            requests=counters.requests(),
+            rewritten=rewritten,
+            error=error,
+            new_revisions=tuple(ingested),
+            seconds=time.perf_counter() - started,
+        )
+        bound.info(
+            "repo.polled",
+            status=status.value,
+            revisions=len(ingested),
+            files=counters.files,
+            error=error,
+        )
+        return report
+
+    try:
+        head = source.resolve_ref(rid, watched.ref)
+        if head == cursor:
+            return finish(RepoStatus.OK, None)
+        chain = first_parent_chain(source.list_commits(rid, head), head)
+        if not chain or chain[0].sha != head:
+            return finish(RepoStatus.FAILING, f"commit listing does not contain the head {head}")
+        chain_shas = {c.sha for c in chain}
+        base: Sha | None = cursor
+        if cursor is not None and cursor not in chain_shas:
+            live = store.revisions(rid, include_rewritten=False)
+            survivors = [r for r in live if r.sha in chain_shas]
+            dropped = [r.sha for r in live if r.sha not in chain_shas]
+            base = survivors[-1].sha if survivors else None
+            store.rewrite(
+                rid,
+                dropped=dropped,
+                cursor=base,
+                details={"old_head": cursor, "new_head": head, "ref": watched.ref},
+                now=now(),
+            )
+            rewritten = len(dropped)
+            bound.warning("repo.force_pushed", old_head=cursor, new_head=head, dropped=len(dropped))
+        new: list[Commit] = []
+        for c in chain:
+            if c.sha == base:
+                break
+            new.append(c)
+        if base is None and watched.backfill is not None:
+            new = new[: watched.backfill]
+        new.reverse()
+        prev_tree: dict[str, TreeEntry] = {}
+        prev_files: dict[str, FileVersion] = {}
+        if base is not None:
+            prev_tree = {e.path: e for e in store.tree(rid, base)}
+            prev_files = store.file_versions(rid, base)
+        previous = base
+        for c in new:
+            tree = source.list_tree(rid, c.sha)
+            files = _fetch_revision(
+                source, store, watched, c, tree, prev_tree, prev_files, limits, counters
+            )
+            store.store_revision(rid, c, tree, files, previous=previous, now=now())
+            ingested.append(c.sha)
+            bound.info("revision.stored", sha=c.sha, files=len(files))
+            prev_tree = {e.path: e for e in tree}
+            prev_files = store.file_versions(rid, c.sha)
+            previous = c.sha
+        if not new and base is not None and base != head:  # pragma: no cover - defensive
+            return finish(RepoStatus.FAILING, f"head {head} is not reachable from {base}")
+        return finish(RepoStatus.OK, None)
+    except RevisionNotFoundError as exc:
+        return finish(RepoStatus.GONE, f"ref {watched.ref!r} not found: {exc}")
+    except RepoNotFoundError as exc:
+        return finish(RepoStatus.GONE, f"repo not found (deleted, renamed or private): {exc}")
+    except AccessDeniedError as exc:
+        return finish(RepoStatus.GATED, f"access denied (gated or private): {exc}")
+    except (SourceError, ArtifactError) as exc:
+        return finish(RepoStatus.FAILING, f"{exc.__class__.__name__}: {exc}")
+
+
+def poll_all(
+    store: Store,
+    repos: Iterable[WatchedRepo],
+    source_for: Callable[[WatchedRepo], RepoSource],
+    *,
+    limits: Limits | None = None,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> list[PollReport]:
+    """Poll each repo in turn; one repo's failure never stops the others (StoreError does)."""
+    reports = []
+    for watched in repos:
+        try:
+            source = source_for(watched)
+        except SourceError as exc:
+            store.ensure_repo(
+                watched.repo_id,
+                source_kind="git" if watched.git else "hub",
+                url=watched.git,
+                ref=watched.ref,
+            )
+            store.record_poll(watched.repo_id, status=RepoStatus.FAILING, error=str(exc), now=now())
+            reports.append(PollReport(watched.repo_id, RepoStatus.FAILING, None, error=str(exc)))
+            continue
+        reports.append(poll_repo(store, source, watched, limits=limits, now=now))
+    return reports
+
+
+__all__ = ["Limits", "PollReport", "StoreError", "auto_map_modules", "poll_all", "poll_repo"]
