@@ -301,6 +301,64 @@ def _deci(c: ConfigView, t: Tally, n: Notes) -> Result:
                         c.opt_int("max_position_embeddings"))
 
 
+def _gemma4(c: ConfigView, t: Tally, n: Notes) -> Result:
+    """Gemma 4 text: sliding/full layers with their own head_dim and KV heads (K=V on full
+    layers when attention_k_eq_v), a dense GELU MLP in every layer plus an optional MoE block."""
+    h = c.int("hidden_size")
+    v = c.int("vocab_size")
+    layers = c.int("num_hidden_layers", maximum=MAX_LAYERS)
+    heads = c.int("num_attention_heads")
+    kv = c.int("num_key_value_heads", default=heads)
+    gkv = c.int("num_global_key_value_heads", default=kv)
+    hd = c.int("head_dim")
+    ghd = c.int("global_head_dim", default=hd)
+    inter = c.int("intermediate_size")
+    k_eq_v = c.bool("attention_k_eq_v", False)
+    moe = c.bool("enable_moe_block", False)
+    e = c.int("num_experts", default=1, maximum=MAX_EXPERTS) if moe else 0
+    k = c.int("top_k_experts", default=1) if moe else 0
+    mi = c.int("moe_intermediate_size", default=inter) if moe else 0
+    shared_kv = c.int("num_kv_shared_layers", default=0, minimum=0, maximum=MAX_LAYERS)
+    ple = c.int("hidden_size_per_layer_input", default=0, minimum=0)
+    window = c.opt_int("sliding_window")
+    types = c.list("layer_types") or []
+    emb = t.add("embeddings", v * h)
+    if ple:
+        emb += t.add("embeddings", c.int("vocab_size_per_layer_input", default=v) * layers * ple)
+        t.add("embeddings", h * layers * ple + ple)
+    specs = []
+    for i in range(layers):
+        sliding = i < len(types) and types[i] == "sliding_attention"
+        dim, kvh = (hd, kv) if sliding else (ghd, gkv)
+        reuse = shared_kv and i >= layers - shared_kv
+        a = h * heads * dim + dim + heads * dim * h
+        if not reuse:
+            a += dim + h * kvh * dim + (0 if (k_eq_v and not sliding) else h * kvh * dim)
+        t.add("attention", a)
+        m = t.add("dense_mlp", 3 * h * inter)
+        nn = t.add("norms", 4 * h)
+        routed = r = 0
+        if moe:
+            routed = t.add("routed_experts", e * 3 * h * mi, k * 3 * h * mi)
+            r = t.add("router", h * e + h + e)
+            nn += t.add("norms", 3 * h)
+        if ple:
+            nn += t.add("dense_mlp", 2 * h * ple + h)
+        total = a + m + nn + routed + r
+        kvb = 0 if reuse else (1 if k_eq_v and not sliding else 2) * kvh * dim * BF16
+        specs.append(LayerSpec("sliding" if sliding else ("gqa" if kvh < heads else "mha"),
+                               "moe" if moe else "gelu", total, total - routed + k * 3 * h * mi,
+                               kvb, window=window if sliding else None, experts=e, top_k=k,
+                               lora_dims=2 * (h + heads * dim) + 2 * (h + kvh * dim)
+                               + 3 * (h + inter) + e * 3 * (h + mi),
+                               ffn_width=inter + k * mi, q_width=heads * dim))
+    t.add("norms", h)
+    tied = c.bool("tie_word_embeddings", True)
+    if not tied:
+        t.add("head", v * h)
+    return specs, _dims(h, v, heads, kv, hd, inter, tied, emb, c.opt_int("max_position_embeddings"))
+
+
 READERS: dict[str, Callable[[ConfigView, Tally, Notes], Result]] = {
     "gpt2": lambda c, t, n: _classic(c, t, n, kind="gpt2"),
     "bloom": lambda c, t, n: _classic(c, t, n, kind="bloom"),
@@ -313,4 +371,5 @@ READERS: dict[str, Callable[[ConfigView, Tally, Notes], Result]] = {
     "t5": _t5,
     "nemotron_h": _nemotron_h,
     "nemotron-nas": _deci,
+    "gemma4_text": _gemma4,
 }
