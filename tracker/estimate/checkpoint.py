@@ -9,7 +9,7 @@ from typing import Any
 from tracker.domain import SafetensorsHeader
 
 PACKED_DTYPES = frozenset({"U8", "I8", "U4", "I4"})
-SCALE_MARKERS = ("scale", "scales", "_blocks", "qweight", "absmax", "zeros", "qzeros")
+SCALE_MARKERS = ("scale", "absmax", "qzeros", "zeros")
 
 
 def _elements(shape: tuple[int, ...]) -> int:
@@ -39,7 +39,7 @@ def compare(headers: Mapping[str, SafetensorsHeader], derived_total: int) -> dic
             census[info.dtype] = census.get(info.dtype, 0) + n
             total_bytes += info.nbytes
             lowered = name.lower()
-            if any(m in lowered for m in SCALE_MARKERS) and info.dtype not in PACKED_DTYPES:
+            if any(m in lowered for m in SCALE_MARKERS):
                 scales += n
                 continue
             if info.dtype in PACKED_DTYPES and ("blocks" in lowered or "qweight" in lowered

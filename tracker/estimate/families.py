@@ -147,7 +147,7 @@ def _qwen_next(c: ConfigView, n: Notes, *, split: bool) -> Dec:
     )
     full = full_attention_layers(c, d.n_layers)
     d.layer_kind = lambda i: "full" if i in full else "linear"
-    if c.has("num_experts") and c.int("num_experts") > 0:
+    if c.has("num_experts") and c.int("num_experts", minimum=0) > 0:
         _qwen_moe(c, d)
         d.shared_intermediate = c.int("shared_expert_intermediate_size", default=0, minimum=0)
         d.shared_gate = bool(d.shared_intermediate)
