@@ -1,0 +1,331 @@
+"""The Hub adapter: RepoSource on the real `huggingface_hub.HfApi` client (the only module importing it).
+
+Requests per call: `resolve_ref` 1 (`list_repo_refs`; a full sha: 1 `paths-info` check),
+`list_commits` 1 per page, `list_tree` 1 per page (+1 `paths-info` with expand when pickle files need
+their security status), `read_file` 1 GET on the resolve URL (streamed into memory under a cap;
+nothing is written to the HF cache), `read_safetensors_header` 2 Range GETs (`bytes=0-7`, then
+the header). Every huggingface_hub/httpx2 exception becomes a tracker.errors type in `_translate`;
+transient ones are retried by `retry.call_with_retry`.
+
+Parents: the Hub's commit listing carries no parents (HUB-PROTOCOL.md §5), so each commit's parent is
+taken to be the next-older commit in the listing (first-parent semantics, which is how the Hub
+lists a branch's history); the oldest has none.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import httpx2
+from huggingface_hub import HfApi, hf_hub_url, set_client_factory
+from huggingface_hub import errors as hf_errors
+from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+from huggingface_hub.utils._http import hf_request_event_hook
+
+from tracker.domain import Commit, RepoId, SafetensorsHeader, Sha, TreeEntry, is_full_sha
+from tracker.errors import (
+    AccessDeniedError,
+    BadResponseError,
+    EntryNotFoundError,
+    GatedRepoError,
+    NotFoundError,
+    OversizedArtifactError,
+    RepoNotFoundError,
+    RevisionNotFoundError,
+    SourceError,
+    TrackerError,
+    TransientSourceError,
+    UnreadableArtifactError,
+)
+from tracker.sources.retry import call_with_retry
+from tracker.sources.safetensors import header_length, parse_header
+
+T = TypeVar("T")
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".ckpt")
+TRANSIENT_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+_RATELIMIT_T = re.compile(r";\s*t=(\d+)")
+
+_lock = threading.Lock()
+_installed_timeout: float | None = None
+_requests = 0
+
+
+def _count_request(request: httpx2.Request) -> None:
+    global _requests
+    with _lock:
+        _requests += 1
+
+
+def install_client(timeout_s: float) -> None:
+    """Give huggingface_hub's shared client a timeout and a request counter (public
+    `set_client_factory`; the client has no timeout on most JSON calls, HUB-PROTOCOL.md §14.10)."""
+    global _installed_timeout
+    with _lock:
+        if _installed_timeout == timeout_s:
+            return
+        _installed_timeout = timeout_s
+
+    def factory() -> httpx2.Client:
+        return httpx2.Client(
+            event_hooks={"request": [hf_request_event_hook, _count_request]},
+            follow_redirects=True,
+            timeout=httpx2.Timeout(timeout_s),
+        )
+
+    set_client_factory(factory)
+
+
+def request_count() -> int:
+    """HTTP requests sent through huggingface_hub's shared client since the adapter was installed."""
+    return _requests
+
+
+def _retry_after(response: Any) -> float | None:
+    if response is None:
+        return None
+    headers = response.headers
+    value = headers.get("Retry-After")
+    if value is not None and value.strip().isdigit():
+        return float(value.strip())
+    m = _RATELIMIT_T.search(headers.get("RateLimit", ""))
+    return float(m.group(1)) + 1 if m else None
+
+
+def _translate(exc: BaseException, what: str) -> TrackerError:
+    """The one mapping from huggingface_hub / httpx2 / payload exceptions to tracker.errors."""
+    if isinstance(exc, TrackerError):
+        return exc
+    detail = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
+    if isinstance(exc, hf_errors.RevisionNotFoundError):
+        return RevisionNotFoundError(f"{what}: revision not found ({detail})")
+    if isinstance(exc, hf_errors.RemoteEntryNotFoundError | hf_errors.EntryNotFoundError):
+        return EntryNotFoundError(f"{what}: file not found ({detail})")
+    if isinstance(exc, hf_errors.GatedRepoError):
+        return GatedRepoError(f"{what}: gated repo, access not granted ({detail})")
+    if isinstance(exc, hf_errors.DisabledRepoError):
+        return AccessDeniedError(f"{what}: repo disabled ({detail})")
+    if isinstance(exc, hf_errors.RepositoryNotFoundError):
+        return RepoNotFoundError(f"{what}: repo not found or private ({detail})")
+    if isinstance(exc, hf_errors.HfHubHTTPError):
+        response = exc.response
+        status = response.status_code if response is not None else None
+        if status in (401, 403):
+            return AccessDeniedError(f"{what}: HTTP {status} ({detail})")
+        if status == 404:
+            return NotFoundError(f"{what}: HTTP 404 ({detail})")
+        if status in TRANSIENT_STATUSES:
+            return TransientSourceError(
+                f"{what}: HTTP {status} ({detail})", retry_after=_retry_after(response)
+            )
+        return BadResponseError(f"{what}: HTTP {status} ({detail})")
+    if isinstance(exc, httpx2.TimeoutException):
+        return TransientSourceError(f"{what}: timed out ({exc.__class__.__name__})")
+    if isinstance(exc, httpx2.TransportError):
+        return TransientSourceError(
+            f"{what}: connection failed ({exc.__class__.__name__}: {detail})"
+        )
+    if isinstance(exc, json.JSONDecodeError):
+        return BadResponseError(f"{what}: response is not valid JSON ({detail})")
+    if isinstance(exc, httpx2.HTTPError | KeyError | TypeError | ValueError | AttributeError):
+        return BadResponseError(f"{what}: malformed response ({exc.__class__.__name__}: {detail})")
+    if isinstance(exc, OSError):
+        return BadResponseError(f"{what}: {exc.__class__.__name__}: {detail}")
+    return BadResponseError(f"{what}: unexpected {exc.__class__.__name__}: {detail}")
+
+
+class HubSource:
+    """RepoSource on the Hub (or anything speaking its protocol, e.g. the replica)."""
+
+    def __init__(
+        self,
+        endpoint: str,
+        token: str | None = None,
+        *,
+        timeout_s: float = 20.0,
+        retry_attempts: int = 4,
+        retry_base_s: float = 0.5,
+        sleep: Callable[[float], None] | None = None,
+    ) -> None:
+        install_client(timeout_s)
+        self.endpoint = endpoint.rstrip("/")
+        self.token = token
+        self.timeout_s = timeout_s
+        self.api = HfApi(endpoint=self.endpoint, token=token, library_name="tracker")
+        self._attempts = retry_attempts
+        self._base = retry_base_s
+        self._sleep = sleep
+        self.bytes_received = 0
+
+    @property
+    def request_count(self) -> int:
+        return request_count()
+
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        def once() -> T:
+            try:
+                return fn()
+            except Exception as exc:
+                raise _translate(exc, what) from exc
+
+        kwargs: dict[str, Any] = {"attempts": self._attempts, "base_s": self._base}
+        if self._sleep is not None:
+            kwargs["sleep"] = self._sleep
+        return call_with_retry(once, **kwargs)
+
+    # -- RepoSource --------------------------------------------------------------------------
+
+    def resolve_ref(self, repo_id: RepoId, ref: str) -> Sha:
+        if is_full_sha(ref):
+            self._call(
+                f"{repo_id}@{ref}",
+                lambda: self.api.get_paths_info(repo_id, ["config.json"], revision=ref),
+            )
+            return Sha(ref)
+
+        def find() -> Sha:
+            refs = self.api.list_repo_refs(repo_id)
+            for item in [*refs.branches, *refs.tags]:
+                if ref in (item.name, item.ref):
+                    if not is_full_sha(str(item.target_commit)):
+                        raise BadResponseError(f"ref {ref} points at {item.target_commit!r}")
+                    return Sha(item.target_commit)
+            raise RevisionNotFoundError(f"{repo_id}: no branch or tag named {ref!r}")
+
+        return self._call(f"{repo_id} refs", find)
+
+    def list_commits(self, repo_id: RepoId, ref: str) -> list[Commit]:
+        infos = self._call(
+            f"{repo_id} commits@{ref}",
+            lambda: list(self.api.list_repo_commits(repo_id, revision=ref)),
+        )
+        commits: list[Commit] = []
+        for i, info in enumerate(infos):
+            sha = str(info.commit_id)
+            if not is_full_sha(sha):
+                raise BadResponseError(f"{repo_id}: commit listing has a bad id {sha!r}")
+            parent = str(infos[i + 1].commit_id) if i + 1 < len(infos) else None
+            commits.append(
+                Commit(
+                    sha=Sha(sha),
+                    parents=(Sha(parent),) if parent else (),
+                    date=info.created_at,
+                    title=info.title or "",
+                    message=info.message or "",
+                    authors=tuple(str(a) for a in info.authors),
+                )
+            )
+        return commits
+
+    def list_tree(self, repo_id: RepoId, sha: Sha) -> list[TreeEntry]:
+        what = f"{repo_id} tree@{sha}"
+        items = self._call(
+            what,
+            lambda: list(
+                self.api.list_repo_tree(repo_id, recursive=True, expand=False, revision=sha)
+            ),
+        )
+        files = [f for f in items if hasattr(f, "blob_id") and hasattr(f, "size")]
+        security: dict[str, dict[str, Any]] = {}
+        pickles = [f.path for f in files if f.path.endswith(PICKLE_SUFFIXES)]
+        if pickles:
+            infos = self._call(
+                f"{repo_id} paths-info@{sha}",
+                lambda: self.api.get_paths_info(repo_id, pickles, expand=True, revision=sha),
+            )
+            for info in infos:
+                sec = getattr(info, "security", None)
+                if sec is not None:
+                    security[info.path] = {
+                        "status": sec.status,
+                        "avScan": sec.av_scan,
+                        "pickleImportScan": sec.pickle_import_scan,
+                    }
+        out = []
+        for f in files:
+            lfs = getattr(f, "lfs", None)
+            out.append(
+                TreeEntry(
+                    path=f.path,
+                    blob_id=str(f.blob_id),
+                    size=int(f.size),
+                    lfs_sha256=str(lfs.sha256) if lfs is not None else None,
+                    security=security.get(f.path),
+                )
+            )
+        return sorted(out, key=lambda e: e.path)
+
+    def _get(self, repo_id: RepoId, sha: Sha, path: str, limit: int, range_: str | None) -> bytes:
+        """GET the resolve URL (optionally a byte range); read at most `limit` bytes.
+
+        OversizedArtifactError when a whole-file GET is longer than `limit`; for a range GET the
+        stream is simply cut at `limit` (a server ignoring Range never makes us read more).
+        """
+        url = hf_hub_url(repo_id, path, revision=sha, endpoint=self.endpoint)
+        headers = build_hf_headers(token=self.token, library_name="tracker")
+        if range_ is not None:
+            headers["Range"] = range_
+        with get_session().stream("GET", url, headers=headers, timeout=self.timeout_s) as resp:
+            if resp.status_code >= 400:
+                resp.read()
+                hf_raise_for_status(resp)
+            declared = resp.headers.get("Content-Length")
+            if (
+                range_ is None
+                and declared is not None
+                and declared.isdigit()
+                and int(declared) > limit
+            ):
+                raise OversizedArtifactError(
+                    f"{repo_id}@{sha}: {path} is {declared} bytes, over the cap of {limit} bytes"
+                )
+            chunks: list[bytes] = []
+            got = 0
+            for chunk in resp.iter_bytes():
+                chunks.append(chunk)
+                got += len(chunk)
+                if got > limit:
+                    if range_ is None:
+                        raise OversizedArtifactError(
+                            f"{repo_id}@{sha}: {path} is over the cap of {limit} bytes"
+                        )
+                    break
+            data = b"".join(chunks)[:limit]
+            if (
+                range_ is None
+                and declared is not None
+                and declared.isdigit()
+                and len(data) != int(declared)
+            ):
+                raise BadResponseError(
+                    f"{repo_id}@{sha}: {path}: got {len(data)} of {declared} bytes (truncated)"
+                )
+        self.bytes_received += len(data)
+        return data
+
+    def read_file(self, repo_id: RepoId, sha: Sha, path: str, max_bytes: int) -> bytes:
+        return self._call(
+            f"{repo_id}@{sha}:{path}", lambda: self._get(repo_id, sha, path, max_bytes, None)
+        )
+
+    def read_safetensors_header(
+        self, repo_id: RepoId, sha: Sha, path: str, max_header_bytes: int
+    ) -> SafetensorsHeader:
+        what = f"{repo_id}@{sha}:{path}"
+        prefix = self._call(what, lambda: self._get(repo_id, sha, path, 8, "bytes=0-7"))
+        n = header_length(prefix, max_header_bytes)
+        raw = self._call(what, lambda: self._get(repo_id, sha, path, n, f"bytes=8-{n + 7}"))
+        if len(raw) < n:
+            raise UnreadableArtifactError(
+                f"{path}: header declares {n} bytes but only {len(raw)} could be read (truncated)"
+            )
+        try:
+            return parse_header(raw)
+        except UnreadableArtifactError as exc:
+            raise UnreadableArtifactError(f"{path}: {exc}") from exc
+
+
+__all__ = ["HubSource", "SourceError", "install_client", "request_count"]
