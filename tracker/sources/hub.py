@@ -21,10 +21,10 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import httpx2
-from huggingface_hub import HfApi, hf_hub_url, set_client_factory
+from huggingface_hub import HfApi, get_session, hf_hub_url, set_client_factory
 from huggingface_hub import errors as hf_errors
-from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
-from huggingface_hub.utils._http import hf_request_event_hook
+from huggingface_hub.utils._headers import build_hf_headers
+from huggingface_hub.utils._http import hf_raise_for_status, hf_request_event_hook
 
 from tracker.domain import Commit, RepoId, SafetensorsHeader, Sha, TreeEntry, is_full_sha
 from tracker.errors import (
