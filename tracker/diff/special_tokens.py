@@ -61,11 +61,38 @@ def effective_special_tokens(snap: Snapshot) -> dict[str, JSONValue]:
     return out
 
 
-def diff_special_tokens(before: Snapshot | None, after: Snapshot) -> list[Change]:
-    """Effective special-token changes, keys `bos_token`, ..., `eos_token_id`, ... (one change each).
+def _source_value(side: Side, key: str) -> Any:
+    if side.state != "ok":
+        return _UNKNOWN
+    return _token_value(side.value[key]) if key in side.value else _UNSET
 
-    `file` is the file the after-value comes from (or the before-value's file when removed).
-    Nothing is reported on the first revision or when either side cannot be known.
+
+def _kind(old: Any, new: Any) -> ChangeKind:
+    if old is _UNSET:
+        return ChangeKind.ADDED
+    if new is _UNSET:
+        return ChangeKind.REMOVED
+    same = json_type(old) == json_type(new) or old is None or new is None
+    return ChangeKind.CHANGED if same else ChangeKind.TYPE_CHANGED
+
+
+def _plain(value: Any) -> JSONValue:
+    return None if value is _UNSET else value
+
+
+def _differs(old: Any, new: Any) -> bool:
+    return not (old == new and json_type(old) == json_type(new))
+
+
+def diff_special_tokens(before: Snapshot | None, after: Snapshot) -> list[Change]:
+    """Special-token changes, keys `bos_token`, ..., `eos_token_id`, ... (at most one change per key).
+
+    When the effective (resolved) value changed, the change says so; `file` is the file the
+    after-value comes from (or the before-value's file when no file sets it any more). When the
+    effective value did not change but a lower-priority file changed its value (shadowed, e.g.
+    config.json's `pad_token_id` under generation_config.json's), that is reported once too, with
+    the summary saying the effective value is unchanged. Nothing is reported on the first
+    revision or when either side cannot be known.
     """
     if before is None:
         return []
@@ -77,50 +104,42 @@ def diff_special_tokens(before: Snapshot | None, after: Snapshot) -> list[Change
     for key, sources in plan:
         old, old_file = _resolve(old_sides, key, sources)
         new, new_file = _resolve(new_sides, key, sources)
-        if old is _UNKNOWN or new is _UNKNOWN or (old == new and json_type(old) == json_type(new)):
+        if old is _UNKNOWN or new is _UNKNOWN:
             continue
-        file = new_file or old_file
-        moved = (
-            f" (now from {new_file}, was {old_file})"
-            if old_file and new_file and old_file != new_file
-            else ""
-        )
-        if old is _UNSET:
-            out.append(
-                Change(
-                    Artifact.SPECIAL_TOKENS,
-                    ChangeKind.ADDED,
-                    file,
-                    key,
-                    None,
-                    new,
-                    f"{key} set to {show(new)} in {file}",
+        if _differs(old, new):
+            file = new_file or old_file
+            kind = _kind(old, new)
+            if kind is ChangeKind.ADDED:
+                summary = f"{key} set to {show(new)} in {file}"
+            elif kind is ChangeKind.REMOVED:
+                summary = f"{key} no longer set (was {show(old)} from {old_file})"
+            else:
+                moved = (
+                    f" (now from {new_file}, was {old_file})"
+                    if old_file and new_file and old_file != new_file
+                    else ""
                 )
-            )
-        elif new is _UNSET:
+                summary = f"{key} changed: {show(old)} → {show(new)}{moved}"
             out.append(
-                Change(
-                    Artifact.SPECIAL_TOKENS,
-                    ChangeKind.REMOVED,
-                    file,
-                    key,
-                    old,
-                    None,
-                    f"{key} no longer set (was {show(old)} from {old_file})",
-                )
+                Change(Artifact.SPECIAL_TOKENS, kind, file, key, _plain(old), _plain(new), summary)
             )
-        else:
-            same = json_type(old) == json_type(new) or old is None or new is None
-            kind = ChangeKind.CHANGED if same else ChangeKind.TYPE_CHANGED
+            continue
+        for path in sources:
+            a, b = _source_value(old_sides[path], key), _source_value(new_sides[path], key)
+            if a is _UNKNOWN or b is _UNKNOWN or not _differs(a, b):
+                continue
+            kind = _kind(a, b)
             out.append(
                 Change(
                     Artifact.SPECIAL_TOKENS,
                     kind,
-                    file,
+                    path,
                     key,
-                    old,
-                    new,
-                    f"{key} changed: {show(old)} → {show(new)}{moved}",
+                    _plain(a),
+                    _plain(b),
+                    f"{key} {kind.value} in {path}: {show(_plain(a))} → {show(_plain(b))}"
+                    f" (shadowed: effective value {show(_plain(new))} from {new_file or 'no file'} unchanged)",
                 )
             )
+            break
     return out

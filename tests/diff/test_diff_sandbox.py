@@ -1,0 +1,105 @@
+"""Hostile chat templates: each contained, bounded in time and memory, reported as a clear failure."""
+
+from __future__ import annotations
+
+import resource
+from pathlib import Path
+
+import pytest
+from diffkit import make_snapshot
+
+from tracker.diff import diff_snapshots
+from tracker.diff.sandbox import RenderLimits, render_template
+from tracker.domain import ChangeKind
+
+LIMITS = RenderLimits(seconds=0.5)
+VARS = {"messages": [{"role": "user", "content": "hi"}], "bos_token": "<s>"}
+
+HOSTILE: list[tuple[str, str, str]] = [
+    ("mro_walk", "{{ ''.__class__.__mro__[1].__subclasses__() }}", "security"),
+    ("messages_mro", "{% for c in messages.__class__.__mro__ %}{{ c }}{% endfor %}", "security"),
+    ("cycler_globals", "{{ cycler.__init__.__globals__.os.popen('id').read() }}", "security"),
+    ("joiner_globals", "{{ joiner.__init__.__globals__['os'].system('id') }}", "security"),
+    ("namespace_dunder", "{% set ns = namespace(__class__=1) %}{{ ns }}", "security"),
+    ("namespace_private_set", "{% set ns = namespace() %}{% set ns._x = 1 %}", "security"),
+    ("lipsum_globals", "{{ lipsum.__globals__['os'].listdir('/') }}", "security"),
+    ("dict_type", "{{ dict.__class__.__base__.__subclasses__() }}", "security"),
+    ("self_context", "{{ self.__init__.__globals__ }}", "security"),
+    ("format_attr", "{{ '{0.__class__.__mro__}'.format(messages) }}", "security"),
+    ("list_mutation", "{% set l = [] %}{{ l.append(1) }}", "security"),
+    ("open_builtin", "{{ open('/etc/passwd').read() }}", "error"),
+    ("import", "{% import 'os' as os %}", "error"),
+    ("infinite_nested_loop", "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "timeout"),
+    ("huge_range", "{% for i in range(10**12) %}{% endfor %}", "limit"),
+    ("string_repeat", "{{ 'a' * 10**9 }}", "limit"),
+    ("list_repeat", "{{ ([1] * 10**9)|length }}", "limit"),
+    ("huge_pow", "{{ 10 ** 10000000 }}", "limit"),
+    ("tilde_doubling", "{% set ns = namespace(s='a') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}", "limit"),
+    ("plus_doubling", "{% set ns = namespace(s='a') %}{% for i in range(64) %}{% set ns.s = ns.s + ns.s %}{% endfor %}", "limit"),
+    ("replace_growth", "{% set ns = namespace(s='aaaa') %}{% for i in range(40) %}{% set ns.s = ns.s|replace('a', 'aaaa') %}{% endfor %}", "limit"),
+    ("center_filter", "{{ 'a'|center(10**9) }}", "limit"),
+    ("ljust_method", "{{ 'a'.ljust(999999999) }}", "limit"),
+    ("format_width", "{{ '{:>999999999}'.format(1) }}", "limit"),
+    ("percent_width", "{{ '%999999999d' % 1 }}", "limit"),
+    ("format_filter_width", "{{ '%999999999d'|format(1) }}", "limit"),
+    ("join_growth", "{{ (['a' * 100000] * 10)|join('x') }}", "limit"),
+    ("output_flood", "{% for i in range(100000) %}{% for j in range(100) %}xxxxxxxxxxxx{% endfor %}{% endfor %}", "limit"),
+    ("recursive_macro", "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "limit"),
+    ("recursive_loop", "{% for x in [[1]] recursive %}{{ loop([x]) }}{% endfor %}", "limit"),
+    ("deep_parens", "{{ " + "(" * 5000 + "1" + ")" * 5000 + " }}", "limit"),
+    ("deep_ifs", "{% if true %}" * 3000 + "x" + "{% endif %}" * 3000, "limit"),
+    ("huge_source", "x" * 600_000, "limit"),
+]
+
+
+@pytest.mark.parametrize(("name", "source", "category"), HOSTILE, ids=[h[0] for h in HOSTILE])
+def test_hostile_template_is_contained(name: str, source: str, category: str) -> None:
+    result = render_template(source, VARS, LIMITS)
+    assert result.category == category, (name, result)
+    assert result.output == ""
+    assert result.error
+
+
+def test_no_escape_reads_files_or_runs_commands(tmp_path: Path) -> None:
+    secret = tmp_path / "canary.txt"
+    secret.write_text("CANARY-7f3a")
+    marker = tmp_path / "pwned"
+    attempts = [
+        f"{{{{ cycler.__init__.__globals__.os.popen('cat {secret}').read() }}}}",
+        f"{{{{ joiner.__init__.__globals__.os.system('touch {marker}') }}}}",
+        f"{{{{ namespace.__init__.__globals__.__builtins__.open('{secret}').read() }}}}",
+        f"{{{{ ''.__class__.__base__.__subclasses__()[0].__init__.__globals__['sys'].modules['os'].system('touch {marker}') }}}}",
+        f"{{% include '{secret}' %}}",
+        f"{{% from '{secret}' import x %}}",
+        "{{ raise_exception.__globals__ }}",
+        "{{ strftime_now.__globals__['datetime'] }}",
+    ]
+    for source in attempts:
+        result = render_template(source, VARS, LIMITS)
+        # refused outright, or the unsafe attribute is undefined and renders as nothing
+        assert not result.ok or result.output == "", source
+        assert "CANARY" not in result.output + result.error
+    assert not marker.exists()
+
+
+def test_hostile_corpus_stays_within_memory() -> None:
+    peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    for _name, source, _category in HOSTILE:
+        render_template(source, VARS, LIMITS)
+    grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak_before) / 1024
+    assert grown_mib < 256
+
+
+def test_hostile_template_in_a_repo_is_reported_not_raised() -> None:
+    good = make_snapshot({"chat_template.jinja": b"{% for m in messages %}{{ m.content }}{% endfor %}"})
+    evil = make_snapshot({"chat_template.jinja": b"{% for m in messages %}{{ m.content * 10**9 }}{% endfor %}"})
+    changes = diff_snapshots(good, evil)
+    broken = [c for c in changes if c.kind is ChangeKind.BROKEN]
+    assert {c.key for c in broken} == {"system_user", "generation_prompt", "multi_turn", "tools", "tool_calls", "reasoning"}
+    assert all(c.after == "<limit: repetition over the size limit>" for c in broken)
+
+
+def test_a_template_that_spins_is_stopped_and_reported_as_timeout() -> None:
+    spin = "{% for i in range(100000) %}{% for j in range(100000) %}{% if i == -1 %}x{% endif %}{% endfor %}{% endfor %}"
+    result = render_template(spin, VARS, RenderLimits(seconds=0.3))
+    assert (result.category, result.error) == ("timeout", "rendering took over 0.3 s")
