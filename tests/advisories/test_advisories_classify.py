@@ -161,6 +161,11 @@ CASES = [
         S.HIGH,
         "chat-template-removed",
     ),
+    (
+        ch(A.TOKENIZER, K.CHANGED, "add_bos_token", True, False, file="tokenizer_config.json"),
+        S.HIGH,
+        "special-token-insertion:add_bos_token",
+    ),
     # moderate
     (
         ch(A.GENERATION_CONFIG, K.CHANGED, "temperature", 0.6, 0.7, file="generation_config.json"),

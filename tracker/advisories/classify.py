@@ -223,6 +223,13 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         "eos/bos/pad token changed: generation stops, starts or pads differently",
     ),
     *_rules(
+        "special-token-insertion",
+        (A.TOKENIZER, A.SPECIAL_TOKENS),
+        ("add_bos_token", "add_eos_token"),
+        S.HIGH,
+        "automatic bos/eos insertion changed: every encoded prompt gets different ids",
+    ),
+    *_rules(
         "architecture",
         A.CONFIG,
         _keys(_ARCH_KEYS),

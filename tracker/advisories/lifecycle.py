@@ -24,13 +24,14 @@ Location = tuple[str, str, str]
 
 @dataclass(frozen=True)
 class PendingChange:
-    """One change of an open advisory: where it is, and digests of the value before and now."""
+    """One change of an open advisory: where it is, digests of the value before, after and now."""
 
     artifact: str
     file: str
     key: str
     before: str
     current: str
+    after: str = ""
 
     @property
     def location(self) -> Location:
@@ -47,11 +48,19 @@ class PendingChange:
             "key": self.key,
             "before": self.before,
             "current": self.current,
+            "after": self.after,
         }
 
     @classmethod
     def from_json(cls, raw: Mapping[str, str]) -> PendingChange:
-        return cls(raw["artifact"], raw["file"], raw["key"], raw["before"], raw["current"])
+        return cls(
+            raw["artifact"],
+            raw["file"],
+            raw["key"],
+            raw["before"],
+            raw["current"],
+            raw.get("after", ""),
+        )
 
 
 def value_digest(value: JSONValue) -> str:
@@ -75,8 +84,9 @@ def initial_pending(changes: Sequence[Change]) -> tuple[PendingChange, ...]:
     for ch in changes:
         loc = _location(ch)
         if loc not in seen:
+            after = value_digest(ch.after)
             seen[loc] = PendingChange(
-                *loc, before=value_digest(ch.before), current=value_digest(ch.after)
+                *loc, before=value_digest(ch.before), current=after, after=after
             )
     return tuple(seen.values())
 
@@ -86,16 +96,20 @@ class Advance:
     """What a new revision's changes do to one open advisory."""
 
     pending: tuple[PendingChange, ...]
-    restoring: frozenset[int]  # indices into the revision's changes that restored an earlier value
+    restoring: frozenset[
+        int
+    ]  # indices of the revision's changes that directly undo this advisory's
     fixed: bool
 
 
 def advance(pending: Sequence[PendingChange], changes: Sequence[Change]) -> Advance:
     """Apply a revision's `changes` to an advisory's `pending` entries.
 
-    A change at a pending location sets that entry's current digest to its `after`; it is
-    "restoring" when that equals the entry's before digest. `fixed` is true when something was
-    touched by this revision and every entry is now restored. UNREADABLE changes are ignored.
+    A change at a pending location sets that entry's current digest to its `after`. It is
+    "restoring" when it directly undoes the advisory's change: its after equals the entry's
+    before and its before equals the entry's original after (a change from some third value that
+    happens to restore is a change of its own). `fixed` is true when something was touched by this
+    revision and every entry's current value equals its before value. UNREADABLE changes are ignored.
     """
     by_loc = {p.location: p for p in pending}
     restoring: set[int] = set()
@@ -106,9 +120,11 @@ def advance(pending: Sequence[PendingChange], changes: Sequence[Change]) -> Adva
             continue
         touched = True
         entry = by_loc[loc]
-        entry = PendingChange(*loc, before=entry.before, current=value_digest(ch.after))
+        entry = PendingChange(
+            *loc, before=entry.before, current=value_digest(ch.after), after=entry.after
+        )
         by_loc[loc] = entry
-        if entry.restored:
+        if entry.restored and value_digest(ch.before) == entry.after:
             restoring.add(i)
     new = tuple(by_loc[p.location] for p in pending)
     return Advance(

@@ -66,8 +66,9 @@ def publish(
     Overrides), the id prefix and `now`. Output: the advisories introduced at `commit`, ordered by
     id (existing ones if this revision was published before; nothing is allocated or written then).
     Side effects, in the same transaction: open advisories of the repo get `commit` added to their
-    versions, or a `fixed` event when its changes restore every earlier value (the changes that
-    complete such a fix make no new advisory; a partial restore does); suppressed changes are recorded. Raises AdvisoryError when a record fails
+    versions, or a `fixed` event when its changes restore every earlier value (changes that directly
+    undo a fixed advisory's changes make no new advisory; a partial restore, or a change from a third
+    value, does); suppressed changes are recorded. Raises AdvisoryError when a record fails
     the OSV schema (nothing is written), ConfigError for invalid overrides.
     """
     rules = _overrides(overrides)
