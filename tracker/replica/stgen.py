@@ -1,0 +1,486 @@
+"""Generate safetensors headers and shard layouts for a model config, stored as sparse LFS objects.
+
+Tensor names follow the standard Hugging Face state-dict naming of each supported architecture
+(or a real `model.safetensors.index.json` weight_map, which then decides the shard of each
+tensor); shapes come from config.json; the data is all zeros. A header is laid out as the
+safetensors writer does (https://github.com/huggingface/safetensors#format): an 8-byte
+little-endian length, a JSON object with `__metadata__` first, tensors sorted by name with
+contiguous `data_offsets`, padded with spaces to a multiple of 8 bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import struct
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tracker.errors import TrackerError
+from tracker.replica.repos import LfsPointer, write_sparse_lfs_object, zero_padded_sha256
+
+DTYPE_BYTES: Mapping[str, int] = {
+    "F64": 8,
+    "F32": 4,
+    "F16": 2,
+    "BF16": 2,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+    "I64": 8,
+    "I32": 4,
+    "I16": 2,
+    "I8": 1,
+    "U8": 1,
+    "BOOL": 1,
+}
+
+TORCH_DTYPES: Mapping[str, str] = {
+    "float32": "F32",
+    "float16": "F16",
+    "bfloat16": "BF16",
+    "torch.float32": "F32",
+    "torch.float16": "F16",
+    "torch.bfloat16": "BF16",
+}
+
+
+class WeightsSpecError(TrackerError):
+    """A config or index from which no consistent set of tensors can be generated."""
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """One tensor to declare: name, safetensors dtype and shape."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+
+    @property
+    def nbytes(self) -> int:
+        return DTYPE_BYTES[self.dtype] * math.prod(self.shape)
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One .safetensors file: its repo path, the full head (length prefix + JSON) and its size."""
+
+    path: str
+    head: bytes
+    size: int
+
+    @property
+    def key(self) -> str:
+        """The oid-cache key: sha256 of the head (the head fixes the size too)."""
+        return hashlib.sha256(self.head).hexdigest()
+
+
+def encode_header(tensors: Sequence[Tensor], metadata: Mapping[str, str]) -> tuple[bytes, int]:
+    """The head bytes (8-byte length + padded JSON) of a file holding `tensors`, and its full size.
+
+    Tensors are laid out in name order; names must be unique.
+    """
+    ordered = sorted(tensors, key=lambda t: t.name)
+    names = [t.name for t in ordered]
+    if len(set(names)) != len(names):
+        raise WeightsSpecError("duplicate tensor names in one shard")
+    header: dict[str, Any] = {"__metadata__": dict(metadata)}
+    offset = 0
+    for t in ordered:
+        header[t.name] = {
+            "dtype": t.dtype,
+            "shape": list(t.shape),
+            "data_offsets": [offset, offset + t.nbytes],
+        }
+        offset += t.nbytes
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text, 8 + len(text) + offset
+
+
+def _dtype(cfg: Mapping[str, Any], override: str | None) -> str:
+    if override is not None:
+        return override
+    raw = cfg.get("torch_dtype") or cfg.get("dtype") or cfg.get("params_dtype") or "float32"
+    if raw not in TORCH_DTYPES:
+        raise WeightsSpecError(f"unsupported torch dtype {raw!r}")
+    return TORCH_DTYPES[raw]
+
+
+def _int(cfg: Mapping[str, Any], *keys: str) -> int:
+    for key in keys:
+        value = cfg.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    raise WeightsSpecError(f"config lacks a positive integer {' / '.join(keys)}")
+
+
+def _attention(p: str, cfg: Mapping[str, Any], dt: str) -> list[Tensor]:
+    hidden = _int(cfg, "hidden_size")
+    heads = _int(cfg, "num_attention_heads")
+    kv = cfg.get("num_key_value_heads") or heads
+    head_dim = cfg.get("head_dim") or hidden // heads
+    out = [
+        Tensor(f"{p}.self_attn.q_proj.weight", dt, (heads * head_dim, hidden)),
+        Tensor(f"{p}.self_attn.k_proj.weight", dt, (kv * head_dim, hidden)),
+        Tensor(f"{p}.self_attn.v_proj.weight", dt, (kv * head_dim, hidden)),
+        Tensor(f"{p}.self_attn.o_proj.weight", dt, (hidden, heads * head_dim)),
+        Tensor(f"{p}.input_layernorm.weight", dt, (hidden,)),
+        Tensor(f"{p}.post_attention_layernorm.weight", dt, (hidden,)),
+    ]
+    if cfg.get("attention_bias"):
+        out += [
+            Tensor(f"{p}.self_attn.q_proj.bias", dt, (heads * head_dim,)),
+            Tensor(f"{p}.self_attn.k_proj.bias", dt, (kv * head_dim,)),
+            Tensor(f"{p}.self_attn.v_proj.bias", dt, (kv * head_dim,)),
+        ]
+    return out
+
+
+def _decoder(
+    cfg: Mapping[str, Any], dt: str, mlp: Callable[[str, Mapping[str, Any], str], list[Tensor]]
+) -> list[Tensor]:
+    hidden = _int(cfg, "hidden_size")
+    vocab = _int(cfg, "vocab_size")
+    out = [Tensor("model.embed_tokens.weight", dt, (vocab, hidden))]
+    for i in range(_int(cfg, "num_hidden_layers")):
+        p = f"model.layers.{i}"
+        out += _attention(p, cfg, dt) + mlp(p, cfg, dt)
+    out.append(Tensor("model.norm.weight", dt, (hidden,)))
+    if not cfg.get("tie_word_embeddings", False):
+        out.append(Tensor("lm_head.weight", dt, (vocab, hidden)))
+    return out
+
+
+def _dense_mlp(p: str, cfg: Mapping[str, Any], dt: str) -> list[Tensor]:
+    hidden, inter = _int(cfg, "hidden_size"), _int(cfg, "intermediate_size")
+    return [
+        Tensor(f"{p}.mlp.gate_proj.weight", dt, (inter, hidden)),
+        Tensor(f"{p}.mlp.up_proj.weight", dt, (inter, hidden)),
+        Tensor(f"{p}.mlp.down_proj.weight", dt, (hidden, inter)),
+    ]
+
+
+def _mixtral_mlp(p: str, cfg: Mapping[str, Any], dt: str) -> list[Tensor]:
+    hidden, inter = _int(cfg, "hidden_size"), _int(cfg, "intermediate_size")
+    experts = _int(cfg, "num_local_experts")
+    out = [Tensor(f"{p}.block_sparse_moe.gate.weight", dt, (experts, hidden))]
+    for j in range(experts):
+        e = f"{p}.block_sparse_moe.experts.{j}"
+        out += [
+            Tensor(f"{e}.w1.weight", dt, (inter, hidden)),
+            Tensor(f"{e}.w2.weight", dt, (hidden, inter)),
+            Tensor(f"{e}.w3.weight", dt, (inter, hidden)),
+        ]
+    return out
+
+
+def _granitemoe_mlp(p: str, cfg: Mapping[str, Any], dt: str) -> list[Tensor]:
+    hidden, inter = _int(cfg, "hidden_size"), _int(cfg, "intermediate_size")
+    experts = _int(cfg, "num_local_experts")
+    m = f"{p}.block_sparse_moe"
+    return [
+        Tensor(f"{m}.input_linear.weight", dt, (experts, 2 * inter, hidden)),
+        Tensor(f"{m}.output_linear.weight", dt, (experts, hidden, inter)),
+        Tensor(f"{m}.router.layer.weight", dt, (experts, hidden)),
+    ]
+
+
+def _llama(cfg: Mapping[str, Any], dt: str) -> list[Tensor]:
+    return _decoder(cfg, dt, _dense_mlp)
+
+
+def _mixtral(cfg: Mapping[str, Any], dt: str) -> list[Tensor]:
+    return _decoder(cfg, dt, _mixtral_mlp)
+
+
+def _granitemoe(cfg: Mapping[str, Any], dt: str) -> list[Tensor]:
+    return _decoder(cfg, dt, _granitemoe_mlp)
+
+
+def _bloom(cfg: Mapping[str, Any], dt: str) -> list[Tensor]:
+    """BloomModel's state dict (no `transformer.` prefix), as bigscience's checkpoints store it."""
+    h = _int(cfg, "n_embed", "hidden_size")
+    out = [
+        Tensor("word_embeddings.weight", dt, (_int(cfg, "vocab_size"), h)),
+        Tensor("word_embeddings_layernorm.weight", dt, (h,)),
+        Tensor("word_embeddings_layernorm.bias", dt, (h,)),
+        Tensor("ln_f.weight", dt, (h,)),
+        Tensor("ln_f.bias", dt, (h,)),
+    ]
+    for i in range(_int(cfg, "n_layer", "num_hidden_layers")):
+        p = f"h.{i}"
+        for norm in ("input_layernorm", "post_attention_layernorm"):
+            out += [Tensor(f"{p}.{norm}.weight", dt, (h,)), Tensor(f"{p}.{norm}.bias", dt, (h,))]
+        for name, rows, cols in (
+            ("self_attention.query_key_value", 3 * h, h),
+            ("self_attention.dense", h, h),
+            ("mlp.dense_h_to_4h", 4 * h, h),
+            ("mlp.dense_4h_to_h", h, 4 * h),
+        ):
+            out += [
+                Tensor(f"{p}.{name}.weight", dt, (rows, cols)),
+                Tensor(f"{p}.{name}.bias", dt, (rows,)),
+            ]
+    return out
+
+
+def _qwen(cfg: Mapping[str, Any], dt: str) -> list[Tensor]:
+    """Qwen (v1) QWenLMHeadModel, from its remote code: fused c_attn with bias, SwiGLU w1/w2/c_proj."""
+    h = _int(cfg, "hidden_size", "n_embd")
+    vocab = _int(cfg, "padded_vocab_size", "vocab_size")
+    ff = _int(cfg, "intermediate_size", "ffn_hidden_size") // 2
+    out = [
+        Tensor("transformer.wte.weight", dt, (vocab, h)),
+        Tensor("transformer.ln_f.weight", dt, (h,)),
+    ]
+    for i in range(_int(cfg, "num_hidden_layers", "n_layer")):
+        p = f"transformer.h.{i}"
+        out += [
+            Tensor(f"{p}.ln_1.weight", dt, (h,)),
+            Tensor(f"{p}.attn.c_attn.weight", dt, (3 * h, h)),
+            Tensor(f"{p}.attn.c_attn.bias", dt, (3 * h,)),
+            Tensor(f"{p}.attn.c_proj.weight", dt, (h, h)),
+            Tensor(f"{p}.ln_2.weight", dt, (h,)),
+            Tensor(f"{p}.mlp.w1.weight", dt, (ff, h)),
+            Tensor(f"{p}.mlp.w2.weight", dt, (ff, h)),
+            Tensor(f"{p}.mlp.c_proj.weight", dt, (h, ff)),
+        ]
+    out.append(Tensor("lm_head.weight", dt, (vocab, h)))
+    return out
+
+
+def _fp8_linear(name: str, out_f: int, in_f: int, block: Sequence[int]) -> list[Tensor]:
+    return [
+        Tensor(f"{name}.weight", "F8_E4M3", (out_f, in_f)),
+        Tensor(
+            f"{name}.weight_scale_inv",
+            "F32",
+            (math.ceil(out_f / block[0]), math.ceil(in_f / block[1])),
+        ),
+    ]
+
+
+def _deepseek_v3(cfg: Mapping[str, Any], dt: str) -> list[Tensor]:
+    """DeepseekV3ForCausalLM with block-FP8 linears (weight + weight_scale_inv) and its MTP layers."""
+    h = _int(cfg, "hidden_size")
+    vocab = _int(cfg, "vocab_size")
+    heads = _int(cfg, "num_attention_heads")
+    q_lora, kv_lora = _int(cfg, "q_lora_rank"), _int(cfg, "kv_lora_rank")
+    nope, rope, v = (
+        _int(cfg, "qk_nope_head_dim"),
+        _int(cfg, "qk_rope_head_dim"),
+        _int(cfg, "v_head_dim"),
+    )
+    inter, moe_inter = _int(cfg, "intermediate_size"), _int(cfg, "moe_intermediate_size")
+    experts, shared = _int(cfg, "n_routed_experts"), cfg.get("n_shared_experts") or 0
+    dense_layers = cfg.get("first_k_dense_replace") or 0
+    layers = _int(cfg, "num_hidden_layers")
+    mtp = cfg.get("num_nextn_predict_layers") or 0
+    quant = cfg.get("quantization_config") or {}
+    block = quant.get("weight_block_size")
+
+    def linear(name: str, out_f: int, in_f: int) -> list[Tensor]:
+        if block:
+            return _fp8_linear(name, out_f, in_f, block)
+        return [Tensor(f"{name}.weight", dt, (out_f, in_f))]
+
+    def mlp(p: str, width: int) -> list[Tensor]:
+        return (
+            linear(f"{p}.gate_proj", width, h)
+            + linear(f"{p}.up_proj", width, h)
+            + linear(f"{p}.down_proj", h, width)
+        )
+
+    out = [
+        Tensor("model.embed_tokens.weight", dt, (vocab, h)),
+        Tensor("model.norm.weight", dt, (h,)),
+    ]
+    out.append(Tensor("lm_head.weight", dt, (vocab, h)))
+    for i in range(layers + mtp):
+        p = f"model.layers.{i}"
+        a = f"{p}.self_attn"
+        out += [
+            Tensor(f"{p}.input_layernorm.weight", dt, (h,)),
+            Tensor(f"{p}.post_attention_layernorm.weight", dt, (h,)),
+            Tensor(f"{a}.q_a_layernorm.weight", dt, (q_lora,)),
+            Tensor(f"{a}.kv_a_layernorm.weight", dt, (kv_lora,)),
+        ]
+        out += linear(f"{a}.q_a_proj", q_lora, h)
+        out += linear(f"{a}.q_b_proj", heads * (nope + rope), q_lora)
+        out += linear(f"{a}.kv_a_proj_with_mqa", kv_lora + rope, h)
+        out += linear(f"{a}.kv_b_proj", heads * (nope + v), kv_lora)
+        out += linear(f"{a}.o_proj", h, heads * v)
+        if i < dense_layers:
+            out += mlp(f"{p}.mlp", inter)
+        else:
+            out += [
+                Tensor(f"{p}.mlp.gate.weight", dt, (experts, h)),
+                Tensor(f"{p}.mlp.gate.e_score_correction_bias", "F32", (experts,)),
+            ]
+            for j in range(experts):
+                out += mlp(f"{p}.mlp.experts.{j}", moe_inter)
+            if shared:
+                out += mlp(f"{p}.mlp.shared_experts", moe_inter * shared)
+        if i >= layers:  # multi-token-prediction module
+            out += [
+                Tensor(f"{p}.embed_tokens.weight", dt, (vocab, h)),
+                Tensor(f"{p}.enorm.weight", dt, (h,)),
+                Tensor(f"{p}.hnorm.weight", dt, (h,)),
+                Tensor(f"{p}.eh_proj.weight", dt, (h, 2 * h)),
+                Tensor(f"{p}.shared_head.norm.weight", dt, (h,)),
+                Tensor(f"{p}.shared_head.head.weight", dt, (vocab, h)),
+            ]
+    return out
+
+
+ARCHITECTURES: Mapping[str, Callable[[Mapping[str, Any], str], list[Tensor]]] = {
+    "LlamaForCausalLM": _llama,
+    "MistralForCausalLM": _llama,
+    "MixtralForCausalLM": _mixtral,
+    "GraniteMoeForCausalLM": _granitemoe,
+    "BloomForCausalLM": _bloom,
+    "BloomModel": _bloom,
+    "QWenLMHeadModel": _qwen,
+    "DeepseekV3ForCausalLM": _deepseek_v3,
+}
+"""Architectures (config.json `architectures[0]`) whose state-dict naming this module knows."""
+
+
+def model_tensors(config: Mapping[str, Any], *, dtype: str | None = None) -> list[Tensor]:
+    """Every tensor the checkpoint of `config` declares (dtype from `torch_dtype` unless given).
+
+    Raises WeightsSpecError for an unknown architecture or missing/invalid dimensions.
+    """
+    archs = config.get("architectures")
+    if not isinstance(archs, list) or not archs or archs[0] not in ARCHITECTURES:
+        raise WeightsSpecError(f"no tensor naming known for architectures {archs!r}")
+    return ARCHITECTURES[archs[0]](config, _dtype(config, dtype))
+
+
+def rotary_inv_freq(config: Mapping[str, Any], name: str) -> Tensor:
+    """The fp32 `rotary_emb.inv_freq` buffer some checkpoints (Llama-2) store, named `name`."""
+    hidden, heads = _int(config, "hidden_size"), _int(config, "num_attention_heads")
+    head_dim = config.get("head_dim") or hidden // heads
+    return Tensor(name, "F32", (head_dim // 2,))
+
+
+def shard_by_index(
+    tensors: Sequence[Tensor], weight_map: Mapping[str, str], config: Mapping[str, Any]
+) -> dict[str, list[Tensor]]:
+    """Group `tensors` by the file a real index's `weight_map` puts them in.
+
+    Index names absent from `tensors` are accepted only for `*.rotary_emb.inv_freq` buffers
+    (added as fp32); any other mismatch in either direction raises WeightsSpecError.
+    """
+    by_name = {t.name: t for t in tensors}
+    extra = sorted(set(weight_map) - set(by_name))
+    unknown = [n for n in extra if not n.endswith(".rotary_emb.inv_freq")]
+    missing = sorted(set(by_name) - set(weight_map))
+    if unknown or missing:
+        raise WeightsSpecError(
+            f"index and config disagree: index-only {unknown[:5]}, config-only {missing[:5]}"
+        )
+    for name in extra:
+        by_name[name] = rotary_inv_freq(config, name)
+    shards: dict[str, list[Tensor]] = {}
+    for name, path in weight_map.items():
+        shards.setdefault(path, []).append(by_name[name])
+    return dict(sorted(shards.items()))
+
+
+def shard_evenly(tensors: Sequence[Tensor], shards: int) -> dict[str, list[Tensor]]:
+    """Split `tensors` (in the given order) into `shards` consecutive files of similar byte size,
+    named `model-0000i-of-0000n.safetensors` (or `model.safetensors` when `shards` is 1)."""
+    if shards < 1 or shards > len(tensors):
+        raise WeightsSpecError(f"cannot split {len(tensors)} tensors into {shards} shards")
+    if shards == 1:
+        return {"model.safetensors": list(tensors)}
+    total = sum(t.nbytes for t in tensors)
+    out: dict[str, list[Tensor]] = {}
+    acc, k = 0, 0
+    for idx, t in enumerate(tensors):
+        left_tensors = len(tensors) - idx
+        left_shards = shards - k - 1
+        if k < shards - 1 and (acc >= total * (k + 1) / shards or left_tensors == left_shards):
+            k += 1
+        out.setdefault(f"model-{k + 1:05d}-of-{shards:05d}.safetensors", []).append(t)
+        acc += t.nbytes
+    if len(out) != shards:
+        raise WeightsSpecError(f"split produced {len(out)} shards, wanted {shards}")
+    return out
+
+
+def build_shards(
+    layout: Mapping[str, Sequence[Tensor]], metadata: Mapping[str, str] | None = None
+) -> list[Shard]:
+    """The Shard (path, head, size) of every file in `layout`, in path order."""
+    meta = dict(metadata) if metadata is not None else {"format": "pt"}
+    out = []
+    for path in sorted(layout):
+        head, size = encode_header(layout[path], meta)
+        out.append(Shard(path, head, size))
+    return out
+
+
+def index_json(layout: Mapping[str, Sequence[Tensor]]) -> bytes:
+    """A `model.safetensors.index.json` for `layout`, as transformers writes it (indent 2)."""
+    total = sum(t.nbytes for ts in layout.values() for t in ts)
+    weight_map = {t.name: path for path, ts in layout.items() for t in ts}
+    doc = {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}
+    return (json.dumps(doc, indent=2) + "\n").encode()
+
+
+class OidCache:
+    """sha256 oids of zero-padded objects, keyed by the sha256 of their head, in a TSV file.
+
+    Lines: `<head sha256>\\t<size>\\t<oid>`. Hashing gigabytes of zeros is the only slow step
+    of building weights; the cache makes rebuilds instant. Entries can be checked with
+    `zero_padded_sha256` (tests do, for the small ones).
+    """
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.entries: dict[str, tuple[int, str]] = {}
+        self.dirty = False
+        if path is not None and path.is_file():
+            for line in path.read_text().splitlines():
+                key, size, oid = line.split("\t")
+                self.entries[key] = (int(size), oid)
+
+    def oids(self, shards: Sequence[Shard], workers: int = 2) -> dict[str, str]:
+        """The oid of every shard by path; hashes misses on `workers` threads and records them."""
+        misses = [s for s in shards if self.entries.get(s.key, (-1, ""))[0] != s.size]
+        unique = list({s.key: s for s in misses}.values())
+        if unique:
+            with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+                digests = list(pool.map(lambda s: zero_padded_sha256(s.head, s.size), unique))
+            for s, oid in zip(unique, digests, strict=True):
+                self.entries[s.key] = (s.size, oid)
+            self.dirty = True
+        return {s.path: self.entries[s.key][1] for s in shards}
+
+    def save(self) -> None:
+        """Write the cache back (sorted, so the file is stable) when entries were added."""
+        if self.path is None or not self.dirty:
+            return
+        lines = [f"{k}\t{s}\t{o}\n" for k, (s, o) in sorted(self.entries.items())]
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text("".join(lines))
+        tmp.replace(self.path)
+        self.dirty = False
+
+
+def write_shards(
+    repo_dir: Path, shards: Sequence[Shard], cache: OidCache, workers: int = 2
+) -> dict[str, LfsPointer]:
+    """Write every shard as a sparse LFS object of its real size; returns pointers by path."""
+    oids = cache.oids(shards, workers)
+    return {
+        s.path: write_sparse_lfs_object(repo_dir, s.head, s.size, oid=oids[s.path]) for s in shards
+    }
