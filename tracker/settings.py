@@ -18,17 +18,27 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="TRACKER_", extra="forbid", frozen=True)
 
-    state_dir: Path = Field(default=Path("state"), description="Where the store, blobs and demo data live.")
+    state_dir: Path = Field(
+        default=Path("state"), description="Where the store, blobs and demo data live."
+    )
     database_url: str | None = Field(
         default=None,
         description="SQLAlchemy URL; default sqlite:///<state_dir>/tracker.db (WAL). postgresql+psycopg://… for multi-worker.",
     )
     watchlist: Path = Field(default=Path("watchlist.yaml"), description="The watchlist file.")
-    hf_endpoint: str | None = Field(default=None, description="Hub URL; falls back to HF_ENDPOINT, then the Hub.")
+    hf_endpoint: str | None = Field(
+        default=None, description="Hub URL; falls back to HF_ENDPOINT, then the Hub."
+    )
     hf_token: str | None = Field(default=None, description="Hub token; falls back to HF_TOKEN.")
+    hub_public_url: str = Field(
+        default="https://huggingface.co",
+        description="The Hub's public URL, used in advisories (stable even when reading through a mirror or replica).",
+    )
     http_timeout_s: float = Field(default=20.0, gt=0)
     retry_attempts: int = Field(default=4, ge=1, le=20)
-    max_file_bytes: int = Field(default=64_000_000, gt=0, description="Cap on one tracked file's size.")
+    max_file_bytes: int = Field(
+        default=64_000_000, gt=0, description="Cap on one tracked file's size."
+    )
     max_safetensors_header_bytes: int = Field(
         default=100_000_000, gt=0, description="Cap on a safetensors header's declared length."
     )

@@ -5,6 +5,7 @@ Each command group lives in its own module with a `register(app)` function.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 
@@ -62,6 +63,10 @@ def _register_all() -> None:
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the CLI; a TrackerError becomes a one-line message and its exit code."""
     _register_all()
+    from tracker import logs
+
+    # Interactive commands log warnings and up; the daemon's unit sets TRACKER_LOG_LEVEL=INFO.
+    logs.configure(level=os.environ.get("TRACKER_LOG_LEVEL") or "WARNING")
     try:
         app(args=argv, standalone_mode=False)
     except errors.TrackerError as exc:

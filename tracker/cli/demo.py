@@ -1,9 +1,151 @@
-"""CLI commands: demo (owned by its stage; registered by tracker.cli)."""
+"""CLI: `tracker demo`, the main job on the embedded default: a full poll cycle against the bundled Hub replica.
+
+Builds the demo Hub (real model histories from demo/, replayed into git repos under
+`<state>/demo-hub`) once, serves it on a free loopback port, points the real huggingface_hub client
+at it, polls `watchlist.yaml`, analyses every new revision and prints a per-repo summary. Run
+again, it ingests and fetches nothing and says so.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import shutil
+import time
+from collections import Counter
+from pathlib import Path
+
 import typer
+from rich.console import Console
+from rich.table import Table
+
+from tracker.domain import Severity
+
+SEVERITY_ORDER = (Severity.CRITICAL, Severity.HIGH, Severity.MODERATE, Severity.LOW)
+
+
+def _demo_digest(data_dir: Path) -> str:
+    """A digest of the demo data, so the demo Hub is rebuilt when the data changes."""
+    h = hashlib.sha256()
+    for path in sorted(p for p in data_dir.rglob("*") if p.is_file()):
+        h.update(path.relative_to(data_dir).as_posix().encode())
+        h.update(hashlib.sha256(path.read_bytes()).digest())
+    return h.hexdigest()
+
+
+def ensure_demo_hub(root: Path) -> tuple[bool, float]:
+    """Build the demo Hub under `root` unless an identical build is there; (built now?, seconds)."""
+    from tracker.replica.demo import DEMO_DIR, build_demo_hub
+
+    stamp = root / ".demo-digest"
+    digest = _demo_digest(DEMO_DIR)
+    if stamp.is_file() and stamp.read_text().strip() == digest:
+        return False, 0.0
+    started = time.perf_counter()
+    if root.exists():
+        shutil.rmtree(root)
+    root.mkdir(parents=True)
+    build_demo_hub(root, gated=True)
+    stamp.write_text(digest + "\n")
+    return True, time.perf_counter() - started
+
+
+def _fmt_bytes(n: int) -> str:
+    for unit in ("B", "kB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:,} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n = n / 1000  # type: ignore[assignment]
+    return f"{n} B"
+
+
+def demo(
+    json_out: bool = typer.Option(False, "--json", help="Print the cycle report as JSON."),
+) -> None:
+    """Poll the demo watchlist against the bundled Hub replica (real model histories) and summarise."""
+    from tracker.app import build
+    from tracker.pipeline import cycle_json, run_cycle
+    from tracker.replica import Replica
+    from tracker.replica.demo import DEMO_TOKEN
+    from tracker.settings import load_settings
+    from tracker.store.advisories import AdvisoryStore
+    from tracker.store.analysis import AnalysisStore
+
+    base = load_settings()
+    hub_root = base.state_dir / "demo-hub"
+    console = Console(stderr=json_out, width=None if Console().is_terminal else 160)
+    built, seconds = ensure_demo_hub(hub_root)
+    if built:
+        console.print(f"built the demo Hub in {hub_root} ({seconds:.1f} s)")
+    with Replica(hub_root) as hub:
+        settings = base.model_copy(update={"hf_endpoint": hub.url, "hf_token": DEMO_TOKEN})
+        app = build(settings)
+        try:
+            console.print(f"Hub replica on {hub.url}; polling {settings.watchlist}")
+            report = run_cycle(app)
+            if json_out:
+                typer.echo(cycle_json(report))
+                return
+            advisories = AdvisoryStore(app.engine)
+            analysis = AnalysisStore(app.engine)
+            table = Table(title="tracker demo: one poll cycle")
+            for col in (
+                "repo",
+                "status",
+                "revisions",
+                "files fetched",
+                "bytes fetched",
+                "requests",
+                "advisories",
+                "params (head)",
+                "full FT GB (head)",
+            ):
+                table.add_column(col, justify="left" if col in ("repo", "status") else "right")
+            for r in report.repos:
+                sev = Counter(
+                    a.severity for a in advisories.list_advisories(repo_id=r.poll.repo_id)
+                )
+                sev_text = " ".join(f"{sev[s]} {s.value}" for s in SEVERITY_ORDER if sev[s])
+                params, fft = "-", "-"
+                if r.poll.head:
+                    stored = analysis.estimate(r.poll.repo_id, r.poll.head)
+                    if stored is not None and stored.estimate is not None:
+                        rep = stored.estimate.report
+                        params = f"{rep['params']['total'] / 1e9:,.2f} B"
+                        fft = f"{rep['memory_gb']['full_finetune']:,.1f}"
+                    elif stored is not None:
+                        params = "unreadable"
+                status = r.poll.status.value + (f": {r.poll.error}" if r.poll.error else "")
+                table.add_row(
+                    r.poll.repo_id,
+                    status,
+                    str(r.poll.revisions_ingested),
+                    str(r.poll.files_fetched),
+                    _fmt_bytes(r.poll.bytes_fetched),
+                    str(r.poll.requests if r.poll.requests is not None else "-"),
+                    sev_text or "-",
+                    params,
+                    fft,
+                )
+            console.print(table)
+            files = sum(r.poll.files_fetched for r in report.repos)
+            nbytes = sum(r.poll.bytes_fetched for r in report.repos)
+            if report.revisions_ingested == 0 and files == 0:
+                console.print(
+                    "nothing new: every repo is at its last ingested revision; "
+                    "0 revisions ingested, 0 files fetched, 0 advisories published"
+                )
+            else:
+                console.print(
+                    f"ingested {report.revisions_ingested} revisions, fetched {files} files "
+                    f"({_fmt_bytes(nbytes)}), published {len(report.advisories)} advisories; "
+                    f"store: {settings.effective_database_url}"
+                )
+            failing = [r for r in report.repos if r.poll.status.value != "ok"]
+            if failing:
+                raise typer.Exit(1)
+        finally:
+            app.close()
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to `app`."""
+    """Add `tracker demo`."""
+    app.command("demo")(demo)

@@ -1,0 +1,243 @@
+"""Where the stages meet: poll (sources → snapshots), then per new revision diff, estimate, advisories.
+
+One poll cycle = `run_cycle`: ingest every watched repo (`tracker.ingest`), withdraw advisories
+whose introducing commits a history rewrite dropped, then analyse every ingested revision that is not
+yet analysed, oldest first. Analysing a revision: diff it against the revision ingested before it,
+rerun the estimate from its config.json (and safetensors headers), diff the estimates, store both in
+the revision diff store, publish its advisories exactly once, and only then mark it analysed. A crash
+anywhere leaves the revision pending; the next cycle redoes it, and every write on the way is
+idempotent (diffs/estimates replace, advisories are unique per revision and group).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import structlog
+
+from tracker.advisories.service import publish, withdraw_rewritten
+from tracker.app import App
+from tracker.diff import diff_snapshots
+from tracker.domain import Diff, Estimate, Severity, Sha, Snapshot
+from tracker.errors import EstimateError, RepoNotFoundError
+from tracker.estimate import EstimateSettings, estimate, estimate_delta, parse_config
+from tracker.ingest import Limits, PollReport, poll_all
+from tracker.store.advisories import AdvisoryStore
+from tracker.store.analysis import AnalysisStore, StoredEstimate
+from tracker.watchlist import WatchedRepo
+
+log = structlog.get_logger(__name__)
+
+Clock = Callable[[], datetime]
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class RevisionAnalysis:
+    """What analysing one revision produced."""
+
+    sha: Sha
+    changes: int
+    advisories: tuple[str, ...]
+    severities: tuple[Severity, ...]
+    estimate_error: str | None
+
+
+@dataclass(frozen=True)
+class RepoCycle:
+    """One repo's part of a poll cycle: its poll report and the revisions analysed after it."""
+
+    poll: PollReport
+    analysed: tuple[RevisionAnalysis, ...] = ()
+    withdrawn: tuple[str, ...] = ()
+
+    @property
+    def advisories(self) -> tuple[str, ...]:
+        return tuple(a for r in self.analysed for a in r.advisories)
+
+
+@dataclass(frozen=True)
+class CycleReport:
+    """A whole poll cycle, per repo in watchlist order."""
+
+    repos: tuple[RepoCycle, ...] = field(default_factory=tuple)
+
+    @property
+    def revisions_ingested(self) -> int:
+        return sum(r.poll.revisions_ingested for r in self.repos)
+
+    @property
+    def advisories(self) -> tuple[str, ...]:
+        return tuple(a for r in self.repos for a in r.advisories)
+
+
+def repo_url(app: App, watched: WatchedRepo) -> str:
+    """The URL advisories name as the repo (OSV `affected[].ranges[].repo`)."""
+    if watched.git:
+        return watched.git
+    return f"{app.settings.hub_public_url.rstrip('/')}/{watched.repo_id}"
+
+
+def estimate_snapshot(
+    snapshot: Snapshot, settings: EstimateSettings
+) -> tuple[Estimate | None, str | None]:
+    """The estimate of a snapshot from its config.json and headers, or (None, why not)."""
+    if "config.json" in snapshot.unreadable:
+        return None, f"could not read config.json: {snapshot.unreadable['config.json']}"
+    data = snapshot.files.get("config.json")
+    if data is None:
+        return None, "no config.json at this revision"
+    try:
+        config = parse_config(data)
+        return estimate(config, dict(snapshot.headers) or None, settings), None
+    except EstimateError as exc:
+        return None, str(exc)
+
+
+def analyse_revision(
+    app: App, watched: WatchedRepo, sha: Sha, *, now: Clock = _utc_now
+) -> RevisionAnalysis:
+    """Diff, estimate and publish one ingested revision, then mark it analysed (see module doc)."""
+    store = app.store
+    analysis = AnalysisStore(app.engine)
+    rid = watched.repo_id
+    revision = store.revision(rid, sha)
+    previous = revision.previous
+    before = store.snapshot(rid, previous) if previous else None
+    after = store.snapshot(rid, sha)
+    changes = diff_snapshots(before, after)
+
+    settings = EstimateSettings.from_mapping(watched.estimate)
+    est_after, est_error = estimate_snapshot(after, settings)
+    est_before: Estimate | None = None
+    if previous is not None:
+        stored = analysis.estimate(rid, previous)
+        if stored is None and before is not None:  # analysed before this store existed
+            est_before, _ = estimate_snapshot(before, settings)
+        elif stored is not None:
+            est_before = stored.estimate
+    if est_before is not None and est_after is not None:
+        changes = changes + estimate_delta(est_before, est_after)
+
+    at = now()
+    analysis.save(
+        Diff(repo_id=rid, before=previous, after=sha, changes=changes),
+        StoredEstimate(repo_id=rid, sha=sha, estimate=est_after, error=est_error),
+        at,
+    )
+    advisories = publish(
+        AdvisoryStore(app.engine),
+        repo_id=rid,
+        commit=revision.commit,
+        previous=previous,
+        changes=changes,
+        estimate_before=est_before.report if est_before else None,
+        estimate_after=est_after.report if est_after else None,
+        repo_url=repo_url(app, watched),
+        overrides=watched.advisories,
+        prefix=app.settings.advisory_prefix,
+        now=at,
+    )
+    store.mark_analysed(rid, sha, now=at)
+    log.info(
+        "revision.analysed",
+        repo=rid,
+        sha=sha,
+        changes=len(changes),
+        advisories=[a.id for a in advisories],
+        estimate_error=est_error,
+    )
+    return RevisionAnalysis(
+        sha=sha,
+        changes=len(changes),
+        advisories=tuple(a.id for a in advisories),
+        severities=tuple(a.severity for a in advisories),
+        estimate_error=est_error,
+    )
+
+
+def analyse_repo(
+    app: App, watched: WatchedRepo, *, now: Clock = _utc_now
+) -> tuple[tuple[RevisionAnalysis, ...], tuple[str, ...]]:
+    """Withdraw advisories of rewritten-away commits, then analyse every pending revision."""
+    rid = watched.repo_id
+    try:
+        revisions = app.store.revisions(rid)
+    except RepoNotFoundError:  # never polled successfully enough to be created
+        return (), ()
+    dropped = [r.sha for r in revisions if r.rewritten_away]
+    withdrawn: tuple[str, ...] = ()
+    if dropped:
+        withdrawn = tuple(
+            a.id for a in withdraw_rewritten(AdvisoryStore(app.engine), rid, dropped, now())
+        )
+    done = tuple(
+        analyse_revision(app, watched, sha, now=now) for sha in app.store.pending_analysis(rid)
+    )
+    return done, withdrawn
+
+
+def run_cycle(
+    app: App,
+    repos: Iterable[WatchedRepo] | None = None,
+    *,
+    now: Clock = _utc_now,
+) -> CycleReport:
+    """One full poll cycle over `repos` (default: the whole watchlist); see the module docstring.
+
+    A source failure marks that repo failing and the cycle goes on; an analysis failure of one
+    repo (e.g. an invalid `estimate:` override) is logged and leaves its revisions pending.
+    """
+    watched = tuple(repos) if repos is not None else app.load_watchlist().repos
+    limits = Limits(
+        max_file_bytes=app.settings.max_file_bytes,
+        max_header_bytes=app.settings.max_safetensors_header_bytes,
+    )
+    polls = poll_all(app.store, watched, app.source_for, limits=limits, now=now)
+    out: list[RepoCycle] = []
+    for w, poll in zip(watched, polls, strict=True):
+        analysed, withdrawn = analyse_repo(app, w, now=now)
+        out.append(RepoCycle(poll=poll, analysed=analysed, withdrawn=withdrawn))
+    return CycleReport(repos=tuple(out))
+
+
+def cycle_json(report: CycleReport) -> str:
+    """The cycle report as stable JSON (for `--json`)."""
+    return json.dumps(
+        [
+            {
+                "repo": r.poll.repo_id,
+                "status": r.poll.status.value,
+                "head": r.poll.head,
+                "revisions_ingested": r.poll.revisions_ingested,
+                "files_fetched": r.poll.files_fetched,
+                "bytes_fetched": r.poll.bytes_fetched,
+                "requests": r.poll.requests,
+                "rewritten": r.poll.rewritten,
+                "error": r.poll.error,
+                "analysed": len(r.analysed),
+                "advisories": list(r.advisories),
+                "withdrawn": list(r.withdrawn),
+            }
+            for r in report.repos
+        ],
+        indent=2,
+    )
+
+
+__all__ = [
+    "CycleReport",
+    "RepoCycle",
+    "RevisionAnalysis",
+    "analyse_repo",
+    "analyse_revision",
+    "cycle_json",
+    "estimate_snapshot",
+    "run_cycle",
+]
