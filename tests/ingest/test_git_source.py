@@ -39,7 +39,7 @@ def make_repo(tmp_path: Path) -> tuple[Path, list[Sha]]:
             {"model.safetensors": WEIGHTS, "config.json": b'{"a": 2}'},
             "two\n\nbody",
             date=T0 + timedelta(hours=1),
-        ),  # fmt: skip
+        ),
     ]
     return repo, shas
 
