@@ -62,12 +62,12 @@ def analyse_source(path: str, data: bytes) -> CodeFacts:
     return CodeFacts(tuple(sorted(imports)), tuple(sorted(tf)), digest(data))
 
 
-def _auto_map(snap: Snapshot | None) -> dict[str, JSONValue] | None:
-    """auto_map entries across AUTO_MAP_FILES (`AutoClass` → value; first file wins); None if unknowable."""
+def _auto_map(snap: Snapshot | None) -> dict[str, tuple[JSONValue, str]] | None:
+    """auto_map entries across AUTO_MAP_FILES (`AutoClass` → (value, file); first file wins); None if unknowable."""
     if snap is None:
         return None
     paths = frozenset(e.path for e in snap.tree)
-    out: dict[str, JSONValue] = {}
+    out: dict[str, tuple[JSONValue, str]] = {}
     for path in AUTO_MAP_FILES:
         side = read_side(snap, paths, path, load_json_object)
         if side.state in ("unreadable", "untracked"):
@@ -78,7 +78,7 @@ def _auto_map(snap: Snapshot | None) -> dict[str, JSONValue] | None:
                 raw = {"AutoTokenizer": raw}
             if isinstance(raw, dict):
                 for k, v in raw.items():
-                    out.setdefault(k, v)
+                    out.setdefault(k, (v, path))
     return out
 
 
@@ -91,7 +91,8 @@ def diff_code(before: Snapshot | None, after: Snapshot) -> list[Change]:
     old_map, new_map = _auto_map(before), _auto_map(after)
     if before is not None and old_map is not None and new_map is not None:
         for cls in sorted(set(old_map) | set(new_map)):
-            a, b = old_map.get(cls), new_map.get(cls)
+            a, a_file = old_map.get(cls, (None, ""))
+            b, b_file = new_map.get(cls, (None, ""))
             if a == b:
                 continue
             key = f"auto_map.{cls}"
@@ -106,7 +107,7 @@ def diff_code(before: Snapshot | None, after: Snapshot) -> list[Change]:
                 Change(
                     _ART,
                     kind,
-                    "config.json",
+                    b_file or a_file,
                     key,
                     a,
                     b,
