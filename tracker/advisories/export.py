@@ -1,7 +1,7 @@
 """Export advisories in the OSV data-source layout: `<id>.json` per advisory plus `modified_id.csv`.
 
 Byte-for-byte deterministic for the same advisories: sorted keys, 2-space indent, UTF-8, trailing
-newline; `modified_id.csv` lists `<modified>,<id>` newest first (ties by id), as OSV.dev's
+newline; `modified_id.csv` lists `<modified>,<id>` newest first (ties by id, numerically), as OSV.dev's
 REST data sources expect.
 """
 
@@ -15,6 +15,12 @@ from pathlib import Path
 
 from tracker.domain import Advisory, JSONValue
 from tracker.errors import AdvisoryError
+
+
+def _natural(advisory_id: str) -> tuple[str, int]:
+    """Sort key putting `x_P-2026-2` before `x_P-2026-10`."""
+    head, _, tail = advisory_id.rpartition("-")
+    return (head, int(tail)) if tail.isdigit() else (advisory_id, -1)
 
 
 def record_bytes(record: Mapping[str, JSONValue]) -> bytes:
@@ -50,7 +56,7 @@ def export(advisories: Iterable[Advisory], directory: Path) -> list[Path]:
         _write(path, record_bytes(adv.record))
         written.append(path)
         rows.append((str(adv.record["modified"]), adv.id))
-    rows.sort(key=lambda r: r[1])
+    rows.sort(key=lambda r: _natural(r[1]))
     rows.sort(key=lambda r: r[0], reverse=True)
     index = directory / "modified_id.csv"
     _write(index, "".join(f"{m},{i}\n" for m, i in rows).encode("utf-8"))

@@ -13,10 +13,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from tracker.advisories.classify import Classified, highest
+from tracker.advisories.classify import SEVERITY_RANK, Classified, highest
 from tracker.advisories.details import GROUP_LABELS, render_details
 from tracker.advisories.schema import SCHEMA_VERSION
-from tracker.domain import Artifact, ChangeKind, JSONValue, RepoId, Severity, Sha, is_full_sha
+from tracker.domain import (
+    Artifact,
+    Change,
+    ChangeKind,
+    JSONValue,
+    RepoId,
+    Severity,
+    Sha,
+    is_full_sha,
+)
 from tracker.errors import AdvisoryError
 
 ESTIMATE_GROUP = "estimate"
@@ -150,11 +159,33 @@ def summary_line(repo_id: RepoId, group: ChangeGroup) -> str:
             return (
                 f"{repo_id}: chat template renders differently ({n} conversation{'s' * (n != 1)})"
             )
+    if group.name == ESTIMATE_GROUP:
+        return _one_line(f"{repo_id}: estimate: {_estimate_phrase(changes)}")
     if len(changes) == 1:
         return _one_line(f"{repo_id}: {label}: {changes[0].summary or changes[0].key}")
-    keys = sorted({c.key or c.file for c in changes})
+    # most severe first, then in the differ's order
+    ranked = sorted(group.published, key=lambda c: -SEVERITY_RANK[c.severity])
+    keys = list(dict.fromkeys(c.change.key or c.change.file for c in ranked))
     shown = ", ".join(keys[:3]) + (", …" if len(keys) > 3 else "")
     return _one_line(f"{repo_id}: {label} changed ({len(changes)} changes: {shown})")
+
+
+def _billions(n: JSONValue) -> str:
+    return f"{n / 1e9:.2f}B" if isinstance(n, int | float) and not isinstance(n, bool) else str(n)
+
+
+def _estimate_phrase(changes: Sequence[Change]) -> str:
+    parts: list[str] = []
+    total = next((c for c in changes if c.key == "params.total"), None)
+    if total is not None:
+        parts.append(f"parameters {_billions(total.before)} → {_billions(total.after)}")
+    lost = sum(c.kind is ChangeKind.FIT_LOST for c in changes)
+    gained = sum(c.kind is ChangeKind.FIT_GAINED for c in changes)
+    if lost:
+        parts.append(f"{lost} card setup{'s' * (lost != 1)} no longer fit{'s' * (lost == 1)}")
+    if gained:
+        parts.append(f"{gained} card setup{'s' * (gained != 1)} now fit{'s' * (gained == 1)}")
+    return "; ".join(parts) or f"{len(changes)} changes"
 
 
 def purl(repo_id: RepoId) -> str:

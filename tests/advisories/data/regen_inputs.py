@@ -21,7 +21,11 @@ CORPUS = HERE.parents[2].parent / "shared" / "corpus" / "histories"
 
 
 def _history(name: str, file: str) -> list[tuple[str, bytes]]:
-    rows = [line.split("\t") for line in (CORPUS / name / "HISTORY.tsv").read_text().splitlines() if line]
+    rows = [
+        line.split("\t")
+        for line in (CORPUS / name / "HISTORY.tsv").read_text().splitlines()
+        if line
+    ]
     out = []
     for nn, sha, *_ in rows:
         [path] = (CORPUS / name).glob(f"{nn}_{sha[:8]}_{file}")
@@ -40,7 +44,13 @@ def _changes(repo: str, file: str, history: list[tuple[str, bytes]]) -> list[dic
     for sha, data in history:
         snap = _snap(repo, sha, file, data)
         changes = diff_snapshots(prev, snap)
-        revs.append({"sha": sha, "previous": prev.sha if prev else None, "changes": [asdict(c) for c in changes]})
+        revs.append(
+            {
+                "sha": sha,
+                "previous": prev.sha if prev else None,
+                "changes": [asdict(c) for c in changes],
+            }
+        )
         prev = snap
     return revs
 
@@ -52,14 +62,23 @@ def main() -> None:
     for i, rev in enumerate(revs):
         rev["estimate"] = reports[i]
         if i:
-            rev["changes"] += [asdict(c) for c in estimate_delta(estimate(parse_config(mixtral[i - 1][1])), estimate(parse_config(mixtral[i][1])))]
+            rev["changes"] += [
+                asdict(c)
+                for c in estimate_delta(
+                    estimate(parse_config(mixtral[i - 1][1])), estimate(parse_config(mixtral[i][1]))
+                )
+            ]
     out = {
         "mistralai/Mixtral-8x7B-v0.1": revs,
         "deepseek-ai/DeepSeek-R1": _changes(
-            "deepseek-ai/DeepSeek-R1", "tokenizer_config.json", _history("deepseek-ai__DeepSeek-R1", "tokenizer_config.json")
+            "deepseek-ai/DeepSeek-R1",
+            "tokenizer_config.json",
+            _history("deepseek-ai__DeepSeek-R1", "tokenizer_config.json"),
         ),
     }
-    (HERE / "inputs.json").write_text(json.dumps(out, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+    (HERE / "inputs.json").write_text(
+        json.dumps(out, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+    )
 
 
 if __name__ == "__main__":
