@@ -22,7 +22,9 @@ def _granite(prefix: str) -> dict[str, bytes]:
 def test_granite_template_update_shows_the_real_prompt_difference() -> None:
     # c4f8e0dd "Updated chat template": the loop now runs over loop_messages, so a system message
     # is no longer rendered twice.
-    changes = diff_snapshots(make_snapshot(_granite("01_0a854d48_tok")), make_snapshot(_granite("02_c4f8e0dd")))
+    changes = diff_snapshots(
+        make_snapshot(_granite("01_0a854d48_tok")), make_snapshot(_granite("02_c4f8e0dd"))
+    )
     assert [(c.artifact, c.kind, c.key) for c in changes] == [
         (Artifact.CHAT_TEMPLATE, ChangeKind.RENDERED, "generation_prompt"),
         (Artifact.CHAT_TEMPLATE, ChangeKind.CHANGED, "source"),
@@ -43,13 +45,25 @@ def test_granite_template_update_shows_the_real_prompt_difference() -> None:
 
 def test_kimi_k2_template_revision_renders_a_new_default_system_prompt() -> None:
     tc = json.dumps({"bos_token": "[BOS]", "eos_token": "[EOS]"}).encode()
-    before = make_snapshot({"chat_template.jinja": (KIMI / "chat_template.2025-07.jinja").read_bytes(), "tokenizer_config.json": tc})
-    after = make_snapshot({"chat_template.jinja": (KIMI / "chat_template.jinja").read_bytes(), "tokenizer_config.json": tc})
+    before = make_snapshot(
+        {
+            "chat_template.jinja": (KIMI / "chat_template.2025-07.jinja").read_bytes(),
+            "tokenizer_config.json": tc,
+        }
+    )
+    after = make_snapshot(
+        {
+            "chat_template.jinja": (KIMI / "chat_template.jinja").read_bytes(),
+            "tokenizer_config.json": tc,
+        }
+    )
     changes = {c.key: c for c in diff_snapshots(before, after)}
     assert set(changes) == {"source", "multi_turn", "reasoning", "tools", "tool_calls"}
     multi = changes["multi_turn"]
     assert multi.kind is ChangeKind.RENDERED
-    assert multi.before.startswith("<|im_system|>system<|im_middle|>You are a helpful assistant<|im_end|>")
+    assert multi.before.startswith(
+        "<|im_system|>system<|im_middle|>You are a helpful assistant<|im_end|>"
+    )
     assert multi.after.startswith(
         "<|im_system|>system<|im_middle|>You are Kimi, an AI assistant created by Moonshot AI.<|im_end|>"
     )
@@ -60,19 +74,33 @@ def test_kimi_k2_template_revision_renders_a_new_default_system_prompt() -> None
 
 
 def test_resolution_order_jinja_file_over_tokenizer_config_and_named_templates() -> None:
-    tc = json.dumps({"chat_template": [{"name": "default", "template": "A"}, {"name": "tool_use", "template": "T"}]})
+    tc = json.dumps(
+        {
+            "chat_template": [
+                {"name": "default", "template": "A"},
+                {"name": "tool_use", "template": "T"},
+            ]
+        }
+    )
     snap = make_snapshot({"tokenizer_config.json": tc.encode()})
     got = resolve_templates(snap)
     assert dict(got.sources) == {"default": "A", "tool_use": "T"}
-    snap2 = make_snapshot({
-        "tokenizer_config.json": tc.encode(),
-        "chat_template.jinja": b"J",
-        "additional_chat_templates/rag.jinja": b"R",
-    })
+    snap2 = make_snapshot(
+        {
+            "tokenizer_config.json": tc.encode(),
+            "chat_template.jinja": b"J",
+            "additional_chat_templates/rag.jinja": b"R",
+        }
+    )
     got2 = resolve_templates(snap2)
     assert dict(got2.sources) == {"default": "J", "rag": "R"}
-    assert dict(got2.origins) == {"default": "chat_template.jinja", "rag": "additional_chat_templates/rag.jinja"}
-    snap3 = make_snapshot({"tokenizer_config.json": tc.encode(), "chat_template.json": b'{"chat_template": "C"}'})
+    assert dict(got2.origins) == {
+        "default": "chat_template.jinja",
+        "rag": "additional_chat_templates/rag.jinja",
+    }
+    snap3 = make_snapshot(
+        {"tokenizer_config.json": tc.encode(), "chat_template.json": b'{"chat_template": "C"}'}
+    )
     assert dict(resolve_templates(snap3).sources) == {"default": "C"}
 
 
@@ -80,13 +108,20 @@ def test_moving_the_same_template_to_chat_template_jinja_is_no_change() -> None:
     tc = json.loads(version(GRANITE, "02_c4f8e0dd"))
     template = tc.pop("chat_template")
     before = make_snapshot(_granite("02_c4f8e0dd"))
-    after = make_snapshot({"tokenizer_config.json": json.dumps(tc).encode(), "chat_template.jinja": template.encode()})
+    after = make_snapshot(
+        {"tokenizer_config.json": json.dumps(tc).encode(), "chat_template.jinja": template.encode()}
+    )
     assert [c for c in diff_snapshots(before, after) if c.artifact is Artifact.CHAT_TEMPLATE] == []
 
 
 def test_named_template_changes_are_keyed_by_name() -> None:
     def snap(tool: str) -> object:
-        doc = {"chat_template": [{"name": "default", "template": "{{ messages[0].content }}"}, {"name": "tool_use", "template": tool}]}
+        doc = {
+            "chat_template": [
+                {"name": "default", "template": "{{ messages[0].content }}"},
+                {"name": "tool_use", "template": tool},
+            ]
+        }
         return make_snapshot({"tokenizer_config.json": json.dumps(doc).encode()})
 
     changes = diff_snapshots(snap("{{ tools|length }}"), snap("{{ tools|length }} tools"))  # type: ignore[arg-type]
@@ -101,41 +136,82 @@ def test_named_template_changes_are_keyed_by_name() -> None:
 
 def test_bos_token_change_alone_changes_the_rendered_prompt() -> None:
     template = "{{ bos_token }}{% for m in messages %}{{ m.content }}{{ eos_token }}{% endfor %}"
-    before = make_snapshot({"tokenizer_config.json": json.dumps({"chat_template": template, "bos_token": "<s>", "eos_token": "</s>"}).encode()})
-    after = make_snapshot({"tokenizer_config.json": json.dumps({"chat_template": template, "bos_token": "<s>", "eos_token": "<|eot|>"}).encode()})
+    before = make_snapshot(
+        {
+            "tokenizer_config.json": json.dumps(
+                {"chat_template": template, "bos_token": "<s>", "eos_token": "</s>"}
+            ).encode()
+        }
+    )
+    after = make_snapshot(
+        {
+            "tokenizer_config.json": json.dumps(
+                {"chat_template": template, "bos_token": "<s>", "eos_token": "<|eot|>"}
+            ).encode()
+        }
+    )
     changes = diff_snapshots(before, after)
     assert [(c.artifact, c.kind, c.key) for c in changes][:2] == [
         (Artifact.SPECIAL_TOKENS, ChangeKind.CHANGED, "eos_token"),
         (Artifact.CHAT_TEMPLATE, ChangeKind.RENDERED, "generation_prompt"),
     ]
     rendered = changes[1]
-    assert rendered.before == "<s>You are a helpful assistant.</s>What is the capital of France?</s>"
-    assert rendered.after == "<s>You are a helpful assistant.<|eot|>What is the capital of France?<|eot|>"
+    assert (
+        rendered.before == "<s>You are a helpful assistant.</s>What is the capital of France?</s>"
+    )
+    assert (
+        rendered.after
+        == "<s>You are a helpful assistant.<|eot|>What is the capital of France?<|eot|>"
+    )
 
 
 def test_template_that_no_longer_parses_is_broken() -> None:
-    good = make_snapshot({"chat_template.jinja": b"{% for m in messages %}{{ m.content }}{% endfor %}"})
+    good = make_snapshot(
+        {"chat_template.jinja": b"{% for m in messages %}{{ m.content }}{% endfor %}"}
+    )
     bad = make_snapshot({"chat_template.jinja": b"{% for m in messages %}{{ m.content }}"})
     changes = diff_snapshots(good, bad)
-    assert [(c.kind, c.key) for c in changes] == [(ChangeKind.CHANGED, "source"), (ChangeKind.BROKEN, "source")]
-    assert changes[1].summary.startswith("chat template no longer parses: line 1: Unexpected end of template")
+    assert [(c.kind, c.key) for c in changes] == [
+        (ChangeKind.CHANGED, "source"),
+        (ChangeKind.BROKEN, "source"),
+    ]
+    assert changes[1].summary.startswith(
+        "chat template no longer parses: line 1: Unexpected end of template"
+    )
 
 
 def test_template_that_now_raises_for_a_conversation_is_rendered_not_broken() -> None:
     old = b"{% for m in messages %}{{ m.role }}{% endfor %}"
     new = b"{% for m in messages %}{% if m.role == 'system' %}{{ raise_exception('no system role') }}{% endif %}{{ m.role }}{% endfor %}"
-    changes = {c.key: c for c in diff_snapshots(make_snapshot({"chat_template.jinja": old}), make_snapshot({"chat_template.jinja": new}))}
+    changes = {
+        c.key: c
+        for c in diff_snapshots(
+            make_snapshot({"chat_template.jinja": old}), make_snapshot({"chat_template.jinja": new})
+        )
+    }
     assert changes["system_user"].kind is ChangeKind.RENDERED
     assert changes["system_user"].after == "<raised: no system role>"
     assert "multi_turn" not in changes
 
 
 def test_wrong_type_chat_template_and_binary_jinja_are_unreadable() -> None:
-    (c,) = [c for c in diff_snapshots(None, make_snapshot({"tokenizer_config.json": b'{"chat_template": 5}'})) if c.artifact is Artifact.CHAT_TEMPLATE]
+    (c,) = [
+        c
+        for c in diff_snapshots(
+            None, make_snapshot({"tokenizer_config.json": b'{"chat_template": 5}'})
+        )
+        if c.artifact is Artifact.CHAT_TEMPLATE
+    ]
     assert c.kind is ChangeKind.UNREADABLE
-    assert c.summary == "could not read the chat template in tokenizer_config.json: `chat_template` is int, not a string or list"
+    assert (
+        c.summary
+        == "could not read the chat template in tokenizer_config.json: `chat_template` is int, not a string or list"
+    )
     (d,) = diff_snapshots(None, make_snapshot({"chat_template.jinja": b"\x00\x01\x02"}))
-    assert (d.kind, d.summary) == (ChangeKind.UNREADABLE, "could not read chat_template.jinja: binary content (NUL bytes), not text")
+    assert (d.kind, d.summary) == (
+        ChangeKind.UNREADABLE,
+        "could not read chat_template.jinja: binary content (NUL bytes), not text",
+    )
 
 
 def test_rendering_is_deterministic_and_uses_a_fixed_time() -> None:

@@ -17,7 +17,15 @@ def _replay(name: str) -> list[tuple[str, list[tuple[str, str, str, str, object,
     for sha, _subject, files in history(name):
         snap = make_snapshot(files, sha=sha)
         changes = diff_snapshots(prev, snap)
-        out.append((sha[:8], [(c.artifact.value, c.kind.value, c.file, c.key, c.before, c.after) for c in changes]))
+        out.append(
+            (
+                sha[:8],
+                [
+                    (c.artifact.value, c.kind.value, c.file, c.key, c.before, c.after)
+                    for c in changes
+                ],
+            )
+        )
         prev = snap
     return out
 
@@ -33,7 +41,14 @@ def test_mixtral_release_week_config_history() -> None:
                 ("config", "added", "config.json", "output_router_logits", None, True),
                 ("config", "added", "config.json", "router_aux_loss_coef", None, 0.02),
                 ("config", "added", "config.json", "sliding_window", None, 4096),
-                ("config", "changed", "config.json", "transformers_version", "4.34.0.dev0", "4.36.0.dev0"),
+                (
+                    "config",
+                    "changed",
+                    "config.json",
+                    "transformers_version",
+                    "4.34.0.dev0",
+                    "4.36.0.dev0",
+                ),
             ],
         ),
         ("c56a1625", [("config", "changed", "config.json", "output_router_logits", True, False)]),
@@ -51,25 +66,47 @@ def test_llama2_config_generation_config_and_special_tokens_history() -> None:
         ("config", "added", "config.json", "_name_or_path", None, "meta-llama/Llama-2-7b-hf"),
         ("config", "added", "config.json", "max_length", None, 4096),
     ]
-    assert steps["b3ab0f18"] == [("special_tokens", "changed", "generation_config.json", "pad_token_id", 32000, 0)]
-    assert steps["335a0288"] == [("config", "changed", "config.json", "max_position_embeddings", 2048, 4096)]
+    assert steps["b3ab0f18"] == [
+        ("special_tokens", "changed", "generation_config.json", "pad_token_id", 32000, 0)
+    ]
+    assert steps["335a0288"] == [
+        ("config", "changed", "config.json", "max_position_embeddings", 2048, 4096)
+    ]
     # config.json drops pad_token_id while generation_config.json still sets 0: shadowed, reported once
-    assert steps["87a34353"] == [("special_tokens", "removed", "config.json", "pad_token_id", 0, None)]
+    assert steps["87a34353"] == [
+        ("special_tokens", "removed", "config.json", "pad_token_id", 0, None)
+    ]
     assert steps["6fdf2e60"] == [
         ("generation_config", "added", "generation_config.json", "do_sample", None, True),
         ("generation_config", "changed", "generation_config.json", "temperature", 0.9, 0.6),
         ("generation_config", "changed", "generation_config.json", "top_p", 0.6, 0.9),
     ]
-    assert steps["25bd8085"] == [("tokenizer", "removed", "tokenizer_config.json", "use_fast", False, None)]
+    assert steps["25bd8085"] == [
+        ("tokenizer", "removed", "tokenizer_config.json", "use_fast", False, None)
+    ]
 
 
 def test_bloom_architecture_fixes_and_token_ids() -> None:
     steps = dict(_replay("bigscience__bloom-560m"))
     assert steps["957a865e"] == [
-        ("config", "changed", "config.json", "architectures", ["BloomModel"], ["BloomModelForCausalLM"])
+        (
+            "config",
+            "changed",
+            "config.json",
+            "architectures",
+            ["BloomModel"],
+            ["BloomModelForCausalLM"],
+        )
     ]
     assert steps["e985a63c"] == [
-        ("config", "changed", "config.json", "architectures", ["BloomModelForCausalLM"], ["BloomForCausalLM"])
+        (
+            "config",
+            "changed",
+            "config.json",
+            "architectures",
+            ["BloomModelForCausalLM"],
+            ["BloomForCausalLM"],
+        )
     ]
     assert steps["8ad61ef2"] == [
         ("special_tokens", "changed", "config.json", "bos_token_id", 50256, 1),
@@ -78,7 +115,14 @@ def test_bloom_architecture_fixes_and_token_ids() -> None:
         ("special_tokens", "added", "config.json", "unk_token_id", None, 0),
     ]
     assert steps["0628d1bb"] == [
-        ("tokenizer", "changed", "tokenizer_config.json", "tokenizer_class", "PreTrainedTokenizerFast", "BloomTokenizerFast")
+        (
+            "tokenizer",
+            "changed",
+            "tokenizer_config.json",
+            "tokenizer_class",
+            "PreTrainedTokenizerFast",
+            "BloomTokenizerFast",
+        )
     ]
 
 
@@ -104,7 +148,10 @@ def test_reordering_reindenting_and_int_vs_float_give_no_change() -> None:
 
 
 def test_nested_configs_give_dotted_keys_and_type_changes() -> None:
-    before = {"text_config": {"hidden_size": 4096, "rope_scaling": {"factor": 8.0, "type": "llama3"}}, "x": 1}
+    before = {
+        "text_config": {"hidden_size": 4096, "rope_scaling": {"factor": 8.0, "type": "llama3"}},
+        "x": 1,
+    }
     after = {"text_config": {"hidden_size": 5120, "rope_scaling": {"factor": "8"}}, "x": True}
     changes = diff_snapshots(
         make_snapshot({"config.json": json.dumps(before).encode()}),
@@ -117,7 +164,10 @@ def test_nested_configs_give_dotted_keys_and_type_changes() -> None:
         (ChangeKind.TYPE_CHANGED, "x", 1, True),
     ]
     assert changes[0].summary == "text_config.hidden_size changed: 4096 → 5120"
-    assert changes[1].summary == 'text_config.rope_scaling.factor changed type number → string: 8 → "8"'
+    assert (
+        changes[1].summary
+        == 'text_config.rope_scaling.factor changed type number → string: 8 → "8"'
+    )
 
 
 def test_long_arrays_are_one_change_with_a_short_value_and_the_evidence_in_detail() -> None:
@@ -134,9 +184,15 @@ def test_long_arrays_are_one_change_with_a_short_value_and_the_evidence_in_detai
 
 
 MALFORMED = [
-    (b'{\n  "a": 1\n  "b": 2\n}', "could not read config.json: Expecting ',' delimiter: line 3 column 3 (char 13)"),
+    (
+        b'{\n  "a": 1\n  "b": 2\n}',
+        "could not read config.json: Expecting ',' delimiter: line 3 column 3 (char 13)",
+    ),
     (b"[1, 2]", "could not read config.json: expected a JSON object at the top level, got array"),
-    (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "could not read config.json: binary content (NUL bytes), not text"),
+    (
+        b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR",
+        "could not read config.json: binary content (NUL bytes), not text",
+    ),
     (b'{"a": NaN}', "could not read config.json: non-standard JSON constant NaN"),
     (b'{"a": "\xff"}', "could not read config.json: not UTF-8 text (invalid start byte at byte 7)"),
 ]
@@ -149,7 +205,11 @@ def test_malformed_config_is_unreadable_never_silent(raw: bytes, reason: str) ->
     for before in (None, good):
         (change,) = diff_snapshots(before, bad)
         assert (change.artifact, change.kind, change.file, change.after, change.summary) == (
-            Artifact.CONFIG, ChangeKind.UNREADABLE, "config.json", reason, reason,
+            Artifact.CONFIG,
+            ChangeKind.UNREADABLE,
+            "config.json",
+            reason,
+            reason,
         )
     # still unreadable for the same reason: not reported again
     assert diff_snapshots(bad, make_snapshot({"config.json": raw})) == ()
@@ -170,17 +230,30 @@ def test_files_added_removed_and_untracked() -> None:
     base = make_snapshot({"config.json": b"{}"})
     with_proc = make_snapshot({"config.json": b"{}", "preprocessor_config.json": b'{"size": 224}'})
     (added,) = diff_snapshots(base, with_proc)
-    assert (added.artifact, added.kind, added.file) == (Artifact.PROCESSOR, ChangeKind.ADDED, "preprocessor_config.json")
+    assert (added.artifact, added.kind, added.file) == (
+        Artifact.PROCESSOR,
+        ChangeKind.ADDED,
+        "preprocessor_config.json",
+    )
     (removed,) = diff_snapshots(with_proc, base)
-    assert (removed.kind, removed.summary) == (ChangeKind.REMOVED, "preprocessor_config.json removed")
+    assert (removed.kind, removed.summary) == (
+        ChangeKind.REMOVED,
+        "preprocessor_config.json removed",
+    )
     # in the tree but not fetched: nothing is known, nothing is claimed
-    untracked = make_snapshot({"config.json": b"{}"}, extra_tree={"preprocessor_config.json": "abc"})
+    untracked = make_snapshot(
+        {"config.json": b"{}"}, extra_tree={"preprocessor_config.json": "abc"}
+    )
     assert diff_snapshots(with_proc, untracked) == ()
 
 
 def test_processor_config_keys() -> None:
-    before = make_snapshot({"preprocessor_config.json": b'{"size": {"height": 224, "width": 224}, "do_resize": true}'})
-    after = make_snapshot({"preprocessor_config.json": b'{"do_resize": true, "size": {"height": 384, "width": 384}}'})
+    before = make_snapshot(
+        {"preprocessor_config.json": b'{"size": {"height": 224, "width": 224}, "do_resize": true}'}
+    )
+    after = make_snapshot(
+        {"preprocessor_config.json": b'{"do_resize": true, "size": {"height": 384, "width": 384}}'}
+    )
     changes = diff_snapshots(before, after)
     assert [(c.artifact, c.key, c.before, c.after) for c in changes] == [
         (Artifact.PROCESSOR, "size.height", 224, 384),
@@ -191,7 +264,10 @@ def test_processor_config_keys() -> None:
 def test_kinds_filter_runs_only_the_named_differs() -> None:
     before = make_snapshot({"config.json": b'{"a": 1}', "README.md": b"hello"})
     after = make_snapshot({"config.json": b'{"a": 2}', "README.md": b"hello world"})
-    assert {c.artifact for c in diff_snapshots(before, after)} == {Artifact.CONFIG, Artifact.MODEL_CARD}
-    assert {c.artifact for c in diff_snapshots(before, after, kinds=frozenset({Artifact.MODEL_CARD}))} == {
-        Artifact.MODEL_CARD
+    assert {c.artifact for c in diff_snapshots(before, after)} == {
+        Artifact.CONFIG,
+        Artifact.MODEL_CARD,
     }
+    assert {
+        c.artifact for c in diff_snapshots(before, after, kinds=frozenset({Artifact.MODEL_CARD}))
+    } == {Artifact.MODEL_CARD}

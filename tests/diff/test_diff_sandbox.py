@@ -29,21 +29,41 @@ HOSTILE: list[tuple[str, str, str]] = [
     ("list_mutation", "{% set l = [] %}{{ l.append(1) }}", "security"),
     ("open_builtin", "{{ open('/etc/passwd').read() }}", "error"),
     ("import", "{% import 'os' as os %}", "error"),
-    ("infinite_nested_loop", "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "timeout"),
+    (
+        "infinite_nested_loop",
+        "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+        "timeout",
+    ),
     ("huge_range", "{% for i in range(10**12) %}{% endfor %}", "limit"),
     ("string_repeat", "{{ 'a' * 10**9 }}", "limit"),
     ("list_repeat", "{{ ([1] * 10**9)|length }}", "limit"),
     ("huge_pow", "{{ 10 ** 10000000 }}", "limit"),
-    ("tilde_doubling", "{% set ns = namespace(s='a') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}", "limit"),
-    ("plus_doubling", "{% set ns = namespace(s='a') %}{% for i in range(64) %}{% set ns.s = ns.s + ns.s %}{% endfor %}", "limit"),
-    ("replace_growth", "{% set ns = namespace(s='aaaa') %}{% for i in range(40) %}{% set ns.s = ns.s|replace('a', 'aaaa') %}{% endfor %}", "limit"),
+    (
+        "tilde_doubling",
+        "{% set ns = namespace(s='a') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
+        "limit",
+    ),
+    (
+        "plus_doubling",
+        "{% set ns = namespace(s='a') %}{% for i in range(64) %}{% set ns.s = ns.s + ns.s %}{% endfor %}",
+        "limit",
+    ),
+    (
+        "replace_growth",
+        "{% set ns = namespace(s='aaaa') %}{% for i in range(40) %}{% set ns.s = ns.s|replace('a', 'aaaa') %}{% endfor %}",
+        "limit",
+    ),
     ("center_filter", "{{ 'a'|center(10**9) }}", "limit"),
     ("ljust_method", "{{ 'a'.ljust(999999999) }}", "limit"),
     ("format_width", "{{ '{:>999999999}'.format(1) }}", "limit"),
     ("percent_width", "{{ '%999999999d' % 1 }}", "limit"),
     ("format_filter_width", "{{ '%999999999d'|format(1) }}", "limit"),
     ("join_growth", "{{ (['a' * 100000] * 10)|join('x') }}", "limit"),
-    ("output_flood", "{% for i in range(100000) %}{% for j in range(100) %}xxxxxxxxxxxx{% endfor %}{% endfor %}", "limit"),
+    (
+        "output_flood",
+        "{% for i in range(100000) %}{% for j in range(100) %}xxxxxxxxxxxx{% endfor %}{% endfor %}",
+        "limit",
+    ),
     ("recursive_macro", "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "limit"),
     ("recursive_loop", "{% for x in [[1]] recursive %}{{ loop([x]) }}{% endfor %}", "limit"),
     ("deep_parens", "{{ " + "(" * 5000 + "1" + ")" * 5000 + " }}", "limit"),
@@ -91,11 +111,22 @@ def test_hostile_corpus_stays_within_memory() -> None:
 
 
 def test_hostile_template_in_a_repo_is_reported_not_raised() -> None:
-    good = make_snapshot({"chat_template.jinja": b"{% for m in messages %}{{ m.content }}{% endfor %}"})
-    evil = make_snapshot({"chat_template.jinja": b"{% for m in messages %}{{ m.content * 10**9 }}{% endfor %}"})
+    good = make_snapshot(
+        {"chat_template.jinja": b"{% for m in messages %}{{ m.content }}{% endfor %}"}
+    )
+    evil = make_snapshot(
+        {"chat_template.jinja": b"{% for m in messages %}{{ m.content * 10**9 }}{% endfor %}"}
+    )
     changes = diff_snapshots(good, evil)
     broken = [c for c in changes if c.kind is ChangeKind.BROKEN]
-    assert {c.key for c in broken} == {"system_user", "generation_prompt", "multi_turn", "tools", "tool_calls", "reasoning"}
+    assert {c.key for c in broken} == {
+        "system_user",
+        "generation_prompt",
+        "multi_turn",
+        "tools",
+        "tool_calls",
+        "reasoning",
+    }
     assert all(c.after == "<limit: repetition over the size limit>" for c in broken)
 
 

@@ -19,13 +19,17 @@ TEXT = [
 ] * 20
 
 
-def _trained(vocab_size: int = 200, *, nfc: bool = False, specials: tuple[str, ...] = ("<s>", "</s>")) -> Tokenizer:
+def _trained(
+    vocab_size: int = 200, *, nfc: bool = False, specials: tuple[str, ...] = ("<s>", "</s>")
+) -> Tokenizer:
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     if nfc:
         tok.normalizer = normalizers.NFC()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<unk>", *specials], show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=["<unk>", *specials], show_progress=False
+    )
     tok.train_from_iterator(TEXT, trainer)
     return tok
 
@@ -35,7 +39,9 @@ def _bytes(tok: Tokenizer) -> bytes:
 
 
 def _diff(a: bytes, b: bytes) -> list[tuple[str, str, object, object]]:
-    changes = diff_snapshots(make_snapshot({"tokenizer.json": a}), make_snapshot({"tokenizer.json": b}))
+    changes = diff_snapshots(
+        make_snapshot({"tokenizer.json": a}), make_snapshot({"tokenizer.json": b})
+    )
     assert all(c.artifact is Artifact.TOKENIZER and c.file == "tokenizer.json" for c in changes)
     return [(c.kind.value, c.key, c.before, c.after) for c in changes]
 
@@ -47,7 +53,12 @@ def test_summary_of_a_real_serialised_tokenizer() -> None:
     assert len(summary.vocab) == tok.get_vocab_size(with_added_tokens=True)
     assert summary.merges_count == len(json.loads(tok.to_str())["model"]["merges"])
     assert summary.added_tokens[1] == {
-        "content": "<s>", "special": True, "lstrip": False, "rstrip": False, "normalized": False, "single_word": False
+        "content": "<s>",
+        "special": True,
+        "lstrip": False,
+        "rstrip": False,
+        "normalized": False,
+        "single_word": False,
     }
 
 
@@ -87,51 +98,87 @@ def test_added_token_special_flag_flip() -> None:
 @pytest.mark.parametrize(
     ("doc", "reason"),
     [
-        ({"version": "1.0", "added_tokens": []}, "no `model` object (not a tokenizers tokenizer.json)"),
+        (
+            {"version": "1.0", "added_tokens": []},
+            "no `model` object (not a tokenizers tokenizer.json)",
+        ),
         ({"model": {"type": "BPE", "vocab": 5}}, "`model.vocab` is neither an object nor an array"),
-        ({"model": {"type": "BPE", "vocab": {}, "merges": "a b"}}, "`model.merges` is not an array"),
+        (
+            {"model": {"type": "BPE", "vocab": {}, "merges": "a b"}},
+            "`model.merges` is not an array",
+        ),
         ({"model": {"type": "BPE", "vocab": {"a": "1"}}}, "`model.vocab` has non-integer ids"),
-        ({"model": {"type": "BPE", "vocab": {}}, "added_tokens": [{"id": "x"}]}, 'malformed added token {"id": "x"}'),
+        (
+            {"model": {"type": "BPE", "vocab": {}}, "added_tokens": [{"id": "x"}]},
+            'malformed added token {"id": "x"}',
+        ),
     ],
 )
 def test_malformed_tokenizer_json_is_unreadable(doc: object, reason: str) -> None:
     with pytest.raises(UnreadableArtifactError, match="could not read tokenizer.json"):
         summarise_tokenizer("tokenizer.json", json.dumps(doc).encode())
     (change,) = diff_snapshots(None, make_snapshot({"tokenizer.json": json.dumps(doc).encode()}))
-    assert (change.kind, change.summary) == (ChangeKind.UNREADABLE, f"could not read tokenizer.json: {reason}")
+    assert (change.kind, change.summary) == (
+        ChangeKind.UNREADABLE,
+        f"could not read tokenizer.json: {reason}",
+    )
 
 
 def test_deepseek_r1_add_bos_token_toggles_are_tokenizer_config_changes() -> None:
     name = "deepseek-ai__DeepSeek-R1"
-    v1, v2, v3 = (make_snapshot({"tokenizer_config.json": version(name, p)}) for p in ("01_", "02_", "03_"))
+    v1, v2, v3 = (
+        make_snapshot({"tokenizer_config.json": version(name, p)}) for p in ("01_", "02_", "03_")
+    )
     assert [(c.artifact, c.kind, c.key, c.before, c.after) for c in diff_snapshots(v1, v2)] == [
         (Artifact.TOKENIZER, ChangeKind.CHANGED, "add_bos_token", True, False)
     ]
-    assert [(c.key, c.before, c.after) for c in diff_snapshots(v2, v3)] == [("add_bos_token", False, True)]
+    assert [(c.key, c.before, c.after) for c in diff_snapshots(v2, v3)] == [
+        ("add_bos_token", False, True)
+    ]
 
 
 def test_special_tokens_resolved_across_files_and_reported_once() -> None:
     tc = json.loads(version("deepseek-ai__DeepSeek-R1", "03_"))
     gen = {"bos_token_id": 0, "eos_token_id": 1}
     cfg = {"bos_token_id": 0, "eos_token_id": 1}
-    before = make_snapshot({
-        "tokenizer_config.json": json.dumps(tc).encode(),
-        "generation_config.json": json.dumps(gen).encode(),
-        "config.json": json.dumps(cfg).encode(),
-    })
+    before = make_snapshot(
+        {
+            "tokenizer_config.json": json.dumps(tc).encode(),
+            "generation_config.json": json.dumps(gen).encode(),
+            "config.json": json.dumps(cfg).encode(),
+        }
+    )
     tc2 = dict(tc, eos_token="<|EOT|>")
     gen2 = dict(gen, eos_token_id=[1, 32014])
     cfg2 = dict(cfg, eos_token_id=32014)
-    after = make_snapshot({
-        "tokenizer_config.json": json.dumps(tc2).encode(),
-        "generation_config.json": json.dumps(gen2).encode(),
-        "config.json": json.dumps(cfg2).encode(),
-    })
-    got = [(c.artifact, c.kind, c.file, c.key, c.before, c.after) for c in diff_snapshots(before, after)]
+    after = make_snapshot(
+        {
+            "tokenizer_config.json": json.dumps(tc2).encode(),
+            "generation_config.json": json.dumps(gen2).encode(),
+            "config.json": json.dumps(cfg2).encode(),
+        }
+    )
+    got = [
+        (c.artifact, c.kind, c.file, c.key, c.before, c.after)
+        for c in diff_snapshots(before, after)
+    ]
     assert got == [
-        (Artifact.SPECIAL_TOKENS, ChangeKind.TYPE_CHANGED, "generation_config.json", "eos_token_id", 1, [1, 32014]),
-        (Artifact.SPECIAL_TOKENS, ChangeKind.CHANGED, "tokenizer_config.json", "eos_token",
-         "<｜end▁of▁sentence｜>", "<|EOT|>"),
+        (
+            Artifact.SPECIAL_TOKENS,
+            ChangeKind.TYPE_CHANGED,
+            "generation_config.json",
+            "eos_token_id",
+            1,
+            [1, 32014],
+        ),
+        (
+            Artifact.SPECIAL_TOKENS,
+            ChangeKind.CHANGED,
+            "tokenizer_config.json",
+            "eos_token",
+            "<｜end▁of▁sentence｜>",
+            "<|EOT|>",
+        ),
     ]
 
 
@@ -139,10 +186,23 @@ def test_special_tokens_map_is_used_when_tokenizer_config_does_not_set_a_token()
     name = "meta-llama__Llama-2-7b-hf"
     stm = json.loads(version(name, "02_e4693182_special_tokens_map"))
     tc = {"tokenizer_class": "LlamaTokenizer"}
-    before = make_snapshot({"tokenizer_config.json": json.dumps(tc).encode(), "special_tokens_map.json": json.dumps(stm).encode()})
+    before = make_snapshot(
+        {
+            "tokenizer_config.json": json.dumps(tc).encode(),
+            "special_tokens_map.json": json.dumps(stm).encode(),
+        }
+    )
     stm2 = dict(stm, pad_token="<unk>")
-    after = make_snapshot({"tokenizer_config.json": json.dumps(tc).encode(), "special_tokens_map.json": json.dumps(stm2).encode()})
+    after = make_snapshot(
+        {
+            "tokenizer_config.json": json.dumps(tc).encode(),
+            "special_tokens_map.json": json.dumps(stm2).encode(),
+        }
+    )
     (change,) = diff_snapshots(before, after)
     assert (change.kind, change.file, change.key, change.after) == (
-        ChangeKind.ADDED if "pad_token" not in stm else ChangeKind.CHANGED, "special_tokens_map.json", "pad_token", "<unk>"
+        ChangeKind.ADDED if "pad_token" not in stm else ChangeKind.CHANGED,
+        "special_tokens_map.json",
+        "pad_token",
+        "<unk>",
     )

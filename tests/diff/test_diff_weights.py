@@ -21,8 +21,16 @@ def _shape(name: str) -> tuple[int, ...]:
     h, inter, vocab = c["hidden_size"], c["intermediate_size"], c["vocab_size"]
     kv = c["num_key_value_heads"] * (h // c["num_attention_heads"])
     table = {
-        "embed_tokens": (vocab, h), "lm_head": (vocab, h), "q_proj": (h, h), "o_proj": (h, h),
-        "k_proj": (kv, h), "v_proj": (kv, h), "w1": (inter, h), "gate_proj": (inter, h), "w3": (inter, h), "w2": (h, inter),
+        "embed_tokens": (vocab, h),
+        "lm_head": (vocab, h),
+        "q_proj": (h, h),
+        "o_proj": (h, h),
+        "k_proj": (kv, h),
+        "v_proj": (kv, h),
+        "w1": (inter, h),
+        "gate_proj": (inter, h),
+        "w3": (inter, h),
+        "w2": (h, inter),
         "gate": (c["num_local_experts"], h),
     }
     part = name.split(".")[-2]
@@ -40,11 +48,17 @@ def _headers(weight_map: dict[str, str], dtype: str = "BF16") -> dict[str, Safet
     return {s: SafetensorsHeader(t) for s, t in shards.items()}
 
 
-def _snap(weight_map: dict[str, str], headers: dict[str, SafetensorsHeader] | None, ident: str = "a") -> object:
+def _snap(
+    weight_map: dict[str, str], headers: dict[str, SafetensorsHeader] | None, ident: str = "a"
+) -> object:
     index = json.loads(INDEX)
     index["weight_map"] = weight_map
     shards = {s: f"{ident}-{s}" for s in set(weight_map.values())}
-    return make_snapshot({"model.safetensors.index.json": json.dumps(index).encode()}, extra_tree=shards, headers=headers)
+    return make_snapshot(
+        {"model.safetensors.index.json": json.dumps(index).encode()},
+        extra_tree=shards,
+        headers=headers,
+    )
 
 
 def test_headers_total_matches_the_real_index_total() -> None:
@@ -69,20 +83,32 @@ def test_rename_reshape_retype_add_remove() -> None:
         old = f"model.layers.0.block_sparse_moe.experts.{e}.w1.weight"
         wm2[f"model.layers.0.block_sparse_moe.experts.{e}.gate_proj.weight"] = wm2.pop(old)
     del wm2["model.layers.31.self_attn.v_proj.weight"]
-    wm2["model.layers.31.self_attn.rotary_emb.inv_freq"] = wm["model.layers.31.self_attn.q_proj.weight"]
+    wm2["model.layers.31.self_attn.rotary_emb.inv_freq"] = wm[
+        "model.layers.31.self_attn.q_proj.weight"
+    ]
     after = _headers(wm2)
     shard0 = wm["model.layers.0.self_attn.q_proj.weight"]
     tensors = dict(after[shard0].tensors)
-    tensors["model.layers.0.self_attn.q_proj.weight"] = TensorInfo("BF16", (4096, 4608), 4096 * 4608 * 2)
+    tensors["model.layers.0.self_attn.q_proj.weight"] = TensorInfo(
+        "BF16", (4096, 4608), 4096 * 4608 * 2
+    )
     tensors["model.layers.0.input_layernorm.weight"] = TensorInfo("F32", (4096,), 4096 * 4)
     after[shard0] = SafetensorsHeader(tensors)
     changes = diff_snapshots(_snap(wm, before), _snap(wm2, after))  # type: ignore[arg-type]
     assert all(c.artifact is Artifact.WEIGHTS for c in changes)
-    got = [(c.kind.value, c.key, c.before, c.after) for c in changes if c.key not in ("total_bytes", "dtypes")]
+    got = [
+        (c.kind.value, c.key, c.before, c.after)
+        for c in changes
+        if c.key not in ("total_bytes", "dtypes")
+    ]
     renames = [g for g in got if g[0] == "renamed"]
     assert renames == [
-        ("renamed", f"model.layers.0.block_sparse_moe.experts.{e}.gate_proj.weight",
-         f"model.layers.0.block_sparse_moe.experts.{e}.w1.weight", f"model.layers.0.block_sparse_moe.experts.{e}.gate_proj.weight")
+        (
+            "renamed",
+            f"model.layers.0.block_sparse_moe.experts.{e}.gate_proj.weight",
+            f"model.layers.0.block_sparse_moe.experts.{e}.w1.weight",
+            f"model.layers.0.block_sparse_moe.experts.{e}.gate_proj.weight",
+        )
         for e in range(8)
     ]
     others = [g for g in got if g[0] != "renamed"]
@@ -96,15 +122,23 @@ def test_rename_reshape_retype_add_remove() -> None:
     assert census.before == {"BF16": 995} and census.after == {"BF16": 994, "F32": 1}
     total = next(c for c in changes if c.key == "total_bytes")
     # q_proj grows, the norm doubles its bytes, v_proj goes, inv_freq (BF16 [4096]) comes
-    assert total.after - total.before == 4096 * 512 * 2 + (4096 * 4 - 4096 * 2) - 1024 * 4096 * 2 + 4096 * 2
+    assert (
+        total.after - total.before
+        == 4096 * 512 * 2 + (4096 * 4 - 4096 * 2) - 1024 * 4096 * 2 + 4096 * 2
+    )
 
 
 def test_index_only_manifest_reports_adds_and_removes_and_shard_count() -> None:
     wm = json.loads(INDEX)["weight_map"]
-    wm2 = {k: ("model-00001-of-00001.safetensors" if "layers.31" in k else v) for k, v in wm.items()}
+    wm2 = {
+        k: ("model-00001-of-00001.safetensors" if "layers.31" in k else v) for k, v in wm.items()
+    }
     wm2["lm_head.bias"] = wm2["lm_head.weight"]
     changes = diff_snapshots(_snap(wm, None), _snap(wm2, None))  # type: ignore[arg-type]
-    assert [(c.kind.value, c.key) for c in changes] == [("added", "lm_head.bias"), ("changed", "shards")]
+    assert [(c.kind.value, c.key) for c in changes] == [
+        ("added", "lm_head.bias"),
+        ("changed", "shards"),
+    ]
     shards = changes[1]
     assert (shards.before, shards.after) == (19, 20)
     assert shards.detail == "+ model-00001-of-00001.safetensors"
@@ -127,7 +161,16 @@ def test_malformed_index_and_unreadable_header_are_unreadable() -> None:
         ChangeKind.UNREADABLE,
         "could not read model.safetensors.index.json: `weight_map` is not an object of tensor → shard file",
     )
-    hdr = make_snapshot({}, unreadable={"model.safetensors": "header declares 12000000000 bytes (cap 100000000)"})
+    hdr = make_snapshot(
+        {}, unreadable={"model.safetensors": "header declares 12000000000 bytes (cap 100000000)"}
+    )
     (d,) = diff_snapshots(None, hdr)
-    assert (d.artifact, d.kind, d.file) == (Artifact.WEIGHTS, ChangeKind.UNREADABLE, "model.safetensors")
-    assert d.summary == "could not read model.safetensors: header declares 12000000000 bytes (cap 100000000)"
+    assert (d.artifact, d.kind, d.file) == (
+        Artifact.WEIGHTS,
+        ChangeKind.UNREADABLE,
+        "model.safetensors",
+    )
+    assert (
+        d.summary
+        == "could not read model.safetensors: header declares 12000000000 bytes (cap 100000000)"
+    )
