@@ -115,7 +115,7 @@ def test_added_token_special_flag_flip() -> None:
     ],
 )
 def test_malformed_tokenizer_json_is_unreadable(doc: object, reason: str) -> None:
-    with pytest.raises(UnreadableArtifactError, match="could not read tokenizer.json"):
+    with pytest.raises(UnreadableArtifactError, match=r"could not read tokenizer\.json"):
         summarise_tokenizer("tokenizer.json", json.dumps(doc).encode())
     (change,) = diff_snapshots(None, make_snapshot({"tokenizer.json": json.dumps(doc).encode()}))
     assert (change.kind, change.summary) == (
