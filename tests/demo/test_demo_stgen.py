@@ -163,3 +163,32 @@ def test_checked_in_oid_cache_entries_are_correct_for_small_objects() -> None:
         shard = heads[key]
         assert shard.size == size
         assert zero_padded_sha256(shard.head, size) == oid
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("local", "architecture", "auto"),
+    [
+        ("meta-llama__Llama-2-7b-hf/05_87a34353_config.json", None, "AutoModelForCausalLM"),
+        ("bigscience__bloom-560m/09_e985a63c_config.json", "BloomModel", "AutoModel"),
+        ("Qwen__Qwen3-VL-32B-Instruct/base_config.json", None, "AutoModelForImageTextToText"),
+    ],
+)
+def test_tensor_sets_match_transformers_state_dict(
+    local: str, architecture: str | None, auto: str
+) -> None:
+    """Oracle: names and shapes equal those of transformers' own model (built on the meta device).
+
+    Only for architectures whose transformers state dict is still the checkpoint's naming
+    (transformers 5 fuses MoE experts, so Mixtral/granite-moe are checked by real indexes instead).
+    """
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    raw = json.loads((REPOS / local).read_bytes())
+    if architecture is not None:
+        raw["architectures"] = [architecture]
+    cfg = transformers.AutoConfig.for_model(**raw)
+    with torch.device("meta"):
+        model = getattr(transformers, auto).from_config(cfg)
+    expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    assert {t.name: t.shape for t in model_tensors(raw)} == expected

@@ -105,7 +105,11 @@ def encode_header(tensors: Sequence[Tensor], metadata: Mapping[str, str]) -> tup
 def _dtype(cfg: Mapping[str, Any], override: str | None) -> str:
     if override is not None:
         return override
-    raw = cfg.get("torch_dtype") or cfg.get("dtype") or cfg.get("params_dtype") or "float32"
+    text = cfg.get("text_config")
+    nested = text.get("torch_dtype") or text.get("dtype") if isinstance(text, Mapping) else None
+    raw = (
+        cfg.get("torch_dtype") or cfg.get("dtype") or nested or cfg.get("params_dtype") or "float32"
+    )
     if raw not in TORCH_DTYPES:
         raise WeightsSpecError(f"unsupported torch dtype {raw!r}")
     return TORCH_DTYPES[raw]
@@ -156,6 +160,15 @@ def _decoder(
     return out
 
 
+def _qk_norm_attention(p: str, cfg: Mapping[str, Any], dt: str) -> list[Tensor]:
+    hidden, heads = _int(cfg, "hidden_size"), _int(cfg, "num_attention_heads")
+    head_dim = cfg.get("head_dim") or hidden // heads
+    return [
+        Tensor(f"{p}.self_attn.q_norm.weight", dt, (head_dim,)),
+        Tensor(f"{p}.self_attn.k_norm.weight", dt, (head_dim,)),
+    ]
+
+
 def _dense_mlp(p: str, cfg: Mapping[str, Any], dt: str) -> list[Tensor]:
     hidden, inter = _int(cfg, "hidden_size"), _int(cfg, "intermediate_size")
     return [
@@ -192,6 +205,66 @@ def _granitemoe_mlp(p: str, cfg: Mapping[str, Any], dt: str) -> list[Tensor]:
 
 def _llama(cfg: Mapping[str, Any], dt: str) -> list[Tensor]:
     return _decoder(cfg, dt, _dense_mlp)
+
+
+def _qwen3(cfg: Mapping[str, Any], dt: str) -> list[Tensor]:
+    """Qwen3 dense: Llama naming plus per-head q_norm/k_norm."""
+    return _decoder(cfg, dt, lambda p, c, d: _qk_norm_attention(p, c, d) + _dense_mlp(p, c, d))
+
+
+def _qwen3_vl(cfg: Mapping[str, Any], dt: str) -> list[Tensor]:
+    """Qwen3VLForConditionalGeneration: `model.language_model.*` (Qwen3 text), `model.visual.*`
+    (ViT blocks, patch/pos embeddings, merger and deepstack mergers) and `lm_head`."""
+    text, vision = cfg.get("text_config"), cfg.get("vision_config")
+    if not isinstance(text, Mapping) or not isinstance(vision, Mapping):
+        raise WeightsSpecError("a VLM config needs text_config and vision_config objects")
+    lm = [
+        Tensor(t.name.replace("model.", "model.language_model.", 1), t.dtype, t.shape)
+        for t in _qwen3({**text, "tie_word_embeddings": True}, dt)
+    ]
+    if not cfg.get("tie_word_embeddings", text.get("tie_word_embeddings", False)):
+        lm.append(
+            Tensor("lm_head.weight", dt, (_int(text, "vocab_size"), _int(text, "hidden_size")))
+        )
+    h, inter = _int(vision, "hidden_size"), _int(vision, "intermediate_size")
+    out_h, merge = _int(vision, "out_hidden_size"), _int(vision, "spatial_merge_size")
+    patch, tpatch = _int(vision, "patch_size"), _int(vision, "temporal_patch_size")
+    merged = h * merge * merge
+    v = "model.visual"
+    out = [
+        Tensor(
+            f"{v}.patch_embed.proj.weight",
+            dt,
+            (h, _int(vision, "in_channels"), tpatch, patch, patch),
+        ),
+        Tensor(f"{v}.patch_embed.proj.bias", dt, (h,)),
+        Tensor(f"{v}.pos_embed.weight", dt, (_int(vision, "num_position_embeddings"), h)),
+    ]
+
+    def linear(name: str, rows: int, cols: int) -> list[Tensor]:
+        return [Tensor(f"{name}.weight", dt, (rows, cols)), Tensor(f"{name}.bias", dt, (rows,))]
+
+    for i in range(_int(vision, "depth")):
+        b = f"{v}.blocks.{i}"
+        out += [
+            Tensor(f"{b}.norm1.weight", dt, (h,)),
+            Tensor(f"{b}.norm1.bias", dt, (h,)),
+            Tensor(f"{b}.norm2.weight", dt, (h,)),
+            Tensor(f"{b}.norm2.bias", dt, (h,)),
+        ]
+        out += linear(f"{b}.attn.qkv", 3 * h, h) + linear(f"{b}.attn.proj", h, h)
+        out += linear(f"{b}.mlp.linear_fc1", inter, h) + linear(f"{b}.mlp.linear_fc2", h, inter)
+    mergers = [(f"{v}.merger", h)] + [
+        (f"{v}.deepstack_merger_list.{j}", merged)
+        for j in range(len(vision.get("deepstack_visual_indexes") or []))
+    ]
+    for m, norm_width in mergers:
+        out += [
+            Tensor(f"{m}.norm.weight", dt, (norm_width,)),
+            Tensor(f"{m}.norm.bias", dt, (norm_width,)),
+        ]
+        out += linear(f"{m}.linear_fc1", merged, merged) + linear(f"{m}.linear_fc2", out_h, merged)
+    return lm + out
 
 
 def _mixtral(cfg: Mapping[str, Any], dt: str) -> list[Tensor]:
@@ -341,6 +414,8 @@ def _deepseek_v3(cfg: Mapping[str, Any], dt: str) -> list[Tensor]:
 ARCHITECTURES: Mapping[str, Callable[[Mapping[str, Any], str], list[Tensor]]] = {
     "LlamaForCausalLM": _llama,
     "MistralForCausalLM": _llama,
+    "Qwen3ForCausalLM": _qwen3,
+    "Qwen3VLForConditionalGeneration": _qwen3_vl,
     "MixtralForCausalLM": _mixtral,
     "GraniteMoeForCausalLM": _granitemoe,
     "BloomForCausalLM": _bloom,
