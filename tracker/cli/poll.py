@@ -1,9 +1,263 @@
-"""CLI commands: poll (owned by its stage; registered by tracker.cli)."""
+"""CLI commands: `tracker poll [REPO] [--once]`, `tracker history REPO`, `tracker show REPO@REV PATH`.
+
+Without `--once`, `poll` runs an APScheduler 3 BlockingScheduler: one job per repo at its poll
+interval (first run at once), structlog context bound per job, clean stop on SIGTERM/SIGINT.
+"""
 
 from __future__ import annotations
 
+import json
+import signal
+import sys
+from dataclasses import asdict
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
 import typer
+from rich.console import Console
+from rich.table import Table
+
+from tracker.app import App, build
+from tracker.domain import parse_repo_id
+from tracker.errors import UnreadableArtifactError, WatchlistError
+from tracker.ingest import Limits, PollReport, poll_all, poll_repo
+from tracker.settings import load_settings
+from tracker.store import FileKind
+from tracker.store.values import decode_header
+from tracker.watchlist import WatchedRepo
+
+log = structlog.get_logger(__name__)
+
+
+def report_json(r: PollReport) -> dict[str, Any]:
+    data = asdict(r)
+    data["status"] = r.status.value
+    data["new_revisions"] = list(r.new_revisions)
+    data["seconds"] = round(r.seconds, 3)
+    return data
+
+
+def print_reports(reports: list[PollReport], as_json: bool) -> None:
+    """Per-repo summary: a rich table, or JSON with `--json`."""
+    if as_json:
+        typer.echo(json.dumps([report_json(r) for r in reports], indent=2))
+        return
+    table = Table(title="poll")
+    for col in (
+        "repo",
+        "status",
+        "new revisions",
+        "files fetched",
+        "bytes fetched",
+        "requests",
+        "error",
+    ):
+        table.add_column(col)
+    for r in reports:
+        table.add_row(
+            r.repo_id,
+            r.status.value,
+            str(r.revisions_ingested),
+            str(r.files_fetched),
+            str(r.bytes_fetched),
+            "" if r.requests is None else str(r.requests),
+            r.error or "",
+        )
+    Console(width=200).print(table)
+    if reports and not any(r.revisions_ingested for r in reports):
+        typer.echo("nothing new: no revisions ingested, nothing fetched")
+
+
+def _limits(app: App) -> Limits:
+    return Limits(app.settings.max_file_bytes, app.settings.max_safetensors_header_bytes)
+
+
+def _selected(app: App, repo: str | None) -> list[WatchedRepo]:
+    watchlist = app.load_watchlist()
+    if repo is None:
+        return list(watchlist.repos)
+    rid = parse_repo_id(repo)
+    return [watchlist.get(rid)]
+
+
+def run_daemon(app: App, repos: list[WatchedRepo]) -> None:
+    """Poll each repo at its interval until SIGTERM/SIGINT (APScheduler 3 BlockingScheduler)."""
+    from apscheduler.executors.pool import ThreadPoolExecutor
+    from apscheduler.schedulers.blocking import BlockingScheduler
+
+    scheduler = BlockingScheduler(
+        executors={"default": ThreadPoolExecutor(4)},
+        job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 300},
+        timezone=UTC,
+    )
+    limits = _limits(app)
+
+    def job(watched: WatchedRepo) -> None:
+        with structlog.contextvars.bound_contextvars(repo=watched.repo_id, job="poll"):
+            try:
+                poll_repo(app.store, app.source_for(watched), watched, limits=limits)
+            except Exception:  # keep the daemon alive; the error is logged with its traceback
+                log.exception("poll.crashed")
+
+    now = datetime.now(UTC)
+    for watched in repos:
+        scheduler.add_job(
+            job,
+            "interval",
+            seconds=watched.poll_interval_s,
+            args=[watched],
+            id=watched.repo_id,
+            next_run_time=now,
+        )
+
+    def stop(signum: int, _frame: Any) -> None:
+        log.info("poll.stopping", signal=signal.Signals(signum).name)
+        scheduler.shutdown(wait=False)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    log.info("poll.started", repos=len(repos))
+    scheduler.start()
+    log.info("poll.stopped")
+
+
+def poll(
+    repo: str | None = typer.Argument(
+        None, help="Only this ORG/NAME (default: every watched repo)."
+    ),
+    once: bool = typer.Option(
+        False, "--once", help="Poll once and exit (default: run as a daemon)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON (with --once)."),
+) -> None:
+    """Ingest every new revision of the watched repos."""
+    app = build(load_settings())
+    try:
+        repos = _selected(app, repo)
+        if not repos:
+            raise WatchlistError(
+                f"{app.settings.watchlist} lists no repos; add one with `tracker watch add`"
+            )
+        if once:
+            print_reports(poll_all(app.store, repos, app.source_for, limits=_limits(app)), as_json)
+        else:
+            run_daemon(app, repos)
+    finally:
+        app.close()
+
+
+def history(
+    repo: str = typer.Argument(..., help="ORG/NAME"),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Every ingested revision of a repo, oldest first, and its events (force-pushes, ...)."""
+    rid = parse_repo_id(repo)
+    app = build(load_settings())
+    try:
+        revisions = app.store.revisions(rid)
+        events = app.store.events(rid)
+    finally:
+        app.close()
+    rows: list[dict[str, Any]] = [
+        {
+            "seq": r.seq,
+            "sha": r.sha,
+            "date": r.commit.date.isoformat(),
+            "title": r.commit.title,
+            "authors": list(r.commit.authors),
+            "previous": r.previous,
+            "analysed": r.analysed,
+            "rewritten_away": r.rewritten_away,
+        }
+        for r in revisions
+    ]
+    if as_json:
+        out = {
+            "repo": rid,
+            "revisions": rows,
+            "events": [
+                {"at": e.at.isoformat(), "kind": e.kind.value, "details": e.details} for e in events
+            ],
+        }
+        typer.echo(json.dumps(out, indent=2))
+        return
+    table = Table(title=f"history of {rid}")
+    for col in ("#", "sha", "date", "title", "authors", "state"):
+        table.add_column(col)
+    for row in rows:
+        state = (
+            "rewritten away" if row["rewritten_away"] else ("analysed" if row["analysed"] else "")
+        )
+        table.add_row(
+            str(row["seq"]),
+            row["sha"][:12],
+            row["date"],
+            row["title"],
+            ", ".join(row["authors"]),
+            state,
+        )
+    console = Console(width=200)
+    console.print(table)
+    for e in events:
+        console.print(f"{e.at.isoformat()} {e.kind.value} {json.dumps(e.details)}")
+
+
+def show(
+    target: str = typer.Argument(
+        ..., metavar="REPO@REV", help="ORG/NAME[@REV] (REV default HEAD)."
+    ),
+    path: str = typer.Argument(..., help="Path in the repo."),
+    as_json: bool = typer.Option(False, "--json", help="Print the file's metadata as JSON."),
+) -> None:
+    """Print a tracked file's stored bytes at a revision (a safetensors header as JSON)."""
+    repo, _, rev = target.partition("@")
+    rid = parse_repo_id(repo)
+    app = build(load_settings())
+    try:
+        sha = app.store.resolve(rid, rev or "HEAD")
+        versions = app.store.file_versions(rid, sha)
+        entry = next((e for e in app.store.tree(rid, sha) if e.path == path), None)
+        fv = versions.get(path)
+        if fv is None:
+            where = "is in the tree but not tracked" if entry else "does not exist"
+            raise UnreadableArtifactError(f"{rid}@{sha}: {path} {where}; nothing stored")
+        data = app.store.read_blob(fv.blob_sha256) if fv.blob_sha256 else None
+    finally:
+        app.close()
+    if as_json:
+        meta = {
+            "repo": rid,
+            "sha": sha,
+            "path": path,
+            "kind": fv.kind.value,
+            "blob_sha256": fv.blob_sha256,
+            "size": len(data) if data is not None else None,
+            "reason": fv.reason,
+            "fetched_at_this_revision": fv.fetched,
+            "tree_entry": asdict(entry) if entry else None,
+        }
+        typer.echo(json.dumps(meta, indent=2, default=dict))
+        return
+    if fv.kind is FileKind.UNREADABLE or data is None:
+        raise UnreadableArtifactError(f"{rid}@{sha}: {path} could not be read: {fv.reason}")
+    if fv.kind is FileKind.HEADER:
+        header = decode_header(data)
+        out = {
+            "__metadata__": dict(header.metadata),
+            **{
+                n: {"dtype": t.dtype, "shape": list(t.shape), "nbytes": t.nbytes}
+                for n, t in header.tensors.items()
+            },
+        }
+        typer.echo(json.dumps(out, indent=2))
+        return
+    sys.stdout.buffer.write(data)
+    sys.stdout.buffer.flush()
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to `app`."""
+    app.command("poll")(poll)
+    app.command("history")(history)
+    app.command("show")(show)

@@ -1,9 +1,117 @@
-"""CLI commands: watch (owned by its stage; registered by tracker.cli)."""
+"""CLI commands: `tracker watch add|list|remove` (edit watchlist.yaml; list shows ingestion state)."""
 
 from __future__ import annotations
 
+import json
+from datetime import datetime
+from typing import Any
+
 import typer
+from rich.console import Console
+from rich.table import Table
+
+from tracker.app import build
+from tracker.domain import parse_repo_id
+from tracker.settings import load_settings
+from tracker.store import RepoState
+from tracker.watchlist import add_repo, load_watchlist, remove_repo
+
+watch_app = typer.Typer(help="Edit and inspect the watchlist.", no_args_is_help=True)
+
+
+def _iso(dt: datetime | None) -> str | None:
+    return dt.isoformat() if dt is not None else None
+
+
+def state_row(repo_id: str, ref: str, source: str, state: RepoState | None) -> dict[str, Any]:
+    """One repo's watch-list row as JSON-ready data."""
+    return {
+        "repo": repo_id,
+        "ref": ref,
+        "source": source,
+        "status": state.status.value if state else "new",
+        "revisions": state.revisions if state else 0,
+        "cursor": state.cursor if state else None,
+        "last_poll": _iso(state.last_poll_at) if state else None,
+        "last_success": _iso(state.last_success_at) if state else None,
+        "consecutive_failures": state.consecutive_failures if state else 0,
+        "last_error": state.last_error if state else None,
+    }
+
+
+@watch_app.command("add")
+def add(
+    repo: str = typer.Argument(..., help="ORG/NAME"),
+    git: str | None = typer.Option(
+        None, "--git", help="Read from this git URL or path instead of the Hub."
+    ),
+    ref: str | None = typer.Option(None, "--ref", help="Branch or tag to follow (default main)."),
+    backfill: int | None = typer.Option(
+        None, "--backfill", min=1, help="First poll: only the last N commits."
+    ),
+    poll_interval: str | None = typer.Option(None, "--poll-interval", help="e.g. 30s, 10m, 1h."),
+) -> None:
+    """Add a repo to the watchlist file (the rest of the file is kept as is)."""
+    settings = load_settings()
+    rid = parse_repo_id(repo)
+    add_repo(
+        settings.watchlist, rid, ref=ref, git=git, backfill=backfill, poll_interval=poll_interval
+    )
+    typer.echo(f"watching {rid} (in {settings.watchlist})")
+
+
+@watch_app.command("remove")
+def remove(repo: str = typer.Argument(..., help="ORG/NAME")) -> None:
+    """Remove a repo from the watchlist file (its stored history is kept)."""
+    settings = load_settings()
+    rid = parse_repo_id(repo)
+    remove_repo(settings.watchlist, rid)
+    typer.echo(f"no longer watching {rid}")
+
+
+@watch_app.command("list")
+def list_(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Every watched repo with its ingestion state (last poll, revisions, failures, last error)."""
+    settings = load_settings()
+    watchlist = load_watchlist(settings.watchlist)
+    app = build(settings)
+    try:
+        states = {s.repo_id: s for s in app.store.repo_states()}
+    finally:
+        app.close()
+    rows = [
+        state_row(r.repo_id, r.ref, "git" if r.git else "hub", states.get(r.repo_id))
+        for r in watchlist.repos
+    ]
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    table = Table(title=f"watchlist {settings.watchlist}")
+    for col in (
+        "repo",
+        "ref",
+        "source",
+        "status",
+        "revisions",
+        "last poll",
+        "failures",
+        "last error",
+    ):
+        table.add_column(col)
+    for row in rows:
+        table.add_row(
+            row["repo"],
+            row["ref"],
+            row["source"],
+            row["status"],
+            str(row["revisions"]),
+            row["last_poll"] or "never",
+            str(row["consecutive_failures"]),
+            row["last_error"] or "",
+        )
+    Console(width=200).print(table)
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to `app`."""
+    app.add_typer(watch_app, name="watch")
