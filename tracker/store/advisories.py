@@ -264,6 +264,10 @@ class AdvisoryStore:
         """
         session = Session(self.engine, expire_on_commit=False)
         try:
+            if self.engine.dialect.name == "sqlite":
+                # Take SQLite's write lock first (waiting under busy_timeout) so that two writers
+                # cannot both read and then deadlock on upgrading to a write (SQLITE_BUSY at once).
+                session.exec(sa.text("UPDATE advisory_counters SET next_n = next_n WHERE 0 = 1"))  # type: ignore[call-overload]
             yield AdvisoryTx(session)
             session.commit()
         except sa_exc.IntegrityError as exc:

@@ -1,0 +1,76 @@
+"""Concurrent publishers of the same revision (threads, separate stores, one SQLite file) publish once."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import sqlalchemy as sa
+from conftest import HUB, MIXTRAL, MIXTRAL_SHAS, NOW, ch, commit
+
+from tracker.advisories.service import publish
+from tracker.domain import Artifact as A
+from tracker.domain import ChangeKind as K
+from tracker.store.advisories import AdvisoryStore, create_tables
+
+M = MIXTRAL_SHAS
+CHANGES = (
+    ch(A.CONFIG, K.CHANGED, "model_type", "mistral", "mixtral"),
+    ch(A.GENERATION_CONFIG, K.CHANGED, "temperature", 0.6, 0.7, file="generation_config.json"),
+)
+
+
+def _engine(path: Path) -> sa.Engine:
+    engine = sa.create_engine(f"sqlite:///{path}", connect_args={"timeout": 30})
+
+    @sa.event.listens_for(engine, "connect")
+    def _wal(dbapi_conn, _):  # type: ignore[no-untyped-def]
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.close()
+
+    return engine
+
+
+def test_racing_publishers_allocate_once(tmp_path: Path) -> None:
+    path = tmp_path / "race.db"
+    create_tables(_engine(path))
+    n = 6
+    barrier = threading.Barrier(n)
+    results: list[list[str]] = []
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        store = AdvisoryStore(_engine(path))
+        try:
+            barrier.wait()
+            advs = publish(
+                store,
+                repo_id=MIXTRAL,
+                commit=commit(M[1], M[0]),
+                previous=M[0],
+                changes=CHANGES,
+                estimate_before=None,
+                estimate_after=None,
+                repo_url=f"{HUB}/{MIXTRAL}",
+                overrides=None,
+                prefix="TRACKER",
+                now=NOW,
+            )
+            results.append([a.id for a in advs])
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+        finally:
+            store.engine.dispose()
+
+    threads = [threading.Thread(target=worker) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == []
+    assert results == [["x_TRACKER-2026-1", "x_TRACKER-2026-2"]] * n
+    check = AdvisoryStore(_engine(path))
+    assert check.counts()["advisories"] == 2
+    assert check.counts()["advisory_revisions"] == 1
+    check.engine.dispose()

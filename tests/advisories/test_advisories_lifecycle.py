@@ -1,0 +1,141 @@
+"""Pure lifecycle and schema checks: pending digests, fix/extend/withdraw on records, OSV git rules."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from conftest import MIXTRAL, MIXTRAL_SHAS, NOW, ch
+
+from tracker.advisories.classify import classify
+from tracker.advisories.lifecycle import (
+    add_version,
+    advance,
+    initial_pending,
+    is_open,
+    mark_fixed,
+    withdraw,
+)
+from tracker.advisories.osv import build_record, group_changes
+from tracker.advisories.schema import SCHEMA_VERSION, osv_schema, validate_record
+from tracker.domain import Artifact as A
+from tracker.domain import ChangeKind as K
+from tracker.errors import AdvisoryError
+
+M = MIXTRAL_SHAS
+URL = "http://127.0.0.1:1/mistralai/Mixtral-8x7B-v0.1"
+
+
+def _record() -> dict:
+    [group] = group_changes([classify(ch(A.CONFIG, K.CHANGED, "model_type", "mistral", "mixtral"))])
+    return build_record(
+        advisory_id="x_TRACKER-2026-1",
+        repo_id=MIXTRAL,
+        repo_url=URL,
+        group=group,
+        introduced=M[1],
+        previous=M[0],
+        estimate_before=None,
+        estimate_after=None,
+        estimate_changes=(),
+        now=NOW,
+    )
+
+
+def test_pending_fixes_only_when_every_change_is_restored() -> None:
+    changes = [ch(A.CONFIG, K.CHANGED, "a", 1, 2), ch(A.CONFIG, K.ADDED, "b", None, 5)]
+    pending = initial_pending(changes)
+    step = advance(pending, [ch(A.CONFIG, K.CHANGED, "a", 2, 1)])
+    assert (step.fixed, step.restoring) == (False, frozenset({0}))
+    step = advance(
+        step.pending, [ch(A.CONFIG, K.CHANGED, "x", 0, 1), ch(A.CONFIG, K.REMOVED, "b", 5, None)]
+    )
+    assert (step.fixed, step.restoring) == (True, frozenset({1}))
+
+
+def test_restoring_from_a_third_value_fixes_but_is_not_absorbed() -> None:
+    pending = initial_pending([ch(A.CONFIG, K.CHANGED, "a", 1, 2)])
+    step = advance(pending, [ch(A.CONFIG, K.CHANGED, "a", 2, 3)])
+    assert (step.fixed, step.restoring) == (False, frozenset())
+    step = advance(step.pending, [ch(A.CONFIG, K.CHANGED, "a", 3, 1)])
+    assert (step.fixed, step.restoring) == (True, frozenset())
+
+
+def test_unreadable_neither_restores_nor_touches() -> None:
+    pending = initial_pending([ch(A.CONFIG, K.CHANGED, "a", 1, 2)])
+    step = advance(pending, [ch(A.CONFIG, K.UNREADABLE, "a", None, None)])
+    assert step.pending == pending
+    assert not step.fixed
+
+
+def test_record_lifecycle_operations_keep_the_record_valid() -> None:
+    rec = _record()
+    validate_record(rec)
+    assert rec["schema_version"] == SCHEMA_VERSION
+    later = NOW.replace(hour=12)
+    ext = add_version(rec, M[2], later)
+    assert ext["affected"][0]["versions"] == [M[1], M[2]]
+    assert ext["modified"] == "2026-11-30T12:30:00Z"
+    assert rec["affected"][0]["versions"] == [M[1]]  # inputs are never mutated
+    assert add_version(ext, M[2], NOW.replace(hour=13)) == ext
+    fixed = mark_fixed(ext, M[3], later)
+    validate_record(fixed)
+    assert not is_open(fixed)
+    with pytest.raises(AdvisoryError):
+        mark_fixed(fixed, M[3], later)
+    gone = withdraw(fixed, NOW.replace(hour=14), "rewritten")
+    validate_record(gone)
+    assert gone["withdrawn"] == gone["modified"] == "2026-11-30T14:30:00Z"
+    assert withdraw(gone, NOW.replace(hour=15), "again") == gone
+    with pytest.raises(AdvisoryError):
+        add_version(rec, M[2][:7], later)
+
+
+def test_schema_rejects_what_osv_forbids() -> None:
+    def bad(mutate) -> str:  # type: ignore[no-untyped-def]
+        rec = copy.deepcopy(_record())
+        mutate(rec)
+        with pytest.raises(AdvisoryError) as exc:
+            validate_record(rec)
+        return str(exc.value)
+
+    assert "versions" in bad(lambda r: r["affected"][0].pop("versions"))
+    assert "full" in bad(
+        lambda r: r["affected"][0]["ranges"][0]["events"].__setitem__(0, {"introduced": M[1][:10]})
+    )
+    assert "repo" in bad(lambda r: r["affected"][0]["ranges"][0].pop("repo"))
+    assert "modified" in bad(lambda r: r.__setitem__("modified", "2026-11-30 09:30:00"))
+    assert "id" in bad(lambda r: r.__setitem__("id", "TRACKER-2026-1"))
+    assert "fixed" in bad(
+        lambda r: r["affected"][0]["ranges"][0]["events"].append(
+            {"fixed": M[2], "introduced": M[1]}
+        )
+    )
+
+
+def test_bundled_schema_is_the_shared_copy() -> None:
+    from pathlib import Path
+
+    shared = Path(__file__).parents[3] / "shared" / "osv-schema" / "schema.json"
+    if shared.exists():
+        import json
+
+        assert osv_schema() == json.loads(shared.read_text())
+    assert osv_schema()["title"] == "Open Source Vulnerability"
+
+
+def test_build_record_rejects_short_shas() -> None:
+    [group] = group_changes([classify(ch(A.CONFIG, K.CHANGED, "model_type", "mistral", "mixtral"))])
+    with pytest.raises(AdvisoryError):
+        build_record(
+            advisory_id="x_TRACKER-2026-1",
+            repo_id=MIXTRAL,
+            repo_url=URL,
+            group=group,
+            introduced=M[1][:12],
+            previous=None,
+            estimate_before=None,
+            estimate_after=None,
+            estimate_changes=(),
+            now=NOW,
+        )
