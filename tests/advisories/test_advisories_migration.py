@@ -52,8 +52,8 @@ def test_migration_matches_tables_on_sqlite(tmp_path) -> None:  # type: ignore[n
 
 
 @pytest.mark.postgres
-def test_migration_matches_tables_on_postgres(pg_url: str) -> None:
-    engine = create_engine(pg_url)
+def test_migration_matches_tables_on_postgres(fresh_pg: str) -> None:
+    engine = create_engine(fresh_pg)
     try:
         assert _diffs(engine) == []
         assert set(ADVISORY_TABLES) <= set(sa.inspect(engine).get_table_names())

@@ -330,23 +330,14 @@ def test_invalid_overrides_are_a_config_error(store: AdvisoryStore) -> None:
 
 
 @pytest.mark.postgres
-def test_exactly_once_and_lifecycle_on_postgres(pg_url: str) -> None:
+def test_exactly_once_and_lifecycle_on_postgres(fresh_pg: str) -> None:
     import sqlalchemy as sa
 
-    store = make_store(pg_url)
+    store = make_store(fresh_pg)
     try:
-        with store.engine.begin() as conn:
-            for t in (
-                "suppressed_changes",
-                "advisory_revisions",
-                "advisory_counters",
-                "advisory_versions",
-                "advisories",
-            ):
-                conn.execute(sa.text(f"DELETE FROM {t}"))
         [a] = _pub(store, M[1], M[0], MIXTRAL_02)
         assert _pub(store, M[1], M[0], MIXTRAL_02) == [a]
-        restarted = AdvisoryStore(sa.create_engine(pg_url))
+        restarted = AdvisoryStore(sa.create_engine(fresh_pg))
         assert _pub(restarted, M[1], M[0], MIXTRAL_02) == [a]
         restarted.engine.dispose()
         [b] = _pub(
