@@ -7,11 +7,16 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+import typer
+from typer.testing import CliRunner
 
+from tracker.cli import exit_code_for, poll, watch
+from tracker.errors import TrackerError
 from tracker.replica import Replica
 from tracker.replica.repos import commit, init_repo
 
@@ -31,21 +36,41 @@ def hub(tmp_path: Path) -> Iterator[Replica]:
         yield h
 
 
-def run(tmp_path: Path, hub: Replica, *args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    env.update(
-        TRACKER_STATE_DIR=str(tmp_path / "state"),
-        TRACKER_WATCHLIST=str(tmp_path / "watchlist.yaml"),
-        TRACKER_HF_ENDPOINT=hub.url,
-        TRACKER_RETRY_ATTEMPTS="1",
-    )
-    return subprocess.run(
-        [sys.executable, "-c", "from tracker.cli import main; main()", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+@dataclass
+class Result:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run(tmp_path: Path, hub: Replica, *args: str) -> Result:
+    """Run the CLI in-process on a fresh Typer app with our commands (errors mapped like main)."""
+    env = {
+        "TRACKER_STATE_DIR": str(tmp_path / "state"),
+        "TRACKER_WATCHLIST": str(tmp_path / "watchlist.yaml"),
+        "TRACKER_HF_ENDPOINT": hub.url,
+        "TRACKER_RETRY_ATTEMPTS": "1",
+    }
+    app = typer.Typer()
+    watch.register(app)
+    poll.register(app)
+    result = CliRunner().invoke(app, list(args), env=env)
+    exc = result.exception
+    if isinstance(exc, TrackerError):
+        return Result(exit_code_for(exc), result.stdout, str(exc))
+    if exc is not None and not isinstance(exc, SystemExit):
+        raise exc
+    return Result(result.exit_code, result.stdout, result.stderr)
+
+
+def test_entry_point_maps_errors_to_exit_codes(tmp_path: Path) -> None:
+    env = dict(os.environ, TRACKER_WATCHLIST=str(tmp_path / "w.yaml"))
+    proc = subprocess.run(
+        [sys.executable, "-c", "from tracker.cli import main; main()", "watch", "add", "a/../b"],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert "error: repo id 'a/../b' must be ORG/NAME" in proc.stderr
 
 
 def test_cli_watch_poll_history_show(tmp_path: Path, hub: Replica) -> None:

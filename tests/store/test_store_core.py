@@ -1,0 +1,248 @@
+"""The store on real SQLite and PostgreSQL: migrations, resolve, snapshots, dedupe, atomicity."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlmodel import SQLModel
+
+from tracker.domain import Commit, RepoId, SafetensorsHeader, Sha, TensorInfo, TreeEntry
+from tracker.errors import RepoNotFoundError, RevisionNotFoundError, StoreError
+from tracker.store import EventKind, FileVersion, RepoStatus, Store
+from tracker.store.tables import MY_TABLES
+
+RID = RepoId("acme/tiny")
+T0 = datetime(2025, 1, 1, tzinfo=UTC)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'tracker.db'}"
+        return
+    base = sa.make_url(request.getfixturevalue("pg_url"))
+    name = f"tracker_store_{uuid.uuid4().hex[:10]}"
+    admin = sa.create_engine(base, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield base.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture
+def store(url: str) -> Iterator[Store]:
+    s = Store.open(url)
+    yield s
+    s.close()
+
+
+def sha(n: int) -> Sha:
+    return Sha(f"{n:x}".ljust(40, "0"))
+
+
+def mk_commit(n: int, parent: int | None) -> Commit:
+    return Commit(
+        sha=sha(n),
+        parents=(sha(parent),) if parent is not None else (),
+        date=T0 + timedelta(hours=n),
+        title=f"commit {n}",
+        message=f"body {n}",
+        authors=("alice", "bob"),
+    )
+
+
+def add_chain(store: Store, n: int) -> list[Sha]:
+    store.ensure_repo(RID, source_kind="hub", url=None, ref="main")
+    tree = [TreeEntry("config.json", "a" * 40, 10)]
+    prev = None
+    out = []
+    for i in range(1, n + 1):
+        c = mk_commit(i, i - 1 if i > 1 else None)
+        files = {"config.json": FileVersion.content(f'{{"v": {i}}}'.encode())}
+        store.store_revision(RID, c, tree, files, previous=prev)
+        prev = c.sha
+        out.append(c.sha)
+    return out
+
+
+def test_migrated_schema_matches_the_tables(store: Store) -> None:
+    with store.engine.connect() as conn:
+        ctx = MigrationContext.configure(
+            conn,
+            opts={"include_name": lambda name, kind, _p: kind != "table" or name in MY_TABLES},
+        )
+        diffs = compare_metadata(ctx, SQLModel.metadata)
+        version = ctx.get_current_revision()
+        tables = set(sa.inspect(conn).get_table_names())
+    assert diffs == []
+    assert set(MY_TABLES) <= tables
+    assert version is not None
+
+
+def test_reopen_keeps_data_and_sqlite_pragmas(url: str) -> None:
+    s = Store.open(url)
+    add_chain(s, 2)
+    s.close()
+    s = Store.open(url)
+    assert [r.seq for r in s.revisions(RID)] == [1, 2]
+    if url.startswith("sqlite"):
+        with s.engine.connect() as conn:
+            assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+            assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+            assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30000
+    s.close()
+
+
+def test_revisions_round_trip_domain_values(store: Store) -> None:
+    shas = add_chain(store, 3)
+    revs = store.revisions(RID)
+    assert [r.commit for r in revs] == [mk_commit(1, None), mk_commit(2, 1), mk_commit(3, 2)]
+    assert [r.previous for r in revs] == [None, shas[0], shas[1]]
+    assert not any(r.analysed or r.rewritten_away for r in revs)
+    assert store.revision(RID, shas[1]).seq == 2
+
+
+def test_resolve_every_spec(store: Store) -> None:
+    shas = add_chain(store, 3)
+    assert store.resolve(RID, "HEAD") == shas[2]
+    assert store.resolve(RID, "main") == shas[2]
+    assert store.resolve(RID, "HEAD~") == shas[1]
+    assert store.resolve(RID, "HEAD~2") == shas[0]
+    assert store.resolve(RID, shas[1]) == shas[1]
+    assert store.resolve(RID, shas[1] + "~1") == shas[0]
+    assert store.resolve(RID, "2000") == shas[1]
+    twin = Commit(Sha("3" + "0" * 38 + "1"), (), T0, "twin", "", ())
+    store.store_revision(RID, twin, [], {}, previous=None)
+    with pytest.raises(RevisionNotFoundError, match="ambiguous"):
+        store.resolve(RID, "3000")
+    with pytest.raises(RevisionNotFoundError, match="no stored revision matches"):
+        store.resolve(RID, "abcd")
+    with pytest.raises(RevisionNotFoundError, match="only 0 earlier"):
+        store.resolve(RID, "HEAD~3")  # the twin, stored last, is HEAD now and has no previous
+    with pytest.raises(RevisionNotFoundError):
+        store.resolve(RID, "f" * 40)
+    with pytest.raises(RevisionNotFoundError, match="unknown revision 'dev'"):
+        store.resolve(RID, "dev")
+    with pytest.raises(RepoNotFoundError):
+        store.resolve(RepoId("acme/none"), "HEAD")
+
+
+def test_resolve_before_any_revision(store: Store) -> None:
+    store.ensure_repo(RID, source_kind="hub", url=None, ref="main")
+    with pytest.raises(RevisionNotFoundError, match="nothing ingested"):
+        store.resolve(RID, "HEAD")
+
+
+def test_snapshot_headers_unreadable_and_blob_dedupe(store: Store) -> None:
+    store.ensure_repo(RID, source_kind="hub", url=None, ref="main")
+    header = SafetensorsHeader({"w": TensorInfo("BF16", (2, 3), 12)}, {"format": "pt"})
+    tree = [
+        TreeEntry("a.json", "1" * 40, 2),
+        TreeEntry("b.json", "1" * 40, 2),
+        TreeEntry("m.safetensors", "2" * 40, 100, "3" * 64, None),
+        TreeEntry("x.bin", "4" * 40, 9, "5" * 64, {"status": "unsafe", "avScan": {}}),
+    ]
+    files = {
+        "a.json": FileVersion.content(b"{}"),
+        "b.json": FileVersion.content(b"{}"),
+        "m.safetensors": FileVersion.header(header),
+        "tokenizer.json": FileVersion.unreadable("OversizedArtifactError: too big"),
+    }
+    store.store_revision(RID, mk_commit(1, None), tree, files, previous=None)
+    snap = store.snapshot(RID, sha(1))
+    assert snap.files == {"a.json": b"{}", "b.json": b"{}"}
+    assert snap.headers == {"m.safetensors": header}
+    assert snap.unreadable == {"tokenizer.json": "OversizedArtifactError: too big"}
+    assert snap.tree == tuple(tree)
+    assert snap.entry("x.bin") is not None and snap.entry("x.bin").security == {  # type: ignore[union-attr]
+        "status": "unsafe",
+        "avScan": {},
+    }
+    with store.engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT count(*) FROM blobs")).scalar() == 2
+
+
+def test_trees_are_stored_compactly(store: Store) -> None:
+    store.ensure_repo(RID, source_kind="hub", url=None, ref="main")
+    shards = [
+        TreeEntry(f"model-{i:05d}-of-00163.safetensors", f"{i:040x}", 5_000_000_000, f"{i:064x}")
+        for i in range(1, 164)
+    ]
+    tree1 = [TreeEntry("config.json", "c" * 40, 10), *shards]
+    tree2 = [TreeEntry("config.json", "d" * 40, 11), *shards]
+    store.store_revision(RID, mk_commit(1, None), tree1, {}, previous=None)
+    store.store_revision(RID, mk_commit(2, 1), tree2, {}, previous=sha(1))
+    store.store_revision(RID, mk_commit(3, 2), tree1, {}, previous=sha(2))  # revert: same tree
+    with store.engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT count(*) FROM tree_entries")).scalar() == 165
+        assert conn.execute(sa.text("SELECT count(*) FROM trees")).scalar() == 2
+    assert store.tree(RID, sha(3)) == tuple(sorted(tree1, key=lambda e: e.path))
+    assert store.tree(RID, sha(2))[0] == tree2[0]
+
+
+def test_failed_store_revision_writes_nothing(store: Store) -> None:
+    add_chain(store, 1)
+    bad = {"config.json": FileVersion(kind=FileVersion.content(b"").kind, blob_sha256="0" * 64)}
+    with pytest.raises(StoreError):
+        store.store_revision(RID, mk_commit(2, 1), [], bad, previous=sha(1))
+    assert [r.seq for r in store.revisions(RID)] == [1]
+    assert store.repo_state(RID).cursor == sha(1)
+    with store.engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT count(*) FROM revision_files")).scalar() == 1
+
+
+def test_store_revision_is_idempotent(store: Store) -> None:
+    add_chain(store, 2)
+    files = {"config.json": FileVersion.content(b"other")}
+    again = store.store_revision(RID, mk_commit(2, 1), [], files, previous=sha(1))
+    assert again.seq == 2
+    assert store.snapshot(RID, sha(2)).files == {"config.json": b'{"v": 2}'}
+
+
+def test_pending_analysis_and_mark_analysed(store: Store) -> None:
+    shas = add_chain(store, 3)
+    assert store.pending_analysis(RID) == shas
+    store.mark_analysed(RID, shas[0], now=T0)
+    store.mark_analysed(RID, shas[0])
+    assert store.pending_analysis(RID) == shas[1:]
+    assert store.revisions(RID)[0].analysed
+    store.rewrite(RID, dropped=[shas[2]], cursor=shas[1], details={"why": "test"}, now=T0)
+    assert store.pending_analysis(RID) == [shas[1]]
+    (event,) = store.events(RID)
+    assert event.kind is EventKind.FORCE_PUSH and event.at == T0
+    assert event.details == {"why": "test", "dropped": [shas[2]], "fork_point": shas[1]}
+    with pytest.raises(RevisionNotFoundError):
+        store.mark_analysed(RID, sha(99))
+
+
+def test_poll_bookkeeping(store: Store) -> None:
+    store.ensure_repo(RID, source_kind="git", url="/x", ref="dev")
+    store.record_poll(RID, status=RepoStatus.FAILING, error="boom", now=T0)
+    store.record_poll(RID, status=RepoStatus.FAILING, error="boom2", now=T0 + timedelta(minutes=1))
+    st = store.repo_state(RID)
+    assert (st.status, st.consecutive_failures, st.last_error) == (RepoStatus.FAILING, 2, "boom2")
+    assert st.last_poll_at == T0 + timedelta(minutes=1) and st.last_success_at is None
+    assert (st.source_kind, st.url, st.ref) == ("git", "/x", "dev")
+    store.record_poll(RID, status=RepoStatus.OK, error=None, now=T0 + timedelta(minutes=2))
+    st = store.repo_state(RID)
+    assert (st.status, st.consecutive_failures, st.last_error) == (RepoStatus.OK, 0, None)
+    assert st.last_success_at == T0 + timedelta(minutes=2)
+    assert [s.repo_id for s in store.repo_states()] == [RID]
+    with pytest.raises(RepoNotFoundError):
+        store.repo_state(RepoId("acme/none"))
+
+
+def test_open_bad_url_is_a_store_error(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="cannot open store"):
+        Store.open("postgresql+psycopg://nobody@127.0.0.1:1/none")
