@@ -45,9 +45,9 @@ class Fit:
         return "does not fit on 2 cards"
 
 
-def _parts(r: Reading, m: Memory, s: EstimateSettings, setup: str) -> tuple[
-    float, list[float], float, float, list[float], float
-]:
+def _parts(
+    r: Reading, m: Memory, s: EstimateSettings, setup: str
+) -> tuple[float, list[float], float, float, list[float], float]:
     """(pre fixed, per-layer fixed, post fixed, pre per-sample, per-layer per-sample, post per-sample)."""
     layer_params = [spec.params for spec in r.layers]
     pre_params = r.total - sum(layer_params) - r.head_params
@@ -77,8 +77,15 @@ def _totals(m: Memory, setup: str) -> tuple[float, float]:
     return m.serve_fixed, m.kv_per_sequence
 
 
-def fit(r: Reading, m: Memory, s: EstimateSettings, card: Card, setup: str) -> Fit:
-    """The fit of `setup` on `card`."""
+def fit(
+    r: Reading,
+    m: Memory,
+    s: EstimateSettings,
+    card: Card,
+    setup: str,
+    best_cuts: dict[str, tuple[float, int] | None] | None = None,
+) -> Fit:
+    """The fit of `setup` on `card`; `best_cuts` caches `best_cut` per setup across cards."""
     budget = card.vram_gb * GB / s.headroom
     fixed, per_sample = _totals(m, setup)
     if per_sample <= 0:
@@ -89,13 +96,25 @@ def fit(r: Reading, m: Memory, s: EstimateSettings, card: Card, setup: str) -> F
     if batch >= 1:
         borderline = (fixed + per_sample) * s.borderline_factor > card.vram_gb * GB
         return Fit(batch, borderline, None)
-    split = _split(r, m, s, setup, budget)
-    return Fit(0, False, split, split_fails=split is None)
+    if best_cuts is None:
+        best_cuts = {}
+    if setup not in best_cuts:
+        best_cuts[setup] = best_cut(r, m, s, setup)
+    best = best_cuts[setup]
+    if best is None or best[0] > budget:
+        return Fit(0, False, None, split_fails=True)
+    n = len(r.layers)
+    return Fit(0, False, (best[1], n - best[1]))
 
 
-def _split(
-    r: Reading, m: Memory, s: EstimateSettings, setup: str, budget: float
-) -> tuple[int, int] | None:
+def best_cut(r: Reading, m: Memory, s: EstimateSettings, setup: str) -> tuple[float, int] | None:
+    """(peak of the fuller card, layers on the first card) of the most balanced two-card cut.
+
+    The cut k (1 ≤ k < layers) minimising max(first card, second card) at batch 1, the smallest
+    such k on ties; None with fewer than 2 layers. A card fits the split iff that peak ≤ its
+    budget: any cut feasible on the card has a peak ≥ the minimum, so the minimiser is also the
+    most balanced feasible cut, whatever the card.
+    """
     n = len(r.layers)
     if n < 2:
         return None
@@ -104,26 +123,26 @@ def _split(
     prefix = [0.0]
     for x in need:
         prefix.append(prefix[-1] + x)
+    head = pre_f + pre_a
+    last = prefix[n]
     best: tuple[float, int] | None = None
     for k in range(1, n):
-        first = pre_f + pre_a + prefix[k]
-        second = prefix[n] - prefix[k] + post_f + post_a
-        if first <= budget and second <= budget:
-            worst = max(first, second)
-            if best is None or worst < best[0]:
-                best = (worst, k)
-    if best is None:
-        return None
-    return best[1], n - best[1]
+        first = head + prefix[k]
+        second = last - prefix[k] + post_f + post_a
+        worst = first if first > second else second
+        if best is None or worst < best[0]:
+            best = (worst, k)
+    return best
 
 
 def card_table(r: Reading, m: Memory, s: EstimateSettings) -> list[dict[str, object]]:
     """The §5 `cards` list: one entry per configured card with each setup's fit."""
     out: list[dict[str, object]] = []
+    best_cuts: dict[str, tuple[float, int] | None] = {}
     for card in s.cards:
         entry: dict[str, object] = {"name": card.name, "vram_gb": card.vram_gb}
         for setup in SETUPS:
-            f = fit(r, m, s, card, setup)
+            f = fit(r, m, s, card, setup, best_cuts)
             entry[setup] = f.as_json() | {"summary": f.words()}
         out.append(entry)
     return out

@@ -162,7 +162,12 @@ def _mlp(d: Dec, h: int, inter: int) -> tuple[int, int]:
 
 
 def build_decoder(d: Dec, t: Tally) -> list[LayerSpec]:
-    """Add the whole decoder's parameters to `t`; return one LayerSpec per layer."""
+    """Add the whole decoder's parameters to `t`; return one LayerSpec per layer.
+
+    Layers that share (attention kind, MoE or dense, KV heads, indexer) are identical, so each
+    distinct kind is counted once and its tally contributions are multiplied by its layer count
+    (integer arithmetic: the totals are exactly those of a layer-by-layer walk).
+    """
     h = d.hidden
     norm = d.norm_params or h
     t.add("embeddings", d.vocab * h)
@@ -170,73 +175,96 @@ def build_decoder(d: Dec, t: Tally) -> list[LayerSpec]:
         t.add("embeddings", d.learned_positions * h)
     if d.embed_norm:
         t.add("norms", norm)
+    mla_indexer = d.mla is not None and d.mla.indexer is not None and bool(d.mla.q_lora_rank)
+    kinds: dict[tuple[str, bool, int, bool], tuple[LayerSpec, list[tuple[str, int, int]]]] = {}
+    uses: dict[tuple[str, bool, int, bool], int] = {}
     specs: list[LayerSpec] = []
     for i in range(d.n_layers):
         kind = d.layer_kind(i)
-        a_params, a_lora, kv, atype = attention_params(d, kind, i)
-        component = "linear_attention" if atype == "linear" else "attention"
-        t.add(component, a_params)
-        layer_total = a_params
-        layer_active = a_params
-        lora = a_lora
-        n_params = d.norms_per_layer * norm
-        t.add("norms", n_params)
-        layer_total += n_params
-        layer_active += n_params
-        experts = top_k = 0
-        width = d.dense_intermediate or d.intermediate
-        if d.experts and d.is_moe(i):
-            e, k, mi = d.experts, d.top_k, d.moe_intermediate
-            per_expert = (3 if d.gated_mlp else 2) * h * mi
-            if d.expert_bias:
-                per_expert += (2 * mi if d.gated_mlp else mi) + h
-            routed = e * per_expert
-            t.add("routed_experts", routed, k * per_expert)
-            router = _linear(h, e, d.router_bias)
-            t.add("router", router)
-            layer_total += routed + router
-            layer_active += k * per_expert + router
-            lora += e * (3 if d.gated_mlp else 2) * (h + mi)
-            if d.shared_intermediate:
-                s_params, s_lora = _mlp(d, h, d.shared_intermediate)
-                if d.shared_gate:
-                    s_params += h
-                t.add("shared_experts", s_params)
-                layer_total += s_params
-                layer_active += s_params
-                lora += s_lora
-            ffn = "moe"
-            experts, top_k = e, k
-            width = k * mi + d.shared_intermediate
-        else:
-            inter = d.dense_intermediate or d.intermediate
-            m_params, m_lora = _mlp(d, h, inter)
-            t.add("dense_mlp", m_params)
-            layer_total += m_params
-            layer_active += m_params
-            lora += m_lora
-            ffn = "swiglu" if d.gated_mlp else "gelu"
-        specs.append(
-            LayerSpec(
-                attention=atype,
-                ffn=ffn,
-                params=layer_total,
-                active_params=layer_active,
-                kv_bytes_per_token=kv,
-                window=d.window if kind == "sliding" else None,
-                state_bytes=_linear_state(d) if atype == "linear" else 0,
-                lora_dims=lora,
-                experts=experts,
-                top_k=top_k,
-                ffn_width=width,
-                q_width=d.heads * d.head_dim,
-            )
-        )
+        moe = bool(d.experts) and d.is_moe(i)
+        kvh = d.kv_heads_for(i) if d.kv_heads_for else d.kv_heads
+        key = (kind, moe, kvh, d.has_indexer(i) if mla_indexer else True)
+        known = kinds.get(key)
+        if known is None:
+            known = kinds[key] = _layer(d, kind, i, moe, norm)
+            uses[key] = 0
+        uses[key] += 1
+        specs.append(known[0])
+    for key, (_, adds) in kinds.items():
+        n = uses[key]
+        for component, count, active in adds:
+            t.add(component, n * count, n * active)
     if d.final_norm:
         t.add("norms", norm)
     if not d.tied:
         t.add("head", d.vocab * h)
     return specs
+
+
+def _layer(
+    d: Dec, kind: str, i: int, moe: bool, norm: int
+) -> tuple[LayerSpec, list[tuple[str, int, int]]]:
+    """One layer's spec and its (component, params, active params) contributions, in order."""
+    h = d.hidden
+    adds: list[tuple[str, int, int]] = []
+    a_params, a_lora, kv, atype = attention_params(d, kind, i)
+    component = "linear_attention" if atype == "linear" else "attention"
+    adds.append((component, a_params, a_params))
+    layer_total = a_params
+    layer_active = a_params
+    lora = a_lora
+    n_params = d.norms_per_layer * norm
+    adds.append(("norms", n_params, n_params))
+    layer_total += n_params
+    layer_active += n_params
+    experts = top_k = 0
+    width = d.dense_intermediate or d.intermediate
+    if moe:
+        e, k, mi = d.experts, d.top_k, d.moe_intermediate
+        per_expert = (3 if d.gated_mlp else 2) * h * mi
+        if d.expert_bias:
+            per_expert += (2 * mi if d.gated_mlp else mi) + h
+        routed = e * per_expert
+        adds.append(("routed_experts", routed, k * per_expert))
+        router = _linear(h, e, d.router_bias)
+        adds.append(("router", router, router))
+        layer_total += routed + router
+        layer_active += k * per_expert + router
+        lora += e * (3 if d.gated_mlp else 2) * (h + mi)
+        if d.shared_intermediate:
+            s_params, s_lora = _mlp(d, h, d.shared_intermediate)
+            if d.shared_gate:
+                s_params += h
+            adds.append(("shared_experts", s_params, s_params))
+            layer_total += s_params
+            layer_active += s_params
+            lora += s_lora
+        ffn = "moe"
+        experts, top_k = e, k
+        width = k * mi + d.shared_intermediate
+    else:
+        inter = d.dense_intermediate or d.intermediate
+        m_params, m_lora = _mlp(d, h, inter)
+        adds.append(("dense_mlp", m_params, m_params))
+        layer_total += m_params
+        layer_active += m_params
+        lora += m_lora
+        ffn = "swiglu" if d.gated_mlp else "gelu"
+    spec = LayerSpec(
+        attention=atype,
+        ffn=ffn,
+        params=layer_total,
+        active_params=layer_active,
+        kv_bytes_per_token=kv,
+        window=d.window if kind == "sliding" else None,
+        state_bytes=_linear_state(d) if atype == "linear" else 0,
+        lora_dims=lora,
+        experts=experts,
+        top_k=top_k,
+        ffn_width=width,
+        q_width=d.heads * d.head_dim,
+    )
+    return spec, adds
 
 
 def _linear_state(d: Dec) -> int:
