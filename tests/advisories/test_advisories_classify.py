@@ -209,9 +209,33 @@ CASES = [
     ),
     # low
     (
+        ch(
+            A.GENERATION_CONFIG,
+            K.REMOVED,
+            "_from_model_config",
+            True,
+            None,
+            file="generation_config.json",
+        ),
+        S.LOW,
+        "bookkeeping:_from_model_config",
+    ),
+    (
+        ch(
+            A.GENERATION_CONFIG,
+            K.CHANGED,
+            "transformers_version",
+            "4.31.0",
+            "4.32.0",
+            file="generation_config.json",
+        ),
+        S.LOW,
+        "bookkeeping:transformers_version",
+    ),
+    (
         ch(A.CONFIG, K.CHANGED, "transformers_version", "4.34.0.dev0", "4.36.0.dev0"),
         S.LOW,
-        "metadata",
+        "bookkeeping:transformers_version",
     ),
     (ch(A.MODEL_CARD, K.CHANGED, "text", "a", "b", file="README.md"), S.LOW, "metadata"),
     (

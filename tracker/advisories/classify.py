@@ -263,6 +263,19 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         S.MODERATE,
         "rope scaling or maximum positions changed: long-context behaviour changes",
     ),
+    *_rules(
+        "bookkeeping",
+        (A.CONFIG, A.GENERATION_CONFIG, A.TOKENIZER, A.PROCESSOR),
+        (
+            "transformers_version",
+            "_from_model_config",
+            "_name_or_path",
+            "name_or_path",
+            "_commit_hash",
+        ),
+        S.LOW,
+        "bookkeeping field written by the saving library: no effect on loading or outputs",
+    ),
     Rule(
         "generation-defaults",
         _m(A.GENERATION_CONFIG),
