@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from tracker.diff._common import load_json_object, read_side
 from tracker.domain import Artifact, Change, ChangeKind, Snapshot
@@ -14,9 +15,11 @@ INDEX_FILE = "model.safetensors.index.json"
 _ART = Artifact.WEIGHTS
 
 
-@dataclass(frozen=True)
-class TensorRecord:
-    """One tensor in a manifest: its shard, and dtype/shape when a header was read (else None)."""
+class TensorRecord(NamedTuple):
+    """One tensor in a manifest: its shard, and dtype/shape when a header was read (else None).
+
+    A NamedTuple (immutable) rather than a dataclass: manifests hold ~100k of them.
+    """
 
     shard: str
     dtype: str | None
@@ -54,23 +57,20 @@ def build_manifest(snap: Snapshot, index: Mapping[str, str] | None) -> Manifest:
     Without an index, the tensors of every parsed header (`model.safetensors` single-file repos).
     """
     tensors: dict[str, TensorRecord] = {}
+    for shard, header in snap.headers.items():
+        for name, info in header.tensors.items():
+            tensors[name] = TensorRecord(shard, info.dtype, tuple(info.shape), info.nbytes)
     index_total: int | None = None
     if index is not None:
         raw_total = index.get("\x00total_size", "")
         index_total = int(float(raw_total)) if raw_total else None
-        for name, shard in index.items():
-            if name != "\x00total_size":
-                tensors[name] = TensorRecord(shard, None, None, None)
-    for shard, header in snap.headers.items():
-        for name, info in header.tensors.items():
-            tensors[name] = TensorRecord(shard, info.dtype, tuple(info.shape), info.nbytes)
+        for name in index.keys() - tensors.keys() - {"\x00total_size"}:
+            tensors[name] = TensorRecord(index[name], None, None, None)
     shards = tuple(sorted({t.shard for t in tensors.values()}))
-    ids = {e.path: e.identity for e in snap.tree if e.path in set(shards)}
-    header_total = (
-        sum(t.nbytes or 0 for t in tensors.values())
-        if all(t.nbytes is not None for t in tensors.values()) and tensors
-        else None
-    )
+    shard_set = set(shards)
+    ids = {e.path: e.identity for e in snap.tree if e.path in shard_set}
+    sizes = [t.nbytes for t in tensors.values()]
+    header_total = sum(n for n in sizes if n is not None) if sizes and None not in sizes else None
     return Manifest(tensors, shards, header_total if header_total is not None else index_total, ids)
 
 
@@ -118,8 +118,9 @@ def compare_manifests(b: Manifest, a: Manifest) -> list[Change]:
     out: list[Change] = []
     removed = [n for n in b.tensors if n not in a.tensors]
     added = [n for n in a.tensors if n not in b.tensors]
-    for name in b.tensors.keys() & a.tensors.keys():
-        old, new = b.tensors[name], a.tensors[name]
+    bt, at = b.tensors, a.tensors
+    for name in sorted(n for n in bt.keys() & at.keys() if bt[n] != at[n]):
+        old, new = bt[name], at[name]
         if old.shape is not None and new.shape is not None and old.shape != new.shape:
             out.append(
                 Change(
