@@ -40,12 +40,18 @@ def estimate(
     config: Mapping[str, Any],
     headers: Mapping[str, SafetensorsHeader] | None = None,
     settings: EstimateSettings | None = None,
+    *,
+    max_token_id: int | None = None,
 ) -> Estimate:
-    """The estimate of `config` (with safetensors `headers` when given) under `settings`."""
+    """The estimate of `config` (with safetensors `headers` when given) under `settings`.
+
+    `max_token_id`, the tokenizer's highest token id when the caller knows it, enables the
+    `vocab-too-small` finding. Raises EstimateError (one line) on an unreadable config.
+    """
     s = settings or EstimateSettings()
     try:
         reading = read_config(config)
-        report = build_report(config, reading, headers, s)
+        report = build_report(config, reading, headers, s, max_token_id=max_token_id)
     except RecursionError as exc:
         raise EstimateError("config is nested too deeply (cyclic?)") from exc
     return Estimate(report=report)

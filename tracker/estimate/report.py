@@ -21,6 +21,8 @@ def build_report(
     r: Reading,
     headers: Mapping[str, SafetensorsHeader] | None,
     s: EstimateSettings,
+    *,
+    max_token_id: int | None = None,
 ) -> dict[str, Any]:
     """The §5 object: params, layers, architecture, memory_gb, cards, cost, structure, ..."""
     m = memory.compute(r, s)
@@ -54,7 +56,7 @@ def build_report(
         "cards": cards.card_table(r, m, s),
         "cost": cost.training_cost(r, s),
         "structure": structure.structure(r),
-        "findings": findings.findings(config, r, s, ck),
+        "findings": findings.findings(config, r, s, ck, max_token_id),
         "checkpoint": ck,
         "flags": list(r.flags),
         "notes": list(r.notes),
