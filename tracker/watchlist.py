@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -242,10 +243,18 @@ def load_watchlist(path: Path) -> Watchlist:
     return parse_watchlist(data, str(path))
 
 
+def _scalar(value: Any) -> str:
+    """`value` as YAML text: plain when it reads back unchanged, else JSON (which YAML accepts)."""
+    if isinstance(value, str) and re.fullmatch(r"[A-Za-z0-9_./@+-][A-Za-z0-9_./:@+-]*", value):
+        if yaml.safe_load(value) == value:
+            return value
+    return json.dumps(value)
+
+
 def _format_entry(repo_id: RepoId, fields: Mapping[str, Any], indent: str) -> list[str]:
     lines = [f"{indent}- id: {repo_id}"]
     for key, value in fields.items():
-        lines.append(f"{indent}  {key}: {yaml.safe_dump(value, default_flow_style=True).strip()}")
+        lines.append(f"{indent}  {key}: {_scalar(value)}")
     return lines
 
 
@@ -294,9 +303,19 @@ def add_repo(path: Path, repo_id: str, **fields: Any) -> Watchlist:
         indent = items[0][: len(items[0]) - len(items[0].lstrip())] if items else "  "
         lines[end:end] = _format_entry(rid, clean, indent)
     new_text = "\n".join(lines) + "\n"
-    result = parse_watchlist(yaml.safe_load(new_text), str(path))
+    result = _reparse(new_text, path)
     path.write_text(new_text, encoding="utf-8")
     return result
+
+
+def _reparse(text: str, path: Path) -> Watchlist:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:  # pragma: no cover - the edit keeps valid YAML valid
+        raise WatchlistError(
+            f"{path}: editing would break the file; edit it by hand", (str(exc),)
+        ) from exc
+    return parse_watchlist(data, str(path))
 
 
 def remove_repo(path: Path, repo_id: str) -> Watchlist:
@@ -327,7 +346,7 @@ def remove_repo(path: Path, repo_id: str) -> Watchlist:
             j += 1
         del lines[i:j]
         new_text = "\n".join(lines) + "\n"
-        result = parse_watchlist(yaml.safe_load(new_text), str(path))
+        result = _reparse(new_text, path)
         if any(r.repo_id == rid for r in result.repos):  # pragma: no cover - defensive
             break
         path.write_text(new_text, encoding="utf-8")
