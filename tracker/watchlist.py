@@ -245,9 +245,9 @@ def load_watchlist(path: Path) -> Watchlist:
 
 def _scalar(value: Any) -> str:
     """`value` as YAML text: plain when it reads back unchanged, else JSON (which YAML accepts)."""
-    if isinstance(value, str) and re.fullmatch(r"[A-Za-z0-9_./@+-][A-Za-z0-9_./:@+-]*", value):
-        if yaml.safe_load(value) == value:
-            return value
+    plain = isinstance(value, str) and re.fullmatch(r"[A-Za-z0-9_./@+-][A-Za-z0-9_./:@+-]*", value)
+    if plain and yaml.safe_load(value) == value:
+        return str(value)
     return json.dumps(value)
 
 
