@@ -25,6 +25,7 @@ HERE = Path(__file__).parent
 GOLDEN = HERE / "golden"
 INPUTS: dict[str, list[dict[str, Any]]] = json.loads((HERE / "data" / "inputs.json").read_text())
 R1, MIXTRAL = RepoId("deepseek-ai/DeepSeek-R1"), RepoId("mistralai/Mixtral-8x7B-v0.1")
+GRANITE = RepoId("ibm-granite/granite-3.1-1b-a400m-instruct")
 
 
 def _change(raw: dict[str, Any]) -> Change:
@@ -32,10 +33,10 @@ def _change(raw: dict[str, Any]) -> Change:
 
 
 def replay(store: AdvisoryStore) -> dict[str, list[str]]:
-    """Publish R1 then Mixtral, one revision an hour; returns sha -> ids made at it."""
+    """Publish R1, Mixtral, then Granite, one revision an hour; returns sha -> ids made at it."""
     made: dict[str, list[str]] = {}
     step = 0
-    for repo in (R1, MIXTRAL):
+    for repo in (R1, MIXTRAL, GRANITE):
         before = None
         for rev in INPUTS[repo]:
             sha, prev = Sha(rev["sha"]), rev["previous"]
@@ -79,6 +80,9 @@ def test_replay_gives_the_expected_advisories(store: AdvisoryStore) -> None:
         "c2b2ae2f1f9532c7c50045bc57d643f46acf8d30": ["x_TRACKER-2026-7 config moderate"],
         # 32768 -> null restores -6's value (null) but from a third value: a change of its own
         "58301445dc1378584211722b7ebf8743ec4e192b": ["x_TRACKER-2026-8 config moderate"],
+        "0a854d48947ba295cc76a294b46d5f55f26c4bf4": [],
+        # "Updated chat template": the system prompt was rendered twice before
+        "c4f8e0dd19f0ce00bca6c9742751d1827e8fa03a": ["x_TRACKER-2026-9 chat_template high"],
     }
     state = {
         a.id: (
@@ -97,6 +101,7 @@ def test_replay_gives_the_expected_advisories(store: AdvisoryStore) -> None:
         "x_TRACKER-2026-4",
         "x_TRACKER-2026-7",
         "x_TRACKER-2026-8",
+        "x_TRACKER-2026-9",
     ]
     for a in store.list_advisories():
         validate_record(a.record)
@@ -130,6 +135,13 @@ def test_golden_records(store: AdvisoryStore, tmp_path: Path) -> None:
             f"{name} differs from golden/{name} (UPDATE_GOLDEN=1 to regenerate)"
         )
     assert json.loads(produced["x_TRACKER-2026-8.json"])["withdrawn"] == "2026-12-03T09:30:00Z"
+    granite = json.loads(produced["x_TRACKER-2026-9.json"])
+    assert granite["summary"] == (
+        "ibm-granite/granite-3.1-1b-a400m-instruct: chat template renders differently (2 conversations)"
+    )
+    assert (
+        "-<|start_of_role|>system<|end_of_role|>You are a helpful assistant." in granite["details"]
+    )
 
 
 @pytest.mark.postgres

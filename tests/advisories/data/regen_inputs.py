@@ -27,7 +27,9 @@ def _history(name: str, file: str) -> list[tuple[str, bytes]]:
         if line
     ]
     out = []
-    for nn, sha, *_ in rows:
+    for nn, sha, *_, which in rows:
+        if which != file:
+            continue
         [path] = (CORPUS / name).glob(f"{nn}_{sha[:8]}_{file}")
         out.append((sha, path.read_bytes()))
     return out
@@ -70,6 +72,11 @@ def main() -> None:
             ]
     out = {
         "mistralai/Mixtral-8x7B-v0.1": revs,
+        "ibm-granite/granite-3.1-1b-a400m-instruct": _changes(
+            "ibm-granite/granite-3.1-1b-a400m-instruct",
+            "tokenizer_config.json",
+            _history("ibm-granite__granite-3.1-1b-a400m-instruct", "tokenizer_config.json"),
+        ),
         "deepseek-ai/DeepSeek-R1": _changes(
             "deepseek-ai/DeepSeek-R1",
             "tokenizer_config.json",
