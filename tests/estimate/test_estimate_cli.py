@@ -15,7 +15,10 @@ CONFIGS = Path(__file__).parents[1] / "data" / "configs"
 def run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-c", "from tracker.cli import main; main()", "estimate", *args],
-        capture_output=True, text=True, timeout=120, check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
 
 
@@ -39,7 +42,7 @@ def test_rich_report_has_fit_table() -> None:
     assert "H200 141 GB" in out.stdout
 
 
-@pytest.mark.parametrize("content", ["[1, 2]", "{\"hidden_size\": ", "not json"])
+@pytest.mark.parametrize("content", ["[1, 2]", '{"hidden_size": ', "not json"])
 def test_unreadable_config_exits_2_with_one_line(tmp_path: Path, content: str) -> None:
     path = tmp_path / "config.json"
     path.write_text(content)

@@ -47,12 +47,21 @@ def test_dense_never_hybrid(n: int, kind: str) -> None:
     head_dim=st.sampled_from([64, 128]),
     window=st.one_of(st.none(), st.integers(1, 8192)),
 )
-def test_kv_formula_gqa_and_sliding(layers: int, kv: int, head_dim: int, window: int | None) -> None:
+def test_kv_formula_gqa_and_sliding(
+    layers: int, kv: int, head_dim: int, window: int | None
+) -> None:
     cfg = {
-        "model_type": "mistral", "architectures": ["MistralForCausalLM"],
-        "hidden_size": 8 * head_dim, "num_attention_heads": 8, "num_key_value_heads": kv,
-        "head_dim": head_dim, "num_hidden_layers": layers, "intermediate_size": 1024,
-        "vocab_size": 1000, "max_position_embeddings": 32768, "sliding_window": window,
+        "model_type": "mistral",
+        "architectures": ["MistralForCausalLM"],
+        "hidden_size": 8 * head_dim,
+        "num_attention_heads": 8,
+        "num_key_value_heads": kv,
+        "head_dim": head_dim,
+        "num_hidden_layers": layers,
+        "intermediate_size": 1024,
+        "vocab_size": 1000,
+        "max_position_embeddings": 32768,
+        "sliding_window": window,
     }
     held = 4096 if window is None else min(4096, window)
     expected = layers * 2 * kv * head_dim * 2 * held
@@ -63,10 +72,18 @@ def test_kv_formula_gqa_and_sliding(layers: int, kv: int, head_dim: int, window:
 @given(layers=st.integers(1, 64), rank=st.sampled_from([256, 512]), rope=st.sampled_from([32, 64]))
 def test_kv_formula_mla(layers: int, rank: int, rope: int) -> None:
     cfg = {
-        "model_type": "deepseek_v3", "hidden_size": 1024, "num_attention_heads": 8,
-        "num_hidden_layers": layers, "intermediate_size": 2048, "vocab_size": 1000,
-        "q_lora_rank": 256, "kv_lora_rank": rank, "qk_nope_head_dim": 64,
-        "qk_rope_head_dim": rope, "v_head_dim": 64, "max_position_embeddings": 8192,
+        "model_type": "deepseek_v3",
+        "hidden_size": 1024,
+        "num_attention_heads": 8,
+        "num_hidden_layers": layers,
+        "intermediate_size": 2048,
+        "vocab_size": 1000,
+        "q_lora_rank": 256,
+        "kv_lora_rank": rank,
+        "qk_nope_head_dim": 64,
+        "qk_rope_head_dim": rope,
+        "v_head_dim": 64,
+        "max_position_embeddings": 8192,
     }
     assert estimate(cfg).report["memory_gb"]["kv_cache"] == round(
         layers * (rank + rope) * 2 * 4096 / 1e9, 3
@@ -77,11 +94,21 @@ def test_kv_formula_mla(layers: int, rank: int, rope: int) -> None:
 @given(layers=st.integers(2, 64), interval=st.integers(2, 8))
 def test_hybrid_caches_only_full_attention_layers(layers: int, interval: int) -> None:
     cfg = {
-        "model_type": "qwen3_next", "hidden_size": 512, "num_attention_heads": 4,
-        "num_key_value_heads": 2, "head_dim": 64, "num_hidden_layers": layers,
-        "intermediate_size": 1024, "vocab_size": 1000, "full_attention_interval": interval,
-        "linear_num_key_heads": 2, "linear_key_head_dim": 32, "linear_num_value_heads": 4,
-        "linear_value_head_dim": 32, "linear_conv_kernel_dim": 4, "num_experts": 0,
+        "model_type": "qwen3_next",
+        "hidden_size": 512,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 64,
+        "num_hidden_layers": layers,
+        "intermediate_size": 1024,
+        "vocab_size": 1000,
+        "full_attention_interval": interval,
+        "linear_num_key_heads": 2,
+        "linear_key_head_dim": 32,
+        "linear_num_value_heads": 4,
+        "linear_value_head_dim": 32,
+        "linear_conv_kernel_dim": 4,
+        "num_experts": 0,
     }
     full = layers // interval
     linear = layers - full

@@ -57,8 +57,9 @@ def test_oracle_matches_meta_device_count(capsys: pytest.CaptureFixture[str]) ->
         if derived == truth:
             matched += 1
         else:
-            mismatches.append(f"{path.name}: derived {derived:,} vs transformers {truth:,} "
-                              f"({derived - truth:+,})")
+            mismatches.append(
+                f"{path.name}: derived {derived:,} vs transformers {truth:,} ({derived - truth:+,})"
+            )
     with capsys.disabled():
         print(f"\noracle: compared {compared}, matched {matched}")
         for line in mismatches:

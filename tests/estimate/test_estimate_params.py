@@ -123,9 +123,9 @@ def test_hostile_inputs_not_objects_cyclic_and_huge() -> None:
     with pytest.raises(EstimateError, match="JSON object"):
         parse_config(b"[1, 2, 3]")
     with pytest.raises(EstimateError, match="not valid JSON"):
-        parse_config(b"{\"hidden_size\": ")
+        parse_config(b'{"hidden_size": ')
     with pytest.raises(EstimateError, match="cap"):
-        parse_config(b"{\"a\": \"" + b"x" * (100 * 1024 * 1024) + b"\"}")
+        parse_config(b'{"a": "' + b"x" * (100 * 1024 * 1024) + b'"}')
     with pytest.raises(EstimateError, match="JSON object"):
         estimate([1, 2])  # type: ignore[arg-type]
     cyclic: dict[str, Any] = load("meta-llama__Meta-Llama-3.1-8B")
@@ -177,11 +177,13 @@ def test_settings_override_and_all_problems_at_once() -> None:
 
 
 def test_checkpoint_census_and_delta() -> None:
-    h = SafetensorsHeader({
-        "w": TensorInfo("BF16", (1000, 1000), 2_000_000),
-        "q.weight_blocks": TensorInfo("U8", (500,), 500),
-        "q.weight_scales": TensorInfo("U8", (10,), 10),
-    })
+    h = SafetensorsHeader(
+        {
+            "w": TensorInfo("BF16", (1000, 1000), 2_000_000),
+            "q.weight_blocks": TensorInfo("U8", (500,), 500),
+            "q.weight_scales": TensorInfo("U8", (10,), 10),
+        }
+    )
     ck = estimate(load("Qwen__Qwen3-0.6B"), {"model.safetensors": h}).report["checkpoint"]
     assert ck["dtypes"] == {"BF16": 1_000_000, "U8": 510}
     assert ck["params"] == 1_000_000 + 1000

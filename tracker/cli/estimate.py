@@ -23,8 +23,12 @@ def register(app: typer.Typer) -> None:
 
     @app.command("estimate")
     def estimate_cmd(
-        target: Annotated[str, typer.Argument(help="CONFIG.json path, or ORG/NAME[@REV] on the Hub")],
-        as_json: Annotated[bool, typer.Option("--json", help="print the ESTIMATES.md §5 JSON")] = False,
+        target: Annotated[
+            str, typer.Argument(help="CONFIG.json path, or ORG/NAME[@REV] on the Hub")
+        ],
+        as_json: Annotated[
+            bool, typer.Option("--json", help="print the ESTIMATES.md §5 JSON")
+        ] = False,
         no_headers: Annotated[
             bool, typer.Option("--no-headers", help="Hub: skip safetensors headers")
         ] = False,
@@ -85,10 +89,14 @@ def render(label: str, report: Mapping[str, Any]) -> None:
 
     console = Console()
     p = report["params"]
-    console.print(f"[bold]{label}[/bold]  {report['architecture']} ({report['model_type']})"
-                  + ("  [yellow]custom code[/yellow]" if report["custom_code"] else ""))
-    console.print(f"parameters: {p['total']:,} total, {p['active']:,} active per token, "
-                  f"{p['embedding']:,} embedding; {report['layers']} layers")
+    console.print(
+        f"[bold]{label}[/bold]  {report['architecture']} ({report['model_type']})"
+        + ("  [yellow]custom code[/yellow]" if report["custom_code"] else "")
+    )
+    console.print(
+        f"parameters: {p['total']:,} total, {p['active']:,} active per token, "
+        f"{p['embedding']:,} embedding; {report['layers']} layers"
+    )
     comp = Table(title="where the parameters live")
     comp.add_column("component")
     comp.add_column("count", justify="right")
@@ -97,25 +105,35 @@ def render(label: str, report: Mapping[str, Any]) -> None:
         comp.add_row(name, f"{count:,}", f"{p['shares'][name] * 100:.1f}%")
     console.print(comp)
     m = report["memory_gb"]
-    console.print(f"memory (GB): full fine-tune {m['full_finetune']} at batch 1 "
-                  f"({m['full_finetune_states']} weights+grads+AdamW), LoRA {m['lora']}, "
-                  f"serving weights {m['serve_weights']} + KV {m['kv_cache']} per "
-                  f"{m['serve_tokens']}-token sequence")
+    console.print(
+        f"memory (GB): full fine-tune {m['full_finetune']} at batch 1 "
+        f"({m['full_finetune_states']} weights+grads+AdamW), LoRA {m['lora']}, "
+        f"serving weights {m['serve_weights']} + KV {m['kv_cache']} per "
+        f"{m['serve_tokens']}-token sequence"
+    )
     fit = Table(title="largest batch per card (VRAM / 1.15)")
     for col in ("card", "full fine-tune", "LoRA", "serving"):
         fit.add_column(col)
     for card in report["cards"]:
-        fit.add_row(card["name"], card["full_finetune"]["summary"], card["lora"]["summary"],
-                    card["serve"]["summary"])
+        fit.add_row(
+            card["name"],
+            card["full_finetune"]["summary"],
+            card["lora"]["summary"],
+            card["serve"]["summary"],
+        )
     console.print(fit)
     cost = report["cost"]
-    console.print(f"cost: {cost['hours']} h, ${cost['usd']} on {cost['assumptions']['gpu']} "
-                  f"({cost['assumptions']['formula']})")
+    console.print(
+        f"cost: {cost['hours']} h, ${cost['usd']} on {cost['assumptions']['gpu']} "
+        f"({cost['assumptions']['formula']})"
+    )
     console.print(f"layout: {report['structure']['pattern']['summary']}")
     ck = report.get("checkpoint")
     if ck:
-        console.print(f"checkpoint: {ck['params']:,} stored params, {ck['bytes']:,} bytes, "
-                      f"delta {ck['delta_pct']}%, dtypes {ck['dtypes']}")
+        console.print(
+            f"checkpoint: {ck['params']:,} stored params, {ck['bytes']:,} bytes, "
+            f"delta {ck['delta_pct']}%, dtypes {ck['dtypes']}"
+        )
     for f in report["findings"]:
         console.print(f"[{f['level']}] {f['id']}: {f['evidence']} (fix: {f['fix']})")
     for note in report.get("notes", []):

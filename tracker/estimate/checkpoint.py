@@ -42,8 +42,9 @@ def compare(headers: Mapping[str, SafetensorsHeader], derived_total: int) -> dic
             if any(m in lowered for m in SCALE_MARKERS):
                 scales += n
                 continue
-            if info.dtype in PACKED_DTYPES and ("blocks" in lowered or "qweight" in lowered
-                                                or "packed" in lowered):
+            if info.dtype in PACKED_DTYPES and (
+                "blocks" in lowered or "qweight" in lowered or "packed" in lowered
+            ):
                 packed_elems += n
                 params += 2 * n
             else:

@@ -35,13 +35,31 @@ def estimate_delta(before: Estimate, after: Estimate) -> tuple[Change, ...]:
     for key in PARAM_KEYS:
         x, y = b.get("params", {}).get(key), a.get("params", {}).get(key)
         if x != y:
-            out.append(Change(Artifact.ESTIMATE, ChangeKind.CHANGED, "", f"params.{key}", x, y,
-                              f"{key} parameters: {_num(x)} → {_num(y)}"))
+            out.append(
+                Change(
+                    Artifact.ESTIMATE,
+                    ChangeKind.CHANGED,
+                    "",
+                    f"params.{key}",
+                    x,
+                    y,
+                    f"{key} parameters: {_num(x)} → {_num(y)}",
+                )
+            )
     for key in MEMORY_KEYS:
         x, y = b.get("memory_gb", {}).get(key), a.get("memory_gb", {}).get(key)
         if x != y:
-            out.append(Change(Artifact.ESTIMATE, ChangeKind.CHANGED, "", f"memory_gb.{key}", x, y,
-                              f"{key.replace('_', ' ')}: {x} GB → {y} GB"))
+            out.append(
+                Change(
+                    Artifact.ESTIMATE,
+                    ChangeKind.CHANGED,
+                    "",
+                    f"memory_gb.{key}",
+                    x,
+                    y,
+                    f"{key.replace('_', ' ')}: {x} GB → {y} GB",
+                )
+            )
     before_cards = {c.get("name"): c for c in b.get("cards", [])}
     for card in a.get("cards", []):
         name = card.get("name")
@@ -56,15 +74,41 @@ def estimate_delta(before: Estimate, after: Estimate) -> tuple[Change, ...]:
             words = _setup_words(setup, a)
             key = f"cards.{name}.{setup}"
             if bo >= 1 and bn == 0:
-                out.append(Change(Artifact.ESTIMATE, ChangeKind.FIT_LOST, "", key, bo, bn,
-                                  f"{words} no longer fits {name} at batch 1 "
-                                  f"(now: {_fit_words(fn)})"))
+                out.append(
+                    Change(
+                        Artifact.ESTIMATE,
+                        ChangeKind.FIT_LOST,
+                        "",
+                        key,
+                        bo,
+                        bn,
+                        f"{words} no longer fits {name} at batch 1 (now: {_fit_words(fn)})",
+                    )
+                )
             elif bo == 0 and bn >= 1:
-                out.append(Change(Artifact.ESTIMATE, ChangeKind.FIT_GAINED, "", key, bo, bn,
-                                  f"{words} now fits {name} at batch {bn}"))
+                out.append(
+                    Change(
+                        Artifact.ESTIMATE,
+                        ChangeKind.FIT_GAINED,
+                        "",
+                        key,
+                        bo,
+                        bn,
+                        f"{words} now fits {name} at batch {bn}",
+                    )
+                )
             else:
-                out.append(Change(Artifact.ESTIMATE, ChangeKind.CHANGED, "", key, bo, bn,
-                                  f"{words} on {name}: {_fit_words(fo)} → {_fit_words(fn)}"))
+                out.append(
+                    Change(
+                        Artifact.ESTIMATE,
+                        ChangeKind.CHANGED,
+                        "",
+                        key,
+                        bo,
+                        bn,
+                        f"{words} on {name}: {_fit_words(fo)} → {_fit_words(fn)}",
+                    )
+                )
     return tuple(out)
 
 

@@ -26,7 +26,9 @@ def full_attention_layers(c: ConfigView, n_layers: int) -> frozenset[int]:
     types = c.list("layer_types")
     if types is not None:
         if len(types) != n_layers:
-            raise EstimateError(f"config layer_types has {len(types)} entries for {n_layers} layers")
+            raise EstimateError(
+                f"config layer_types has {len(types)} entries for {n_layers} layers"
+            )
         return frozenset(i for i, t in enumerate(types) if t == "full_attention")
     lac = c.sub("linear_attn_config")
     if lac is not None and lac.list("full_attn_layers") is not None:

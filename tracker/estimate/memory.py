@@ -114,8 +114,11 @@ def compute(r: Reading, s: EstimateSettings) -> Memory:
     adapter = lora_adapter_params(r, s.lora_rank, s.lora_targets)
     kv_scale = s.kv_bytes_per_value / 2.0
     layer_kv = tuple(
-        (spec.kv_bytes_per_token * kv_scale * (serve_tokens if spec.window is None
-                                               else min(serve_tokens, spec.window)))
+        (
+            spec.kv_bytes_per_token
+            * kv_scale
+            * (serve_tokens if spec.window is None else min(serve_tokens, spec.window))
+        )
         + spec.state_bytes
         for spec in r.layers
     )
@@ -123,8 +126,7 @@ def compute(r: Reading, s: EstimateSettings) -> Memory:
         train_tokens=train_tokens,
         serve_tokens=serve_tokens,
         full_fixed=r.total * s.full_ft_bytes_per_param * s.full_ft_overhead,
-        lora_fixed=r.total * s.lora_base_bytes_per_param
-        + adapter * s.lora_adapter_bytes_per_param,
+        lora_fixed=r.total * s.lora_base_bytes_per_param + adapter * s.lora_adapter_bytes_per_param,
         lora_adapter_params=adapter,
         serve_fixed=r.total * s.serve_bytes_per_param,
         act_per_sample=sum(layer_act) + logits,

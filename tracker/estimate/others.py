@@ -19,12 +19,31 @@ def _lin(i: int, o: int, bias: bool = True) -> int:
     return i * o + (o if bias else 0)
 
 
-def _dims(h: int, v: int, heads: int, kv: int, hd: int, inter: int, tied: bool, emb: int,
-          ctx: int | None, **extra: Any) -> Dims:
+def _dims(
+    h: int,
+    v: int,
+    heads: int,
+    kv: int,
+    hd: int,
+    inter: int,
+    tied: bool,
+    emb: int,
+    ctx: int | None,
+    **extra: Any,
+) -> Dims:
     return {
-        "hidden": h, "vocab": v, "heads": heads, "kv_heads": kv, "head_dim": hd,
-        "intermediate": inter, "tied": tied, "head_params": 0 if tied else v * h,
-        "pre_params": emb, "embedding": emb, "max_context": ctx, **extra,
+        "hidden": h,
+        "vocab": v,
+        "heads": heads,
+        "kv_heads": kv,
+        "head_dim": hd,
+        "intermediate": inter,
+        "tied": tied,
+        "head_params": 0 if tied else v * h,
+        "pre_params": emb,
+        "embedding": emb,
+        "max_context": ctx,
+        **extra,
     }
 
 
@@ -51,8 +70,16 @@ def _classic(c: ConfigView, t: Tally, n: Notes, *, kind: str) -> Result:
         a = t.add("attention", _lin(h, 3 * h, bias) + _lin(h, h, bias))
         m = t.add("dense_mlp", _lin(h, inter) + _lin(inter, h))
         nn = t.add("norms", 4 * h)
-        specs.append(LayerSpec("mha", "gelu", a + m + nn, a + m + nn, 2 * h * BF16,
-                               lora_dims=(h + 3 * h) + 2 * h + 2 * (h + inter)))
+        specs.append(
+            LayerSpec(
+                "mha",
+                "gelu",
+                a + m + nn,
+                a + m + nn,
+                2 * h * BF16,
+                lora_dims=(h + 3 * h) + 2 * h + 2 * (h + inter),
+            )
+        )
     t.add("norms", 2 * h)
     if not tied:
         t.add("head", v * h)
@@ -75,8 +102,16 @@ def _falcon(c: ConfigView, t: Tally, n: Notes) -> Result:
         a = t.add("attention", _lin(h, qkv, bias) + _lin(h, h, bias))
         m = t.add("dense_mlp", _lin(h, 4 * h, bias) + _lin(4 * h, h, bias))
         nn = t.add("norms", (4 if new_arch else 2) * h)
-        specs.append(LayerSpec("gqa" if kv > 1 else "mqa", "gelu", a + m + nn, a + m + nn,
-                               2 * kv * hd * BF16, lora_dims=(h + qkv) + 2 * h + 2 * 5 * h))
+        specs.append(
+            LayerSpec(
+                "gqa" if kv > 1 else "mqa",
+                "gelu",
+                a + m + nn,
+                a + m + nn,
+                2 * kv * hd * BF16,
+                lora_dims=(h + qkv) + 2 * h + 2 * 5 * h,
+            )
+        )
     t.add("norms", 2 * h)
     tied = c.bool("tie_word_embeddings", False)
     if not tied:
@@ -88,8 +123,11 @@ def _chatglm(c: ConfigView, t: Tally, n: Notes) -> Result:
     h = c.int("hidden_size")
     heads = c.int("num_attention_heads")
     kvc = c.int("kv_channels", default=h // heads)
-    groups = c.int("multi_query_group_num", default=heads) if c.bool(
-        "multi_query_attention", False) else heads
+    groups = (
+        c.int("multi_query_group_num", default=heads)
+        if c.bool("multi_query_attention", False)
+        else heads
+    )
     layers = c.int("num_layers", "num_hidden_layers", maximum=MAX_LAYERS)
     v = c.int("padded_vocab_size", "vocab_size")
     ffn = c.int("ffn_hidden_size")
@@ -103,8 +141,16 @@ def _chatglm(c: ConfigView, t: Tally, n: Notes) -> Result:
         a = t.add("attention", _lin(h, qkv, qkv_bias) + _lin(heads * kvc, h, lin_bias))
         m = t.add("dense_mlp", _lin(h, 2 * ffn, lin_bias) + _lin(ffn, h, lin_bias))
         nn = t.add("norms", 2 * norm)
-        specs.append(LayerSpec("gqa", "swiglu", a + m + nn, a + m + nn, 2 * groups * kvc * BF16,
-                               lora_dims=(h + qkv) + (heads * kvc + h) + (h + 2 * ffn) + (ffn + h)))
+        specs.append(
+            LayerSpec(
+                "gqa",
+                "swiglu",
+                a + m + nn,
+                a + m + nn,
+                2 * groups * kvc * BF16,
+                lora_dims=(h + qkv) + (heads * kvc + h) + (h + 2 * ffn) + (ffn + h),
+            )
+        )
     if c.bool("post_layer_norm", True):
         t.add("norms", norm)
     t.add("head", v * h)
@@ -126,8 +172,17 @@ def _bert(c: ConfigView, t: Tally, n: Notes) -> Result:
         a = t.add("attention", 4 * _lin(h, h))
         m = t.add("dense_mlp", _lin(h, inter) + _lin(inter, h))
         nn = t.add("norms", 4 * h)
-        specs.append(LayerSpec("mha", "gelu", a + m + nn, a + m + nn, 0, kind="encoder",
-                               lora_dims=8 * h + 2 * (h + inter)))
+        specs.append(
+            LayerSpec(
+                "mha",
+                "gelu",
+                a + m + nn,
+                a + m + nn,
+                0,
+                kind="encoder",
+                lora_dims=8 * h + 2 * (h + inter),
+            )
+        )
     archs = c.list("architectures") or []
     arch = str(archs[0]) if archs else "BertModel"
     if arch.endswith("ForMaskedLM") or arch.endswith("ForPreTraining"):
@@ -139,7 +194,9 @@ def _bert(c: ConfigView, t: Tally, n: Notes) -> Result:
         if "Classification" in arch:
             labels = len(c.raw("id2label", {}) or {}) or 2
             t.add("head", _lin(h, labels))
-    return specs, _dims(h, v, heads, heads, h // heads, inter, True, emb, pos, encoder_layers=layers)
+    return specs, _dims(
+        h, v, heads, heads, h // heads, inter, True, emb, pos, encoder_layers=layers
+    )
 
 
 def _t5(c: ConfigView, t: Tally, n: Notes) -> Result:
@@ -167,14 +224,27 @@ def _t5(c: ConfigView, t: Tally, n: Notes) -> Result:
             m = t.add("dense_mlp", ff)
             nn = t.add("norms", norms)
             kv = 2 * inner * BF16 if stack == "decoder" else 0
-            specs.append(LayerSpec("mha", "gelu" if gated else "relu", a + m + nn, a + m + nn, kv,
-                                   kind=stack, lora_dims=8 * (d + inner) + 3 * (d + dff)))
+            specs.append(
+                LayerSpec(
+                    "mha",
+                    "gelu" if gated else "relu",
+                    a + m + nn,
+                    a + m + nn,
+                    kv,
+                    kind=stack,
+                    lora_dims=8 * (d + inner) + 3 * (d + dff),
+                )
+            )
         t.add("norms", d)
     if not c.bool("tie_word_embeddings", True):
-        n.flag("t5-head-tied", "transformers 5 always ties T5's lm_head to the shared embedding "
-               "(tie_word_embeddings=false is read as a decoder-output scaling switch)")
-    return specs, _dims(d, v, heads, heads, dkv, dff, True, emb, c.opt_int("n_positions"),
-                        encoder_layers=enc)
+        n.flag(
+            "t5-head-tied",
+            "transformers 5 always ties T5's lm_head to the shared embedding "
+            "(tie_word_embeddings=false is read as a decoder-output scaling switch)",
+        )
+    return specs, _dims(
+        d, v, heads, heads, dkv, dff, True, emb, c.opt_int("n_positions"), encoder_layers=enc
+    )
 
 
 def _nemotron_h(c: ConfigView, t: Tally, n: Notes) -> Result:
@@ -184,8 +254,10 @@ def _nemotron_h(c: ConfigView, t: Tally, n: Notes) -> Result:
     pattern = c.str("hybrid_override_pattern")
     layers = c.int("num_hidden_layers", default=len(pattern) or 1, maximum=MAX_LAYERS)
     if len(pattern) != layers:
-        n.flag("pattern-length", f"hybrid_override_pattern has {len(pattern)} entries for "
-               f"{layers} layers")
+        n.flag(
+            "pattern-length",
+            f"hybrid_override_pattern has {len(pattern)} entries for {layers} layers",
+        )
         pattern = (pattern or "*")[:layers].ljust(layers, "*")
     heads = c.int("num_attention_heads")
     kv = c.int("num_key_value_heads", default=heads)
@@ -215,15 +287,34 @@ def _nemotron_h(c: ConfigView, t: Tally, n: Notes) -> Result:
             p += 3 * m_heads + d_inner + _lin(d_inner, h, c.bool("use_bias", False))
             t.add("ssm", p)
             st = m_heads * m_hd * state * FP32 + conv_dim * (kernel - 1) * BF16
-            specs.append(LayerSpec("ssm", "none", p + norm, p + norm, 0, state_bytes=st,
-                                   lora_dims=(h + 2 * d_inner + 2 * groups * state + m_heads)
-                                   + d_inner + h))
+            specs.append(
+                LayerSpec(
+                    "ssm",
+                    "none",
+                    p + norm,
+                    p + norm,
+                    0,
+                    state_bytes=st,
+                    lora_dims=(h + 2 * d_inner + 2 * groups * state + m_heads) + d_inner + h,
+                )
+            )
         elif ch == "*":
-            p = _lin(h, heads * hd, abias) + 2 * _lin(h, kv * hd, abias) + _lin(heads * hd, h, abias)
+            p = (
+                _lin(h, heads * hd, abias)
+                + 2 * _lin(h, kv * hd, abias)
+                + _lin(heads * hd, h, abias)
+            )
             t.add("attention", p)
-            specs.append(LayerSpec("gqa" if kv < heads else "mha", "none", p + norm, p + norm,
-                                   2 * kv * hd * BF16,
-                                   lora_dims=(h + heads * hd) + 2 * (h + kv * hd) + heads * hd + h))
+            specs.append(
+                LayerSpec(
+                    "gqa" if kv < heads else "mha",
+                    "none",
+                    p + norm,
+                    p + norm,
+                    2 * kv * hd * BF16,
+                    lora_dims=(h + heads * hd) + 2 * (h + kv * hd) + heads * hd + h,
+                )
+            )
         elif ch == "E":
             width = latent or h
             per = 2 * width * moe_i
@@ -231,11 +322,21 @@ def _nemotron_h(c: ConfigView, t: Tally, n: Notes) -> Result:
             r = t.add("router", h * e)
             s = t.add("shared_experts", _lin(h, shared_i, mbias) + _lin(shared_i, h, mbias))
             if latent:
-                s += t.add("shared_experts", 2 * h * latent + (2 * latent if c.bool(
-                    "moe_latent_use_norm", False) else 0))
-            specs.append(LayerSpec("none", "moe", routed + r + s + norm, k * per + r + s + norm,
-                                   experts=e, top_k=k,
-                                   lora_dims=e * 2 * (width + moe_i) + 2 * (h + shared_i)))
+                s += t.add(
+                    "shared_experts",
+                    2 * h * latent + (2 * latent if c.bool("moe_latent_use_norm", False) else 0),
+                )
+            specs.append(
+                LayerSpec(
+                    "none",
+                    "moe",
+                    routed + r + s + norm,
+                    k * per + r + s + norm,
+                    experts=e,
+                    top_k=k,
+                    lora_dims=e * 2 * (width + moe_i) + 2 * (h + shared_i),
+                )
+            )
         else:
             p = t.add("dense_mlp", _lin(h, inter, mbias) + _lin(inter, h, mbias))
             specs.append(LayerSpec("none", "relu", p + norm, p + norm, lora_dims=2 * (h + inter)))
@@ -297,8 +398,9 @@ def _deci(c: ConfigView, t: Tally, n: Notes) -> Result:
     tied = c.bool("tie_word_embeddings", False)
     if not tied:
         t.add("head", v * h)
-    return specs, _dims(h, v, heads, heads, hd, 4 * h, tied, emb,
-                        c.opt_int("max_position_embeddings"))
+    return specs, _dims(
+        h, v, heads, heads, hd, 4 * h, tied, emb, c.opt_int("max_position_embeddings")
+    )
 
 
 def _gemma4(c: ConfigView, t: Tally, n: Notes) -> Result:
@@ -346,12 +448,24 @@ def _gemma4(c: ConfigView, t: Tally, n: Notes) -> Result:
             nn += t.add("dense_mlp", 2 * h * ple + h)
         total = a + m + nn + routed + r
         kvb = 0 if reuse else (1 if k_eq_v and not sliding else 2) * kvh * dim * BF16
-        specs.append(LayerSpec("sliding" if sliding else ("gqa" if kvh < heads else "mha"),
-                               "moe" if moe else "gelu", total, total - routed + k * 3 * h * mi,
-                               kvb, window=window if sliding else None, experts=e, top_k=k,
-                               lora_dims=2 * (h + heads * dim) + 2 * (h + kvh * dim)
-                               + 3 * (h + inter) + e * 3 * (h + mi),
-                               ffn_width=inter + k * mi, q_width=heads * dim))
+        specs.append(
+            LayerSpec(
+                "sliding" if sliding else ("gqa" if kvh < heads else "mha"),
+                "moe" if moe else "gelu",
+                total,
+                total - routed + k * 3 * h * mi,
+                kvb,
+                window=window if sliding else None,
+                experts=e,
+                top_k=k,
+                lora_dims=2 * (h + heads * dim)
+                + 2 * (h + kvh * dim)
+                + 3 * (h + inter)
+                + e * 3 * (h + mi),
+                ffn_width=inter + k * mi,
+                q_width=heads * dim,
+            )
+        )
     t.add("norms", h)
     tied = c.bool("tie_word_embeddings", True)
     if not tied:

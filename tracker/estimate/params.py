@@ -62,8 +62,9 @@ def read_config(config: Mapping[str, Any]) -> Reading:
     text_type = _text_type(model_type, text_type)
     layers, dims = _read_text(text, text_type, tally, notes, root)
     extra = vision.count_towers(root, model_type, tally, notes, dims)
-    return _finish(root, architecture, model_type, text_type, custom, tally, layers, dims, notes,
-                   extra)
+    return _finish(
+        root, architecture, model_type, text_type, custom, tally, layers, dims, notes, extra
+    )
 
 
 def _text_type(model_type: str, text_type: str) -> str:

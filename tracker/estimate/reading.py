@@ -7,6 +7,7 @@ key, so a hostile config gives a one-line reason instead of a crash or a hang.
 
 from __future__ import annotations
 
+import builtins
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -91,7 +92,9 @@ class ConfigView:
             )
         return value
 
-    def opt_int(self, *keys: str, minimum: int = 1, maximum: int = MAX_DIM) -> int | None:
+    def opt_int(
+        self, *keys: str, minimum: builtins.int = 1, maximum: builtins.int = MAX_DIM
+    ) -> builtins.int | None:
         if self.first_key(*keys) is None:
             return None
         return self.int(*keys, minimum=minimum, maximum=maximum)
@@ -118,11 +121,11 @@ class ConfigView:
         value = self.raw(key, default)
         return value if isinstance(value, str) else default
 
-    def list(self, key: str) -> list[Any] | None:
+    def list(self, key: builtins.str) -> builtins.list[Any] | None:
         value = self.data.get(key)
         return value if isinstance(value, list) else None
 
-    def sub(self, key: str) -> ConfigView | None:
+    def sub(self, key: builtins.str) -> ConfigView | None:
         value = self.data.get(key)
         if value is None:
             return None

@@ -106,8 +106,9 @@ def _card(value: Any) -> Card:
     return Card(
         name=str(value["name"]),
         vram_gb=float(_number(value["vram_gb"], integer=False)),
-        price_per_hour=float(_number(value.get("price_per_hour", 0.0), integer=False,
-                                     positive=False)),
+        price_per_hour=float(
+            _number(value.get("price_per_hour", 0.0), integer=False, positive=False)
+        ),
         bf16_tflops=float(_number(value.get("bf16_tflops", 0.0), integer=False, positive=False)),
     )
 

@@ -66,7 +66,9 @@ def _llama4_vit(v: ConfigView, text_hidden: int) -> int:
     pin = v.int("projector_input_dim")
     pout = v.int("projector_output_dim")
     total += adapter_in * pin + pin * pout
-    total += _lin(v.int("vision_output_dim"), text_hidden, v.bool("multi_modal_projector_bias", False))
+    total += _lin(
+        v.int("vision_output_dim"), text_hidden, v.bool("multi_modal_projector_bias", False)
+    )
     return total
 
 
@@ -85,7 +87,9 @@ def _gemma4_vit(v: ConfigView, text_hidden: int) -> int:
     return total
 
 
-def count_towers(root: ConfigView, model_type: str, t: Tally, n: Notes, dims: dict[str, Any]) -> int:
+def count_towers(
+    root: ConfigView, model_type: str, t: Tally, n: Notes, dims: dict[str, Any]
+) -> int:
     """Add the vision tower and projector of a multimodal config to `t`; return their count."""
     v = root.sub("vision_config")
     if v is None:
