@@ -220,3 +220,9 @@ def test_rendering_is_deterministic_and_uses_a_fixed_time() -> None:
     assert first == render_all(src, {}, DEFAULT_LIMITS)
     assert first["system_user"].output == "2026-01-01 2"
     assert first["multi_turn"].output == "2026-01-01 4"
+
+
+def test_unfetched_tokenizer_config_claims_nothing() -> None:
+    untracked = make_snapshot({}, extra_tree={"tokenizer_config.json": "abc"})
+    assert diff_snapshots(None, untracked) == ()
+    assert diff_snapshots(make_snapshot(_granite("02_c4f8e0dd")), untracked) == ()

@@ -172,7 +172,8 @@ def json_key_changes(
     """
     b = normalise_numbers({k: v for k, v in before.items() if k not in skip})
     a = normalise_numbers({k: v for k, v in after.items() if k not in skip})
-    tree = DeepDiff(b, a, view="tree", verbose_level=2)
+    # ignore_private_variables=False: deepdiff otherwise skips keys starting with "__" (e.g. "__type")
+    tree = DeepDiff(b, a, view="tree", verbose_level=2, ignore_private_variables=False)
     seen: dict[str, Change] = {}
     for levels in tree.values():
         for level in levels:

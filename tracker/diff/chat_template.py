@@ -39,10 +39,11 @@ class Templates:
 class _Unknown(Exception):
     """A file that decides the template was not fetched or could not be read."""
 
-    def __init__(self, file: str, reason: str) -> None:
+    def __init__(self, file: str, reason: str, *, untracked: bool = False) -> None:
         super().__init__(reason)
         self.file = file
         self.reason = reason
+        self.untracked = untracked
 
 
 def _text(path: str, data: bytes) -> str:
@@ -87,7 +88,7 @@ def resolve_templates(snap: Snapshot) -> Templates:
         if s.state == "unreadable":
             raise _Unknown(path, s.reason)
         if s.state == "untracked":
-            raise _Unknown(path, f"{path} was not fetched")
+            raise _Unknown(path, f"{path} was not fetched", untracked=True)
         return s.value if s.state == "ok" else None
 
     jinja = side(TEMPLATE_FILE, _text)
@@ -139,6 +140,8 @@ def diff_chat_template(
     try:
         new = resolve_templates(after)
     except _Unknown as exc:
+        if exc.untracked:  # not fetched: nothing is known, nothing is claimed
+            return []
         if before is not None:
             try:
                 resolve_templates(before)
@@ -153,7 +156,7 @@ def diff_chat_template(
     try:
         old = resolve_templates(before)
     except _Unknown as exc:
-        if not new.sources:
+        if not new.sources or exc.untracked:
             return []
         return [
             Change(
