@@ -1,0 +1,119 @@
+"""`tracker estimate ORG/NAME[@REV] --json` through the Hub adapter against the replica."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tracker.replica import Replica
+from tracker.replica.repos import commit, init_repo
+
+CONFIGS = Path(__file__).parents[1] / "data" / "configs"
+TRACKER = Path(sys.executable).with_name("tracker")
+T0 = datetime(2025, 1, 6, 12, 0, tzinfo=UTC)
+OLD = (CONFIGS / "Qwen__Qwen3-0.6B.json").read_bytes()
+NEW = (CONFIGS / "Qwen__Qwen3-1.7B.json").read_bytes()
+
+
+def safetensors(tensors: dict[str, tuple[str, list[int]]]) -> bytes:
+    """A real safetensors file: 8-byte header length, JSON header, zeroed BF16 data."""
+    header: dict[str, Any] = {}
+    offset = 0
+    for name, (dtype, shape) in tensors.items():
+        n = 2
+        for d in shape:
+            n *= d
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + n]}
+        offset += n
+    raw = json.dumps(header).encode()
+    return struct.pack("<Q", len(raw)) + raw + b"\0" * offset
+
+
+@pytest.fixture
+def hub(tmp_path: Path) -> Iterator[tuple[Replica, str]]:
+    repo = init_repo(tmp_path / "hub", "acme/qwen-like")
+    first = commit(repo, {"config.json": OLD}, "first", date=T0)
+    weights = safetensors({"a.weight": ("BF16", [4, 8]), "b.weight": ("BF16", [8])})
+    commit(
+        repo,
+        {"config.json": NEW, "model.safetensors": weights},
+        "second",
+        date=T0 + timedelta(hours=1),
+    )
+    with Replica(tmp_path / "hub") as h:
+        yield h, first
+
+
+def tracker(tmp_path: Path, url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    env.update(
+        TRACKER_STATE_DIR=str(tmp_path / "state"),
+        TRACKER_HF_ENDPOINT=url,
+        TRACKER_RETRY_ATTEMPTS="1",
+    )
+    return subprocess.run(
+        [str(TRACKER), "estimate", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
+    )
+
+
+def file_total(path: Path, tmp_path: Path, url: str) -> int:
+    out = tracker(tmp_path, url, str(path), "--json")
+    assert out.returncode == 0, out.stderr
+    total: int = json.loads(out.stdout)["params"]["total"]
+    return total
+
+
+@pytest.mark.replica
+def test_hub_path_matches_the_file_path_at_head_and_at_a_revision(
+    hub: tuple[Replica, str], tmp_path: Path
+) -> None:
+    h, first = hub
+    head = tracker(tmp_path, h.url, "acme/qwen-like", "--json")
+    assert head.returncode == 0, head.stderr
+    report = json.loads(head.stdout)
+    assert report["params"]["total"] == file_total(
+        CONFIGS / "Qwen__Qwen3-1.7B.json", tmp_path, h.url
+    )
+    assert report["checkpoint"]["params"] == 4 * 8 + 8
+    assert report["checkpoint"]["dtypes"] == {"BF16": 40}
+    pinned = tracker(tmp_path, h.url, f"acme/qwen-like@{first}", "--json")
+    assert pinned.returncode == 0, pinned.stderr
+    old = json.loads(pinned.stdout)
+    assert old["params"]["total"] == file_total(CONFIGS / "Qwen__Qwen3-0.6B.json", tmp_path, h.url)
+    assert old["params"]["total"] != report["params"]["total"]
+    assert old["checkpoint"] is None  # no safetensors at the first revision
+    assert any(r.path.endswith("/config.json") for r in h.requests)
+
+
+@pytest.mark.replica
+def test_hub_path_missing_repo_exits_3(hub: tuple[Replica, str], tmp_path: Path) -> None:
+    h, _ = hub
+    out = tracker(tmp_path, h.url, "acme/absent", "--json")
+    assert out.returncode == 3, out.stderr
+    assert out.stdout == "" and out.stderr.startswith("error:")
+
+
+@pytest.mark.parametrize("content", [None, "[1, 2]", '{"hidden_size": ', "{}"])
+def test_bad_json_exits_2_with_one_line(tmp_path: Path, content: str | None) -> None:
+    path = tmp_path / "bad.json"
+    if content is not None:
+        path.write_text(content)
+    out = tracker(tmp_path, "http://127.0.0.1:9", str(path))
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    assert out.stdout == ""
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:")
