@@ -68,7 +68,8 @@ def _get(report: Mapping[str, JSONValue] | None, dotted: str) -> JSONValue:
     return cur
 
 
-def _cell(value: JSONValue) -> str:
+def _cell(value: JSONValue, skip: int = 0) -> str:
+    """`value` as one table cell; `skip` leading characters (a common prefix) are elided as "…"."""
     if value is None:
         return "—"
     text = (
@@ -76,7 +77,10 @@ def _cell(value: JSONValue) -> str:
         if isinstance(value, str)
         else json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
     )
-    text = " ".join(text.split()).replace("|", "\\|").replace("`", "'")
+    text = " ".join(text.split())
+    if skip:
+        text = "…" + text[skip:]
+    text = text.replace("|", "\\|").replace("`", "'")
     return text if len(text) <= MAX_CELL else text[: MAX_CELL - 1] + "…"
 
 
@@ -112,13 +116,27 @@ def estimate_table(
     return "\n".join(lines)
 
 
+def _common_prefix(before: JSONValue, after: JSONValue) -> int:
+    """For two long strings, how many leading characters to elide so the cells show where they differ."""
+    if not (isinstance(before, str) and isinstance(after, str)):
+        return 0
+    a, b = " ".join(before.split()), " ".join(after.split())
+    if max(len(a), len(b)) <= MAX_CELL:
+        return 0
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return max(0, n - 10) if n > 10 else 0
+
+
 def _change_lines(items: Sequence[Classified]) -> list[str]:
     lines = ["| Severity | File | Key | Change | Before | After |", "|---|---|---|---|---|---|"]
     for c in items:
         ch = c.change
+        skip = _common_prefix(ch.before, ch.after)
         lines.append(
             f"| {c.severity.value} | {_cell(ch.file or '—')} | {_cell(ch.key or '—')} | {ch.kind.value} "
-            f"| {_cell(ch.before)} | {_cell(ch.after)} |"
+            f"| {_cell(ch.before, skip)} | {_cell(ch.after, skip)} |"
         )
     return lines
 
