@@ -35,6 +35,7 @@ def serve(
         typer.echo(
             f"Hub replica for {root} at {replica.url} (HF_ENDPOINT={replica.url}); Ctrl-C stops"
         )
+
     def _stop(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 

@@ -23,6 +23,7 @@ from tracker.replica.gitread import GitReadError, GitRepo
 from tracker.replica.routes import HubError, Request, Response, Routes
 
 _MAX_BODY = 16 * 1024 * 1024
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _IDLE_TIMEOUT_S = 60
 
 
@@ -151,7 +152,9 @@ class _Handler(BaseHTTPRequestHandler):
         if not any(k.lower() == "content-length" for k in headers):
             headers["Content-Length"] = str(response.content_length)
         for name, value in headers.items():
-            self.send_header(name, value)
+            # No header injection through file names or revisions; latin-1 is all HTTP/1.1 carries.
+            safe = _CONTROL.sub(" ", value).encode("latin-1", "replace").decode("latin-1")
+            self.send_header(name, safe)
         self.end_headers()
         sent = 0
         if self.command == "HEAD":
