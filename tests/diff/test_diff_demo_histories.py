@@ -17,7 +17,9 @@ from tracker.diff import diff_snapshots
 from tracker.domain import Change, Snapshot
 
 DEMO = Path(__file__).resolve().parents[2] / "demo" / "repos"
-REPOS = sorted(p.name for p in DEMO.iterdir() if (p / "HISTORY.tsv").exists()) if DEMO.exists() else []
+REPOS = (
+    sorted(p.name for p in DEMO.iterdir() if (p / "HISTORY.tsv").exists()) if DEMO.exists() else []
+)
 DIFFED = (".json", ".md", ".py", ".jinja")
 
 
@@ -39,7 +41,9 @@ def _replay(repo: str) -> list[tuple[str, Snapshot, set[str]]]:
                 files.pop(path, None)
             else:
                 files[path] = (DEMO / repo / local).read_bytes()
-        tracked = {p: b for p, b in files.items() if p.endswith(DIFFED) and not p.endswith(".index.json")}
+        tracked = {
+            p: b for p, b in files.items() if p.endswith(DIFFED) and not p.endswith(".index.json")
+        }
         out.append((commits[seq][0][4], make_snapshot(tracked, sha=f"{seq:040d}"), touched))
     return out
 
@@ -62,7 +66,9 @@ def test_every_real_change_is_found_and_no_op_edits_are_silent(repo: str) -> Non
         if prev is None:
             assert changes == ()
         else:
-            for path in sorted(p for p in touched if p.endswith(DIFFED) and not p.endswith(".index.json")):
+            for path in sorted(
+                p for p in touched if p.endswith(DIFFED) and not p.endswith(".index.json")
+            ):
                 old, new = prev.files.get(path), snap.files.get(path)
                 named = [c for c in changes if c.file == path]
                 if _parsed(old, path) == _parsed(new, path) and path != "README.md":
@@ -96,6 +102,10 @@ def test_demo_synthetic_revisions() -> None:
     readme = _short(_step("meta-llama__Llama-2-7b-hf", "edit the body only"))
     assert [r[:4] for r in readme] == [("model_card", "changed", "README.md", "text")]
     added = _short(_step("THUDM__chatglm2-6b", "add configuration_chatglm.py"))
-    assert [r[:4] for r in added] == [("custom_code", "added", "configuration_chatglm.py", "configuration_chatglm.py")]
+    assert [r[:4] for r in added] == [
+        ("custom_code", "added", "configuration_chatglm.py", "configuration_chatglm.py")
+    ]
     edited = _short(_step("THUDM__chatglm2-6b", "rope_ratio"))
-    assert [r[:4] for r in edited] == [("custom_code", "changed", "configuration_chatglm.py", "configuration_chatglm.py")]
+    assert [r[:4] for r in edited] == [
+        ("custom_code", "changed", "configuration_chatglm.py", "configuration_chatglm.py")
+    ]

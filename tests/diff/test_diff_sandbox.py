@@ -15,6 +15,9 @@ from tracker.domain import ChangeKind
 LIMITS = RenderLimits(seconds=0.5)
 VARS = {"messages": [{"role": "user", "content": "hi"}], "bos_token": "<s>"}
 
+# a list whose repr doubles 100 times while its weight in memory stays tiny (shared halves)
+_DOUBLING = "{% set ns = namespace(x=1) %}{% for i in range(100) %}{% set ns.x = [ns.x, ns.x] %}{% endfor %}"
+
 HOSTILE: list[tuple[str, str, str]] = [
     ("mro_walk", "{{ ''.__class__.__mro__[1].__subclasses__() }}", "security"),
     ("messages_mro", "{% for c in messages.__class__.__mro__ %}{{ c }}{% endfor %}", "security"),
@@ -59,11 +62,26 @@ HOSTILE: list[tuple[str, str, str]] = [
     ("percent_width", "{{ '%999999999d' % 1 }}", "limit"),
     ("format_filter_width", "{{ '%999999999d'|format(1) }}", "limit"),
     ("join_growth", "{{ (['a' * 100000] * 10)|join('x') }}", "limit"),
+    ("output_flood", "{% for i in range(100000) %}{{ 'x' * 100000 }}{% endfor %}", "limit"),
+    ("random_filter", "{{ messages|random }}", "security"),
+    ("lipsum", "{{ lipsum(1000000) }}", "security"),
+    ("replace_huge", "{{ ('ab' * 400000)|replace('a', 'a' * 1000) }}", "limit"),
+    ("join_huge", "{{ (['a' * 1000000] * 100000)|join }}", "limit"),
     (
-        "output_flood",
-        "{% for i in range(100000) %}{% for j in range(100) %}xxxxxxxxxxxx{% endfor %}{% endfor %}",
+        "list_literal_repr",
+        "{% set s = 'a' * 900000 %}{{ [s, s, s, s, s, s, s, s, s, s] }}",
         "limit",
     ),
+    ("str_join_method", "{% set s = 'a' * 900000 %}{{ ('x' * 100000).join([s, s]) }}", "limit"),
+    ("indent_growth", "{{ ('a\\n' * 400000)|indent(1000) }}", "limit"),
+    ("format_refs", "{{ ('{0}' * 100000).format('a' * 1000) }}", "limit"),
+    ("percent_refs", "{{ ('%(a)s' * 100000) % {'a': 'a' * 1000} }}", "limit"),
+    ("power_tower", "{{ ((2 ** 4096) ** 4096) ** 4096 }}", "limit"),
+    ("tojson_indent", "{{ (range(1000)|list)|tojson(indent=100000) }}", "limit"),
+    ("shared_doubling_repr", _DOUBLING + "{{ ns.x }}", "limit"),
+    ("shared_doubling_string", _DOUBLING + "{{ ns.x|string }}", "limit"),
+    ("cyclic_namespace", "{% set ns = namespace(l=[]) %}{% set ns.me = ns %}{{ ns }}", "limit"),
+    ("expandtabs", "{{ ('a\\tb' * 100000).expandtabs(1000) }}", "limit"),
     ("recursive_macro", "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "limit"),
     ("recursive_loop", "{% for x in [[1]] recursive %}{{ loop([x]) }}{% endfor %}", "limit"),
     ("deep_parens", "{{ " + "(" * 5000 + "1" + ")" * 5000 + " }}", "limit"),
@@ -127,7 +145,7 @@ def test_hostile_template_in_a_repo_is_reported_not_raised() -> None:
         "tool_calls",
         "reasoning",
     }
-    assert all(c.after == "<limit: repetition over the size limit>" for c in broken)
+    assert all(c.after == "<limit: repetition over the size limit (1000000)>" for c in broken)
 
 
 def test_a_template_that_spins_is_stopped_and_reported_as_timeout() -> None:

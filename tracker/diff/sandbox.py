@@ -140,38 +140,103 @@ class _TemplateDict:
         return dict.fromkeys(*args, **kwargs)
 
 
+_JINJA_INTERNALS = (jinja2.runtime.Context, jinja2.nodes.EvalContext, jinja2.Environment)
+
+
+MAX_STEPS = 20_000
+"""weight() looks at no more than this many values: anything larger counts as over the budget."""
+
+
+def weight(value: Any, budget: int) -> int:
+    """An upper-bound-ish size of `value` once rendered (characters, items, digits), computed
+    iteratively and stopping as soon as it exceeds `budget` (so it costs O(budget) at most).
+
+    Strings count their length, containers their items plus their elements' weights, namespaces
+    their attributes, ints their decimal digits; more than MAX_STEPS values count as over the
+    budget (so a check costs well under a second even on a slow machine). A container referenced twice counts twice (its
+    repr is printed twice: `[x, x]` doubling must not look small); every visit adds at least 1, so
+    cycles and shared structure end when the budget runs out.
+    """
+    total = 0
+    steps = 0
+    stack = [value]
+    while stack:
+        steps += 1
+        if steps > MAX_STEPS:
+            return budget + 1
+        v = stack.pop()
+        if isinstance(v, str | bytes):
+            total += len(v)
+        elif isinstance(v, bool) or v is None:
+            total += 1
+        elif isinstance(v, int):
+            total += v.bit_length() // 3 + 1
+        elif isinstance(v, range):
+            total += len(v)
+        elif isinstance(v, list | tuple | set | frozenset | dict | jinja2.utils.Namespace):
+            if isinstance(v, jinja2.utils.Namespace):
+                v = object.__getattribute__(v, "_Namespace__attrs")
+            total += 1 + len(v)
+            if total > budget:
+                return total
+            if isinstance(v, dict):
+                stack.extend(v.keys())
+                stack.extend(v.values())
+            else:
+                stack.extend(v)
+        else:
+            total += 1
+        if total > budget:
+            return total
+    return total
+
+
+def _plain(args: tuple[Any, ...]) -> list[Any]:
+    """Filter arguments without jinja's injected context objects."""
+    return [a for a in args if not isinstance(a, _JINJA_INTERNALS)]
+
+
 class BoundedEnvironment(ImmutableSandboxedEnvironment):
-    """ImmutableSandboxedEnvironment with size checks on operators, filters and calls."""
+    """ImmutableSandboxedEnvironment that estimates and bounds the size of everything it builds.
+
+    Operators (`*`, `**`, `+`, `%`), `~` concatenation, every filter, every method call and every
+    printed value are checked before they run (estimated result size, integer arguments) and after
+    (actual result size). Non-deterministic helpers (`random` filter, `lipsum`) are refused so that
+    a render is a pure function of template and conversation.
+    """
 
     code_generator_class = _BoundedCodeGenerator
-    intercepted_binops = frozenset({"*", "**", "+", "%", "//"})
+    intercepted_binops = frozenset({"*", "**", "+", "%"})
 
     def __init__(self, limits: RenderLimits) -> None:
         super().__init__(
             trim_blocks=True,
             lstrip_blocks=True,
             extensions=[_GenerationTag, jinja2.ext.loopcontrols],
+            finalize=self._finalize,
         )
         self.limits = limits
         self.filters["tojson"] = _tojson
-        self.filters = {name: self._bounded(f) for name, f in self.filters.items()}
+        self.filters["random"] = _refuse("the random filter")
+        self.filters = {name: self._bounded(name, f) for name, f in self.filters.items()}
         self.globals["raise_exception"] = _raise_exception
         self.globals["strftime_now"] = _strftime_now
         self.globals["dict"] = _TemplateDict()
         self.globals["namespace"] = _TemplateNamespace
+        self.globals["lipsum"] = _refuse("lipsum()")
 
-    def _check_size(self, value: Any) -> Any:
-        if (
-            isinstance(value, str | list | tuple | bytes | dict)
-            and len(value) > self.limits.max_size
-        ):
-            raise _LimitExceeded(
-                f"value of {len(value)} items over the {self.limits.max_size} limit"
-            )
+    # -- checks ---------------------------------------------------------------------------
+    def _over(self, size: int, what: str) -> None:
+        if size > self.limits.max_size:
+            raise _LimitExceeded(f"{what} over the size limit ({self.limits.max_size})")
+
+    def _guard(self, value: Any, what: str = "value") -> Any:
+        self._over(weight(value, self.limits.max_size), what)
         return value
 
-    def _check_args(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
-        for value in (*args, *kwargs.values()):
+    def _check_args(self, args: Any, kwargs: Mapping[str, Any]) -> None:
+        values = [*args, *kwargs.values()]
+        for value in values:
             if (
                 isinstance(value, int)
                 and not isinstance(value, bool)
@@ -180,51 +245,100 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
                 raise _LimitExceeded(
                     f"integer argument {value} over the {self.limits.max_int_arg} limit"
                 )
+        self._over(weight(values, self.limits.max_size), "arguments")
 
-    def _bounded(self, func: Callable[..., Any]) -> Callable[..., Any]:
+    def _estimate(self, name: str, args: list[Any], kwargs: Mapping[str, Any]) -> int:
+        """Estimated result size of filter / str method `name` (0 when it cannot grow its input)."""
+        budget = self.limits.max_size
+        first = args[0] if args else None
+        rest = args[1:]
+        if name == "join":
+            sep = rest[0] if rest else kwargs.get("d", "")
+            if isinstance(first, str) and isinstance(rest[0] if rest else None, list | tuple):
+                first, sep = rest[0], first  # str.join(iterable): self is the separator
+            n = len(first) if isinstance(first, list | tuple | dict | str) else 0
+            return weight(first, budget) + n * (len(sep) if isinstance(sep, str) else 1)
+        if name == "replace" and isinstance(first, str) and len(rest) >= 2:
+            old, new = str(rest[0]), str(rest[1])
+            hits = first.count(old) if old else len(first) + 1
+            return len(first) + hits * max(0, len(new) - len(old))
+        if name == "indent" and isinstance(first, str):
+            width = rest[0] if rest else kwargs.get("width", 4)
+            per = width if isinstance(width, int) else len(str(width))
+            return len(first) + (first.count("\n") + 1) * per
+        if name in ("format", "format_map") and isinstance(first, str):
+            _check_format(first)
+            refs = first.count("{") + first.count("%") + 1
+            return len(first) + refs * weight([rest, dict(kwargs)], budget)
+        if name == "expandtabs" and isinstance(first, str):
+            tab = rest[0] if rest else kwargs.get("tabsize", 8)
+            return len(first) + first.count("\t") * (tab if isinstance(tab, int) else 8)
+        if name == "wordwrap" and isinstance(first, str):
+            width = rest[0] if rest else kwargs.get("width", 79)
+            wrap = rest[3] if len(rest) > 3 else kwargs.get("wrapstring", "\n")
+            lines = len(first) // max(1, width if isinstance(width, int) else 1) + 1
+            return len(first) + lines * len(str(wrap))
+        if name == "tojson":
+            indent = rest[1] if len(rest) > 1 else kwargs.get("indent")
+            per = indent if isinstance(indent, int) else len(str(indent or ""))
+            return weight(first, budget) * (4 + per)
+        return 0
+
+    def _bounded(self, name: str, func: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(func)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            self._check_args(args, kwargs)
-            for value in args:
-                if isinstance(value, str) and func.__name__ == "do_format":
-                    _check_format(value)
-            return self._check_size(func(*args, **kwargs))
+            plain = _plain(args)
+            self._check_args(plain, kwargs)
+            self._over(self._estimate(name, plain, kwargs), f"filter {name}")
+            return self._guard(func(*args, **kwargs), f"result of filter {name}")
 
         return wrapper
 
+    def _finalize(self, value: Any) -> Any:
+        return self._guard(value, "printed value")
+
+    # -- interception points ------------------------------------------------------------------
     def bounded_join(self, parts: tuple[Any, ...]) -> str:
-        """`~` concatenation with the size limit."""
+        """`~` concatenation with the size limit (checked before any str() conversion)."""
+        self._guard(list(parts), "string concatenation")
         texts = [str(p) for p in parts]
-        if sum(len(t) for t in texts) > self.limits.max_size:
-            raise _LimitExceeded("string concatenation over the size limit")
+        self._over(sum(len(t) for t in texts), "string concatenation")
         return "".join(texts)
 
     def call_binop(
         self, context: jinja2.runtime.Context, operator: str, left: Any, right: Any
     ) -> Any:
+        budget = self.limits.max_size
         ints = isinstance(left, int) and isinstance(right, int)
-        if operator == "**" and ints and left not in (0, 1, -1) and (right > 4096 or right < -4096):
-            raise _LimitExceeded(f"exponent {right} over the limit")
-        if operator == "*" and not ints:
+        if (
+            operator == "**"
+            and ints
+            and abs(left) > 1
+            and right > 0
+            and left.bit_length() * right > 4 * budget
+        ):
+            raise _LimitExceeded(f"power with exponent {right} over the size limit")
+        if operator == "*":
+            if ints and left.bit_length() + right.bit_length() > 4 * budget:
+                raise _LimitExceeded("integer product over the size limit")
             for seq, n in ((left, right), (right, left)):
                 if (
                     isinstance(seq, str | list | tuple)
                     and isinstance(n, int)
-                    and len(seq) * n > self.limits.max_size
+                    and not isinstance(n, bool)
                 ):
-                    raise _LimitExceeded("repetition over the size limit")
-        if operator == "*" and ints and left.bit_length() + right.bit_length() > 65536:
-            raise _LimitExceeded("integer product over the limit")
-        if operator == "%" and isinstance(left, str):
-            _check_format(left)
+                    self._over(weight(seq, budget) * max(n, 0), "repetition")
         if (
             operator == "+"
             and isinstance(left, str | list | tuple)
             and isinstance(right, str | list | tuple)
-            and len(left) + len(right) > self.limits.max_size
         ):
-            raise _LimitExceeded("concatenation over the size limit")
-        return self._check_size(super().call_binop(context, operator, left, right))
+            self._over(weight(left, budget) + weight(right, budget), "concatenation")
+        if operator == "%" and isinstance(left, str):
+            self._over(self._estimate("format", [left, right], {}), "%-formatting")
+        return self._guard(
+            super().call_binop(context, operator, left, right), f"result of {operator}"
+        )
 
     def call(
         __self, __context: jinja2.runtime.Context, __obj: Any, *args: Any, **kwargs: Any
@@ -233,9 +347,19 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
         # jinja wraps str.format/format_map (sandbox.wrap_str_format); the string is the bound self
         target = getattr(__obj, "__wrapped__", __obj)
         owner = getattr(target, "__self__", None)
-        if getattr(target, "__name__", "") in ("format", "format_map") and isinstance(owner, str):
-            _check_format(owner)
-        return __self._check_size(super().call(__context, __obj, *args, **kwargs))
+        if isinstance(owner, str):
+            name = getattr(target, "__name__", "")
+            __self._over(__self._estimate(name, [owner, *args], kwargs), f"str.{name}")
+        return __self._guard(super().call(__context, __obj, *args, **kwargs), "result of a call")
+
+
+def _refuse(what: str) -> Callable[..., Any]:
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        raise jinja2.exceptions.SecurityError(
+            f"{what} is not available (renders must be deterministic)"
+        )
+
+    return refused
 
 
 def _raise_exception(message: str) -> None:
