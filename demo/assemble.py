@@ -41,6 +41,8 @@ REPOS: dict[str, dict[str, object]] = {
     },
     "deepseek-ai/DeepSeek-R1": {
         "extra": ["config.json", "generation_config.json"],
+        # block-FP8 checkpoint (quantization_config); 163 shards like the real repo, split invented
+        "weights": ["1\tBF16\teven:163\t-"],
     },
     "THUDM/chatglm2-6b": {"extra": []},
     "Qwen/Qwen-7B-Chat": {
@@ -59,6 +61,7 @@ REPOS: dict[str, dict[str, object]] = {
     "Qwen/Qwen3-VL-32B-Instruct": {
         "extra": ["config.json"],
         "no_history": "2025-10-21T00:00:00+00:00",
+        "weights": ["1\tBF16\teven:14\t-"],
     },
 }
 
@@ -309,8 +312,10 @@ def write_sources() -> None:
         "Their sha256 oids are cached in `demo/lfs-oids.tsv` (sha256 of head, size, oid), computed by",
         "`python -m tracker.replica.demo --refresh-cache`; tests recompute the entries under 1.2 GB.",
         "Shard layouts other than `index` (`single`, `even:N`) are invented: the real repos' layouts are",
-        "not in the corpus. Repos without WEIGHTS.tsv have no weights (DeepSeek-R1, Qwen3-Next-80B and",
-        "Qwen3-VL-32B: 66-688 GB to hash; chatglm2-6b: its real checkpoint is pickled .bin files).",
+        "not in the corpus. DeepSeek-R1's tensors are those of DeepseekV3ForCausalLM with block-FP8",
+        "linears (F8_E4M3 weight + F32 weight_scale_inv) and its MTP layer 61, 688.6 GB in 163 shards.",
+        "No weights: Qwen3-Next-80B (its checkpoint naming, incl. the MTP module, could not be checked",
+        "here) and chatglm2-6b (its real checkpoint is pickled .bin files, not safetensors).",
         "",
         "`deepseek_v3_config.json`: `corpus/models/deepseek-ai__DeepSeek-V3/config.json`",
         f"({' '.join(sources.get('models/deepseek-ai__DeepSeek-V3/config.json', ('?',) * 4)[:3])}), used by",

@@ -10,8 +10,11 @@ import time
 from pathlib import Path
 
 import pytest
+from huggingface_hub import HfApi
+from huggingface_hub.errors import GatedRepoError
 from safetensors import safe_open
 
+from tracker.replica import Replica
 from tracker.replica.demo import (
     DEMO_DIR,
     DEMO_TOKEN,
@@ -270,3 +273,51 @@ def test_build_sharded_repo(tmp_path: Path) -> None:
     header, _ = read_header(tmp_path, "bench/deepseek-sharded", 1, shards[5])
     header.pop("__metadata__")
     assert set(header) == {k for k, v in index["weight_map"].items() if v == shards[5]}
+
+
+def test_deepseek_r1_fp8_checkpoint(hub: Path) -> None:
+    rid = "deepseek-ai/DeepSeek-R1"
+    index = json.loads(show(hub, rid, 1, "model.safetensors.index.json"))
+    files = sorted(set(index["weight_map"].values()))
+    assert len(files) == 163 and files[-1] == "model-00163-of-00163.safetensors"
+    header, _ = read_header(
+        hub, rid, 1, index["weight_map"]["model.layers.3.self_attn.q_a_proj.weight"]
+    )
+    assert header["model.layers.3.self_attn.q_a_proj.weight"] == {
+        **header["model.layers.3.self_attn.q_a_proj.weight"],  # type: ignore[dict-item]
+        "dtype": "F8_E4M3",
+        "shape": [1536, 7168],
+    }
+    scale = "model.layers.3.self_attn.q_a_proj.weight_scale_inv"
+    assert index["weight_map"][scale]
+    assert "model.layers.61.eh_proj.weight" in index["weight_map"]  # the MTP module
+    assert "model.layers.62.input_layernorm.weight" not in index["weight_map"]
+
+
+@pytest.mark.replica
+def test_demo_over_the_hub_client(hub: Path) -> None:
+    """The demo as the real huggingface_hub client sees it through the replica server."""
+    with Replica(hub) as server:
+        api = HfApi(endpoint=server.url, token=False)
+        rid = "ibm-granite/granite-3.1-1b-a400m-instruct"
+        commits = api.list_repo_commits(rid)
+        assert [c.title for c in commits] == [
+            "Added bf16 tensors",
+            "Updated chat template",
+            "Model upload",
+        ]
+        assert commits[-1].authors == ["Matt Stallone"]
+        first = api.get_safetensors_metadata(rid, revision=commits[-1].commit_id)
+        last = api.get_safetensors_metadata(rid, revision=commits[0].commit_id)
+        assert first.parameter_count == {"F32": 1_334_628_352}
+        assert last.parameter_count == {"BF16": 1_334_628_352}
+        mixtral = api.get_safetensors_metadata("mistralai/Mixtral-8x7B-v0.1")
+        assert mixtral.parameter_count == {"BF16": 46_702_792_704}
+        assert len(mixtral.files_metadata) == 19
+        with pytest.raises(GatedRepoError):
+            api.list_repo_commits("meta-llama/Llama-2-7b-hf")
+        granted = HfApi(endpoint=server.url, token=DEMO_TOKEN)
+        rows = load_history(DEMO_DIR / "repos" / "meta-llama__Llama-2-7b-hf")
+        assert len(granted.list_repo_commits("meta-llama/Llama-2-7b-hf")) == max(
+            r.seq for r in rows
+        )
