@@ -7,6 +7,7 @@ interval (first run at once), structlog context bound per job, clean stop on SIG
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 from dataclasses import asdict
@@ -22,6 +23,7 @@ from tracker.app import App, build
 from tracker.domain import parse_repo_id
 from tracker.errors import UnreadableArtifactError, WatchlistError
 from tracker.ingest import Limits, PollReport, poll_all, poll_repo
+from tracker.logs import configure as configure_logs
 from tracker.settings import load_settings
 from tracker.store import FileKind
 from tracker.store.values import decode_header
@@ -82,9 +84,14 @@ def _selected(app: App, repo: str | None) -> list[WatchedRepo]:
 
 
 def run_daemon(app: App, repos: list[WatchedRepo]) -> None:
-    """Poll each repo at its interval until SIGTERM/SIGINT (APScheduler 3 BlockingScheduler)."""
+    """Poll each repo at its interval until SIGTERM/SIGINT (APScheduler 3 BlockingScheduler).
+
+    A daemon logs at INFO (one `repo.polled` event per job) unless TRACKER_LOG_LEVEL says otherwise.
+    """
     from apscheduler.executors.pool import ThreadPoolExecutor
     from apscheduler.schedulers.blocking import BlockingScheduler
+
+    configure_logs(level=os.environ.get("TRACKER_LOG_LEVEL") or "INFO", force=True)
 
     scheduler = BlockingScheduler(
         executors={"default": ThreadPoolExecutor(4)},
