@@ -12,7 +12,7 @@ from tracker.diff import diff_snapshots
 from tracker.diff.sandbox import RenderLimits, render_template
 from tracker.domain import ChangeKind
 
-LIMITS = RenderLimits(seconds=0.5)
+LIMITS = RenderLimits(seconds=1.0)
 VARS = {"messages": [{"role": "user", "content": "hi"}], "bos_token": "<s>"}
 
 # a list whose repr doubles 100 times while its weight in memory stays tiny (shared halves)

@@ -153,9 +153,10 @@ def weight(value: Any, budget: int) -> int:
 
     Strings count their length, containers their items plus their elements' weights, namespaces
     their attributes, ints their decimal digits; more than MAX_STEPS values count as over the
-    budget (so a check costs well under a second even on a slow machine). A container referenced twice counts twice (its
-    repr is printed twice: `[x, x]` doubling must not look small); every visit adds at least 1, so
-    cycles and shared structure end when the budget runs out.
+    budget (a check stays cheap). A container referenced twice counts twice (its repr is printed
+    twice: `[x, x]` doubling must not look small); every visit adds at least 1, so cycles and
+    shared structure end when the budget runs out. Types are tested with `type()`, never
+    `isinstance`, which would run a Namespace's own `__getattribute__`.
     """
     total = 0
     steps = 0
@@ -165,16 +166,17 @@ def weight(value: Any, budget: int) -> int:
         if steps > MAX_STEPS:
             return budget + 1
         v = stack.pop()
-        if isinstance(v, str | bytes):
+        t = type(v)
+        if issubclass(t, str | bytes):
             total += len(v)
-        elif isinstance(v, bool) or v is None:
+        elif t is bool or v is None:
             total += 1
-        elif isinstance(v, int):
+        elif issubclass(t, int):
             total += v.bit_length() // 3 + 1
-        elif isinstance(v, range):
+        elif t is range:
             total += len(v)
-        elif isinstance(v, list | tuple | set | frozenset | dict | jinja2.utils.Namespace):
-            if isinstance(v, jinja2.utils.Namespace):
+        elif issubclass(t, list | tuple | set | frozenset | dict | jinja2.utils.Namespace):
+            if issubclass(t, jinja2.utils.Namespace):
                 v = object.__getattribute__(v, "_Namespace__attrs")
             total += 1 + len(v)
             if total > budget:
