@@ -18,6 +18,9 @@ from tracker.replica import Replica
 from tracker.replica.repos import commit, init_repo
 
 CONFIGS = Path(__file__).parents[1] / "data" / "configs"
+TOKENIZERS = Path(__file__).parents[1] / "data" / "estimate" / "tokenizers"
+GEMMA = (CONFIGS / "google__gemma-3-1b-it.json").read_bytes()
+GEMMA_TOKENIZER = (TOKENIZERS / "google__gemma-3-1b-it.tokenizer_config.json").read_bytes()
 TRACKER = Path(sys.executable).with_name("tracker")
 T0 = datetime(2025, 1, 6, 12, 0, tzinfo=UTC)
 OLD = (CONFIGS / "Qwen__Qwen3-0.6B.json").read_bytes()
@@ -49,6 +52,8 @@ def hub(tmp_path: Path) -> Iterator[tuple[Replica, str]]:
         "second",
         date=T0 + timedelta(hours=1),
     )
+    gemma = init_repo(tmp_path / "hub", "acme/gemma-like")
+    commit(gemma, {"config.json": GEMMA, "tokenizer_config.json": GEMMA_TOKENIZER}, "one", date=T0)
     with Replica(tmp_path / "hub") as h:
         yield h, first
 
@@ -107,7 +112,8 @@ def test_hub_path_missing_repo_exits_3(hub: tuple[Replica, str], tmp_path: Path)
     assert out.stdout == "" and out.stderr.startswith("error:")
 
 
-@pytest.mark.parametrize("content", [None, "[1, 2]", '{"hidden_size": ', "{}"])
+# Not JSON / not an object: see test_estimate_cli.py; here a missing file and a keyless object.
+@pytest.mark.parametrize("content", [None, "{}"])
 def test_bad_json_exits_2_with_one_line(tmp_path: Path, content: str | None) -> None:
     path = tmp_path / "bad.json"
     if content is not None:
@@ -117,3 +123,26 @@ def test_bad_json_exits_2_with_one_line(tmp_path: Path, content: str | None) -> 
     assert out.stdout == ""
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:")
+
+
+def vocab_findings(report: dict[str, Any]) -> list[str]:
+    return [f["evidence"] for f in report["findings"] if f["id"] == "vocab-too-small"]
+
+
+@pytest.mark.replica
+def test_tokenizer_files_feed_vocab_too_small_on_hub_and_file_paths(
+    hub: tuple[Replica, str], tmp_path: Path
+) -> None:
+    h, _ = hub
+    expected = ["vocab_size 262144 but the tokenizer's highest token id is 262144"]
+    out = tracker(tmp_path, h.url, "acme/gemma-like", "--json")
+    assert out.returncode == 0, out.stderr
+    assert vocab_findings(json.loads(out.stdout)) == expected
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_bytes(GEMMA)
+    alone = tracker(tmp_path, h.url, str(model / "config.json"), "--json")
+    assert vocab_findings(json.loads(alone.stdout)) == []
+    (model / "tokenizer_config.json").write_bytes(GEMMA_TOKENIZER)
+    beside = tracker(tmp_path, h.url, str(model / "config.json"), "--json")
+    assert vocab_findings(json.loads(beside.stdout)) == expected

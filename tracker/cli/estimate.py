@@ -16,6 +16,7 @@ from tracker.sources import RepoSource
 MAX_CONFIG_BYTES = 16 * 1024 * 1024
 MAX_HEADER_BYTES = 100 * 1024 * 1024
 MAX_SHARDS = 512
+MAX_TOKENIZER_BYTES = 64 * 1024 * 1024
 
 
 def register(app: typer.Typer) -> None:
@@ -33,17 +34,29 @@ def register(app: typer.Typer) -> None:
             bool, typer.Option("--no-headers", help="Hub: skip safetensors headers")
         ] = False,
     ) -> None:
-        """Estimate parameters, memory, card fit, cost, structure and findings of a config."""
-        from tracker.estimate import estimate, parse_config
+        """Estimate parameters, memory, card fit, cost, structure and findings of a config.
+
+        A CONFIG.json named config.json is read with its sibling tokenizer_config.json /
+        tokenizer.json when present; on the Hub those files come from the same revision. Their
+        highest token id feeds the vocab-too-small finding.
+        """
+        from tracker.estimate import (
+            TOKENIZER_FILES,
+            estimate,
+            highest_token_id_from_files,
+            parse_config,
+        )
 
         path = Path(target)
         headers: Mapping[str, SafetensorsHeader] | None = None
         if path.suffix == ".json" or path.exists():
-            try:
-                data = path.read_bytes()
-            except OSError as exc:
-                raise EstimateError(f"cannot read {target}: {exc.strerror or exc}") from exc
-            config = parse_config(data)
+            config = parse_config(_read(path, MAX_CONFIG_BYTES))
+            tokenizer: dict[str, bytes] = {}
+            if path.name == "config.json":
+                for name in TOKENIZER_FILES:
+                    sibling = path.with_name(name)
+                    if sibling.is_file():
+                        tokenizer[name] = _read(sibling, MAX_TOKENIZER_BYTES)
             label = str(path)
         else:
             repo, _, rev = target.partition("@")
@@ -54,32 +67,54 @@ def register(app: typer.Typer) -> None:
             application = build(load_settings())
             try:
                 source = application.hub_source()
-                config, headers, label = fetch_from_source(
+                config, headers, tokenizer, label = fetch_from_source(
                     source, repo_id, rev or "main", with_headers=not no_headers
                 )
             finally:
                 application.close()
-        result = estimate(config, headers)
+        result = estimate(config, headers, max_token_id=highest_token_id_from_files(tokenizer))
         if as_json:
             typer.echo(json.dumps(result.report, indent=2, sort_keys=False))
         else:
             render(label, result.report)
 
 
+def _read(path: Path, cap: int) -> bytes:
+    """The bytes of `path`, or EstimateError (one line) when unreadable or over `cap`."""
+    try:
+        with path.open("rb") as fh:
+            data = fh.read(cap + 1)
+    except OSError as exc:
+        raise EstimateError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    if len(data) > cap:
+        raise EstimateError(f"{path} is over the {cap:,}-byte cap")
+    return data
+
+
 def fetch_from_source(
     source: RepoSource, repo_id: RepoId, rev: str, *, with_headers: bool = True
-) -> tuple[Mapping[str, Any], Mapping[str, SafetensorsHeader], str]:
-    """config.json and the safetensors headers of `repo_id` at `rev` through a RepoSource."""
-    from tracker.estimate import parse_config
+) -> tuple[Mapping[str, Any], Mapping[str, SafetensorsHeader], dict[str, bytes], str]:
+    """config.json, safetensors headers and tokenizer files of `repo_id` at `rev`.
+
+    Returns (config, headers by path, tokenizer files by name, label "org/name@sha12"); one
+    tree listing decides which of the optional files exist, so absent ones cost no request.
+    """
+    from tracker.estimate import TOKENIZER_FILES, parse_config
 
     sha = source.resolve_ref(repo_id, rev)
     config = parse_config(source.read_file(repo_id, sha, "config.json", MAX_CONFIG_BYTES))
+    paths = {e.path for e in source.list_tree(repo_id, sha)}
+    tokenizer = {
+        name: source.read_file(repo_id, sha, name, MAX_TOKENIZER_BYTES)
+        for name in TOKENIZER_FILES
+        if name in paths
+    }
     headers: dict[str, SafetensorsHeader] = {}
     if with_headers:
-        shards = [e.path for e in source.list_tree(repo_id, sha) if e.path.endswith(".safetensors")]
-        for p in sorted(shards)[:MAX_SHARDS]:
+        shards = sorted(p for p in paths if p.endswith(".safetensors"))
+        for p in shards[:MAX_SHARDS]:
             headers[p] = source.read_safetensors_header(repo_id, sha, p, MAX_HEADER_BYTES)
-    return config, headers, f"{repo_id}@{sha[:12]}"
+    return config, headers, tokenizer, f"{repo_id}@{sha[:12]}"
 
 
 def render(label: str, report: Mapping[str, Any]) -> None:

@@ -15,8 +15,18 @@ from tracker.estimate.delta import estimate_delta
 from tracker.estimate.params import read_config
 from tracker.estimate.report import build_report
 from tracker.estimate.settings import Card, EstimateSettings
+from tracker.estimate.tokens import TOKENIZER_FILES, highest_token_id, highest_token_id_from_files
 
-__all__ = ["Card", "EstimateSettings", "estimate", "estimate_delta", "parse_config"]
+__all__ = [
+    "TOKENIZER_FILES",
+    "Card",
+    "EstimateSettings",
+    "estimate",
+    "estimate_delta",
+    "highest_token_id",
+    "highest_token_id_from_files",
+    "parse_config",
+]
 
 MAX_CONFIG_BYTES = 16 * 1024 * 1024
 
