@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import subprocess
+import tempfile
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from tracker.errors import InvalidRepoIdError
 from tracker.replica.repos import (
@@ -231,3 +234,62 @@ def test_bad_sha_author_and_repo_id(tmp_path: Path) -> None:
         init_repo(tmp_path, "../evil")
     with pytest.raises(RepoWriteError, match="already exists"):
         init_repo(tmp_path, "acme/tiny")
+
+
+_NAME = st.text(
+    alphabet=st.characters(
+        codec="utf-8", exclude_categories=("Cc", "Cs"), exclude_characters="/\\"
+    ),
+    min_size=1,
+    max_size=12,
+).filter(lambda s: s not in (".", "..", ".git"))
+_PATH = st.lists(_NAME, min_size=1, max_size=3).map("/".join)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    first=st.dictionaries(_PATH, st.binary(max_size=64), min_size=1, max_size=5),
+    second=st.dictionaries(_PATH, st.binary(max_size=64), max_size=5),
+)
+def test_committed_trees_hold_exactly_the_files(
+    first: dict[str, bytes], second: dict[str, bytes]
+) -> None:
+    # A path cannot be both a file and a directory in one tree.
+    every = [*first, *second]
+    assume(not any(a != b and b.startswith(a + "/") for a in every for b in every))
+    with tempfile.TemporaryDirectory() as tmp:
+        repo = init_repo(Path(tmp), "acme/prop")
+        no_lfs = {"lfs": lambda _p, _d: False}
+        commit(repo, dict(first), "one", date=D1, **no_lfs)  # type: ignore[arg-type]
+        deleted = sorted(first)[0]
+        change: dict[str, bytes | None] = {**second}
+        if deleted not in second:
+            change[deleted] = None
+        sha = commit(repo, change, "two", date=D2, **no_lfs)  # type: ignore[arg-type]
+        expected = {**first, **second}
+        if deleted not in second:
+            del expected[deleted]
+        listing = git(repo, "ls-tree", "-r", "-z", "--name-only", sha)
+        assert sorted(p for p in listing.split("\0") if p) == sorted(expected)
+        paths = sorted(expected)
+        out = subprocess.run(
+            ["git", f"--git-dir={repo}", "cat-file", "--batch"],
+            input="".join(f"{sha}:{p}\n" for p in paths).encode(),
+            capture_output=True,
+            check=True,
+        ).stdout
+        for path in paths:
+            header, _, out = out.partition(b"\n")
+            size = int(header.split()[2])
+            assert out[:size] == expected[path], path
+            out = out[size + 1 :]
+
+
+def test_paths_with_quotes_spaces_and_unicode(tmp_path: Path) -> None:
+    repo = init_repo(tmp_path, "acme/names")
+    files = {'"q".txt': b"1", "dir with space/ü.json": b"2", 'a"b': b"3"}
+    sha = commit(repo, dict(files), "names", date=D1)  # type: ignore[arg-type]
+    listing = git(repo, "ls-tree", "-r", "-z", "--name-only", sha)
+    assert sorted(p for p in listing.split("\0") if p) == sorted(files)
+    sha = commit(repo, {'"q".txt': None}, "del", date=D2)
+    assert '"q".txt' not in git(repo, "ls-tree", "-r", "-z", "--name-only", sha)

@@ -210,6 +210,11 @@ def _ident(author: str, date: datetime) -> bytes:
     return f"{match['name']} <{match['email']}> {stamp} {tz}".encode()
 
 
+def _quoted(path: str) -> bytes:
+    # fast-import takes C-style quoted paths; _check_path already refused `\\`, LF and NUL.
+    return b'"' + path.replace('"', '\\"').encode() + b'"'
+
+
 def _data(payload: bytes) -> bytes:
     return b"data %d\n" % len(payload) + payload + b"\n"
 
@@ -274,7 +279,7 @@ def commit(
         content = files[path]
         _check_path(path)
         if content is None:
-            stream.append(f"D {path}\n".encode())
+            stream.append(b"D " + _quoted(path) + b"\n")
             continue
         if isinstance(content, LfsPointer):
             obj = lfs_object_path(repo_dir, content.oid)
@@ -287,7 +292,7 @@ def commit(
             blob = write_lfs_object(repo_dir, content).encode()
         else:
             blob = bytes(content)
-        stream.append(f"M 100644 inline {path}\n".encode())
+        stream.append(b"M 100644 inline " + _quoted(path) + b"\n")
         stream.append(_data(blob))
     stream.append(b"done\n")
     _git(gdir, "fast-import", "--quiet", "--done", stdin=b"".join(stream))
