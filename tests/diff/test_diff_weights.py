@@ -174,3 +174,25 @@ def test_malformed_index_and_unreadable_header_are_unreadable() -> None:
         d.summary
         == "could not read model.safetensors: header declares 12000000000 bytes (cap 100000000)"
     )
+
+
+def test_falcon_40b_real_bin_index_change_layernorm_split() -> None:
+    # 56dde4bf "Upload RWForCausalLM": each block's input_layernorm became ln_attn + ln_mlp
+    from diffkit import version
+
+    name = "tiiuae__falcon-40b"
+    before = make_snapshot({"pytorch_model.bin.index.json": version(name, "01_e7950c40")})
+    after = make_snapshot({"pytorch_model.bin.index.json": version(name, "02_56dde4bf")})
+    changes = diff_snapshots(before, after)
+    kinds = {(c.kind.value, c.key) for c in changes}
+    assert ("removed", "transformer.h.0.input_layernorm.weight") in kinds
+    assert ("added", "transformer.h.0.ln_attn.weight") in kinds
+    assert ("added", "transformer.h.0.ln_mlp.bias") in kinds
+    assert sum(1 for k, _ in kinds if k == "removed") == 120  # 60 layers x (weight, bias)
+    assert sum(1 for k, _ in kinds if k == "added") == 240
+    total = next(c for c in changes if c.key == "total_bytes")
+    assert (total.file, total.before, total.after) == (
+        "pytorch_model.bin.index.json",
+        83669975040,
+        83671941120,
+    )

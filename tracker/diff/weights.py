@@ -12,6 +12,8 @@ from tracker.domain import Artifact, Change, ChangeKind, Snapshot
 from tracker.errors import UnreadableArtifactError
 
 INDEX_FILE = "model.safetensors.index.json"
+BIN_INDEX_FILE = "pytorch_model.bin.index.json"
+"""Used (names and shards only) when a repo has no safetensors index and no parsed headers."""
 _ART = Artifact.WEIGHTS
 
 
@@ -74,18 +76,23 @@ def build_manifest(snap: Snapshot, index: Mapping[str, str] | None) -> Manifest:
     return Manifest(tensors, shards, header_total if header_total is not None else index_total, ids)
 
 
-def _manifest_or_none(snap: Snapshot | None) -> tuple[Manifest | None, Change | None, str]:
+def _manifest_or_none(snap: Snapshot | None) -> tuple[Manifest | None, str, str]:
+    """(manifest or None, the index file it came from, unreadable reason or "untracked" or "")."""
     if snap is None:
-        return None, None, ""
+        return None, INDEX_FILE, ""
     paths = frozenset(e.path for e in snap.tree)
+    index_file = INDEX_FILE
     side = read_side(snap, paths, INDEX_FILE, _parse_index)
-    if side.state == "unreadable":
-        return None, None, side.reason
-    if side.state == "untracked":
-        return None, None, "untracked"
     if side.state == "absent" and not snap.headers:
-        return None, None, ""
-    return build_manifest(snap, side.value if side.state == "ok" else None), None, ""
+        index_file = BIN_INDEX_FILE
+        side = read_side(snap, paths, BIN_INDEX_FILE, _parse_index)
+    if side.state == "unreadable":
+        return None, index_file, side.reason
+    if side.state == "untracked":
+        return None, index_file, "untracked"
+    if side.state == "absent" and not snap.headers:
+        return None, index_file, ""
+    return build_manifest(snap, side.value if side.state == "ok" else None), index_file, ""
 
 
 def diff_weights(before: Snapshot | None, after: Snapshot) -> list[Change]:
@@ -96,10 +103,10 @@ def diff_weights(before: Snapshot | None, after: Snapshot) -> list[Change]:
     """
     out: list[Change] = []
     old_m, _, old_reason = _manifest_or_none(before)
-    new_m, _, new_reason = _manifest_or_none(after)
+    new_m, index_file, new_reason = _manifest_or_none(after)
     if new_reason and new_reason != "untracked" and (before is None or new_reason != old_reason):
         out.append(
-            Change(_ART, ChangeKind.UNREADABLE, INDEX_FILE, "", None, new_reason, new_reason)
+            Change(_ART, ChangeKind.UNREADABLE, index_file, "", None, new_reason, new_reason)
         )
     for path in sorted(p for p in after.unreadable if p.endswith(".safetensors")):
         reason = after.unreadable[path]
@@ -110,10 +117,10 @@ def diff_weights(before: Snapshot | None, after: Snapshot) -> list[Change]:
             out.append(Change(_ART, ChangeKind.UNREADABLE, path, "", None, reason, summary))
     if before is None or old_m is None or new_m is None:
         return out
-    return out + compare_manifests(old_m, new_m)
+    return out + compare_manifests(old_m, new_m, index_file)
 
 
-def compare_manifests(b: Manifest, a: Manifest) -> list[Change]:
+def compare_manifests(b: Manifest, a: Manifest, index_file: str = INDEX_FILE) -> list[Change]:
     """Changes between two manifests: per tensor (sorted by name), then shards, total bytes, dtypes, content."""
     out: list[Change] = []
     removed = [n for n in b.tensors if n not in a.tensors]
@@ -196,7 +203,7 @@ def compare_manifests(b: Manifest, a: Manifest) -> list[Change]:
                 )
             )
     out.sort(key=lambda c: c.key)
-    out.extend(_manifest_level(b, a))
+    out.extend(_manifest_level(b, a, index_file))
     return out
 
 
@@ -210,14 +217,14 @@ def _census(m: Manifest) -> dict[str, int]:
     return dict(sorted(Counter(t.dtype for t in m.tensors.values() if t.dtype is not None).items()))
 
 
-def _manifest_level(b: Manifest, a: Manifest) -> list[Change]:
+def _manifest_level(b: Manifest, a: Manifest, index_file: str) -> list[Change]:
     out: list[Change] = []
     if len(b.shards) != len(a.shards) or b.shards != a.shards:
         out.append(
             Change(
                 _ART,
                 ChangeKind.CHANGED,
-                INDEX_FILE,
+                index_file,
                 "shards",
                 len(b.shards),
                 len(a.shards),
@@ -235,7 +242,7 @@ def _manifest_level(b: Manifest, a: Manifest) -> list[Change]:
             Change(
                 _ART,
                 ChangeKind.CHANGED,
-                INDEX_FILE,
+                index_file,
                 "total_bytes",
                 b.total_bytes,
                 a.total_bytes,
@@ -248,7 +255,7 @@ def _manifest_level(b: Manifest, a: Manifest) -> list[Change]:
             Change(
                 _ART,
                 ChangeKind.CHANGED,
-                INDEX_FILE,
+                index_file,
                 "dtypes",
                 cb,
                 ca,
