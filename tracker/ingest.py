@@ -223,15 +223,11 @@ def poll_repo(
     head: Sha | None = None
     bound = log.bind(repo=rid, ref=watched.ref)
 
-    def finish(status: RepoStatus, error: str | None) -> PollReport:
+    def finish(status: RepoStatus, error: str | None, event: EventKind | None = None) -> PollReport:
+        """Record the poll; an event when the repo enters GONE/GATED (or leaves them)."""
         store.record_poll(rid, status=status, error=error, now=now())
-        if status is not before.status and status is not RepoStatus.OK:
-            kind = {
-                RepoStatus.GONE: EventKind.REPO_GONE,
-                RepoStatus.GATED: EventKind.ACCESS_DENIED,
-            }.get(status)
-            if kind is not None:
-                store.record_event(rid, kind, {"error": error}, now=now())
+        if status is not before.status and event is not None:
+            store.record_event(rid, event, {"error": error, "ref": watched.ref}, now=now())
         elif status is RepoStatus.OK and before.status in (RepoStatus.GONE, RepoStatus.GATED):
             store.record_event(rid, EventKind.RECOVERED, {"was": before.status.value}, now=now())
         report = PollReport(
@@ -308,11 +304,19 @@ def poll_repo(
             return finish(RepoStatus.FAILING, f"head {head} is not reachable from {base}")
         return finish(RepoStatus.OK, None)
     except RevisionNotFoundError as exc:
-        return finish(RepoStatus.GONE, f"ref {watched.ref!r} not found: {exc}")
+        return finish(
+            RepoStatus.GONE, f"ref {watched.ref!r} not found: {exc}", EventKind.REF_DELETED
+        )
     except RepoNotFoundError as exc:
-        return finish(RepoStatus.GONE, f"repo not found (deleted, renamed or private): {exc}")
+        return finish(
+            RepoStatus.GONE,
+            f"repo not found (deleted, renamed or private): {exc}",
+            EventKind.REPO_GONE,
+        )
     except AccessDeniedError as exc:
-        return finish(RepoStatus.GATED, f"access denied (gated or private): {exc}")
+        return finish(
+            RepoStatus.GATED, f"access denied (gated or private): {exc}", EventKind.ACCESS_DENIED
+        )
     except (SourceError, ArtifactError) as exc:
         return finish(RepoStatus.FAILING, f"{exc.__class__.__name__}: {exc}")
 

@@ -266,3 +266,30 @@ def test_gated_and_private_repos_get_a_state(root: Path, hub: Replica, store: St
     (root / ".replica-tokens.json").write_text(json.dumps({"hf_granted": ["acme/gated"]}))
     report = poll_repo(store, src_for(hub, "hf_granted"), WatchedRepo(gated))
     assert report.status is RepoStatus.OK and report.revisions_ingested == 1
+
+
+def test_pickle_files_carry_their_scan_status_and_are_never_downloaded(
+    root: Path, hub: Replica, store: Store
+) -> None:
+    import pickle
+
+    repo = init_repo(root, RID)
+    evil = b"cos\nsystem\n(S'echo pwned'\ntR."  # a pickle importing os.system (never executed)
+    benign = pickle.dumps({"a": 1}, protocol=4)
+    sha = commit(repo, {"pytorch_model.bin": evil, "optimizer.pt": benign, "config.json": CONFIG},
+                 "pickles", date=T0)  # fmt: skip
+    hub.reset_requests()
+    report = poll_repo(store, src_for(hub), WatchedRepo(RID))
+    assert report.status is RepoStatus.OK
+    snap = store.snapshot(RID, sha)
+    bin_entry, pt_entry = snap.entry("pytorch_model.bin"), snap.entry("optimizer.pt")
+    assert bin_entry is not None and pt_entry is not None
+    assert bin_entry.security is not None and pt_entry.security is not None
+    assert bin_entry.security["status"] != "safe"
+    assert pt_entry.security["status"] == "safe"
+    assert (snap.entry("config.json") or bin_entry).security is None
+    assert "pytorch_model.bin" not in snap.files and "optimizer.pt" not in snap.files
+    assert not [
+        r for r in hub.requests if "/resolve/" in r.path and r.path.endswith((".bin", ".pt"))
+    ]
+    assert len([r for r in hub.requests if "/paths-info/" in r.path]) == 1

@@ -186,6 +186,9 @@ def test_deleted_ref_gated_and_gone_repos_get_a_state_and_others_continue(store:
     assert reports[RID].status is RepoStatus.GONE
     assert "ref 'main' not found" in (reports[RID].error or "")
     assert reports[RepoId("acme/missing")].status is RepoStatus.GONE
+    assert [e.kind for e in store.events(RID)] == [EventKind.REF_DELETED]
+    assert [e.kind for e in store.events(RepoId("acme/missing"))] == [EventKind.REPO_GONE]
+    assert store.events(RID)[0].details["ref"] == "main"
     assert reports[gated].status is RepoStatus.GATED
     assert reports[other].status is RepoStatus.OK and reports[other].revisions_ingested == 1
     state = store.repo_state(gated)
