@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tracker.domain import SafetensorsHeader, TensorInfo
 from tracker.estimate import EstimateSettings, estimate
@@ -109,6 +111,10 @@ def test_longrope_factor_lists_match_rotary_dims() -> None:
     cfg["rope_scaling"]["long_factor"] = cfg["rope_scaling"]["long_factor"][:40]
     (f,) = [f for f in found(cfg) if f["id"] == "rope-scaling-inconsistent"]
     assert "long_factor has 40 entries, rotary dims / 2 = 48" in f["evidence"]
+    cfg["partial_rotary_factor"] = 0.5  # rotary on half of head_dim: 24 factors each
+    assert len([i for i, _ in ids(cfg) if i == "rope-scaling-inconsistent"]) == 2
+    cfg["partial_rotary_factor"] = 1e308  # nonsense: read as 1, no overflow
+    assert len([i for i, _ in ids(cfg) if i == "rope-scaling-inconsistent"]) == 1
 
 
 def test_head_dim_times_heads_must_equal_hidden_where_derived() -> None:
@@ -159,3 +165,34 @@ def test_huge_linear_names_the_component() -> None:
     (f,) = found(cfg)
     assert (f["id"], f["level"]) == ("huge-linear-params", "warning")
     assert "dense MLP linear holds 1,024,000,000" in f["evidence"]
+
+
+JSONISH = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(10**20), 10**20)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner),
+    max_leaves=8,
+)
+ROPE_KEYS = st.sampled_from(
+    ["rope_type", "type", "factor", "original_max_position_embeddings", "long_factor"]
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    rope=st.dictionaries(ROPE_KEYS, JSONISH | st.sampled_from(["linear", "yarn", "longrope"])),
+    extra=st.dictionaries(
+        st.sampled_from(["seq_length", "n_ctx", "model_max_length", "partial_rotary_factor"]),
+        JSONISH,
+    ),
+    max_id=st.none() | st.integers(0, 10**12),
+)
+def test_findings_never_crash_on_odd_values(
+    rope: dict[str, Any], extra: dict[str, Any], max_id: int | None
+) -> None:
+    cfg = load("microsoft__Phi-3-mini-128k-instruct") | extra | {"rope_scaling": rope}
+    for f in found(cfg, max_token_id=max_id):
+        assert set(f) == {"id", "level", "evidence", "fix"} and f["level"] in LEVELS

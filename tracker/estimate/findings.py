@@ -256,6 +256,7 @@ def _rope(c: _Lookup, r: Reading) -> list[Finding]:
         )
     if kind == "longrope":
         partial = _number(c.get("partial_rotary_factor")) or 1.0
+        partial = partial if 0 < partial <= 1 else 1.0
         half = int(r.head_dim * partial) // 2
         for name in ("short_factor", "long_factor"):
             values = rope.get(name)
