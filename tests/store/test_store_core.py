@@ -246,3 +246,26 @@ def test_poll_bookkeeping(store: Store) -> None:
 def test_open_bad_url_is_a_store_error(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="cannot open store"):
         Store.open("postgresql+psycopg://nobody@127.0.0.1:1/none")
+
+
+def test_ingest_with_force_push_on_this_backend(store: Store) -> None:
+    from tracker.ingest import poll_repo
+    from tracker.sources.fake import FakeSource
+    from tracker.watchlist import WatchedRepo
+
+    src = FakeSource()
+    a = src.commit(RID, {"config.json": b'{"a": 1}', "README.md": b"# x"}, "a")
+    b = src.commit(RID, {"config.json": b'{"a": 2}'}, "b")
+    assert poll_repo(store, src, WatchedRepo(RID)).new_revisions == (a, b)
+    src.set_ref(RID, "main", a)
+    c = src.commit(RID, {"README.md": b"# y"}, "c")
+    report = poll_repo(store, src, WatchedRepo(RID))
+    assert report.new_revisions == (c,) and report.rewritten == 1
+    assert store.snapshot(RID, c).files == {"config.json": b'{"a": 1}', "README.md": b"# y"}
+    assert store.snapshot(RID, b).files["config.json"] == b'{"a": 2}'
+    assert [(r.seq, r.rewritten_away) for r in store.revisions(RID)] == [
+        (1, False),
+        (2, True),
+        (3, False),
+    ]
+    assert store.resolve(RID, "HEAD~1") == a
