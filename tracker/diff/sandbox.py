@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 import sys
 import threading
 import time
@@ -26,6 +25,8 @@ import jinja2.ext
 import jinja2.nodes
 from jinja2.compiler import CodeGenerator, Frame
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from tracker.diff.bounds import LimitExceeded, estimate, weight
 
 FIXED_NOW = datetime(2026, 1, 1, 12, 0, 0)
 """The time `strftime_now` reports: rendering is pure and reproducible."""
@@ -69,18 +70,6 @@ class RenderResult:
 
 class _Deadline(BaseException):
     """Raised inside the worker thread when time is up (BaseException: templates cannot swallow it)."""
-
-
-class _LimitExceeded(jinja2.exceptions.SecurityError):
-    """An operation would build something larger than the limits allow."""
-
-
-_BIG_NUMBER_IN_FORMAT = re.compile(r"\d{7,}|\*")
-
-
-def _check_format(fmt: str) -> None:
-    if _BIG_NUMBER_IN_FORMAT.search(fmt):
-        raise _LimitExceeded("format string with an oversized width, precision or '*'")
 
 
 class _BoundedCodeGenerator(CodeGenerator):
@@ -143,56 +132,6 @@ class _TemplateDict:
 _JINJA_INTERNALS = (jinja2.runtime.Context, jinja2.nodes.EvalContext, jinja2.Environment)
 
 
-MAX_STEPS = 20_000
-"""weight() looks at no more than this many values: anything larger counts as over the budget."""
-
-
-def weight(value: Any, budget: int) -> int:
-    """An upper-bound-ish size of `value` once rendered (characters, items, digits), computed
-    iteratively and stopping as soon as it exceeds `budget` (so it costs O(budget) at most).
-
-    Strings count their length, containers their items plus their elements' weights, namespaces
-    their attributes, ints their decimal digits; more than MAX_STEPS values count as over the
-    budget (a check stays cheap). A container referenced twice counts twice (its repr is printed
-    twice: `[x, x]` doubling must not look small); every visit adds at least 1, so cycles and
-    shared structure end when the budget runs out. Types are tested with `type()`, never
-    `isinstance`, which would run a Namespace's own `__getattribute__`.
-    """
-    total = 0
-    steps = 0
-    stack = [value]
-    while stack:
-        steps += 1
-        if steps > MAX_STEPS:
-            return budget + 1
-        v = stack.pop()
-        t = type(v)
-        if issubclass(t, str | bytes):
-            total += len(v)
-        elif t is bool or v is None:
-            total += 1
-        elif issubclass(t, int):
-            total += v.bit_length() // 3 + 1
-        elif t is range:
-            total += len(v)
-        elif issubclass(t, list | tuple | set | frozenset | dict | jinja2.utils.Namespace):
-            if issubclass(t, jinja2.utils.Namespace):
-                v = object.__getattribute__(v, "_Namespace__attrs")
-            total += 1 + len(v)
-            if total > budget:
-                return total
-            if isinstance(v, dict):
-                stack.extend(v.keys())
-                stack.extend(v.values())
-            else:
-                stack.extend(v)
-        else:
-            total += 1
-        if total > budget:
-            return total
-    return total
-
-
 def _plain(args: tuple[Any, ...]) -> list[Any]:
     """Filter arguments without jinja's injected context objects."""
     return [a for a in args if not isinstance(a, _JINJA_INTERNALS)]
@@ -230,7 +169,7 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
     # -- checks ---------------------------------------------------------------------------
     def _over(self, size: int, what: str) -> None:
         if size > self.limits.max_size:
-            raise _LimitExceeded(f"{what} over the size limit ({self.limits.max_size})")
+            raise LimitExceeded(f"{what} over the size limit ({self.limits.max_size})")
 
     def _guard(self, value: Any, what: str = "value") -> Any:
         self._over(weight(value, self.limits.max_size), what)
@@ -244,54 +183,17 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
                 and not isinstance(value, bool)
                 and abs(value) > self.limits.max_int_arg
             ):
-                raise _LimitExceeded(
+                raise LimitExceeded(
                     f"integer argument {value} over the {self.limits.max_int_arg} limit"
                 )
         self._over(weight(values, self.limits.max_size), "arguments")
-
-    def _estimate(self, name: str, args: list[Any], kwargs: Mapping[str, Any]) -> int:
-        """Estimated result size of filter / str method `name` (0 when it cannot grow its input)."""
-        budget = self.limits.max_size
-        first = args[0] if args else None
-        rest = args[1:]
-        if name == "join":
-            sep = rest[0] if rest else kwargs.get("d", "")
-            if isinstance(first, str) and isinstance(rest[0] if rest else None, list | tuple):
-                first, sep = rest[0], first  # str.join(iterable): self is the separator
-            n = len(first) if isinstance(first, list | tuple | dict | str) else 0
-            return weight(first, budget) + n * (len(sep) if isinstance(sep, str) else 1)
-        if name == "replace" and isinstance(first, str) and len(rest) >= 2:
-            old, new = str(rest[0]), str(rest[1])
-            hits = first.count(old) if old else len(first) + 1
-            return len(first) + hits * max(0, len(new) - len(old))
-        if name == "indent" and isinstance(first, str):
-            width = rest[0] if rest else kwargs.get("width", 4)
-            per = width if isinstance(width, int) else len(str(width))
-            return len(first) + (first.count("\n") + 1) * per
-        if name in ("format", "format_map") and isinstance(first, str):
-            _check_format(first)
-            refs = first.count("{") + first.count("%") + 1
-            return len(first) + refs * weight([rest, dict(kwargs)], budget)
-        if name == "expandtabs" and isinstance(first, str):
-            tab = rest[0] if rest else kwargs.get("tabsize", 8)
-            return len(first) + first.count("\t") * (tab if isinstance(tab, int) else 8)
-        if name == "wordwrap" and isinstance(first, str):
-            width = rest[0] if rest else kwargs.get("width", 79)
-            wrap = rest[3] if len(rest) > 3 else kwargs.get("wrapstring", "\n")
-            lines = len(first) // max(1, width if isinstance(width, int) else 1) + 1
-            return len(first) + lines * len(str(wrap))
-        if name == "tojson":
-            indent = rest[1] if len(rest) > 1 else kwargs.get("indent")
-            per = indent if isinstance(indent, int) else len(str(indent or ""))
-            return weight(first, budget) * (4 + per)
-        return 0
 
     def _bounded(self, name: str, func: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(func)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             plain = _plain(args)
             self._check_args(plain, kwargs)
-            self._over(self._estimate(name, plain, kwargs), f"filter {name}")
+            self._over(estimate(name, plain, kwargs, self.limits.max_size), f"filter {name}")
             return self._guard(func(*args, **kwargs), f"result of filter {name}")
 
         return wrapper
@@ -319,10 +221,10 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
             and right > 0
             and left.bit_length() * right > 4 * budget
         ):
-            raise _LimitExceeded(f"power with exponent {right} over the size limit")
+            raise LimitExceeded(f"power with exponent {right} over the size limit")
         if operator == "*":
             if ints and left.bit_length() + right.bit_length() > 4 * budget:
-                raise _LimitExceeded("integer product over the size limit")
+                raise LimitExceeded("integer product over the size limit")
             for seq, n in ((left, right), (right, left)):
                 if (
                     isinstance(seq, str | list | tuple)
@@ -337,7 +239,7 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
         ):
             self._over(weight(left, budget) + weight(right, budget), "concatenation")
         if operator == "%" and isinstance(left, str):
-            self._over(self._estimate("format", [left, right], {}), "%-formatting")
+            self._over(estimate("format", [left, right], {}, self.limits.max_size), "%-formatting")
         return self._guard(
             super().call_binop(context, operator, left, right), f"result of {operator}"
         )
@@ -351,7 +253,9 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
         owner = getattr(target, "__self__", None)
         if isinstance(owner, str):
             name = getattr(target, "__name__", "")
-            __self._over(__self._estimate(name, [owner, *args], kwargs), f"str.{name}")
+            __self._over(
+                estimate(name, [owner, *args], kwargs, __self.limits.max_size), f"str.{name}"
+            )
         return __self._guard(super().call(__context, __obj, *args, **kwargs), "result of a call")
 
 
@@ -419,7 +323,7 @@ def _render_now(source: str, variables: Mapping[str, Any], limits: RenderLimits)
         return RenderResult(
             "", f"template too deeply nested to parse ({type(exc).__name__})", "limit"
         )
-    except _LimitExceeded as exc:
+    except LimitExceeded as exc:
         return RenderResult("", str(exc), "limit")
     except Exception as exc:
         return RenderResult("", f"{type(exc).__name__}: {exc}", "syntax")
@@ -431,7 +335,7 @@ def _render_now(source: str, variables: Mapping[str, Any], limits: RenderLimits)
             if size > limits.max_output:
                 return RenderResult("", f"output over {limits.max_output} characters", "limit")
             chunks.append(chunk)
-    except _LimitExceeded as exc:
+    except LimitExceeded as exc:
         return RenderResult("", str(exc), "limit")
     except jinja2.exceptions.SecurityError as exc:
         return RenderResult("", str(exc), "security")
