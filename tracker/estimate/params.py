@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tracker.errors import EstimateError
-from tracker.estimate import others, vision
+from tracker.estimate import irregular, others, vision
 from tracker.estimate.decoder import build_decoder
 from tracker.estimate.families import READERS, Notes, base
 from tracker.estimate.reading import ConfigView, LayerSpec, Reading, Tally
@@ -82,7 +82,7 @@ def _read_text(
     c: ConfigView, text_type: str, t: Tally, n: Notes, root: ConfigView
 ) -> tuple[list[LayerSpec], dict[str, Any]]:
     """Count the language model; return its layer specs and the dims memory needs."""
-    custom = others.READERS.get(text_type)
+    custom = others.READERS.get(text_type) or irregular.READERS.get(text_type)
     if custom is not None:
         return custom(c, t, n)
     reader = READERS.get(text_type)
