@@ -152,3 +152,29 @@ def test_a_template_that_spins_is_stopped_and_reported_as_timeout() -> None:
     spin = "{% for i in range(100000) %}{% for j in range(100000) %}{% if i == -1 %}x{% endif %}{% endfor %}{% endfor %}"
     result = render_template(spin, VARS, RenderLimits(seconds=0.3))
     assert (result.category, result.error) == ("timeout", "rendering took over 0.3 s")
+
+
+BENIGN = [
+    ("{{ '**%s**' % messages[0].content }}", "**hi**"),
+    ("{{ '{:*^9}'.format('x') }}", "****x****"),
+    ("{{ '%5.2f' % 3.14159 }}", " 3.14"),
+    ("{{ messages|tojson }}", '[{"role": "user", "content": "hi"}]'),
+    ("{{ messages|tojson(indent=2)|length }}", "51"),
+    (
+        "{% for m in messages %}{{ loop.index }}{% if loop.last %}{% break %}{% endif %}{% endfor %}",
+        "1",
+    ),
+    (
+        "{% set ns = namespace(n=0) %}{% for i in range(3) %}{% set ns.n = ns.n + i %}{% endfor %}{{ ns.n }}",
+        "3",
+    ),
+    ("{{ (messages|map(attribute='content')|join(', '))|upper }}", "HI"),
+    ("{% generation %}{{ bos_token }}{% endgeneration %}", "<s>"),
+    ("{{ dict(a=1)|items|list }}", "[('a', 1)]"),
+]
+
+
+@pytest.mark.parametrize(("source", "expected"), BENIGN)
+def test_benign_templates_render_as_transformers_would(source: str, expected: str) -> None:
+    result = render_template(source, VARS, LIMITS)
+    assert (result.category, result.output) == ("ok", expected)

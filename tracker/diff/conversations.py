@@ -33,7 +33,7 @@ _TOOL_CALL = {
     "content": "",
     "tool_calls": [
         {
-            "id": "call_1",
+            "id": "call00001",
             "type": "function",
             "function": {"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}},
         }
@@ -41,7 +41,7 @@ _TOOL_CALL = {
 }
 _TOOL_RESULT = {
     "role": "tool",
-    "tool_call_id": "call_1",
+    "tool_call_id": "call00001",
     "name": "get_weather",
     "content": '{"temperature": 18}',
 }
