@@ -269,6 +269,7 @@ def commit(
     body = message.rstrip() + "\n"
     stream = [
         f"commit {refname}\n".encode(),
+        b"mark :1\n",
         b"author " + ident + b"\n",
         b"committer " + ident + b"\n",
         _data(body.encode()),
@@ -294,12 +295,11 @@ def commit(
             blob = bytes(content)
         stream.append(b"M 100644 inline " + _quoted(path) + b"\n")
         stream.append(_data(blob))
-    stream.append(b"done\n")
-    _git(gdir, "fast-import", "--quiet", "--done", stdin=b"".join(stream))
-    sha = resolve(repo_dir, refname)
-    if sha is None:  # pragma: no cover - fast-import succeeded but did not move the ref
-        raise RepoWriteError(f"fast-import did not update {refname} in {repo_dir}")
-    return sha
+    stream.append(b"get-mark :1\ndone\n")  # get-mark prints the new commit's sha on stdout
+    out = _git(gdir, "fast-import", "--quiet", "--done", stdin=b"".join(stream)).decode().strip()
+    if not is_full_sha(out):  # pragma: no cover - fast-import succeeded but printed no sha
+        raise RepoWriteError(f"fast-import gave no commit id for {refname} in {repo_dir}: {out!r}")
+    return Sha(out)
 
 
 def set_ref(repo_dir: Path, ref: str, sha: str) -> None:
