@@ -145,6 +145,11 @@ def calibration() -> tuple[list[str], list[str], list[float], dict[str, list[flo
         assert measured is not None
         config = json.loads((CONFIGS / f"{MODEL_CONFIG[row['model']]}.json").read_text())
         r = read_config(config)
+        note = ""
+        if r.max_context and s.train_seq_len > r.max_context and row["task"] != "serving":
+            # the row ran longer sequences than the stand-in config declares: use the row's
+            note = f" (config declares {r.max_context}; computed at the row's {s.train_seq_len})"
+            r = replace(r, max_context=s.train_seq_len)
         m = memory.compute(r, s)
         act = m.act_per_sample
         if row["grad_ckpt"].startswith("on"):
@@ -161,7 +166,7 @@ def calibration() -> tuple[list[str], list[str], list[float], dict[str, list[flo
         errors.append(abs(err))
         by_task.setdefault(row["task"], []).append(abs(err))
         table.append(
-            f"| {row['model']} | {row['method']} | {batch} | {row['seq_len']} | "
+            f"| {row['model']} | {row['method']} | {batch} | {row['seq_len']}{note} | "
             f"{est / 1e9:.2f} | {meas_gb:.2f} | {err * 100:+.1f}% |"
         )
     return table, left_out, errors, by_task
