@@ -206,3 +206,36 @@ def test_special_tokens_map_is_used_when_tokenizer_config_does_not_set_a_token()
         "pad_token",
         "<unk>",
     )
+
+
+def test_merges_as_strings_or_pairs_are_the_same_rules() -> None:
+    doc = json.loads(_bytes(_trained()))
+    pairs = doc["model"]["merges"]
+    assert isinstance(pairs[0], list)  # tokenizers 0.20+ writes [a, b] pairs
+    old_style = json.loads(json.dumps(doc))
+    old_style["model"]["merges"] = [" ".join(p) for p in pairs]
+    assert _diff(json.dumps(old_style).encode(), json.dumps(doc).encode()) == []
+    swapped = json.loads(json.dumps(doc))
+    swapped["model"]["merges"][0], swapped["model"]["merges"][1] = pairs[1], pairs[0]
+    assert _diff(json.dumps(doc).encode(), json.dumps(swapped).encode()) == [
+        (
+            "changed",
+            "merges",
+            {
+                "count": len(pairs),
+                "sha256": summarise_tokenizer("t", json.dumps(doc).encode()).merges_digest,
+            },
+            {
+                "count": len(pairs),
+                "sha256": summarise_tokenizer("t", json.dumps(swapped).encode()).merges_digest,
+            },
+        )
+    ]
+
+
+def test_malformed_merges_are_unreadable() -> None:
+    doc = {"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [["a", 1]]}}
+    with pytest.raises(
+        UnreadableArtifactError, match=r"merges` items must be strings or \[a, b\] string pairs"
+    ):
+        summarise_tokenizer("tokenizer.json", json.dumps(doc).encode())
