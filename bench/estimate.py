@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import functools
 import gc
 import json
+import logging
 import re
 import statistics
 import time
@@ -218,7 +220,7 @@ def speed() -> dict[str, float]:
     for path in sorted(CONFIGS.glob("*.json")):
         config = json.loads(path.read_text())
         gc.collect()
-        mine = _median_ms(lambda config=config: estimate(config))
+        mine = _median_ms(functools.partial(estimate, config))
         ours_all.append(mine)
         build = _meta_builder(config)
         if build is None:
@@ -245,7 +247,7 @@ def _quiet_transformers() -> Iterator[None]:
     import transformers
 
     level = transformers.logging.get_verbosity()
-    transformers.logging.set_verbosity_error()
+    transformers.logging.set_verbosity(logging.ERROR)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
