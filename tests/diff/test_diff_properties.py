@@ -53,3 +53,74 @@ def test_changing_a_top_level_value_is_always_reported_at_or_under_its_key(
     assert changes, (doc[key], new_value)
     assert all(c.key == key or c.key.startswith((f"{key}.", f"{key}[")) for c in changes)
     assert all(c.kind is not ChangeKind.UNREADABLE for c in changes)
+
+
+_TRACKED = (
+    "config.json",
+    "generation_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "chat_template.jinja",
+    "chat_template.json",
+    "model.safetensors.index.json",
+    "pytorch_model.bin.index.json",
+    "README.md",
+    "modeling_x.py",
+    "preprocessor_config.json",
+)
+_JSONISH = st.recursive(
+    _LEAF,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.dictionaries(
+            st.sampled_from(
+                [
+                    "model",
+                    "vocab",
+                    "merges",
+                    "added_tokens",
+                    "weight_map",
+                    "chat_template",
+                    "auto_map",
+                    "eos_token",
+                    "eos_token_id",
+                    "type",
+                    "id",
+                    "content",
+                    "name",
+                    "template",
+                    "metadata",
+                    "total_size",
+                    "AutoModel",
+                ]
+            ),
+            inner,
+            max_size=4,
+        ),
+    ),
+    max_leaves=15,
+)
+_CONTENT = st.one_of(
+    st.binary(max_size=64),
+    _JSONISH.map(lambda v: json.dumps(v).encode()),
+    st.text(max_size=64).map(str.encode),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.dictionaries(st.sampled_from(_TRACKED), _CONTENT, max_size=5),
+    st.dictionaries(st.sampled_from(_TRACKED), _CONTENT, max_size=5),
+)
+def test_arbitrary_content_never_crashes_and_gives_json_values(
+    old: dict[str, bytes], new: dict[str, bytes]
+) -> None:
+    from diffkit import make_snapshot
+
+    from tracker.diff import diff_snapshots
+
+    for before in (None, make_snapshot(old)):
+        for change in diff_snapshots(before, make_snapshot(new)):
+            json.dumps([change.before, change.after])
+            assert change.summary and "\n" not in change.summary
