@@ -14,8 +14,7 @@ from tracker.sources import RepoSource
 from tracker.store import Store
 
 if TYPE_CHECKING:
-    from sqlalchemy import Engine
-
+    from tracker.store import Engine
     from tracker.watchlist import WatchedRepo, Watchlist
 
 DEFAULT_ENDPOINT = "https://huggingface.co"

@@ -11,12 +11,11 @@ import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlmodel import SQLModel
 
 from tracker.domain import Commit, RepoId, SafetensorsHeader, Sha, TensorInfo, TreeEntry
 from tracker.errors import RepoNotFoundError, RevisionNotFoundError, StoreError
 from tracker.store import EventKind, FileVersion, RepoStatus, Store
-from tracker.store.tables import MY_TABLES
+from tracker.store.tables import METADATA, MY_TABLES
 
 RID = RepoId("acme/tiny")
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
@@ -82,7 +81,7 @@ def test_migrated_schema_matches_the_tables(store: Store) -> None:
             conn,
             opts={"include_name": lambda name, kind, _p: kind != "table" or name in MY_TABLES},
         )
-        diffs = compare_metadata(ctx, SQLModel.metadata)
+        diffs = compare_metadata(ctx, METADATA)
         version = ctx.get_current_revision()
         tables = set(sa.inspect(conn).get_table_names())
     assert diffs == []

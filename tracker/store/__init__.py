@@ -6,6 +6,8 @@ Public: `Store` (open with `Store.open(url)`), its values (`StoredRevision`, `Re
 
 from __future__ import annotations
 
+from sqlalchemy import Engine
+
 from tracker.store.store import Store, create_engine, upgrade
 from tracker.store.values import (
     Event,
@@ -18,6 +20,7 @@ from tracker.store.values import (
 )
 
 __all__ = [
+    "Engine",
     "Event",
     "EventKind",
     "FileKind",

@@ -21,10 +21,17 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.orm import registry
 from sqlmodel import Field, SQLModel
 
 
-class RepoRow(SQLModel, table=True):
+class StoreModel(SQLModel, registry=registry()):
+    """Base of the snapshot-store tables: their own registry and MetaData (`METADATA`), so that
+    importing this module again (a fresh `tracker` import in the same interpreter) cannot clash
+    with SQLModel's global MetaData."""
+
+
+class RepoRow(StoreModel, table=True):
     __tablename__ = "repos"
 
     id: int | None = Field(default=None, primary_key=True)
@@ -34,7 +41,7 @@ class RepoRow(SQLModel, table=True):
     ref: str = Field(sa_column=sa.Column(sa.String(255), nullable=False))
 
 
-class IngestionStateRow(SQLModel, table=True):
+class IngestionStateRow(StoreModel, table=True):
     __tablename__ = "ingestion_state"
 
     repo_pk: int = Field(
@@ -54,7 +61,7 @@ class IngestionStateRow(SQLModel, table=True):
     )
 
 
-class RevisionRow(SQLModel, table=True):
+class RevisionRow(StoreModel, table=True):
     __tablename__ = "revisions"
     __table_args__ = (
         sa.UniqueConstraint("repo_pk", "sha", name="uq_revisions_repo_sha"),
@@ -86,7 +93,7 @@ class RevisionRow(SQLModel, table=True):
     )
 
 
-class TreeEntryRow(SQLModel, table=True):
+class TreeEntryRow(StoreModel, table=True):
     __tablename__ = "tree_entries"
     __table_args__ = (sa.UniqueConstraint("repo_pk", "entry_key", name="uq_tree_entries_key"),)
 
@@ -104,14 +111,14 @@ class TreeEntryRow(SQLModel, table=True):
     security: dict[str, Any] | None = Field(default=None, sa_column=sa.Column(sa.JSON))
 
 
-class TreeRow(SQLModel, table=True):
+class TreeRow(StoreModel, table=True):
     __tablename__ = "trees"
 
     tree_hash: str = Field(sa_column=sa.Column(sa.String(64), primary_key=True))
     entry_ids: list[int] = Field(sa_column=sa.Column(sa.JSON, nullable=False))
 
 
-class BlobRow(SQLModel, table=True):
+class BlobRow(StoreModel, table=True):
     __tablename__ = "blobs"
 
     sha256: str = Field(sa_column=sa.Column(sa.String(64), primary_key=True))
@@ -119,7 +126,7 @@ class BlobRow(SQLModel, table=True):
     data: bytes = Field(sa_column=sa.Column(sa.LargeBinary, nullable=False))
 
 
-class RevisionFileRow(SQLModel, table=True):
+class RevisionFileRow(StoreModel, table=True):
     __tablename__ = "revision_files"
 
     revision_pk: int = Field(
@@ -139,7 +146,7 @@ class RevisionFileRow(SQLModel, table=True):
     )
 
 
-class EventRow(SQLModel, table=True):
+class EventRow(StoreModel, table=True):
     __tablename__ = "events"
 
     id: int | None = Field(default=None, primary_key=True)
@@ -152,6 +159,9 @@ class EventRow(SQLModel, table=True):
     kind: str = Field(sa_column=sa.Column(sa.String(32), nullable=False))
     details: dict[str, Any] = Field(sa_column=sa.Column(sa.JSON, nullable=False))
 
+
+METADATA = StoreModel.metadata
+"""The MetaData of exactly the tables below (what migration 0001 creates)."""
 
 MY_TABLES = (
     "repos",

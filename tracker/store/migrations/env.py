@@ -10,8 +10,10 @@ import sqlalchemy as sa
 from alembic import context
 from sqlmodel import SQLModel
 
+from tracker.store.tables import METADATA
+
 config = context.config
-target_metadata = SQLModel.metadata
+target_metadata = [METADATA, SQLModel.metadata]
 
 
 def _run(connection: sa.Connection) -> None:
