@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import threading
+import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -150,7 +151,65 @@ class GitRepo:
     # -- refs -------------------------------------------------------------------------------
 
     def refs(self) -> list[Ref]:
-        """Every ref under refs/ with the commit it points at, sorted by ref name (read fresh)."""
+        """Every ref under refs/ with the commit it points at, sorted by ref name (read fresh).
+
+        Reads loose refs and packed-refs directly (a bench polls 1,000 repos); falls back to
+        `git for-each-ref` whenever a ref needs more than that (symbolic refs, packed tag objects).
+        """
+        fast = self._refs_from_files()
+        return fast if fast is not None else self._refs_from_git()
+
+    def _refs_from_files(self) -> list[Ref] | None:
+        found: dict[str, str] = {}
+        packed = self.git_dir / "packed-refs"
+        try:
+            lines = packed.read_text("utf-8").splitlines() if packed.exists() else []
+            last: str | None = None
+            for line in lines:
+                if line.startswith("#"):
+                    if "fully-peeled" not in line:
+                        return None  # tags without a ^ line might still be tag objects
+                    continue
+                if not line:
+                    continue
+                if line.startswith("^"):
+                    if last is None:
+                        return None
+                    found[last] = line[1:].strip()  # the peeled commit of an annotated tag
+                    continue
+                sha, _, name = line.partition(" ")
+                found[name] = sha
+                last = name
+            base = self.git_dir / "refs"
+            for dirpath, _dirs, names in os.walk(base):
+                for name in names:
+                    full = Path(dirpath) / name
+                    text = full.read_text("utf-8").strip()
+                    ref = "refs/" + full.relative_to(base).as_posix()
+                    if not _SHA_RE.match(text):
+                        return None
+                    # Branches, PR and convert refs always name commits on the Hub; a tag may
+                    # name a tag object, which only git can peel when it is packed.
+                    if ref.startswith("refs/tags/") and not self._loose_is_commit(text):
+                        return None
+                    found[ref] = text
+        except (OSError, UnicodeDecodeError):
+            return None
+        if any(not _SHA_RE.match(sha) for sha in found.values()):
+            return None
+        return [Ref(name, found[name]) for name in sorted(found)]
+
+    def _loose_is_commit(self, sha: str) -> bool:
+        """True when `sha` is a loose commit object (False when packed or another type: use git)."""
+        path = self.git_dir / "objects" / sha[:2] / sha[2:]
+        try:
+            with path.open("rb") as handle:
+                head = zlib.decompressobj().decompress(handle.read(64), 16)
+        except (OSError, zlib.error):
+            return False
+        return head.startswith(b"commit ")
+
+    def _refs_from_git(self) -> list[Ref]:
         out = self._git(
             "for-each-ref", "--format=%(refname)%00%(objectname)%00%(*objectname)", "refs/"
         )

@@ -85,6 +85,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "tracker-hub-replica/1"
     timeout = _IDLE_TIMEOUT_S
+    disable_nagle_algorithm = True  # headers and body go out in separate writes
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:
