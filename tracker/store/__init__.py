@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from sqlalchemy import Engine
 
-from tracker.store.store import Store, create_engine, upgrade
+from tracker.store.engine import create_engine, upgrade
+from tracker.store.store import Store
 from tracker.store.values import (
     Event,
     EventKind,

@@ -7,18 +7,13 @@ StoreError here (`_session`). Timestamps are stored as naive UTC and returned ti
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any, Protocol
+from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config
 from sqlalchemy.orm import Session
 from sqlmodel import col
 
@@ -33,15 +28,17 @@ from tracker.domain import (
 )
 from tracker.errors import RepoNotFoundError, RevisionNotFoundError, StoreError, TrackerError
 from tracker.store.blobs import get_blobs, put_blob
+from tracker.store.engine import aware, create_engine, naive, upgrade, utc_now
+from tracker.store.rows import pk as _pk
+from tracker.store.rows import to_stored as _to_stored
 from tracker.store.tables import (
     EventRow,
     IngestionStateRow,
     RepoRow,
     RevisionFileRow,
     RevisionRow,
-    TreeEntryRow,
-    TreeRow,
 )
+from tracker.store.trees import load_tree, put_tree
 from tracker.store.values import (
     Event,
     EventKind,
@@ -53,92 +50,8 @@ from tracker.store.values import (
     decode_header,
 )
 
-MIGRATIONS = Path(__file__).with_name("migrations")
 _SPEC = re.compile(r"^(?P<base>[^~]+?)(?:~(?P<n>\d*))?$")
 _HEX = re.compile(r"^[0-9a-f]{4,40}$")
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
-def _naive(dt: datetime) -> datetime:
-    if dt.tzinfo is None:
-        return dt
-    return dt.astimezone(UTC).replace(tzinfo=None)
-
-
-def _aware(dt: datetime | None) -> datetime | None:
-    return None if dt is None else dt.replace(tzinfo=UTC)
-
-
-def create_engine(url: str) -> sa.Engine:
-    """An engine for `url`; SQLite gets WAL, foreign keys and a 30 s busy timeout on every connection."""
-    if url.startswith("sqlite"):
-        db = sa.make_url(url).database
-        if db and db != ":memory:":
-            Path(db).parent.mkdir(parents=True, exist_ok=True)
-        engine = sa.create_engine(url, connect_args={"timeout": 30})
-
-        @sa.event.listens_for(engine, "connect")
-        def _pragmas(dbapi_conn: Any, _record: Any) -> None:
-            cur = dbapi_conn.cursor()
-            cur.execute("PRAGMA journal_mode=WAL")
-            cur.execute("PRAGMA foreign_keys=ON")
-            cur.execute("PRAGMA busy_timeout=30000")
-            cur.execute("PRAGMA synchronous=NORMAL")
-            cur.close()
-
-        return engine
-    return sa.create_engine(url, pool_pre_ping=True)
-
-
-def upgrade(engine: sa.Engine, revision: str = "head") -> None:
-    """Run the Alembic migrations (ours and those chained after "0001") up to `revision`."""
-    cfg = Config()
-    cfg.set_main_option("path_separator", "os")
-    cfg.set_main_option("script_location", str(MIGRATIONS))
-    cfg.set_main_option("version_locations", str(MIGRATIONS / "versions"))
-    with engine.begin() as conn:
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, revision)
-
-
-def _entry_key(e: TreeEntry) -> str:
-    obj = [e.path, e.blob_id, e.size, e.lfs_sha256, e.security]
-    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
-
-
-class _HasId(Protocol):
-    id: int | None
-
-
-def _pk(row: _HasId) -> int:
-    if row.id is None:  # pragma: no cover - rows are flushed before their id is read
-        raise StoreError("store: row has no primary key yet")
-    return row.id
-
-
-def _to_commit(row: RevisionRow) -> Commit:
-    return Commit(
-        sha=Sha(row.sha),
-        parents=tuple(Sha(p) for p in row.parents),
-        date=datetime.fromisoformat(row.date),
-        title=row.title,
-        message=row.message,
-        authors=tuple(row.authors),
-    )
-
-
-def _to_stored(row: RevisionRow) -> StoredRevision:
-    return StoredRevision(
-        commit=_to_commit(row),
-        seq=row.seq,
-        previous=Sha(row.previous_sha) if row.previous_sha else None,
-        analysed=row.analysed_at is not None,
-        rewritten_away=row.rewritten_away,
-        ingested_at=_aware(row.ingested_at),
-    )
 
 
 class Store:
@@ -216,8 +129,8 @@ class Store:
             ref=repo.ref,
             cursor=Sha(st.cursor_sha) if st.cursor_sha else None,
             status=RepoStatus(st.state),
-            last_poll_at=_aware(st.last_poll_at),
-            last_success_at=_aware(st.last_success_at),
+            last_poll_at=aware(st.last_poll_at),
+            last_success_at=aware(st.last_success_at),
             consecutive_failures=st.consecutive_failures,
             last_error=st.last_error,
             revisions=int(count),
@@ -242,7 +155,7 @@ class Store:
         self, repo_id: RepoId, *, status: RepoStatus, error: str | None, now: datetime | None = None
     ) -> None:
         """Record a poll's outcome: OK resets the failure count; anything else increments it."""
-        now = _naive(now or utc_now())
+        now = naive(now or utc_now())
         with self._session() as s:
             repo = self._repo(s, repo_id)
             st = s.get(IngestionStateRow, _pk(repo))
@@ -270,7 +183,7 @@ class Store:
             repo = self._repo(s, repo_id)
             s.add(
                 EventRow(
-                    repo_pk=_pk(repo), at=_naive(now or utc_now()), kind=kind, details=dict(details)
+                    repo_pk=_pk(repo), at=naive(now or utc_now()), kind=kind, details=dict(details)
                 )
             )
 
@@ -284,7 +197,7 @@ class Store:
                 .order_by(col(EventRow.id))
             ).scalars()
             return [
-                Event(RepoId(repo.repo_id), _aware(r.at) or utc_now(), EventKind(r.kind), r.details)
+                Event(RepoId(repo.repo_id), aware(r.at) or utc_now(), EventKind(r.kind), r.details)
                 for r in rows
             ]
 
@@ -399,39 +312,14 @@ class Store:
         with self._session() as s:
             row = self._rev(s, self._repo(s, repo_id), sha)
             if row.analysed_at is None:
-                row.analysed_at = _naive(now or utc_now())
+                row.analysed_at = naive(now or utc_now())
 
     # -- trees, files, snapshots -------------------------------------------------------------
-
-    def _tree(self, s: Session, tree_hash: str) -> tuple[TreeEntry, ...]:
-        tree = s.get(TreeRow, tree_hash)
-        if tree is None:
-            raise StoreError(f"store is inconsistent: tree {tree_hash} missing")
-        ids = list(tree.entry_ids)
-        by_id: dict[int, TreeEntryRow] = {}
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
-            for r in s.execute(
-                sa.select(TreeEntryRow).where(col(TreeEntryRow.id).in_(chunk))
-            ).scalars():
-                by_id[_pk(r)] = r
-        if len(by_id) != len(set(ids)):
-            raise StoreError(f"store is inconsistent: tree {tree_hash} has missing entries")
-        return tuple(
-            TreeEntry(
-                path=r.path,
-                blob_id=r.blob_id,
-                size=r.size,
-                lfs_sha256=r.lfs_sha256,
-                security=r.security,
-            )
-            for r in (by_id[i] for i in ids)
-        )
 
     def tree(self, repo_id: RepoId, sha: Sha) -> tuple[TreeEntry, ...]:
         """The full tree stored for a revision, sorted by path."""
         with self._session() as s:
-            return self._tree(s, self._rev(s, self._repo(s, repo_id), sha).tree_hash)
+            return load_tree(s, self._rev(s, self._repo(s, repo_id), sha).tree_hash)
 
     def file_versions(self, repo_id: RepoId, sha: Sha) -> dict[str, FileVersion]:
         """Tracked paths at a revision → what is stored for each (no bytes; carry-forward ready)."""
@@ -454,7 +342,7 @@ class Store:
         with self._session() as s:
             repo = self._repo(s, repo_id)
             rev = self._rev(s, repo, sha)
-            tree = self._tree(s, rev.tree_hash)
+            tree = load_tree(s, rev.tree_hash)
             rows = (
                 s.execute(
                     sa.select(RevisionFileRow).where(col(RevisionFileRow.revision_pk) == rev.id)
@@ -484,41 +372,6 @@ class Store:
 
     # -- writing (ingest) --------------------------------------------------------------------
 
-    def _put_tree(self, s: Session, repo: RepoRow, tree: Sequence[TreeEntry]) -> str:
-        entries = sorted(tree, key=lambda e: e.path)
-        keys = [_entry_key(e) for e in entries]
-        existing: dict[str, int] = {}
-        for start in range(0, len(keys), 500):
-            chunk = keys[start : start + 500]
-            for key, pk in s.execute(
-                sa.select(col(TreeEntryRow.entry_key), col(TreeEntryRow.id)).where(
-                    col(TreeEntryRow.repo_pk) == _pk(repo), col(TreeEntryRow.entry_key).in_(chunk)
-                )
-            ):
-                if pk is not None:
-                    existing[key] = pk
-        ids: list[int] = []
-        for e, key in zip(entries, keys, strict=True):
-            if key not in existing:
-                row = TreeEntryRow(
-                    repo_pk=_pk(repo),
-                    entry_key=key,
-                    path=e.path,
-                    blob_id=e.blob_id,
-                    size=e.size,
-                    lfs_sha256=e.lfs_sha256,
-                    security=dict(e.security) if e.security is not None else None,
-                )
-                s.add(row)
-                s.flush()
-                existing[key] = _pk(row)
-            ids.append(existing[key])
-        tree_hash = hashlib.sha256(json.dumps(ids).encode()).hexdigest()
-        if s.get(TreeRow, tree_hash) is None:
-            s.add(TreeRow(tree_hash=tree_hash, entry_ids=ids))
-            s.flush()
-        return tree_hash
-
     def store_revision(
         self,
         repo_id: RepoId,
@@ -535,7 +388,7 @@ class Store:
         Idempotent: storing a sha already stored only moves the cursor (and revives a
         rewritten-away revision that the ref points at again).
         """
-        now_n = _naive(now or utc_now())
+        now_n = naive(now or utc_now())
         with self._session() as s:
             repo = self._repo(s, repo_id)
             st = s.get(IngestionStateRow, _pk(repo))
@@ -562,7 +415,7 @@ class Store:
                     authors=list(commit.authors),
                     seq=int(seq) + 1,
                     previous_sha=previous,
-                    tree_hash=self._put_tree(s, repo, tree),
+                    tree_hash=put_tree(s, _pk(repo), tree),
                     ingested_at=now_n,
                 )
                 s.add(row)
@@ -601,7 +454,7 @@ class Store:
         """After a force-push: mark `dropped` rewritten-away (never deleted), move the cursor to
         `cursor` (the fork point, or None when nothing stored survives) and record one
         FORCE_PUSH event with `details`, in one transaction."""
-        now_n = _naive(now or utc_now())
+        now_n = naive(now or utc_now())
         with self._session() as s:
             repo = self._repo(s, repo_id)
             if dropped:
@@ -624,3 +477,5 @@ class Store:
                     details={**details, "dropped": list(dropped), "fork_point": cursor},
                 )
             )
+
+__all__ = ["Store", "create_engine", "upgrade"]
