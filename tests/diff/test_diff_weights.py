@@ -196,3 +196,29 @@ def test_falcon_40b_real_bin_index_change_layernorm_split() -> None:
         83669975040,
         83671941120,
     )
+
+
+def test_one_rewritten_shard_with_a_new_header_is_compared() -> None:
+    wm = json.loads(INDEX)["weight_map"]
+    before = make_snapshot(
+        {"model.safetensors.index.json": INDEX},
+        extra_tree={s: f"a-{s}" for s in set(wm.values())},
+        headers=_headers(wm),
+    )
+    after_headers = _headers(wm)
+    shard = wm["model.norm.weight"]
+    after_headers[shard] = SafetensorsHeader(
+        {**after_headers[shard].tensors, "model.norm.weight": TensorInfo("F32", (4096,), 4096 * 4)}
+    )
+    ids = {s: f"a-{s}" for s in set(wm.values())}
+    ids[shard] = "rewritten"
+    after = make_snapshot(
+        {"model.safetensors.index.json": INDEX}, extra_tree=ids, headers=after_headers
+    )
+    got = [(c.kind.value, c.key) for c in diff_snapshots(before, after)]
+    assert got == [
+        ("retyped", "model.norm.weight"),
+        ("changed", "total_bytes"),
+        ("changed", "dtypes"),
+        ("changed", "content"),
+    ]

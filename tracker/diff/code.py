@@ -111,7 +111,7 @@ def diff_code(before: Snapshot | None, after: Snapshot) -> list[Change]:
                     key,
                     a,
                     b,
-                    f"{key} {kind.value}: {show(a)} → {show(b)} (remote code)",
+                    f"{key} {_what(kind, a, b)} (remote code)",
                 )
             )
     out.extend(_diff_py_files(before, after))
@@ -122,6 +122,14 @@ def _py_paths(snap: Snapshot | None) -> set[str]:
     if snap is None:
         return set()
     return {p for p in (*snap.files, *snap.unreadable) if p.endswith(".py")}
+
+
+def _what(kind: ChangeKind, a: JSONValue, b: JSONValue) -> str:
+    if kind is ChangeKind.ADDED:
+        return f"added: {show(b)}"
+    if kind is ChangeKind.REMOVED:
+        return f"removed (was {show(a)})"
+    return f"changed: {show(a)} → {show(b)}"
 
 
 def _diff_py_files(before: Snapshot | None, after: Snapshot) -> list[Change]:

@@ -95,6 +95,28 @@ def _manifest_or_none(snap: Snapshot | None) -> tuple[Manifest | None, str, str]
     return build_manifest(snap, side.value if side.state == "ok" else None), index_file, ""
 
 
+def _weight_state(snap: Snapshot) -> tuple[object, ...]:
+    """Everything the weights diff reads, by identity: index bytes, unreadable reasons, and the
+    tree identity (content hash) of every .safetensors file and of every file a header came from."""
+    ids = {e.path: e.identity for e in snap.tree if e.path.endswith(".safetensors")}
+    return (
+        snap.files.get(INDEX_FILE),
+        snap.files.get(BIN_INDEX_FILE),
+        ids,
+        sorted(snap.headers),
+        {p: r for p, r in snap.unreadable.items() if p.endswith((".safetensors", ".index.json"))},
+    )
+
+
+def _unchanged(before: Snapshot, after: Snapshot) -> bool:
+    """True when no weight file changed content (same hashes: same headers), the common case.
+
+    A header is a pure function of its file's bytes, so equal identities mean equal headers: the
+    ~100k-tensor comparison is skipped (O(shards), not O(tensors)).
+    """
+    return _weight_state(before) == _weight_state(after)
+
+
 def diff_weights(before: Snapshot | None, after: Snapshot) -> list[Change]:
     """Tensor-level and manifest-level changes (keys: tensor names, `shards`, `total_bytes`, `dtypes`, `content`).
 
@@ -102,6 +124,8 @@ def diff_weights(before: Snapshot | None, after: Snapshot) -> list[Change]:
     each signature. Headers listed in `after.unreadable` give UNREADABLE changes.
     """
     out: list[Change] = []
+    if before is not None and _unchanged(before, after):
+        return []
     old_m, _, old_reason = _manifest_or_none(before)
     new_m, index_file, new_reason = _manifest_or_none(after)
     if new_reason and new_reason != "untracked" and (before is None or new_reason != old_reason):
