@@ -216,9 +216,10 @@ def test_one_rewritten_shard_with_a_new_header_is_compared() -> None:
         {"model.safetensors.index.json": INDEX}, extra_tree=ids, headers=after_headers
     )
     got = [(c.kind.value, c.key) for c in diff_snapshots(before, after)]
+    # diff order is (artifact, file, key): "" (repo-wide), the shard, then the index
     assert got == [
-        ("retyped", "model.norm.weight"),
-        ("changed", "total_bytes"),
-        ("changed", "dtypes"),
         ("changed", "content"),
+        ("retyped", "model.norm.weight"),
+        ("changed", "dtypes"),
+        ("changed", "total_bytes"),
     ]
