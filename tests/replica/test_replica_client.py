@@ -279,5 +279,9 @@ def test_safetensors_metadata_single_and_sharded(
     assert sharded.parameter_count == {"F32": 16, "F16": 8}
     ranges = sorted(r.range for r in hub.requests if r.range and r.path.startswith("/cdn-lfs/"))
     assert ranges == ["bytes=0-100000", "bytes=0-100000", "bytes=8-150007"]
+    shortcut = api.get_sharded_safetensors_metadata("acme/sharded")  # the Hub-only endpoint
+    assert shortcut.metadata == {"total_size": 80}
+    assert shortcut.weight_map == index["weight_map"]
+    assert shortcut.parameter_count == {"F32": 16, "F16": 8}
     parsed = api.parse_safetensors_file_metadata("acme/sharded", "model-00002-of-00002.safetensors")
     assert parsed.tensors["b"].dtype == "F16" and parsed.parameter_count == {"F16": 8}

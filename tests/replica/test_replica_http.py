@@ -225,8 +225,12 @@ def test_pickle_scan_in_tree(root: Path, hub: Replica) -> None:
         "pickles",
         date=T0,
     )
+    in_git = pickle.dumps(OrderedDict(b=2), protocol=4)
+    commit(repo, {"state.pkl": in_git}, "a pickle kept in git", date=T0, lfs=lambda p, d: False)
     api = HfApi(endpoint=hub.url, token=False)
     tree = {e.path: e for e in api.list_repo_tree("acme/pickles", expand=True)}
+    assert tree["state.pkl"].lfs is None  # type: ignore[union-attr]
+    assert tree["state.pkl"].security["status"] == "safe"  # type: ignore[index]
     evil = tree["evil.bin"].security
     assert evil is not None and evil["status"] == "unsafe"
     assert evil["pickle_import_scan"]["highestSafetyLevel"] == "dangerous"

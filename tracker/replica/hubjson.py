@@ -121,7 +121,9 @@ def security_status(repo: GitRepo, item: TreeItem) -> dict[str, Any]:
     if not picklescan.is_pickle_path(item.path):
         return picklescan.file_status(None, pickle=False)
     if item.lfs is None:
-        return picklescan.file_status(None, pickle=True)  # a pickle in git itself: not scanned
+        blob = item.oid
+        result = repo.memo(("pickle", blob), lambda: picklescan.scan(repo.read_blob(blob)))
+        return picklescan.file_status(result, pickle=True)
     path = repo.lfs_object(item.lfs.oid)
     result = repo.memo(
         ("pickle", item.lfs.oid), lambda: picklescan.scan(path) if path.exists() else None

@@ -10,7 +10,7 @@ import io
 import pickletools
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".joblib", ".dat", ".data")
 """File suffixes the Hub's pickle scanner looks at."""
@@ -84,8 +84,9 @@ def _imports_of(data: bytes) -> list[tuple[str, str]]:
     """GLOBAL/STACK_GLOBAL imports of the pickle(s) at the start of `data` (in order, unique)."""
     found: list[tuple[str, str]] = []
     stream = io.BytesIO(data)
-    for _ in range(_MAX_PICKLES):
-        if stream.tell() >= len(data) or data[stream.tell() : stream.tell() + 1] != b"\x80":
+    for index in range(_MAX_PICKLES):
+        # The legacy torch format is several pickles back to back; later ones start with PROTO.
+        if index and data[stream.tell() : stream.tell() + 1] != b"\x80":
             break
         strings: list[Any] = []
         memo: dict[int, Any] = {}
@@ -125,31 +126,40 @@ def _imports_of(data: bytes) -> list[tuple[str, str]]:
     return unique
 
 
-def scan(path: Path) -> dict[str, Any] | None:
-    """The Hub-shaped `pickleImportScan` for the file at `path`, or None when it is not a readable pickle.
+def scan(source: Path | bytes) -> dict[str, Any] | None:
+    """The Hub-shaped `pickleImportScan` of a file (a path, or its bytes), or None when it is not a
+    readable pickle.
 
     Output: `{"highestSafetyLevel": level, "imports": [{"module", "name", "safety"}, ...]}`.
     Reads at most 64 MiB of pickle data; zip archives (torch.save) are scanned member by member.
     """
     try:
-        if zipfile.is_zipfile(path):
-            blobs = []
-            with zipfile.ZipFile(path) as archive:
-                for info in archive.infolist():
-                    if info.filename.endswith(".pkl") and info.file_size <= _MAX_PICKLE:
-                        blobs.append(archive.read(info))
-        else:
-            with path.open("rb") as handle:
-                blobs = [handle.read(_MAX_PICKLE)]
-        imports: list[tuple[str, str]] = []
-        for blob in blobs:
-            for item in _imports_of(blob):
-                if item not in imports:
-                    imports.append(item)
+        if isinstance(source, bytes):
+            return _scan_handle(io.BytesIO(source))
+        with source.open("rb") as handle:
+            return _scan_handle(handle)
     except (OSError, ValueError, zipfile.BadZipFile, EOFError, KeyError, IndexError):
         return None
-    if not blobs or (not imports and not any(b[:1] == b"\x80" for b in blobs)):
+
+
+def _scan_handle(handle: BinaryIO) -> dict[str, Any] | None:
+    if zipfile.is_zipfile(handle):
+        handle.seek(0)
+        blobs = []
+        with zipfile.ZipFile(handle) as archive:
+            for info in archive.infolist():
+                if info.filename.endswith(".pkl") and info.file_size <= _MAX_PICKLE:
+                    blobs.append(archive.read(info))
+    else:
+        handle.seek(0)
+        blobs = [handle.read(_MAX_PICKLE)]
+    if not blobs:
         return None
+    imports: list[tuple[str, str]] = []
+    for blob in blobs:
+        for item in _imports_of(blob):
+            if item not in imports:
+                imports.append(item)
     rows = [{"module": m, "name": n, "safety": classify(m, n)} for m, n in imports]
     highest = max((_LEVELS.index(r["safety"]) for r in rows), default=0)
     return {"highestSafetyLevel": _LEVELS[highest], "imports": rows}

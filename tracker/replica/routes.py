@@ -137,6 +137,9 @@ class Routes:
                 return self.tree(req, org, name, unquote(rest[1]), path)
             if len(rest) == 2 and rest[0] == "paths-info" and method == "POST":
                 return self.paths_info(req, org, name, unquote(rest[1]))
+            if len(rest) >= 2 and rest[0] == "safetensors-metadata" and method == "GET":
+                path = "/".join(unquote(s) for s in rest[1:])
+                return self.safetensors_metadata(req, org, name, path)
         if len(seg) >= 5 and seg[2] == "resolve" and method in ("GET", "HEAD"):
             path = "/".join(unquote(s) for s in seg[4:])
             return self.resolve(req, seg[0], seg[1], unquote(seg[3]), path)
@@ -311,6 +314,30 @@ class Routes:
         wanted = dict.fromkeys(p.strip("/") for p in paths)
         found = [by_path[p] for p in wanted if p in by_path]
         return json_response([hubjson.tree_entry(repo, sha, i, expand) for i in found])
+
+    def safetensors_metadata(self, req: Request, org: str, name: str, index_path: str) -> Response:
+        """The Hub's sharded-safetensors shortcut (always `main`): index metadata plus shard headers."""
+        repo, _, _ = self._open(req, org, name, files=True)
+        sha = self._revision(repo, "main")
+        by_path = {i.path: i for i in repo.tree(sha) if not i.is_dir}
+        index_item = by_path.get(index_path)
+        if index_item is None or index_item.lfs is not None:
+            raise HubError(404, f'{index_path} does not exist on "main"', "EntryNotFound")
+        try:
+            index = json.loads(repo.read_blob(index_item.oid))
+            weight_map = index["weight_map"]
+            shards = sorted(set(weight_map.values()))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            raise HubError(400, f"{index_path} is not a safetensors index") from None
+        folder = index_path.rpartition("/")[0]
+        headers: dict[str, Any] = {}
+        for shard in shards:
+            item = by_path.get(f"{folder}/{shard}" if folder else str(shard))
+            header = hubjson.safetensors_header(repo, item) if item is not None else None
+            if header is None:
+                raise HubError(400, f"shard {shard} is missing or not a safetensors file")
+            headers[shard] = header
+        return json_response({"index": {"metadata": index.get("metadata")}, "headers": headers})
 
     # -- files ------------------------------------------------------------------------------
 

@@ -1,0 +1,145 @@
+"""Units of the replica: git reading (refs fast path vs git, bare and work-tree repos), ranges, pickles."""
+
+from __future__ import annotations
+
+import pickle
+import subprocess
+from collections import OrderedDict
+from pathlib import Path
+
+import pytest
+from helpers_replica import T0
+
+from tracker.replica.gitread import GitRepo, parse_lfs_pointer
+from tracker.replica.picklescan import classify, scan
+from tracker.replica.repos import commit, init_repo
+from tracker.replica.routes import _parse_range
+
+_ENV = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.invalid",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.invalid",
+    "PATH": "/usr/bin:/bin",
+}
+
+
+def _git(cwd: Path, *args: str) -> str:
+    out = subprocess.run(
+        ["git", *args], cwd=cwd, env=_ENV, check=True, capture_output=True, text=True
+    )
+    return out.stdout.strip()
+
+
+def _for_each_ref(repo: GitRepo) -> list[tuple[str, str]]:
+    return [(r.ref, r.target) for r in repo._refs_from_git()]
+
+
+def test_refs_fast_path_agrees_with_git(root: Path) -> None:
+    path = init_repo(root, "acme/refs")
+    first = commit(path, {"a.txt": b"a\n"}, "one", date=T0)
+    second = commit(path, {"a.txt": b"b\n"}, "two", date=T0)
+    repo = GitRepo(path)
+    _git(path, "update-ref", "refs/tags/light", first)
+    _git(path, "update-ref", "refs/pr/1", second)
+    _git(path, "tag", "-a", "-m", "annotated", "v1.0", first)  # a tag object, peeled by the replica
+    refs = [(r.ref, r.target) for r in repo.refs()]
+    assert refs == _for_each_ref(repo)
+    assert ("refs/tags/v1.0", first) in refs
+    _git(path, "pack-refs", "--all")
+    assert not (path / "refs" / "tags" / "v1.0").exists()
+    assert [(r.ref, r.target) for r in repo.refs()] == _for_each_ref(repo)
+    assert repo._refs_from_files() is not None  # packed refs with ^ lines need no git call
+    _git(path, "update-ref", "refs/heads/new", first)  # loose beside packed
+    assert [(r.ref, r.target) for r in repo.refs()] == _for_each_ref(repo)
+    assert repo.resolve("v1.0") == first
+    assert repo.resolve("refs/pr/1") == second
+    assert repo.resolve(first) == first
+    assert repo.resolve(first[:8]) is None
+    assert repo.resolve("main~1") is None
+
+
+def test_work_tree_repository(tmp_path: Path) -> None:
+    path = tmp_path / "root" / "acme" / "plain"
+    path.mkdir(parents=True)
+    _git(path, "init", "-q", "-b", "main")
+    (path / "config.json").write_text("{}\n")
+    (path / "sub").mkdir()
+    (path / "sub" / "x.txt").write_text("x\n")
+    _git(path, "add", ".")
+    _git(path, "commit", "-q", "-m", "init\n\nbody")
+    repo = GitRepo(path)
+    assert repo.git_dir == path / ".git"
+    sha = repo.resolve("main")
+    assert sha is not None
+    assert [(i.path, i.is_dir, i.size) for i in repo.tree(sha)] == [
+        ("config.json", False, 3),
+        ("sub", True, 0),
+        ("sub/x.txt", False, 2),
+    ]
+    (history,) = repo.commits(sha)
+    assert (history.title, history.message, history.author_name) == ("init", "body", "t")
+    assert set(repo.last_commits(sha)) == {"config.json", "sub", "sub/x.txt"}
+
+
+def test_lfs_pointer_parsing() -> None:
+    oid = "a" * 64
+    text = f"version https://git-lfs.github.com/spec/v1\noid sha256:{oid}\nsize 12345\n".encode()
+    pointer = parse_lfs_pointer(text)
+    assert pointer is not None and (pointer.oid, pointer.size, pointer.pointer_size) == (
+        oid,
+        12345,
+        130,  # 43 + 76 + 11 bytes
+    )
+    assert parse_lfs_pointer(text.replace(b"sha256:a", b"sha256:A")) is None
+    assert parse_lfs_pointer(text[:-1]) is None
+    assert parse_lfs_pointer(b"{}") is None
+    assert parse_lfs_pointer(text + b"x" * 2000) is None
+
+
+@pytest.mark.parametrize(
+    ("spec", "size", "expected"),
+    [
+        ("bytes=0-0", 10, (0, 1)),
+        ("bytes=0-", 10, (0, 10)),
+        ("bytes=9-20", 10, (9, 10)),
+        ("bytes=-3", 10, (7, 10)),
+        ("bytes=-30", 10, (0, 10)),
+        ("bytes=10-", 10, "unsatisfiable"),
+        ("bytes=-0", 10, "unsatisfiable"),
+        ("bytes=0-", 0, "unsatisfiable"),
+        ("bytes=5-2", 10, None),
+        ("bytes=0-1,3-4", 10, None),
+        ("items=0-1", 10, None),
+        ("bytes=-", 10, None),
+    ],
+)
+def test_parse_range(spec: str, size: int, expected: object) -> None:
+    assert _parse_range(spec, size) == expected
+
+
+def test_pickle_classification(tmp_path: Path) -> None:
+    assert classify("torch._utils", "_rebuild_tensor_v2") == "innocuous"
+    assert classify("torch", "BFloat16Storage") == "innocuous"
+    assert classify("collections", "OrderedDict") == "innocuous"
+    assert classify("builtins", "eval") == "dangerous"
+    assert classify("os.path", "join") == "dangerous"
+    assert classify("subprocess", "Popen") == "dangerous"
+    assert classify("builtins", "set") == "innocuous"
+    assert classify("mylib.models", "Net") == "suspicious"
+    plain = tmp_path / "state.pkl"
+    plain.write_bytes(pickle.dumps(OrderedDict(x=[1, 2]), protocol=0))  # GLOBAL opcode, protocol 0
+    expected = {
+        "highestSafetyLevel": "innocuous",
+        "imports": [{"module": "collections", "name": "OrderedDict", "safety": "innocuous"}],
+    }
+    assert scan(plain) == expected
+    plain.write_bytes(pickle.dumps(OrderedDict(x=[1, 2]), protocol=4))  # STACK_GLOBAL + memo
+    assert scan(plain) == expected
+    plain.write_bytes(pickle.dumps({"a": 1}, protocol=4))
+    assert scan(plain) == {"highestSafetyLevel": "innocuous", "imports": []}
+    junk = tmp_path / "junk.bin"
+    junk.write_bytes(b"\0" * 64)
+    assert scan(junk) is None
