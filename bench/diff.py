@@ -148,9 +148,14 @@ def _bench_manifest() -> list[str]:
     ms, changes = _median_ms(lambda: diff_snapshots(before, after, kinds=kinds))
     assert isinstance(changes, tuple)
     kinds_seen = sorted({c.kind.value for c in changes})
+    same = _manifest_snapshot(before_t, "a" * 40)  # rebuilt: equal values, distinct objects
+    same_ms, same_changes = _median_ms(lambda: diff_snapshots(before, same, kinds=kinds))
+    assert same_changes == ()
     return [
+        f"| weights manifest, {SHARDS} shards, {len(before_t):,} tensors, no shard changed (the usual poll) "
+        f"| {same_ms:.1f} | 0 changes (shard hashes equal: O(shards)) |",
         f"| weights manifest, {SHARDS} shards, {len(before_t):,} → {len(after_t):,} tensors | {ms:.0f} | "
-        f"{len(changes)} changes ({', '.join(kinds_seen)}) |"
+        f"{len(changes)} changes ({', '.join(kinds_seen)}) |",
     ]
 
 
@@ -227,9 +232,12 @@ def _bench_tokenizer() -> list[str]:
     kinds = frozenset({Artifact.TOKENIZER})
     ms, changes = _median_ms(lambda: diff_snapshots(before, after, kinds=kinds))
     assert isinstance(changes, tuple)
+    copy = bytes(bytearray(raw))  # equal bytes, another object (as two store reads give)
+    same_ms, _ = _median_ms(lambda: diff_snapshots(before, snap(copy, "e" * 40), kinds=kinds))
     return [
+        f"| tokenizer.json, {len(raw) / 1e6:.1f} MB, same bytes at both revisions | {same_ms:.1f} | 0 changes |",
         f"| tokenizer.json, {len(raw) / 1e6:.1f} MB → {len(after_raw) / 1e6:.1f} MB "
-        f"({len(doc['model']['vocab']):,} vocab, {len(doc['model']['merges']):,} merges) | {ms:.0f} | {len(changes)} changes |"
+        f"({len(doc['model']['vocab']):,} vocab, {len(doc['model']['merges']):,} merges) | {ms:.0f} | {len(changes)} changes |",
     ]
 
 

@@ -146,6 +146,14 @@ def diff_tokenizer(before: Snapshot | None, after: Snapshot) -> list[Change]:
 
 
 def _diff_tokenizer_json(before: Snapshot | None, after: Snapshot) -> list[Change]:
+    if (
+        before is not None
+        and TOKENIZER_FILE in after.files
+        and before.files.get(TOKENIZER_FILE) == after.files[TOKENIZER_FILE]
+        and TOKENIZER_FILE not in before.unreadable
+        and TOKENIZER_FILE not in after.unreadable
+    ):
+        return []  # same bytes: skip parsing a multi-megabyte file (the usual poll)
     old = read_side(before, _paths(before), TOKENIZER_FILE, summarise_tokenizer)
     new = read_side(after, _paths(after), TOKENIZER_FILE, summarise_tokenizer)
     compare, changes = lifecycle(Artifact.TOKENIZER, TOKENIZER_FILE, before is None, old, new)
