@@ -44,7 +44,9 @@ class PollReport:
 
     `status` is the repo's state after the poll; `error` the reason when it is not OK;
     `requests`/`bytes_fetched` come from the source's counters when it keeps them (the Hub
-    source does); `rewritten` counts revisions a force-push dropped from the ref.
+    source counts every request of huggingface_hub's shared client, so the count is exact for
+    sequential polls and approximate while daemon jobs overlap); `rewritten` counts revisions a
+    force-push dropped from the ref.
     """
 
     repo_id: RepoId
