@@ -253,18 +253,6 @@ def unreadable_change(artifact: Artifact, file: str, reason: str, key: str = "")
     return Change(artifact, ChangeKind.UNREADABLE, file, key, None, reason, summary)
 
 
-def file_bytes(snap: Snapshot | None, path: str) -> bytes | None:
-    """The tracked bytes of `path` in `snap`, or None (absent, not fetched, or no snapshot)."""
-    if snap is None:
-        return None
-    return snap.files.get(path)
-
-
-def in_tree(snap: Snapshot | None, path: str) -> bool:
-    """True when `path` is in the tree of `snap`."""
-    return snap is not None and any(e.path == path for e in snap.tree)
-
-
 class Side:
     """What one revision says about one tracked file: `state` is absent, untracked, unreadable or ok."""
 

@@ -46,10 +46,6 @@ class _Unknown(Exception):
         self.untracked = untracked
 
 
-def _text(path: str, data: bytes) -> str:
-    return decode_text(path, data)
-
-
 def _from_field(path: str, value: object) -> dict[str, str]:
     """Templates from a `chat_template` field: a string, or a list of {name, template}."""
     if isinstance(value, str):
@@ -91,13 +87,13 @@ def resolve_templates(snap: Snapshot) -> Templates:
             raise _Unknown(path, f"{path} was not fetched", untracked=True)
         return s.value if s.state == "ok" else None
 
-    jinja = side(TEMPLATE_FILE, _text)
+    jinja = side(TEMPLATE_FILE, decode_text)
     if isinstance(jinja, str):
         sources[DEFAULT], origins[DEFAULT] = jinja, TEMPLATE_FILE
     for path in sorted(
         p for p in paths | set(snap.files) if p.startswith(TEMPLATE_DIR) and p.endswith(".jinja")
     ):
-        text = side(path, _text)
+        text = side(path, decode_text)
         if isinstance(text, str):
             name = path[len(TEMPLATE_DIR) : -len(".jinja")]
             sources[name], origins[name] = text, path
