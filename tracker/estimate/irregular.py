@@ -43,64 +43,79 @@ def _nemotron_h(c: ConfigView, t: Tally, n: Notes) -> Result:
     shared_i = c.int("moe_shared_expert_intermediate_size", default=0, minimum=0)
     latent = c.opt_int("moe_latent_size")
     emb = t.add("embeddings", v * h)
-    specs = []
-    for ch in pattern:
-        norm = t.add("norms", h)
+    Adds = list[tuple[str, int, int]]
+
+    def layer(ch: str) -> tuple[LayerSpec, Adds]:
+        """One layer of kind `ch` and its (component, params, active) contributions."""
+        adds: Adds = [("norms", h, h)]
+        norm = h
         if ch == "M":
             p = lin(h, 2 * d_inner + 2 * groups * state + m_heads, c.bool("use_bias", False))
             p += conv_dim * kernel + (conv_dim if c.bool("use_conv_bias", True) else 0)
             p += 3 * m_heads + d_inner + lin(d_inner, h, c.bool("use_bias", False))
-            t.add("ssm", p)
+            adds.append(("ssm", p, p))
             st = m_heads * m_hd * state * FP32 + conv_dim * (kernel - 1) * BF16
-            specs.append(
-                LayerSpec(
-                    "ssm",
-                    "none",
-                    p + norm,
-                    p + norm,
-                    0,
-                    state_bytes=st,
-                    lora_dims=(h + 2 * d_inner + 2 * groups * state + m_heads) + d_inner + h,
-                )
+            spec = LayerSpec(
+                "ssm",
+                "none",
+                p + norm,
+                p + norm,
+                0,
+                state_bytes=st,
+                lora_dims=(h + 2 * d_inner + 2 * groups * state + m_heads) + d_inner + h,
             )
         elif ch == "*":
             p = lin(h, heads * hd, abias) + 2 * lin(h, kv * hd, abias) + lin(heads * hd, h, abias)
-            t.add("attention", p)
-            specs.append(
-                LayerSpec(
-                    "gqa" if kv < heads else "mha",
-                    "none",
-                    p + norm,
-                    p + norm,
-                    2 * kv * hd * BF16,
-                    lora_dims=(h + heads * hd) + 2 * (h + kv * hd) + heads * hd + h,
-                )
+            adds.append(("attention", p, p))
+            spec = LayerSpec(
+                "gqa" if kv < heads else "mha",
+                "none",
+                p + norm,
+                p + norm,
+                2 * kv * hd * BF16,
+                lora_dims=(h + heads * hd) + 2 * (h + kv * hd) + heads * hd + h,
             )
         elif ch == "E":
             width = latent or h
             per = 2 * width * moe_i
-            routed = t.add("routed_experts", e * per, k * per)
-            r = t.add("router", h * e)
-            s = t.add("shared_experts", lin(h, shared_i, mbias) + lin(shared_i, h, mbias))
+            routed = e * per
+            adds.append(("routed_experts", routed, k * per))
+            r = h * e
+            adds.append(("router", r, r))
+            s = lin(h, shared_i, mbias) + lin(shared_i, h, mbias)
+            adds.append(("shared_experts", s, s))
             if latent:
-                s += t.add(
-                    "shared_experts",
-                    2 * h * latent + (2 * latent if c.bool("moe_latent_use_norm", False) else 0),
-                )
-            specs.append(
-                LayerSpec(
-                    "none",
-                    "moe",
-                    routed + r + s + norm,
-                    k * per + r + s + norm,
-                    experts=e,
-                    top_k=k,
-                    lora_dims=e * 2 * (width + moe_i) + 2 * (h + shared_i),
-                )
+                extra = 2 * h * latent + (2 * latent if c.bool("moe_latent_use_norm", False) else 0)
+                adds.append(("shared_experts", extra, extra))
+                s += extra
+            spec = LayerSpec(
+                "none",
+                "moe",
+                routed + r + s + norm,
+                k * per + r + s + norm,
+                experts=e,
+                top_k=k,
+                lora_dims=e * 2 * (width + moe_i) + 2 * (h + shared_i),
             )
         else:
-            p = t.add("dense_mlp", lin(h, inter, mbias) + lin(inter, h, mbias))
-            specs.append(LayerSpec("none", "relu", p + norm, p + norm, lora_dims=2 * (h + inter)))
+            p = lin(h, inter, mbias) + lin(inter, h, mbias)
+            adds.append(("dense_mlp", p, p))
+            spec = LayerSpec("none", "relu", p + norm, p + norm, lora_dims=2 * (h + inter))
+        return spec, adds
+
+    # Layers of one kind are identical: count each kind once, multiply by its layer count.
+    kinds: dict[str, tuple[LayerSpec, Adds]] = {}
+    uses: dict[str, int] = {}
+    specs = []
+    for ch in pattern:
+        if ch not in kinds:
+            kinds[ch] = layer(ch)
+            uses[ch] = 0
+        uses[ch] += 1
+        specs.append(kinds[ch][0])
+    for ch, (_, adds) in kinds.items():
+        for component, count, active in adds:
+            t.add(component, uses[ch] * count, uses[ch] * active)
     t.add("norms", h)
     tied = c.bool("tie_word_embeddings", False)
     if not tied:
