@@ -178,3 +178,12 @@ BENIGN = [
 def test_benign_templates_render_as_transformers_would(source: str, expected: str) -> None:
     result = render_template(source, VARS, LIMITS)
     assert (result.category, result.output) == ("ok", expected)
+
+
+def test_a_spinning_template_costs_one_deadline_per_revision() -> None:
+    from tracker.diff.chat_template import render_all
+
+    spin = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
+    results = render_all(spin, {}, RenderLimits(seconds=0.3))
+    assert {r.category for r in results.values()} == {"timeout"}
+    assert len(results) == 6

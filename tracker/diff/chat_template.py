@@ -117,11 +117,20 @@ def _key(name: str) -> str:
 def render_all(
     source: str, special_tokens: Mapping[str, object], limits: RenderLimits
 ) -> dict[str, RenderResult]:
-    """Render `source` over every canonical conversation: conversation id → RenderResult."""
-    return {
-        conv.id: render_template(source, template_variables(conv, special_tokens), limits)
-        for conv in CONVERSATIONS
-    }
+    """Render `source` over every canonical conversation: conversation id → RenderResult.
+
+    Once one conversation times out, the rest are reported as the same timeout without running
+    (a hostile template costs one deadline per revision, not one per conversation).
+    """
+    out: dict[str, RenderResult] = {}
+    timed_out: RenderResult | None = None
+    for conv in CONVERSATIONS:
+        if timed_out is None:
+            result = render_template(source, template_variables(conv, special_tokens), limits)
+            if result.category == "timeout":
+                timed_out = result
+        out[conv.id] = timed_out or result
+    return out
 
 
 def diff_chat_template(
