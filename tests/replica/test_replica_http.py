@@ -294,3 +294,32 @@ def test_client_via_hf_endpoint_in_subprocess(
     sha, data = out.stdout.split()
     assert sha == llama["second"]
     assert bytes.fromhex(data) == llama["files"]["model.safetensors"]
+
+
+def test_broken_repo_is_a_500_and_the_server_keeps_serving(
+    root: Path, hub: Replica, llama: dict[str, Any]
+) -> None:
+    broken = init_repo(root, "acme/broken")
+    commit(broken, {"a.txt": b"a\n"}, "init", date=T0)
+    for pack in (broken / "objects").rglob("*"):
+        if pack.is_file() and pack.parent.name != "info":
+            pack.unlink()  # refs survive, objects are gone
+    response = httpx.get(f"{hub.url}/api/models/acme/broken/tree/main")
+    assert response.status_code == 500
+    assert "replica error" in response.json()["error"]
+    assert httpx.get(f"{hub.url}/api/models/acme/llama/refs").status_code == 200
+    status, _ = _raw_with_length(hub, "abc")
+    assert status == 400
+
+
+def _raw_with_length(hub: Replica, length: str) -> tuple[int, bytes]:
+    host, port = hub.url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+    try:
+        conn.putrequest("POST", "/api/models/acme/llama/paths-info/main")
+        conn.putheader("Content-Length", length)
+        conn.endheaders()
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()

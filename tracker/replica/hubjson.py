@@ -323,5 +323,6 @@ def model_info_json(
             ],
         }
     if expand is not None:
-        return {"_id": info["_id"], "id": repo_id, **{k: info.get(k) for k in expand}}
+        fields = {k: info[k] for k in expand if info.get(k) is not None}
+        return {"_id": info["_id"], "id": repo_id, **fields}
     return {k: v for k, v in info.items() if v is not None}

@@ -105,11 +105,15 @@ class _Handler(BaseHTTPRequestHandler):
         split = urlsplit(self.path)
         raw_path, raw_query = split.path, split.query
         range_header = self.headers.get("Range")
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > _MAX_BODY:
-            self._send(Response(413, {"Content-Type": "text/plain"}, b"Request body too large"))
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = -1
+        if not 0 <= length <= _MAX_BODY:
+            status = 413 if length > _MAX_BODY else 400
+            replica._record(self.command, raw_path, raw_query, status, 0, range_header)
             self.close_connection = True
-            replica._record(self.command, raw_path, raw_query, 413, 0, range_header)
+            self._send(HubError(status, "Bad or oversized request body").response())
             return
         body = self.rfile.read(length) if length else b""
         fault = replica._take_fault(self.command, raw_path)
@@ -139,8 +143,10 @@ class _Handler(BaseHTTPRequestHandler):
         )
         try:
             response = replica._routes.handle(request)
-        except (GitReadError, OSError) as exc:
-            response = HubError(500, f"replica error: {exc}").response()
+        except (
+            Exception
+        ) as exc:  # the HTTP edge: a bug or a broken repo is a 500, not a dropped socket
+            response = HubError(500, f"replica error: {type(exc).__name__}: {exc}").response()
         # Recorded before the first byte goes out, so a client that got its answer sees the record.
         sent = 0 if self.command == "HEAD" else response.content_length
         replica._record(self.command, raw_path, raw_query, response.status, sent, range_header)
