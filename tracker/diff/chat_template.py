@@ -110,6 +110,11 @@ def resolve_templates(snap: Snapshot) -> Templates:
     return Templates({}, {})
 
 
+def _field(name: str) -> str:
+    """Where in a JSON file template `name` sits, for diff headers (`chat_template`, `chat_template[rag]`)."""
+    return "chat_template" if name == DEFAULT else f"chat_template[{name}]"
+
+
 def _key(name: str) -> str:
     return "source" if name == DEFAULT else name
 
@@ -231,7 +236,7 @@ def _diff_one(
                 _ident(a, old.origins[name]),
                 _ident(b, file),
                 f"{label} source changed ({_line_delta(a, b)})",
-                unified(a, b, file),
+                unified(a, b, file if file.endswith(".jinja") else f"{file}#{_field(name)}"),
             )
         )
     if a == b and dict(old_tokens) == dict(new_tokens):
