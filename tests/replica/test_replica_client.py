@@ -79,6 +79,8 @@ def test_model_info_revision_and_expand(hub: Replica, llama: dict[str, Any]) -> 
     assert api.model_info("acme/llama", revision="v1.0").sha == llama["first"]
     assert api.model_info("acme/llama", revision="refs/pr/1").sha == llama["pr"]
     assert api.model_info("acme/llama", revision=llama["first"]).sha == llama["first"]
+    unencoded = httpx.get(f"{hub.url}/api/models/acme/llama/revision/refs/pr/1").json()
+    assert unencoded["sha"] == llama["pr"]
     info = api.model_info("acme/llama", expand=["sha", "safetensors"])
     assert info.sha == llama["second"]
     assert info.safetensors is not None and info.safetensors.total == 10

@@ -126,17 +126,19 @@ class Routes:
             org, name, rest = seg[2], seg[3], seg[4:]
             if not rest and method == "GET":
                 return self.model_info(req, org, name, "main", default=True)
-            if len(rest) == 2 and rest[0] == "revision" and method == "GET":
-                return self.model_info(req, org, name, unquote(rest[1]), default=False)
+            # Revisions are one encoded segment (refs%2Fpr%2F1); an unencoded refs/pr/1 works too.
+            rev = "/".join(unquote(s) for s in rest[1:])
+            if len(rest) >= 2 and rest[0] == "revision" and method == "GET":
+                return self.model_info(req, org, name, rev, default=False)
             if rest == ["refs"] and method == "GET":
                 return self.refs(req, org, name)
-            if len(rest) == 2 and rest[0] == "commits" and method == "GET":
-                return self.commits(req, org, name, unquote(rest[1]))
+            if len(rest) >= 2 and rest[0] == "commits" and method == "GET":
+                return self.commits(req, org, name, rev)
             if len(rest) >= 2 and rest[0] == "tree" and method == "GET":
                 path = "/".join(unquote(s) for s in rest[2:]).strip("/")
                 return self.tree(req, org, name, unquote(rest[1]), path)
-            if len(rest) == 2 and rest[0] == "paths-info" and method == "POST":
-                return self.paths_info(req, org, name, unquote(rest[1]))
+            if len(rest) >= 2 and rest[0] == "paths-info" and method == "POST":
+                return self.paths_info(req, org, name, rev)
             if len(rest) >= 2 and rest[0] == "safetensors-metadata" and method == "GET":
                 path = "/".join(unquote(s) for s in rest[1:])
                 return self.safetensors_metadata(req, org, name, path)
