@@ -1,4 +1,21 @@
-"""Semantic diffs of every tracked artifact between two snapshots: `diff_snapshots` (pure)."""
+"""Semantic diffs of every tracked artifact between two snapshots: `diff_snapshots` (pure).
+
+Keys (`Change.key`) per artifact, what the advisory stage classifies on:
+- config / generation_config / processor: JSON paths (`architectures`, `text_config.hidden_size`,
+  `rope_scaling.factor`); arrays are one value; token ids and `auto_map` are left to their differs.
+- tokenizer: `model_type`, `vocab_size`, `vocab`, `merges`, `added_tokens[<id>]`, `normalizer`,
+  `pre_tokenizer`, `post_processor`, `decoder`, `truncation`, `padding` (tokenizer.json);
+  tokenizer_config.json fields by name (`add_bos_token`, `model_max_length`, ...).
+- special_tokens: `bos_token`, `eos_token`, `unk_token`, `pad_token`, ..., `additional_special_tokens`,
+  `bos_token_id`, `eos_token_id`, `pad_token_id`, `unk_token_id`, `decoder_start_token_id`.
+- chat_template: `source` (default template) or the template name; RENDERED/BROKEN keys are the
+  conversation ids (`system_user`, `generation_prompt`, `multi_turn`, `tools`, `tool_calls`,
+  `reasoning`), `<name>:<id>` for named templates.
+- weights: tensor names, `shards`, `total_bytes`, `dtypes`, `content` (same names, new bytes).
+- custom_code: `auto_map.<AutoClass>`, .py file paths. executable: file paths.
+- model_card: front-matter field names, `text` for the body.
+Whole-file events (added, removed, readable again) use the key "".
+"""
 
 from __future__ import annotations
 
