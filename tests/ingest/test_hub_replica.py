@@ -113,6 +113,17 @@ def test_commit_pagination_past_one_page(root: Path, hub: Replica) -> None:
     assert len(pages) == 2
 
 
+def test_tree_pagination_past_one_page(root: Path, hub: Replica) -> None:
+    repo = init_repo(root, RID)
+    files = {f"shards/part-{i:04d}.txt": str(i).encode() for i in range(1003)}
+    sha = commit(repo, files, "many", date=T0)  # type: ignore[arg-type]
+    hub.reset_requests()
+    tree = src_for(hub).list_tree(RID, sha)
+    assert [e.path for e in tree] == sorted(files)
+    assert {e.size for e in tree} == {1, 2, 3, 4}
+    assert len([r for r in hub.requests if "/tree/" in r.path]) == 2
+
+
 def test_every_not_found_kind(root: Path, hub: Replica) -> None:
     _, shas = make_tiny(root)
     src = src_for(hub)
