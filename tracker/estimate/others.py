@@ -66,21 +66,22 @@ def _classic(c: ConfigView, t: Tally, n: Notes, *, kind: str) -> Result:
     else:
         tied = c.bool("tie_word_embeddings", False)
     bias = c.bool("attention_bias", True) if kind == "neox" else True
-    specs = []
-    for _ in range(layers):
-        a = t.add("attention", lin(h, 3 * h, bias) + lin(h, h, bias))
-        m = t.add("dense_mlp", lin(h, inter) + lin(inter, h))
-        nn = t.add("norms", 4 * h)
-        specs.append(
-            LayerSpec(
-                "mha",
-                "gelu",
-                a + m + nn,
-                a + m + nn,
-                2 * h * BF16,
-                lora_dims=(h + 3 * h) + 2 * h + 2 * (h + inter),
-            )
-        )
+    # every layer is the same: count one and multiply
+    a = lin(h, 3 * h, bias) + lin(h, h, bias)
+    m = lin(h, inter) + lin(inter, h)
+    nn = 4 * h
+    spec = LayerSpec(
+        "mha",
+        "gelu",
+        a + m + nn,
+        a + m + nn,
+        2 * h * BF16,
+        lora_dims=(h + 3 * h) + 2 * h + 2 * (h + inter),
+    )
+    t.add("attention", layers * a)
+    t.add("dense_mlp", layers * m)
+    t.add("norms", layers * nn)
+    specs = [spec] * layers
     t.add("norms", 2 * h)
     if not tied:
         t.add("head", v * h)
@@ -97,22 +98,23 @@ def _falcon(c: ConfigView, t: Tally, n: Notes) -> Result:
     bias = c.bool("bias", False)
     new_arch = c.bool("new_decoder_architecture", c.has("n_head_kv"))
     emb = t.add("embeddings", v * h)
-    specs = []
-    for _ in range(layers):
-        qkv = (heads + 2 * kv) * hd if new_arch else h + 2 * hd * (kv if c.has("n_head_kv") else 1)
-        a = t.add("attention", lin(h, qkv, bias) + lin(h, h, bias))
-        m = t.add("dense_mlp", lin(h, 4 * h, bias) + lin(4 * h, h, bias))
-        nn = t.add("norms", (4 if new_arch else 2) * h)
-        specs.append(
-            LayerSpec(
-                "gqa" if kv > 1 else "mqa",
-                "gelu",
-                a + m + nn,
-                a + m + nn,
-                2 * kv * hd * BF16,
-                lora_dims=(h + qkv) + 2 * h + 2 * 5 * h,
-            )
-        )
+    # every layer is the same: count one and multiply
+    qkv = (heads + 2 * kv) * hd if new_arch else h + 2 * hd * (kv if c.has("n_head_kv") else 1)
+    a = lin(h, qkv, bias) + lin(h, h, bias)
+    m = lin(h, 4 * h, bias) + lin(4 * h, h, bias)
+    nn = (4 if new_arch else 2) * h
+    spec = LayerSpec(
+        "gqa" if kv > 1 else "mqa",
+        "gelu",
+        a + m + nn,
+        a + m + nn,
+        2 * kv * hd * BF16,
+        lora_dims=(h + qkv) + 2 * h + 2 * 5 * h,
+    )
+    t.add("attention", layers * a)
+    t.add("dense_mlp", layers * m)
+    t.add("norms", layers * nn)
+    specs = [spec] * layers
     t.add("norms", 2 * h)
     tied = c.bool("tie_word_embeddings", False)
     if not tied:
@@ -138,22 +140,23 @@ def _chatglm(c: ConfigView, t: Tally, n: Notes) -> Result:
     lin_bias = c.bool("add_bias_linear", False)
     norm = h if c.bool("rmsnorm", True) else 2 * h
     emb = t.add("embeddings", v * h)
-    specs = []
-    for _ in range(layers):
-        qkv = heads * kvc + 2 * groups * kvc
-        a = t.add("attention", lin(h, qkv, qkv_bias) + lin(heads * kvc, h, lin_bias))
-        m = t.add("dense_mlp", lin(h, 2 * ffn, lin_bias) + lin(ffn, h, lin_bias))
-        nn = t.add("norms", 2 * norm)
-        specs.append(
-            LayerSpec(
-                "gqa",
-                "swiglu",
-                a + m + nn,
-                a + m + nn,
-                2 * groups * kvc * BF16,
-                lora_dims=(h + qkv) + (heads * kvc + h) + (h + 2 * ffn) + (ffn + h),
-            )
-        )
+    # every layer is the same: count one and multiply
+    qkv = heads * kvc + 2 * groups * kvc
+    a = lin(h, qkv, qkv_bias) + lin(heads * kvc, h, lin_bias)
+    m = lin(h, 2 * ffn, lin_bias) + lin(ffn, h, lin_bias)
+    nn = 2 * norm
+    spec = LayerSpec(
+        "gqa",
+        "swiglu",
+        a + m + nn,
+        a + m + nn,
+        2 * groups * kvc * BF16,
+        lora_dims=(h + qkv) + (heads * kvc + h) + (h + 2 * ffn) + (ffn + h),
+    )
+    t.add("attention", layers * a)
+    t.add("dense_mlp", layers * m)
+    t.add("norms", layers * nn)
+    specs = [spec] * layers
     if c.bool("post_layer_norm", True):
         t.add("norms", norm)
     t.add("head", v * h)
@@ -170,22 +173,23 @@ def _bert(c: ConfigView, t: Tally, n: Notes) -> Result:
     types = c.int("type_vocab_size", default=2)
     emb = t.add("embeddings", (v + pos + types) * h)
     t.add("norms", 2 * h)
-    specs = []
-    for _ in range(layers):
-        a = t.add("attention", 4 * lin(h, h))
-        m = t.add("dense_mlp", lin(h, inter) + lin(inter, h))
-        nn = t.add("norms", 4 * h)
-        specs.append(
-            LayerSpec(
-                "mha",
-                "gelu",
-                a + m + nn,
-                a + m + nn,
-                0,
-                kind="encoder",
-                lora_dims=8 * h + 2 * (h + inter),
-            )
-        )
+    # every layer is the same: count one and multiply
+    a = 4 * lin(h, h)
+    m = lin(h, inter) + lin(inter, h)
+    nn = 4 * h
+    spec = LayerSpec(
+        "mha",
+        "gelu",
+        a + m + nn,
+        a + m + nn,
+        0,
+        kind="encoder",
+        lora_dims=8 * h + 2 * (h + inter),
+    )
+    t.add("attention", layers * a)
+    t.add("dense_mlp", layers * m)
+    t.add("norms", layers * nn)
+    specs = [spec] * layers
     archs = c.list("architectures") or []
     arch = str(archs[0]) if archs else "BertModel"
     if arch.endswith("ForMaskedLM") or arch.endswith("ForPreTraining"):
