@@ -13,7 +13,7 @@ from helpers_replica import T0
 from tracker.replica.gitread import GitRepo, parse_lfs_pointer
 from tracker.replica.picklescan import classify, scan
 from tracker.replica.repos import commit, init_repo
-from tracker.replica.routes import _parse_range
+from tracker.replica.responses import parse_range
 
 _ENV = {
     "GIT_CONFIG_NOSYSTEM": "1",
@@ -116,8 +116,8 @@ def test_lfs_pointer_parsing() -> None:
         ("bytes=-", 10, None),
     ],
 )
-def test_parse_range(spec: str, size: int, expected: object) -> None:
-    assert _parse_range(spec, size) == expected
+def testparse_range(spec: str, size: int, expected: object) -> None:
+    assert parse_range(spec, size) == expected
 
 
 def test_pickle_classification(tmp_path: Path) -> None:

@@ -7,15 +7,11 @@ an http:// replica needs for the client to raise its typed errors (§10, §14.1)
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import hmac
 import json
-import mimetypes
 import re
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlencode
@@ -24,77 +20,24 @@ from tracker.domain import parse_repo_id
 from tracker.errors import InvalidRepoIdError
 from tracker.replica import hubjson
 from tracker.replica.gitread import GitRepo, stream_file
+from tracker.replica.responses import (
+    HubError,
+    Request,
+    Response,
+    content_type,
+    decode_cursor,
+    disposition,
+    encode_cursor,
+    int_param,
+    json_response,
+    next_link,
+    ranged,
+)
 
 COMMITS_PER_PAGE = 50
 TREE_PER_PAGE = 1000
 TREE_PER_PAGE_EXPANDED = 50
 _BAD_CREDENTIALS = "Invalid credentials in Authorization header"
-
-
-@dataclass
-class Response:
-    """A response to send: status, headers, and a body (bytes, or chunks with a known length)."""
-
-    status: int
-    headers: dict[str, str] = field(default_factory=dict)
-    body: bytes | Iterable[bytes] = b""
-    length: int | None = None
-
-    @property
-    def content_length(self) -> int:
-        if self.length is not None:
-            return self.length
-        return len(self.body) if isinstance(self.body, bytes) else 0
-
-
-class HubError(Exception):
-    """An error response in the Hub's shape (`X-Error-Code`, `X-Error-Message`, JSON body)."""
-
-    def __init__(
-        self,
-        status: int,
-        message: str,
-        code: str | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.code = code
-        self.headers = headers or {}
-
-    def response(self) -> Response:
-        headers = {"Content-Type": "application/json; charset=utf-8", **self.headers}
-        headers["X-Error-Message"] = self.message.encode("ascii", "replace").decode()
-        if self.code:
-            headers["X-Error-Code"] = self.code
-        return Response(self.status, headers, json.dumps({"error": self.message}).encode())
-
-
-@dataclass(frozen=True)
-class Request:
-    """What a route needs from the HTTP request."""
-
-    method: str
-    path: str  # raw, percent-encoded, without query
-    query: dict[str, list[str]]
-    headers: dict[str, str]  # lower-case names
-    body: bytes
-    base_url: str  # scheme://host:port the client used
-
-    def token(self) -> str | None:
-        auth = self.headers.get("authorization", "")
-        return auth[7:].strip() if auth.lower().startswith("bearer ") else None
-
-    def flag(self, name: str) -> bool:
-        return self.query.get(name, [""])[-1].lower() in ("1", "true")
-
-
-def json_response(data: Any, headers: dict[str, str] | None = None) -> Response:
-    body = json.dumps(data, separators=(",", ":")).encode()
-    return Response(
-        200, {"Content-Type": "application/json; charset=utf-8", **(headers or {})}, body
-    )
 
 
 class Routes:
@@ -261,14 +204,14 @@ class Routes:
     def commits(self, req: Request, org: str, name: str, rev: str) -> Response:
         repo, _, _ = self._open(req, org, name, files=True)
         sha = self._revision(repo, rev)
-        page = _int_param(req, "p", 0, 0, 1_000_000)
-        limit = _int_param(req, "limit", COMMITS_PER_PAGE, 1, 1000)
+        page = int_param(req, "p", 0, 0, 1_000_000)
+        limit = int_param(req, "limit", COMMITS_PER_PAGE, 1, 1000)
         history = repo.commits(sha)
         formatted = "formatted" in req.query.get("expand[]", []) + req.query.get("expand", [])
         chunk = history[page * limit : (page + 1) * limit]
         headers = {"X-Total-Count": str(len(history))}
         if (page + 1) * limit < len(history):
-            headers["Link"] = _next_link(req, {"p": str(page + 1), "limit": str(limit)})
+            headers["Link"] = next_link(req, {"p": str(page + 1), "limit": str(limit)})
         return json_response([hubjson.commit_json(c, formatted) for c in chunk], headers)
 
     def tree(self, req: Request, org: str, name: str, rev: str, path: str) -> Response:
@@ -287,12 +230,12 @@ class Routes:
             items = [i for i in items if "/" not in i.path[len(prefix) :]]
         expand = req.flag("expand")
         default_limit = TREE_PER_PAGE_EXPANDED if expand else TREE_PER_PAGE
-        limit = _int_param(req, "limit", default_limit, 1, default_limit)
-        start = _decode_cursor(req.query.get("cursor", [""])[-1])
+        limit = int_param(req, "limit", default_limit, 1, default_limit)
+        start = decode_cursor(req.query.get("cursor", [""])[-1])
         chunk = items[start : start + limit]
         headers = {}
         if start + limit < len(items):
-            headers["Link"] = _next_link(req, {"cursor": _encode_cursor(start + limit)})
+            headers["Link"] = next_link(req, {"cursor": encode_cursor(start + limit)})
         return json_response([hubjson.tree_entry(repo, sha, i, expand) for i in chunk], headers)
 
     def paths_info(self, req: Request, org: str, name: str, rev: str) -> Response:
@@ -353,10 +296,10 @@ class Routes:
         headers = {"X-Repo-Commit": sha, "Accept-Ranges": "bytes"}
         if item.lfs is None:
             headers["ETag"] = f'"{item.oid}"'
-            headers["Content-Type"] = _content_type(path)
-            headers["Content-Disposition"] = _disposition(path)
+            headers["Content-Type"] = content_type(path)
+            headers["Content-Disposition"] = disposition(path)
             data = repo.read_blob(item.oid)
-            return _ranged(req, headers, len(data), lambda a, b: iter([data[a:b]]))
+            return ranged(req, headers, len(data), lambda a, b: iter([data[a:b]]))
         oid = item.lfs.oid
         query = {"commit": sha, "path": path}
         query["sig"] = self._sign(repo_id, oid, sha, path)
@@ -403,109 +346,10 @@ class Routes:
             "ETag": f'"{oid}"',
             "Accept-Ranges": "bytes",
             "Content-Type": "application/octet-stream",
-            "Content-Disposition": _disposition(path),
+            "Content-Disposition": disposition(path),
         }
-        return _ranged(req, headers, actual, lambda a, b: stream_file(obj, a, b))
+        return ranged(req, headers, actual, lambda a, b: stream_file(obj, a, b))
 
     def _sign(self, repo_id: str, oid: str, commit: str, path: str) -> str:
         message = "\0".join((repo_id, oid, commit, path)).encode()
         return hmac.new(self.secret, message, hashlib.sha256).hexdigest()
-
-
-def _ranged(
-    req: Request, headers: dict[str, str], size: int, read: Callable[[int, int], Iterator[bytes]]
-) -> Response:
-    """200 with the whole content, 206 for one satisfiable `Range`, 416 when it cannot be satisfied.
-
-    Multiple or malformed ranges are ignored (RFC 9110 §14.2 allows serving the whole content).
-    """
-    spec = req.headers.get("range")
-    start, end, status = 0, size, 200
-    if spec:
-        parsed = _parse_range(spec, size)
-        if isinstance(parsed, str):
-            return Response(
-                416,
-                {**headers, "Content-Range": f"bytes */{size}", "Content-Type": "text/plain"},
-                b"Requested Range Not Satisfiable",
-            )
-        if parsed is not None:
-            start, end = parsed
-            status = 206
-            headers = {**headers, "Content-Range": f"bytes {start}-{end - 1}/{size}"}
-    body = b"" if req.method == "HEAD" else read(start, end)
-    return Response(status, headers, body, end - start)
-
-
-def _parse_range(spec: str, size: int) -> tuple[int, int] | str | None:
-    match = re.fullmatch(r"\s*bytes\s*=\s*(\d*)\s*-\s*(\d*)\s*", spec)
-    if match is None:
-        return None
-    first, last = match.groups()
-    if not first and not last:
-        return None
-    if not first:
-        suffix = int(last)
-        if suffix == 0 or size == 0:
-            return "unsatisfiable"
-        return max(0, size - suffix), size
-    begin = int(first)
-    if last and int(last) < begin:
-        return None
-    if begin >= size:
-        return "unsatisfiable"
-    stop = min(int(last) + 1, size) if last else size
-    return begin, stop
-
-
-def _int_param(req: Request, name: str, default: int, low: int, high: int) -> int:
-    raw = req.query.get(name, [""])[-1]
-    if raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise HubError(400, f"Invalid {name}: {raw!r}") from None
-    if not low <= value <= high:
-        raise HubError(400, f"{name} must be between {low} and {high}")
-    return value
-
-
-def _next_link(req: Request, updates: dict[str, str]) -> str:
-    """An absolute `Link: <...>; rel="next"` (a relative one breaks the client, §14.2)."""
-    query = {k: list(v) for k, v in req.query.items()}
-    for key, value in updates.items():
-        query[key] = [value]
-    return f'<{req.base_url}{req.path}?{urlencode(query, doseq=True)}>; rel="next"'
-
-
-def _encode_cursor(offset: int) -> str:
-    return base64.urlsafe_b64encode(json.dumps({"o": offset}).encode()).decode().rstrip("=")
-
-
-def _decode_cursor(cursor: str) -> int:
-    if not cursor:
-        return 0
-    try:
-        data = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        offset = data["o"]
-    except (ValueError, KeyError, TypeError, binascii.Error):
-        raise HubError(400, "Invalid cursor") from None
-    if not isinstance(offset, int) or offset < 0:
-        raise HubError(400, "Invalid cursor")
-    return offset
-
-
-def _content_type(path: str) -> str:
-    guessed, _ = mimetypes.guess_type(path, strict=False)
-    if guessed is None:
-        return "application/octet-stream"
-    return (
-        f"{guessed}; charset=utf-8" if guessed.startswith("text/") or "json" in guessed else guessed
-    )
-
-
-def _disposition(path: str) -> str:
-    base = path.rsplit("/", 1)[-1]
-    ascii_name = base.encode("ascii", "replace").decode().replace('"', "")
-    return f"inline; filename*=UTF-8''{quote(base)}; filename=\"{ascii_name}\";"

@@ -20,7 +20,8 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from tracker.replica.gitread import GitReadError, GitRepo
-from tracker.replica.routes import HubError, Request, Response, Routes
+from tracker.replica.responses import HubError, Request, Response
+from tracker.replica.routes import Routes
 
 _MAX_BODY = 16 * 1024 * 1024
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
