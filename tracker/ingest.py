@@ -215,10 +215,9 @@ def poll_repo(
     rid = watched.repo_id
     started = time.perf_counter()
     counters = _Counters(source)
-    store.ensure_repo(
+    before = store.ensure_repo(
         rid, source_kind="git" if watched.git else "hub", url=watched.git, ref=watched.ref
     )
-    before = store.repo_state(rid)
     cursor = before.cursor
     ingested: list[Sha] = []
     rewritten = 0

@@ -101,8 +101,11 @@ class Store:
             raise RepoNotFoundError(f"{repo_id} has not been ingested (not in the store)")
         return row
 
-    def ensure_repo(self, repo_id: RepoId, *, source_kind: str, url: str | None, ref: str) -> None:
-        """Create the repo's row (and state) if missing, else update its source and ref."""
+    def ensure_repo(
+        self, repo_id: RepoId, *, source_kind: str, url: str | None, ref: str
+    ) -> RepoState:
+        """Create the repo's row (and state) if missing, else update its source and ref;
+        return its state (one transaction: what a poll starts with)."""
         with self._session() as s:
             row = s.execute(
                 sa.select(RepoRow).where(col(RepoRow.repo_id) == repo_id)
@@ -112,8 +115,10 @@ class Store:
                 s.add(row)
                 s.flush()
                 s.add(IngestionStateRow(repo_pk=_pk(row)))
-            else:
+                s.flush()
+            elif (row.source_kind, row.url, row.ref) != (source_kind, url, ref):
                 row.source_kind, row.url, row.ref = source_kind, url, ref
+            return self._state(s, row)
 
     def _state(self, s: Session, repo: RepoRow) -> RepoState:
         st = s.get(IngestionStateRow, _pk(repo))
@@ -477,5 +482,6 @@ class Store:
                     details={**details, "dropped": list(dropped), "fork_point": cursor},
                 )
             )
+
 
 __all__ = ["Store", "create_engine", "upgrade"]
