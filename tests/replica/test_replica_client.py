@@ -287,3 +287,20 @@ def test_safetensors_metadata_single_and_sharded(
     assert shortcut.parameter_count == {"F32": 16, "F16": 8}
     parsed = api.parse_safetensors_file_metadata("acme/sharded", "model-00002-of-00002.safetensors")
     assert parsed.tensors["b"].dtype == "F16" and parsed.parameter_count == {"F16": 8}
+
+
+def test_unusual_file_names(root: Path, hub: Replica, cache_dir: Path) -> None:
+    repo = init_repo(root, "acme/names")
+    names = {"docs/naïve file+1.txt": b"one\n", "a%20b.json": b"{}", "sp ace/x#y?.md": b"x\n"}
+    commit(repo, names, "odd names", date=T0)
+    api = _api(hub)
+    assert sorted(api.list_repo_files("acme/names")) == sorted(names)
+    for name, data in names.items():
+        path = hf_hub_download(
+            "acme/names", name, endpoint=hub.url, cache_dir=cache_dir, token=False
+        )
+        assert Path(path).read_bytes() == data
+    infos = api.get_paths_info("acme/names", list(names))
+    assert sorted(i.path for i in infos) == sorted(names)
+    sub = list(api.list_repo_tree("acme/names", path_in_repo="sp ace"))
+    assert [e.path for e in sub] == ["sp ace/x#y?.md"]

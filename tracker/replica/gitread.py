@@ -375,12 +375,6 @@ class GitRepo:
         return self._cache.get_or(("memo", key), compute)
 
 
-def stream_blob(repo: GitRepo, oid: str, start: int, end: int) -> Iterator[bytes]:
-    """Yield bytes [start, end) of a regular (non-LFS) blob."""
-    data = repo.read_blob(oid)
-    yield data[start:end]
-
-
 def stream_file(path: Path, start: int, end: int, chunk: int = 1 << 20) -> Iterator[bytes]:
     """Yield bytes [start, end) of the file at `path` in chunks, never holding it all in memory."""
     with path.open("rb") as handle:
