@@ -93,9 +93,9 @@ def test_range_requests(hub: Replica, llama: dict[str, Any]) -> None:
 
 def test_sparse_multi_gigabyte_object_is_streamed(root: Path, hub: Replica) -> None:
     repo = init_repo(root, "acme/big")
-    size = 5 * 1024**3 // 2  # 2.5 GiB: past 2**31
+    size = 2**31 + 10  # past the signed 32-bit limit
     pointer = write_sparse_lfs_object(repo, b"HEAD-BYTES", size)
-    commit(repo, {"model.bin": pointer}, "2.5 GiB sparse", date=T0)
+    commit(repo, {"model.bin": pointer}, "2 GiB sparse", date=T0)
     api = HfApi(endpoint=hub.url, token=False)
     info = api.model_info("acme/big", files_metadata=True)
     assert info.siblings is not None and info.siblings[0].size == size
@@ -323,3 +323,17 @@ def _raw_with_length(hub: Replica, length: str) -> tuple[int, bytes]:
         return response.status, response.read()
     finally:
         conn.close()
+
+
+def test_multi_chunk_lfs_download(root: Path, hub: Replica, tmp_path: Path) -> None:
+    from huggingface_hub import hf_hub_download
+
+    repo = init_repo(root, "acme/chunks")
+    data = b"".join(hashlib.sha256(str(i).encode()).digest() for i in range(110_000))  # ~3.4 MiB
+    commit(repo, {"weights.bin": data}, "big", date=T0)
+    path = hf_hub_download(
+        "acme/chunks", "weights.bin", endpoint=hub.url, cache_dir=tmp_path / "c", token=False
+    )
+    assert Path(path).read_bytes() == data
+    gets = [r for r in hub.requests if r.method == "GET" and r.path.startswith("/cdn-lfs/")]
+    assert [r.bytes_sent for r in gets] == [len(data)]
