@@ -21,22 +21,35 @@ RID = RepoId("acme/tiny")
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'tracker.db'}"
-        return
+@pytest.fixture(scope="module")
+def pg_db(request: pytest.FixtureRequest) -> Iterator[str]:
+    """One migrated PostgreSQL database for this module (tests truncate it, see `url`)."""
     base = sa.make_url(request.getfixturevalue("pg_url"))
     name = f"tracker_store_{uuid.uuid4().hex[:10]}"
     admin = sa.create_engine(base, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
     try:
-        yield base.set(database=name).render_as_string(hide_password=False)
+        url = base.set(database=name).render_as_string(hide_password=False)
+        Store.open(url).close()
+        yield url
     finally:
         with admin.connect() as conn:
             conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A store URL: a fresh SQLite file, or the module's PostgreSQL database emptied."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'tracker.db'}"
+    pg = str(request.getfixturevalue("pg_db"))
+    engine = sa.create_engine(pg)
+    with engine.begin() as conn:
+        conn.execute(sa.text(f"TRUNCATE {', '.join(MY_TABLES)} RESTART IDENTITY CASCADE"))
+    engine.dispose()
+    return pg
 
 
 @pytest.fixture
