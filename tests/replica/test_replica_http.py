@@ -271,8 +271,9 @@ def test_cli_serve(root: Path, llama: dict[str, Any]) -> None:
     assert proc.returncode == 0
 
 
+@pytest.mark.parametrize("disable_xet", ["1", ""])
 def test_client_via_hf_endpoint_in_subprocess(
-    tmp_path: Path, hub: Replica, llama: dict[str, Any]
+    tmp_path: Path, hub: Replica, llama: dict[str, Any], disable_xet: str
 ) -> None:
     script = (
         "from huggingface_hub import hf_hub_download, HfApi\n"
@@ -284,9 +285,10 @@ def test_client_via_hf_endpoint_in_subprocess(
         "PATH": os.environ.get("PATH", ""),
         "HF_ENDPOINT": hub.url,
         "HF_HOME": str(tmp_path / "sub-hf-home"),
-        "HF_HUB_DISABLE_XET": "1",
         "HF_HUB_DISABLE_TELEMETRY": "1",
     }
+    if disable_xet:  # with Xet left on, the client must still stay on plain HTTP (no Xet headers)
+        env["HF_HUB_DISABLE_XET"] = disable_xet
     out = subprocess.run(
         [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
     )
