@@ -49,7 +49,11 @@ def _py_files(rel: str) -> list[Path]:
 
 
 def _imports(path: Path) -> set[str]:
+    """Every module imported anywhere in the file, except type-only (`if TYPE_CHECKING:`) imports."""
     tree = ast.parse(path.read_text(), filename=str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            node.body = []
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):

@@ -23,7 +23,13 @@ from tracker.app import App
 from tracker.diff import diff_snapshots
 from tracker.domain import Diff, Estimate, Severity, Sha, Snapshot
 from tracker.errors import EstimateError, RepoNotFoundError
-from tracker.estimate import EstimateSettings, estimate, estimate_delta, parse_config
+from tracker.estimate import (
+    EstimateSettings,
+    estimate,
+    estimate_delta,
+    highest_token_id_from_files,
+    parse_config,
+)
 from tracker.ingest import Limits, PollReport, poll_all
 from tracker.store.advisories import AdvisoryStore
 from tracker.store.analysis import AnalysisStore, StoredEstimate
@@ -95,7 +101,11 @@ def estimate_snapshot(
         return None, "no config.json at this revision"
     try:
         config = parse_config(data)
-        return estimate(config, dict(snapshot.headers) or None, settings), None
+        max_token_id = highest_token_id_from_files(dict(snapshot.files))
+        report = estimate(
+            config, dict(snapshot.headers) or None, settings, max_token_id=max_token_id
+        )
+        return report, None
     except EstimateError as exc:
         return None, str(exc)
 
