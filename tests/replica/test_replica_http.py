@@ -99,6 +99,9 @@ def test_sparse_multi_gigabyte_object_is_streamed(root: Path, hub: Replica) -> N
     api = HfApi(endpoint=hub.url, token=False)
     info = api.model_info("acme/big", files_metadata=True)
     assert info.siblings is not None and info.siblings[0].size == size
+    (entry,) = api.list_repo_tree("acme/big", expand=True)
+    assert entry.security is not None  # type: ignore[union-attr]
+    assert entry.security["status"] == "unscanned"  # type: ignore[union-attr]  # not a pickle
     head = httpx.head(f"{hub.url}/acme/big/resolve/main/model.bin", follow_redirects=True)
     assert head.headers["Content-Length"] == str(size)
     tail = httpx.get(

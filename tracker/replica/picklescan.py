@@ -152,7 +152,10 @@ def _scan_handle(handle: BinaryIO) -> dict[str, Any] | None:
                     blobs.append(archive.read(info))
     else:
         handle.seek(0)
-        blobs = [handle.read(_MAX_PICKLE)]
+        first = handle.read(1)
+        if not first or first.decode("latin-1") not in pickletools.code2op:  # type: ignore[attr-defined]
+            return None  # not a pickle (e.g. a zero-filled sparse object): don't read 64 MiB
+        blobs = [first + handle.read(_MAX_PICKLE - 1)]
     if not blobs:
         return None
     imports: list[tuple[str, str]] = []
