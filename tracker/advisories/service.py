@@ -7,13 +7,13 @@ caller's `mark_analysed` leaves either nothing or everything, and re-publishing 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from tracker.advisories.classify import Classified, Overrides, classify, parse_overrides
 from tracker.advisories.lifecycle import (
     PendingChange,
-    add_version,
     advance,
     initial_pending,
     mark_fixed,
@@ -28,11 +28,13 @@ from tracker.advisories.osv import (
     rfc3339,
 )
 from tracker.advisories.schema import validate_record
-from tracker.domain import Advisory, Artifact, Change, Commit, JSONValue, RepoId, Sha
+from tracker.domain import Advisory, Artifact, Change, Commit, JSONValue, RepoId, Sha, is_full_sha
+from tracker.errors import AdvisoryError
 from tracker.store.advisories import (
     AdvisoryConflictError,
     AdvisoryStore,
     AdvisoryTx,
+    OpenCandidate,
     SuppressedChange,
 )
 
@@ -111,26 +113,29 @@ def _publish(
     if tx.revision_done(repo_id, sha):
         return tx.introduced_at(repo_id, sha)
     restoring: set[int] = set()
-    for stored in tx.open_advisories(repo_id):
-        versions = stored.advisory.record["affected"][0]["versions"]
-        if previous is None or previous not in versions or sha in versions:
+    stamp = rfc3339(now)
+    extend: list[tuple[OpenCandidate, str | None]] = []
+    for cand in tx.open_candidates(repo_id, previous, sha) if previous is not None else []:
+        pending = [PendingChange.from_json(p) for p in cand.pending]
+        step = advance(pending, changes)
+        if not step.fixed:
+            moved = step.pending != tuple(pending)
+            extend.append((cand, _dump_pending(step.pending) if moved else None))
             continue
-        step = advance([PendingChange.from_json(p) for p in stored.pending], changes)
-        if step.fixed:
-            restoring |= step.restoring
-            record, state = mark_fixed(stored.advisory.record, sha, now), "fixed"
-        else:
-            record, state = add_version(stored.advisory.record, sha, now), "open"
+        restoring |= step.restoring
+        stored = tx.get(cand.id)
+        if stored is None:  # pragma: no cover - the candidate was read in this transaction
+            raise AdvisoryError(f"advisory {cand.id} vanished")
+        record = mark_fixed(stored.advisory.record, sha, now)
         validate_record(record)
-        updated = Advisory(
-            stored.advisory.id,
-            repo_id,
-            stored.advisory.introduced,
-            stored.advisory.group,
-            stored.advisory.severity,
-            record,
-        )
-        tx.update(updated, state=state, pending=[p.to_json() for p in step.pending])
+        old = stored.advisory
+        fixed = Advisory(old.id, repo_id, old.introduced, old.group, old.severity, record)
+        tx.update(fixed, state="fixed", pending=[p.to_json() for p in step.pending])
+    # Extending is appending one full sha (checked) to each versions list and moving `modified`:
+    # stored as one row per advisory, without rewriting (or re-validating) whole records.
+    if not is_full_sha(sha):
+        raise AdvisoryError(f"commit {sha!r} is not a full 40-hex sha")
+    tx.extend(extend, sha, stamp)
 
     remaining = [c for i, c in enumerate(changes) if i not in restoring]
     classified = [classify(c, rules) for c in remaining]
@@ -156,15 +161,18 @@ def _publish(
         )
         validate_record(record)
         adv = Advisory(adv_id, repo_id, sha, group.name, group.severity, record)
-        pending = initial_pending([c.change for c in group.published])
-        tx.insert(adv, package_name=repo_url.rstrip("/"), pending=[p.to_json() for p in pending])
+        first = initial_pending([c.change for c in group.published])
+        tx.insert(adv, package_name=repo_url.rstrip("/"), pending=[p.to_json() for p in first])
         out.append(adv)
-    stamp = rfc3339(now)
     for c in classified:
         if c.suppressed is not None:
             tx.record_suppressed(_suppressed(repo_id, sha, c, stamp))
     tx.mark_revision(repo_id, sha, stamp)
     return out
+
+
+def _dump_pending(pending: Sequence[PendingChange]) -> str:
+    return json.dumps([p.to_json() for p in pending], sort_keys=True, separators=(",", ":"))
 
 
 def _suppressed(repo_id: RepoId, sha: Sha, c: Classified, stamp: str) -> SuppressedChange:
@@ -183,13 +191,10 @@ def withdraw_rewritten(
     advisories withdrawn by this call (already-withdrawn ones are left unchanged and not returned).
     Nothing is deleted: the records stay, with `withdrawn` and `modified` set to `now`.
     """
-    dropped = set(dropped_shas)
     out: list[Advisory] = []
     with store.transaction() as tx:
-        for stored in tx.advisories_of(repo_id):
+        for stored in tx.not_withdrawn_introduced_in(repo_id, dropped_shas):
             adv = stored.advisory
-            if adv.introduced not in dropped or stored.state == "withdrawn":
-                continue
             record = withdraw(
                 adv.record,
                 now,

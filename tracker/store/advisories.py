@@ -8,7 +8,7 @@ records' own format), which sort correctly as text.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +47,7 @@ class AdvisoryVersionRow(SQLModel, table=True):
         sa_column=sa.Column(sa.String(64), sa.ForeignKey("advisories.id"), primary_key=True)
     )
     sha: str = Field(sa_column=sa.Column(sa.String(40), primary_key=True, index=True))
+    pos: int = Field(sa_column=sa.Column(sa.Integer, nullable=False))
 
 
 class AdvisoryCounterRow(SQLModel, table=True):
@@ -119,23 +120,67 @@ class AdvisoryConflictError(StoreError):
     """A concurrent writer published the same revision first; retrying sees its result."""
 
 
-def _to_advisory(row: AdvisoryRow) -> Advisory:
+@dataclass(frozen=True)
+class OpenCandidate:
+    """An open advisory a new revision may extend or fix: its id, pending list and versions count."""
+
+    id: str
+    pending: tuple[dict[str, str], ...]
+    n_versions: int
+
+
+def _to_advisory(row: AdvisoryRow, versions: Sequence[str]) -> Advisory:
+    """The full record: the stored one with `modified` and the `versions` list spliced in."""
+    record = json.loads(row.record)
+    record["modified"] = row.modified
+    for aff in record.get("affected") or []:
+        aff["versions"] = list(versions)
     return Advisory(
         id=row.id,
         repo_id=RepoId(row.repo_id),
         introduced=Sha(row.introduced),
         group=row.grp,
         severity=Severity(row.severity),
-        record=json.loads(row.record),
+        record=record,
     )
+
+
+def _load(session: Session, rows: Sequence[AdvisoryRow]) -> list[Advisory]:
+    """Full advisories for `rows` (versions fetched in batches), ordered by id."""
+    versions: dict[str, list[str]] = {r.id: [] for r in rows}
+    ids = list(versions)
+    for start in range(0, len(ids), 500):
+        q = (
+            select(AdvisoryVersionRow.advisory_id, AdvisoryVersionRow.sha)
+            .where(col(AdvisoryVersionRow.advisory_id).in_(ids[start : start + 500]))
+            .order_by(col(AdvisoryVersionRow.advisory_id), col(AdvisoryVersionRow.pos))
+        )
+        for advisory_id, sha in session.exec(q).all():
+            versions[advisory_id].append(sha)
+    return sorted((_to_advisory(r, versions[r.id]) for r in rows), key=lambda a: _id_key(a.id))
 
 
 def _dump(record: Any) -> str:
     return json.dumps(record, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
+def _stored_record(record: Mapping[str, Any]) -> str:
+    """The record as stored: its versions list lives in `advisory_versions` rows instead."""
+    out = dict(record)
+    out["affected"] = [{**aff, "versions": []} for aff in record.get("affected") or []]
+    return _dump(out)
+
+
+def _versions(record: Mapping[str, Any]) -> list[str]:
+    return [str(v) for aff in record.get("affected") or [] for v in aff.get("versions") or []]
+
+
 class AdvisoryTx:
-    """The advisory store inside one transaction (from `AdvisoryStore.transaction()`)."""
+    """The advisory store inside one transaction (from `AdvisoryStore.transaction()`).
+
+    A record's `versions` list is kept as ordered `advisory_versions` rows and spliced in on read,
+    so extending an open advisory by one commit writes one small row, not the whole record.
+    """
 
     def __init__(self, session: Session) -> None:
         self._s = session
@@ -145,22 +190,53 @@ class AdvisoryTx:
 
     def introduced_at(self, repo_id: RepoId, sha: Sha) -> list[Advisory]:
         rows = self._s.exec(
-            select(AdvisoryRow)
-            .where(AdvisoryRow.repo_id == repo_id, AdvisoryRow.introduced == sha)
-            .order_by(col(AdvisoryRow.id))
+            select(AdvisoryRow).where(AdvisoryRow.repo_id == repo_id, AdvisoryRow.introduced == sha)
         ).all()
-        return sorted((_to_advisory(r) for r in rows), key=lambda a: _id_key(a.id))
+        return _load(self._s, rows)
 
-    def open_advisories(self, repo_id: RepoId) -> list[StoredAdvisory]:
-        rows = self._s.exec(
-            select(AdvisoryRow).where(AdvisoryRow.repo_id == repo_id, AdvisoryRow.state == "open")
-        ).all()
-        out = [StoredAdvisory(_to_advisory(r), r.state, tuple(json.loads(r.pending))) for r in rows]
-        return sorted(out, key=lambda s: _id_key(s.advisory.id))
+    def get(self, advisory_id: str) -> StoredAdvisory | None:
+        row = self._s.get(AdvisoryRow, advisory_id)
+        if row is None:
+            return None
+        [adv] = _load(self._s, [row])
+        return StoredAdvisory(adv, row.state, tuple(json.loads(row.pending)))
 
-    def advisories_of(self, repo_id: RepoId) -> list[StoredAdvisory]:
-        rows = self._s.exec(select(AdvisoryRow).where(AdvisoryRow.repo_id == repo_id)).all()
-        out = [StoredAdvisory(_to_advisory(r), r.state, tuple(json.loads(r.pending))) for r in rows]
+    def open_candidates(self, repo_id: RepoId, previous: Sha, sha: Sha) -> list[OpenCandidate]:
+        """Open advisories of `repo_id` whose versions contain `previous` but not yet `sha`, by id."""
+        a = SQLModel.metadata.tables["advisories"]
+        versions = SQLModel.metadata.tables["advisory_versions"]
+        v, v2, v3 = versions.alias("v"), versions.alias("v2"), versions.alias("v3")
+        n = sa.select(sa.func.count()).where(v2.c.advisory_id == a.c.id).scalar_subquery()
+        has_sha = sa.exists().where(v3.c.advisory_id == a.c.id, v3.c.sha == sha)
+        q = (
+            sa.select(a.c.id, a.c.pending, n)
+            .join(v, sa.and_(v.c.advisory_id == a.c.id, v.c.sha == previous))
+            .where(a.c.repo_id == repo_id, a.c.state == "open", ~has_sha)
+        )
+        out = [
+            OpenCandidate(i, tuple(json.loads(p)), int(c)) for i, p, c in self._s.execute(q).all()
+        ]
+        return sorted(out, key=lambda c: _id_key(c.id))
+
+    def not_withdrawn_introduced_in(
+        self, repo_id: RepoId, shas: Sequence[Sha]
+    ) -> list[StoredAdvisory]:
+        """Advisories of `repo_id` introduced at any of `shas` and not withdrawn, by id."""
+        out: list[StoredAdvisory] = []
+        wanted = sorted(set(shas))
+        for start in range(0, len(wanted), 500):
+            rows = self._s.exec(
+                select(AdvisoryRow).where(
+                    AdvisoryRow.repo_id == repo_id,
+                    AdvisoryRow.state != "withdrawn",
+                    col(AdvisoryRow.introduced).in_(wanted[start : start + 500]),
+                )
+            ).all()
+            by_id = {r.id: r for r in rows}
+            out += [
+                StoredAdvisory(a, by_id[a.id].state, tuple(json.loads(by_id[a.id].pending)))
+                for a in _load(self._s, rows)
+            ]
         return sorted(out, key=lambda s: _id_key(s.advisory.id))
 
     def allocate(self, prefix: str, year: int) -> int:
@@ -189,36 +265,64 @@ class AdvisoryTx:
                 state="open",
                 published=str(rec["published"]),
                 modified=str(rec["modified"]),
-                record=_dump(rec),
+                record=_stored_record(rec),
                 pending=_dump(list(pending)),
             )
         )
         self._s.flush()
-        self._sync_versions(adv)
+        self._add_versions(adv.id, _versions(rec), 0)
 
     def update(self, adv: Advisory, *, state: str, pending: Sequence[dict[str, str]]) -> None:
+        """Replace a record (fixed, withdrawn); its versions list may only grow."""
         row = self._s.get(AdvisoryRow, adv.id)
         if row is None:
             raise StoreError(f"advisory {adv.id} does not exist")
-        row.record = _dump(adv.record)
+        have = list(
+            self._s.exec(
+                select(AdvisoryVersionRow.sha)
+                .where(AdvisoryVersionRow.advisory_id == adv.id)
+                .order_by(col(AdvisoryVersionRow.pos))
+            ).all()
+        )
+        new = _versions(adv.record)
+        if new[: len(have)] != have:
+            raise StoreError(f"advisory {adv.id}: the versions list may only grow")
+        row.record = _stored_record(adv.record)
         row.modified = str(adv.record["modified"])
         row.state = state
         row.pending = _dump(list(pending))
         self._s.add(row)
         self._s.flush()
-        self._sync_versions(adv)
+        self._add_versions(adv.id, new[len(have) :], len(have))
 
-    def _sync_versions(self, adv: Advisory) -> None:
-        have = set(
-            self._s.exec(
-                select(AdvisoryVersionRow.sha).where(AdvisoryVersionRow.advisory_id == adv.id)
-            ).all()
+    def extend(
+        self, items: Sequence[tuple[OpenCandidate, str | None]], sha: Sha, modified: str
+    ) -> None:
+        """Append `sha` to each candidate's versions and set `modified`; a non-None second item
+        replaces the candidate's pending JSON. One batched INSERT and UPDATE for all."""
+        if not items:
+            return
+        self._s.execute(
+            sa.insert(AdvisoryVersionRow),
+            [{"advisory_id": c.id, "sha": sha, "pos": c.n_versions} for c, _ in items],
         )
-        for aff in adv.record.get("affected") or []:
-            for sha in aff.get("versions") or []:
-                if sha not in have:
-                    have.add(sha)
-                    self._s.add(AdvisoryVersionRow(advisory_id=adv.id, sha=sha))
+        table = SQLModel.metadata.tables["advisories"]
+        self._s.execute(
+            sa.update(table).where(table.c.id == sa.bindparam("b_id")).values(modified=modified),
+            [{"b_id": c.id} for c, _ in items],
+        )
+        changed = [{"b_id": c.id, "b_pending": p} for c, p in items if p is not None]
+        if changed:
+            self._s.execute(
+                sa.update(table)
+                .where(table.c.id == sa.bindparam("b_id"))
+                .values(pending=sa.bindparam("b_pending")),
+                changed,
+            )
+
+    def _add_versions(self, advisory_id: str, shas: Sequence[str], start: int) -> None:
+        for i, sha in enumerate(shas):
+            self._s.add(AdvisoryVersionRow(advisory_id=advisory_id, sha=sha, pos=start + i))
         self._s.flush()
 
     def record_suppressed(self, s: SuppressedChange) -> None:
@@ -286,7 +390,7 @@ class AdvisoryStore:
         """The advisory with this id, or None."""
         with self._read() as s:
             row = s.get(AdvisoryRow, advisory_id)
-            return _to_advisory(row) if row else None
+            return _load(s, [row])[0] if row else None
 
     def list_advisories(
         self,
@@ -307,8 +411,7 @@ class AdvisoryStore:
         if not include_withdrawn:
             q = q.where(AdvisoryRow.state != "withdrawn")
         with self._read() as s:
-            rows = s.exec(q).all()
-            return sorted((_to_advisory(r) for r in rows), key=lambda a: _id_key(a.id))
+            return _load(s, s.exec(q).all())
 
     def affecting_commit(self, sha: str) -> list[Advisory]:
         """Non-withdrawn advisories whose versions list contains commit `sha`, ordered by id."""
@@ -318,7 +421,7 @@ class AdvisoryStore:
             .where(AdvisoryVersionRow.sha == sha, AdvisoryRow.state != "withdrawn")
         )
         with self._read() as s:
-            return sorted((_to_advisory(r) for r in s.exec(q).all()), key=lambda a: _id_key(a.id))
+            return _load(s, s.exec(q).all())
 
     def for_package(
         self, *, repo_id: str | None = None, package_name: str | None = None
@@ -330,7 +433,7 @@ class AdvisoryStore:
         if package_name is not None:
             q = q.where(AdvisoryRow.package_name == package_name)
         with self._read() as s:
-            return sorted((_to_advisory(r) for r in s.exec(q).all()), key=lambda a: _id_key(a.id))
+            return _load(s, s.exec(q).all())
 
     def suppressed(self, *, repo_id: str | None = None) -> list[SuppressedChange]:
         """Recorded suppressed changes, oldest first."""

@@ -36,6 +36,7 @@ def upgrade() -> None:
         "advisory_versions",
         sa.Column("advisory_id", sa.String(64), sa.ForeignKey("advisories.id"), primary_key=True),
         sa.Column("sha", sa.String(40), primary_key=True),
+        sa.Column("pos", sa.Integer, nullable=False),
     )
     op.create_index("ix_advisory_versions_sha", "advisory_versions", ["sha"])
     op.create_table(
