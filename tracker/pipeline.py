@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 
 import structlog
@@ -218,27 +218,26 @@ def run_cycle(
 
 
 def cycle_json(report: CycleReport) -> str:
-    """The cycle report as stable JSON (for `--json`)."""
-    return json.dumps(
-        [
+    """The cycle report as stable JSON (for `--json`): each repo's poll report plus its analysis."""
+    out = []
+    for r in report.repos:
+        data = asdict(r.poll)
+        data["status"] = r.poll.status.value
+        data["new_revisions"] = list(r.poll.new_revisions)
+        data["seconds"] = round(r.poll.seconds, 3)
+        data["analysed"] = [
             {
-                "repo": r.poll.repo_id,
-                "status": r.poll.status.value,
-                "head": r.poll.head,
-                "revisions_ingested": r.poll.revisions_ingested,
-                "files_fetched": r.poll.files_fetched,
-                "bytes_fetched": r.poll.bytes_fetched,
-                "requests": r.poll.requests,
-                "rewritten": r.poll.rewritten,
-                "error": r.poll.error,
-                "analysed": len(r.analysed),
-                "advisories": list(r.advisories),
-                "withdrawn": list(r.withdrawn),
+                "sha": a.sha,
+                "changes": a.changes,
+                "advisories": list(a.advisories),
+                "estimate_error": a.estimate_error,
             }
-            for r in report.repos
-        ],
-        indent=2,
-    )
+            for a in r.analysed
+        ]
+        data["advisories"] = list(r.advisories)
+        data["withdrawn"] = list(r.withdrawn)
+        out.append(data)
+    return json.dumps(out, indent=2)
 
 
 __all__ = [

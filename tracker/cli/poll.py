@@ -22,8 +22,9 @@ from rich.table import Table
 from tracker.app import App, build
 from tracker.domain import parse_repo_id
 from tracker.errors import UnreadableArtifactError, WatchlistError
-from tracker.ingest import Limits, PollReport, poll_all, poll_repo
+from tracker.ingest import Limits, PollReport
 from tracker.logs import configure as configure_logs
+from tracker.pipeline import cycle_json, run_cycle
 from tracker.settings import load_settings
 from tracker.store import FileKind
 from tracker.store.values import decode_header
@@ -98,12 +99,11 @@ def run_daemon(app: App, repos: list[WatchedRepo]) -> None:
         job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 300},
         timezone=UTC,
     )
-    limits = _limits(app)
 
     def job(watched: WatchedRepo) -> None:
         with structlog.contextvars.bound_contextvars(repo=watched.repo_id, job="poll"):
             try:
-                poll_repo(app.store, app.source_for(watched), watched, limits=limits)
+                run_cycle(app, [watched])
             except Exception:  # keep the daemon alive; the error is logged with its traceback
                 log.exception("poll.crashed")
 
@@ -138,7 +138,7 @@ def poll(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON (with --once)."),
 ) -> None:
-    """Ingest every new revision of the watched repos."""
+    """Ingest every new revision of the watched repos, analyse it and publish its advisories."""
     app = build(load_settings())
     try:
         repos = _selected(app, repo)
@@ -147,7 +147,15 @@ def poll(
                 f"{app.settings.watchlist} lists no repos; add one with `tracker watch add`"
             )
         if once:
-            print_reports(poll_all(app.store, repos, app.source_for, limits=_limits(app)), as_json)
+            report = run_cycle(app, repos)
+            if as_json:
+                typer.echo(cycle_json(report))
+            else:
+                print_reports([r.poll for r in report.repos], as_json=False)
+                typer.echo(
+                    f"analysed {sum(len(r.analysed) for r in report.repos)} revisions, "
+                    f"published {len(report.advisories)} advisories"
+                )
         else:
             run_daemon(app, repos)
     finally:
