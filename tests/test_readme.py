@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import click
 import typer.main
 
 from tracker import cli
@@ -17,9 +16,10 @@ def _command_paths() -> list[str]:
     root = typer.main.get_command(cli.app)
     paths: list[str] = []
 
-    def walk(cmd: click.Command, prefix: str) -> None:
-        if isinstance(cmd, click.Group):
-            for name, sub in sorted(cmd.commands.items()):
+    def walk(cmd: object, prefix: str) -> None:
+        commands = getattr(cmd, "commands", None)  # groups have sub-commands
+        if commands:
+            for name, sub in sorted(commands.items()):
                 walk(sub, f"{prefix} {name}")
         else:
             paths.append(prefix)

@@ -77,10 +77,10 @@ def main(argv: list[str] | None = None) -> None:
     except typer.Abort:
         typer.echo("aborted", err=True)
         sys.exit(130)
-    except Exception as exc:  # click usage errors
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
+    except Exception as exc:
+        # Usage errors (typer's vendored click): they know how to show themselves and their code.
+        show, code = getattr(exc, "show", None), getattr(exc, "exit_code", None)
+        if callable(show) and isinstance(code, int):
+            show()
+            sys.exit(code)
         raise
