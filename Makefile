@@ -22,8 +22,8 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 lint: $(STAMP)
-	$(BIN)/ruff check tracker tests
-	$(BIN)/ruff format --check tracker tests
+	$(BIN)/ruff check tracker tests bench
+	$(BIN)/ruff format --check tracker tests bench
 	$(BIN)/mypy
 
 bench: $(STAMP)
