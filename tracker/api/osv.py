@@ -15,7 +15,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
-from tracker.domain import Advisory, is_full_sha, parse_repo_id
+from tracker.domain import is_full_sha, parse_repo_id
 from tracker.errors import InvalidRepoIdError
 from tracker.store.advisories import AdvisoryStore
 
@@ -82,10 +82,8 @@ def _token(offset: int) -> str:
     return base64.urlsafe_b64encode(f"offset:{offset}".encode()).decode()
 
 
-def _package_matches(
-    store: AdvisoryStore, package: Mapping[str, Any]
-) -> tuple[list[Advisory], str | None]:
-    """Advisories of the package and the version a purl carried (if any)."""
+def _package_filter(package: Mapping[str, Any]) -> tuple[dict[str, str], str | None]:
+    """Store filters for the package and the version a purl carried (if any)."""
     if "purl" in package:
         if "name" in package or "ecosystem" in package:
             raise OsvQueryError("package: give either purl or name and ecosystem, not both")
@@ -97,40 +95,38 @@ def _package_matches(
             repo_id = parse_repo_id(rest)
         except InvalidRepoIdError as exc:
             raise OsvQueryError(f"package.purl: {exc}") from exc
-        return store.for_package(repo_id=repo_id), (
-            _sha(version, "purl version") if version else None
-        )
+        return {"repo_id": repo_id}, (_sha(version, "purl version") if version else None)
     name, ecosystem = package.get("name"), package.get("ecosystem")
     if not isinstance(name, str) or not name or ecosystem != "GIT":
         raise OsvQueryError('package needs a purl, or a name (the repo URL) with ecosystem "GIT"')
-    return store.for_package(package_name=name.rstrip("/")), None
+    return {"package_name": name.rstrip("/")}, None
 
 
-def run_query(store: AdvisoryStore, query: Any) -> list[Advisory]:
-    """All advisories one OSV query matches (before pagination), ordered by id; raises OsvQueryError."""
+def run_query(store: AdvisoryStore, query: Any) -> list[str]:
+    """Ids of all advisories one OSV query matches (before pagination), ordered by id.
+
+    Raises OsvQueryError for a malformed query."""
     q = _check_keys(query, _QUERY_KEYS, "query")
     if "commit" in q and ("version" in q or "package" in q):
         raise OsvQueryError("query: commit cannot be combined with version or package")
     if "commit" in q:
-        return store.affecting_commit(_sha(q["commit"], "commit"))
+        return store.query_ids(commit=_sha(q["commit"], "commit"))
     if "package" not in q:
         raise OsvQueryError("query needs a commit or a package")
     package = _check_keys(q["package"], _PACKAGE_KEYS, "package")
-    advisories, purl_version = _package_matches(store, package)
+    filters, purl_version = _package_filter(package)
     version = q.get("version")
     if version is not None and purl_version is not None:
         raise OsvQueryError("query: version given both in the purl and in version")
     if version is not None:
         purl_version = _sha(version, "version")
-    if purl_version is None:
-        return advisories
-    return [a for a in advisories if purl_version in a.record["affected"][0]["versions"]]
+    return store.query_ids(commit=purl_version, **filters)
 
 
-def _page(items: list[Advisory], token: Any, size: int) -> tuple[list[Advisory], str | None]:
+def _page(ids: list[str], token: Any, size: int) -> tuple[list[str], str | None]:
     start = _offset(token)
     end = start + size
-    return items[start:end], (_token(end) if end < len(items) else None)
+    return ids[start:end], (_token(end) if end < len(ids) else None)
 
 
 @router.post("/v1/query")
@@ -140,7 +136,7 @@ async def query(request: Request) -> dict[str, Any]:
     body = await _body(request)
     found = run_query(store, body)
     page, nxt = _page(found, body.get("page_token"), request.app.state.page_size)
-    out: dict[str, Any] = {"vulns": [dict(a.record) for a in page]}
+    out: dict[str, Any] = {"vulns": [dict(a.record) for a in store.get_many(page)]}
     if nxt:
         out["next_page_token"] = nxt
     return out
@@ -163,9 +159,7 @@ async def querybatch(request: Request) -> dict[str, Any]:
             page, nxt = _page(found, q.get("page_token"), request.app.state.page_size)
         except OsvQueryError as exc:
             raise OsvQueryError(f"queries[{i}]: {exc}") from exc
-        item: dict[str, Any] = {
-            "vulns": [{"id": a.id, "modified": a.record["modified"]} for a in page]
-        }
+        item: dict[str, Any] = {"vulns": store.modified_of(page)}
         if nxt:
             item["next_page_token"] = nxt
         results.append(item)

@@ -2,7 +2,9 @@
 
 Rows never leave this module: reads return `tracker.domain.Advisory` or small frozen values.
 Migration 0002 creates exactly these tables. Timestamps are stored as RFC3339 `Z` strings (the
-records' own format), which sort correctly as text.
+records' own format), which sort correctly as text. A record's `versions` list and `modified`
+live in `advisory_versions` rows (ordered by `pos`) and the `modified` column and are spliced
+into the stored JSON on read, so an open advisory grows by one row per new revision.
 """
 
 from __future__ import annotations
@@ -158,6 +160,13 @@ def _load(session: Session, rows: Sequence[AdvisoryRow]) -> list[Advisory]:
         for advisory_id, sha in session.exec(q).all():
             versions[advisory_id].append(sha)
     return sorted((_to_advisory(r, versions[r.id]) for r in rows), key=lambda a: _id_key(a.id))
+
+
+def _suppressed(r: SuppressedChangeRow) -> SuppressedChange:
+    sev, change = Severity(r.severity), json.loads(r.change)
+    return SuppressedChange(
+        RepoId(r.repo_id), Sha(r.sha), r.grp, sev, r.reason, change, r.recorded_at
+    )
 
 
 def _dump(record: Any) -> str:
@@ -415,25 +424,51 @@ class AdvisoryStore:
 
     def affecting_commit(self, sha: str) -> list[Advisory]:
         """Non-withdrawn advisories whose versions list contains commit `sha`, ordered by id."""
-        q = (
-            select(AdvisoryRow)
-            .join(AdvisoryVersionRow, col(AdvisoryVersionRow.advisory_id) == col(AdvisoryRow.id))
-            .where(AdvisoryVersionRow.sha == sha, AdvisoryRow.state != "withdrawn")
-        )
-        with self._read() as s:
-            return _load(s, s.exec(q).all())
+        return self.get_many(self.query_ids(commit=sha))
 
-    def for_package(
-        self, *, repo_id: str | None = None, package_name: str | None = None
-    ) -> list[Advisory]:
-        """Non-withdrawn advisories of one package (by repo id or by OSV package name), by id."""
-        q = select(AdvisoryRow).where(AdvisoryRow.state != "withdrawn")
+    def query_ids(
+        self,
+        *,
+        commit: str | None = None,
+        repo_id: str | None = None,
+        package_name: str | None = None,
+    ) -> list[str]:
+        """Ids of non-withdrawn advisories matching all given filters (`commit`: its versions list
+        contains it), ordered by id; cheap, for paginating before loading records."""
+        a = SQLModel.metadata.tables["advisories"]
+        q = sa.select(a.c.id).where(a.c.state != "withdrawn")
+        if commit is not None:
+            v = SQLModel.metadata.tables["advisory_versions"]
+            q = q.join(v, v.c.advisory_id == a.c.id).where(v.c.sha == commit)
         if repo_id is not None:
-            q = q.where(AdvisoryRow.repo_id == repo_id)
+            q = q.where(a.c.repo_id == repo_id)
         if package_name is not None:
-            q = q.where(AdvisoryRow.package_name == package_name)
+            q = q.where(a.c.package_name == package_name)
         with self._read() as s:
-            return _load(s, s.exec(q).all())
+            return sorted((str(r[0]) for r in s.execute(q).all()), key=_id_key)
+
+    def modified_of(self, ids: Sequence[str]) -> list[dict[str, str]]:
+        """`{"id", "modified"}` for these ids (unknown ids skipped), ordered by id, without
+        loading records (what OSV's querybatch answers)."""
+        a = SQLModel.metadata.tables["advisories"]
+        out: list[dict[str, str]] = []
+        with self._read() as s:
+            for start in range(0, len(ids), 500):
+                q = sa.select(a.c.id, a.c.modified).where(
+                    a.c.id.in_(list(ids[start : start + 500]))
+                )
+                out += [{"id": str(i), "modified": str(m)} for i, m in s.execute(q).all()]
+        return sorted(out, key=lambda d: _id_key(d["id"]))
+
+    def get_many(self, ids: Sequence[str]) -> list[Advisory]:
+        """The advisories with these ids (unknown ids skipped), ordered by id."""
+        out: list[Advisory] = []
+        with self._read() as s:
+            for start in range(0, len(ids), 500):
+                chunk = list(ids[start : start + 500])
+                rows = s.exec(select(AdvisoryRow).where(col(AdvisoryRow.id).in_(chunk))).all()
+                out += _load(s, rows)
+        return sorted(out, key=lambda adv: _id_key(adv.id))
 
     def suppressed(self, *, repo_id: str | None = None) -> list[SuppressedChange]:
         """Recorded suppressed changes, oldest first."""
@@ -441,33 +476,18 @@ class AdvisoryStore:
         if repo_id is not None:
             q = q.where(SuppressedChangeRow.repo_id == repo_id)
         with self._read() as s:
-            return [
-                SuppressedChange(
-                    RepoId(r.repo_id),
-                    Sha(r.sha),
-                    r.grp,
-                    Severity(r.severity),
-                    r.reason,
-                    json.loads(r.change),
-                    r.recorded_at,
-                )
-                for r in s.exec(q).all()
-            ]
+            rows = s.exec(q).all()
+        return [_suppressed(r) for r in rows]
 
     def counts(self) -> dict[str, int]:
         """Row counts per advisory table (for tests and diagnostics)."""
-        try:
-            with self.engine.connect() as conn:
-                return {
-                    t: int(
-                        conn.execute(
-                            sa.select(sa.func.count()).select_from(SQLModel.metadata.tables[t])
-                        ).scalar_one()
-                    )
-                    for t in ADVISORY_TABLES
-                }
-        except sa_exc.SQLAlchemyError as exc:
-            raise StoreError(f"advisory store failed: {exc}") from exc
+        tables = SQLModel.metadata.tables
+        with self._read() as s:
+            count = sa.select(sa.func.count())
+            return {
+                t: int(s.execute(count.select_from(tables[t])).scalar_one())
+                for t in ADVISORY_TABLES
+            }
 
     @contextmanager
     def _read(self) -> Iterator[Session]:
