@@ -2,66 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-import sqlmodel
+from advkit import make_store
 
-from tracker.domain import Artifact, Change, ChangeKind, Commit, RepoId, Sha
-from tracker.store.advisories import AdvisoryStore, create_tables
-
-NOW = datetime(2026, 11, 30, 9, 30, 0, tzinfo=UTC)
-HUB = "http://127.0.0.1:1"
-
-# Real commit ids of deepseek-ai/DeepSeek-R1's tokenizer_config.json history and of
-# mistralai/Mixtral-8x7B-v0.1's config.json history (../shared/corpus/histories/*/HISTORY.tsv).
-R1 = RepoId("deepseek-ai/DeepSeek-R1")
-R1_SHAS = (
-    Sha("abf9bba58b8180037a228a50ed7ac547905e415d"),
-    Sha("7bae4bacd0f64d020364cc43d9560588893e94cc"),
-    Sha("cb48aa8cb28c160ec8d853707278e0402c9ad01a"),
-)
-MIXTRAL = RepoId("mistralai/Mixtral-8x7B-v0.1")
-MIXTRAL_SHAS = (
-    Sha("5802963a855a4bbe1c7c0bad462759cc4c0cb1d5"),
-    Sha("4dd4b0f2d577d7b74152732d5543a92201481fe2"),
-    Sha("c56a162543a9560c9f352687e46c8416e6292da6"),
-    Sha("2e54f233da37e9911a9b5a45f83df0b734337bb4"),
-)
-
-
-def commit(sha: Sha, parent: Sha | None = None, title: str = "Update") -> Commit:
-    return Commit(sha, (parent,) if parent else (), NOW, title, title, ("tester",))
-
-
-def ch(
-    artifact: Artifact,
-    kind: ChangeKind,
-    key: str,
-    before: object = None,
-    after: object = None,
-    *,
-    file: str = "config.json",
-    summary: str = "",
-    detail: str = "",
-) -> Change:
-    return Change(
-        artifact,
-        kind,
-        file,
-        key,
-        before,
-        after,
-        summary or f"{key}: {before!r} → {after!r}",
-        detail,
-    )
-
-
-def make_store(url: str) -> AdvisoryStore:
-    engine = sqlmodel.create_engine(url)
-    create_tables(engine)
-    return AdvisoryStore(engine)
+from tracker.store.advisories import AdvisoryStore
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from datetime import timedelta
 from types import SimpleNamespace
 
 import pytest
-from conftest import HUB, MIXTRAL, MIXTRAL_SHAS, NOW, ch, commit
+from advkit import HUB, MIXTRAL, MIXTRAL_SHAS, NOW, ch, commit
 from fastapi.testclient import TestClient
 
 from tracker.advisories.service import publish, withdraw_rewritten

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import ch
+from advkit import ch
 
 from tracker.advisories.classify import DEFAULT_RULES, classify, highest, parse_overrides
 from tracker.domain import Artifact as A

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import HUB, MIXTRAL, MIXTRAL_SHAS, NOW, ch, commit
+from advkit import HUB, MIXTRAL, MIXTRAL_SHAS, NOW, ch, commit
 
 from tracker.advisories.service import publish
 from tracker.app import build

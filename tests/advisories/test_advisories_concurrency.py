@@ -6,7 +6,7 @@ import threading
 from pathlib import Path
 
 import sqlalchemy as sa
-from conftest import HUB, MIXTRAL, MIXTRAL_SHAS, NOW, ch, commit
+from advkit import HUB, MIXTRAL, MIXTRAL_SHAS, NOW, ch, commit
 
 from tracker.advisories.service import publish
 from tracker.domain import Artifact as A

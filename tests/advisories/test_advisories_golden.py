@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import HUB, NOW, commit
+from advkit import HUB, NOW, commit
 
 from tracker.advisories.export import export
 from tracker.advisories.schema import validate_record
@@ -146,7 +146,7 @@ def test_golden_records(store: AdvisoryStore, tmp_path: Path) -> None:
 
 @pytest.mark.postgres
 def test_replay_on_postgres_matches_sqlite(fresh_pg: str, store: AdvisoryStore) -> None:
-    from conftest import make_store
+    from advkit import make_store
 
     pg = make_store(fresh_pg)
     try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 
 import pytest
-from conftest import MIXTRAL, MIXTRAL_SHAS, NOW, ch
+from advkit import MIXTRAL, MIXTRAL_SHAS, NOW, ch
 
 from tracker.advisories.classify import classify
 from tracker.advisories.lifecycle import (

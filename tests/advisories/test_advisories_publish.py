@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from conftest import HUB, MIXTRAL, MIXTRAL_SHAS, NOW, R1, R1_SHAS, ch, commit, make_store
+from advkit import HUB, MIXTRAL, MIXTRAL_SHAS, NOW, R1, R1_SHAS, ch, commit, make_store
 
 from tracker.advisories import service
 from tracker.advisories.schema import validate_record

@@ -8,7 +8,7 @@ import time
 
 import httpx
 import uvicorn
-from conftest import HUB, MIXTRAL, MIXTRAL_SHAS, NOW, ch, commit
+from advkit import HUB, MIXTRAL, MIXTRAL_SHAS, NOW, ch, commit
 
 from tracker.advisories.service import publish
 from tracker.api import create_app
