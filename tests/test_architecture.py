@@ -20,6 +20,8 @@ PURE_MODULES = (
     "tracker/advisories/classify.py",
     "tracker/advisories/osv.py",
     "tracker/advisories/lifecycle.py",
+    "tracker/advisories/rules.py",
+    "tracker/advisories/details.py",
     "tracker/domain.py",
     "tracker/errors.py",
 )

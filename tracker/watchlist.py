@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from tracker.domain import JSONValue, RepoId, parse_repo_id
-from tracker.errors import InvalidRepoIdError, WatchlistError
+from tracker.errors import ConfigError, InvalidRepoIdError, WatchlistError
 
 DEFAULT_TRACKED: tuple[str, ...] = (
     "config.json",
@@ -158,10 +158,34 @@ def _check_value(key: str, value: Any) -> Any:
 def _merge(base: dict[str, Any], layer: Mapping[str, Any]) -> dict[str, Any]:
     out = dict(base)
     for key, value in layer.items():
-        if key in ("estimate", "advisories") and isinstance(out.get(key), dict):
+        if key == "advisories" and isinstance(out.get(key), dict):
+            # The more specific layer's rules and suppressions come first (first match wins).
+            merged = {**out[key], **value}
+            for part in ("rules", "suppress"):
+                if isinstance(value.get(part), list) and isinstance(out[key].get(part), list):
+                    merged[part] = [*value[part], *out[key][part]]
+            out[key] = merged
+        elif key == "estimate" and isinstance(out.get(key), dict):
             out[key] = {**out[key], **value}
         else:
             out[key] = value
+    return out
+
+
+def _stage_problems(where: str, merged: Mapping[str, Any]) -> list[str]:
+    """Problems in a repo's `estimate:` and `advisories:` blocks, found at load time, not at publish."""
+    from tracker.advisories.classify import parse_overrides
+    from tracker.estimate.settings import EstimateSettings
+
+    out: list[str] = []
+    try:
+        EstimateSettings.from_mapping(merged.get("estimate") or None)
+    except ConfigError as exc:
+        out.extend(f"{where}: {p}" for p in exc.problems or (str(exc),))
+    try:
+        parse_overrides(merged.get("advisories") or None, where=f"{where}.advisories")
+    except ConfigError as exc:
+        out.extend(exc.problems or (str(exc),))
     return out
 
 
@@ -218,6 +242,7 @@ def parse_watchlist(data: Any, source: str = "watchlist") -> Watchlist:
             if fnmatch.fnmatchcase(repo_id, pattern):
                 merged = _merge(merged, layer)
         merged = _merge(merged, checked)
+        problems.extend(_stage_problems(where, merged))
         repos.append(
             WatchedRepo(
                 repo_id=repo_id,

@@ -21,13 +21,13 @@ YAML = """\
 # team watchlist
 defaults:
   poll_interval: 10m
-  estimate: {cards: [H100-80GB], context: 8192}
+  estimate: {lora_rank: 8, train_seq_len: 8192}
 rules:
   - match: "deepseek-ai/*"
     poll_interval: 1h
     backfill: 20
   - match: "deepseek-ai/DeepSeek-V3*"
-    estimate: {context: 32768}
+    estimate: {train_seq_len: 32768}
 repos:
   - id: deepseek-ai/DeepSeek-V3   # big one
     ref: main
@@ -36,7 +36,7 @@ repos:
   - id: Qwen/Qwen3-0.6B
     git: /srv/mirrors/qwen3.git
     tracked: [config.json, "*.safetensors"]
-    advisories: {min_severity: high}
+    advisories: {suppress: [{match: {artifact: model_card}, reason: noise}]}
   - meta-llama/Llama-2-7b-hf
 """
 
@@ -50,11 +50,14 @@ def test_resolution_defaults_rules_entry() -> None:
         3600,
         20,
     )
-    assert v3.estimate == {"cards": ["H100-80GB"], "context": 32768}
+    assert v3.estimate == {"lora_rank": 8, "train_seq_len": 32768}
     assert (r1.poll_interval_s, r1.backfill) == (30, 20)
-    assert r1.estimate == {"cards": ["H100-80GB"], "context": 8192}
+    assert r1.estimate == {"lora_rank": 8, "train_seq_len": 8192}
     assert qwen.git == "/srv/mirrors/qwen3.git" and qwen.tracked == ("config.json", "*.safetensors")
-    assert qwen.advisories == {"min_severity": "high"} and qwen.backfill is None
+    assert (
+        qwen.advisories == {"suppress": [{"match": {"artifact": "model_card"}, "reason": "noise"}]}
+        and qwen.backfill is None
+    )
     assert (llama.repo_id, llama.poll_interval_s, llama.tracked) == (
         "meta-llama/Llama-2-7b-hf",
         600,
@@ -155,7 +158,9 @@ def test_add_and_remove_keep_the_rest_of_the_file(tmp_path: Path) -> None:
         "Qwen/Qwen3-0.6B",
         "acme/new",
     ]
-    assert wl.get("Qwen/Qwen3-0.6B").advisories == {"min_severity": "high"}
+    assert wl.get("Qwen/Qwen3-0.6B").advisories == {
+        "suppress": [{"match": {"artifact": "model_card"}, "reason": "noise"}]
+    }
     assert "# big one" in path.read_text() and "rules:" in path.read_text()
     with pytest.raises(WatchlistError, match="not in"):
         remove_repo(path, "acme/gone")
@@ -168,3 +173,30 @@ def test_add_creates_a_file_and_repos_block(tmp_path: Path) -> None:
     path.write_text("defaults:\n  ref: main\nrepos: []\n")
     add_repo(path, "acme/b", git="https://example.invalid/b.git")
     assert [r.git for r in load_watchlist(path).repos] == ["https://example.invalid/b.git"]
+
+
+def test_estimate_and_advisory_blocks_are_validated_at_load_time() -> None:
+    from tracker.errors import WatchlistError
+    from tracker.watchlist import parse_watchlist
+
+    data = {
+        "defaults": {"advisories": {"rules": [{"match": {"artifact": "config"}, "severity": "low"}]}},
+        "repos": [
+            {"id": "acme/x", "estimate": {"train_seq_len": -5, "lora_rnak": 8},
+             "advisories": {"rules": [{"match": {"artifact": "confg"}, "severity": "urgent"}]}},
+            {"id": "acme/y", "advisories": {"suppress": [{"match": {"key": "text"}, "reason": "noise"}]}},
+        ],
+    }  # fmt: skip
+    with pytest.raises(WatchlistError) as err:
+        parse_watchlist(data)
+    problems = err.value.problems
+    assert "repos[0]: estimate.train_seq_len: must be > 0, got -5" in problems
+    assert any("lora_rnak" in p and "did you mean 'lora_rank'" in p for p in problems)
+    assert any(p.startswith("repos[0].advisories.rules[0].match.artifact") for p in problems)
+    assert any(p.startswith("repos[0].advisories.rules[0].severity") for p in problems)
+    assert not any(p.startswith("repos[1]") for p in problems)
+    del data["repos"][0]  # type: ignore[attr-defined]
+    (repo,) = parse_watchlist(data).repos
+    # The repo's own rules/suppressions come before the defaults' (first match wins).
+    assert repo.advisories["rules"] == [{"match": {"artifact": "config"}, "severity": "low"}]
+    assert repo.advisories["suppress"] == [{"match": {"key": "text"}, "reason": "noise"}]
