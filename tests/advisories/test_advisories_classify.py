@@ -48,6 +48,16 @@ CASES = [
         S.CRITICAL,
         "vocabulary:merges",
     ),
+    (
+        ch(A.TOKENIZER, K.CHANGED, "model_type", "BPE", "Unigram", file="tokenizer.json"),
+        S.CRITICAL,
+        "vocabulary:model_type",
+    ),
+    (
+        ch(A.WEIGHTS, K.CHANGED, "content", None, 4, file=""),
+        S.HIGH,
+        "weight-values",
+    ),
     (ch(A.CONFIG, K.CHANGED, "vocab_size", 151936, 152064), S.CRITICAL, "vocabulary:vocab_size"),
     (
         ch(A.CONFIG, K.CHANGED, "text_config.vocab_size", 1, 2),

@@ -142,7 +142,16 @@ DEFAULT_RULES: tuple[Rule, ...] = (
     *_rules(
         "vocabulary",
         A.TOKENIZER,
-        ("vocab", "vocab.*", "vocab_size", "merges", "merges.*", "added_tokens*", "model.vocab*"),
+        (
+            "vocab",
+            "vocab.*",
+            "vocab_size",
+            "merges",
+            "merges.*",
+            "added_tokens*",
+            "model.vocab*",
+            "model_type",
+        ),
         S.CRITICAL,
         "vocabulary or token ids changed: the same text encodes to different ids than the weights expect",
     ),
@@ -159,6 +168,13 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         S.CRITICAL,
         "tensor shapes or the set of tensors changed: code and checkpoints built for the old "
         "layout break, and missing tensors are silently re-initialised on load",
+    ),
+    Rule(
+        "weight-values",
+        _m(A.WEIGHTS, K.CHANGED, key="content"),
+        S.HIGH,
+        "shard files have new content with the same tensors: the weights (and the model's outputs) "
+        "changed without any config change",
     ),
     Rule(
         "weight-dtype",
