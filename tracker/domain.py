@@ -177,6 +177,33 @@ class Change:
     summary: str
     detail: str = ""
 
+    def to_json(self) -> dict[str, JSONValue]:
+        """This change as a JSON object (the wire format of the diff store, `--json` and feeds)."""
+        return {
+            "artifact": self.artifact.value,
+            "kind": self.kind.value,
+            "file": self.file,
+            "key": self.key,
+            "before": self.before,
+            "after": self.after,
+            "summary": self.summary,
+            "detail": self.detail,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, JSONValue]) -> Change:
+        """The inverse of `to_json` (KeyError/ValueError on a malformed object)."""
+        return cls(
+            artifact=Artifact(data["artifact"]),
+            kind=ChangeKind(data["kind"]),
+            file=data["file"],
+            key=data["key"],
+            before=data["before"],
+            after=data["after"],
+            summary=data["summary"],
+            detail=data.get("detail", ""),
+        )
+
 
 @dataclass(frozen=True)
 class Diff:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from itertools import groupby
 
-from tracker.domain import Change, Diff
+from tracker.domain import Diff
 
 _MARK = {
     "added": "+",
@@ -25,20 +25,6 @@ DETAIL_LINES = 60
 """Text output shows at most this many detail lines per change (JSON output keeps all of it)."""
 
 
-def change_to_json(change: Change) -> dict[str, object]:
-    """One change as a JSON object (field names as in tracker.domain.Change)."""
-    return {
-        "artifact": change.artifact.value,
-        "kind": change.kind.value,
-        "file": change.file,
-        "key": change.key,
-        "before": change.before,
-        "after": change.after,
-        "summary": change.summary,
-        "detail": change.detail,
-    }
-
-
 def render_json(diff: Diff) -> str:
     """The diff as JSON: `{repo_id, before, after, count, changes: [...]}`, sorted keys, 2-space indent, final newline."""
     doc = {
@@ -46,7 +32,7 @@ def render_json(diff: Diff) -> str:
         "before": diff.before,
         "after": diff.after,
         "count": len(diff.changes),
-        "changes": [change_to_json(c) for c in diff.changes],
+        "changes": [c.to_json() for c in diff.changes],
     }
     return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 

@@ -7,17 +7,16 @@ Other services read this as "the revision diff store". Rows never leave this mod
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 from sqlmodel import Field, Session, SQLModel, col, select
 
-from tracker.domain import Artifact, Change, ChangeKind, Diff, Estimate, RepoId, Sha
+from tracker.domain import Change, Diff, Estimate, RepoId, Sha
 from tracker.errors import StoreError
 
 
@@ -55,33 +54,6 @@ class StoredEstimate:
     error: str | None
 
 
-def change_to_json(change: Change) -> dict[str, Any]:
-    """A Change as a JSON object (the revision diff store's and the CLI's wire format)."""
-    return {
-        "artifact": change.artifact.value,
-        "kind": change.kind.value,
-        "file": change.file,
-        "key": change.key,
-        "before": change.before,
-        "after": change.after,
-        "summary": change.summary,
-        "detail": change.detail,
-    }
-
-
-def change_from_json(data: Mapping[str, Any]) -> Change:
-    return Change(
-        artifact=Artifact(data["artifact"]),
-        kind=ChangeKind(data["kind"]),
-        file=data["file"],
-        key=data["key"],
-        before=data["before"],
-        after=data["after"],
-        summary=data["summary"],
-        detail=data.get("detail", ""),
-    )
-
-
 def _stamp(now: datetime) -> str:
     return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -115,7 +87,7 @@ class AnalysisStore:
                     col(RevisionDiffRow.after_sha) == diff.after,
                 )
             ).first()
-            payload = json.dumps([change_to_json(c) for c in diff.changes], sort_keys=True)
+            payload = json.dumps([c.to_json() for c in diff.changes], sort_keys=True)
             if row is None:
                 s.add(
                     RevisionDiffRow(
@@ -159,7 +131,7 @@ class AnalysisStore:
             ).first()
             if row is None:
                 return None
-            changes = tuple(change_from_json(c) for c in json.loads(row.changes))
+            changes = tuple(Change.from_json(c) for c in json.loads(row.changes))
         return Diff(repo_id=repo_id, before=before, after=after, changes=changes)
 
     def estimate(self, repo_id: RepoId, sha: Sha) -> StoredEstimate | None:
@@ -184,7 +156,7 @@ class AnalysisStore:
                     repo_id=repo_id,
                     before=Sha(r.before_sha) if r.before_sha else None,
                     after=Sha(r.after_sha),
-                    changes=tuple(change_from_json(c) for c in json.loads(r.changes)),
+                    changes=tuple(Change.from_json(c) for c in json.loads(r.changes)),
                 )
                 for r in rows
             ]
