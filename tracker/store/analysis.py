@@ -7,17 +7,15 @@ Other services read this as "the revision diff store". Rows never leave this mod
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import sqlalchemy as sa
-from sqlalchemy import exc as sa_exc
 from sqlmodel import Field, Session, SQLModel, col, select
 
 from tracker.domain import Change, Diff, Estimate, RepoId, Sha
-from tracker.errors import StoreError
+from tracker.store.engine import transaction
 
 
 class RevisionDiffRow(SQLModel, table=True):
@@ -64,17 +62,8 @@ class AnalysisStore:
     def __init__(self, engine: sa.Engine) -> None:
         self.engine = engine
 
-    @contextmanager
-    def _session(self) -> Iterator[Session]:
-        session = Session(self.engine, expire_on_commit=False)
-        try:
-            yield session
-            session.commit()
-        except sa_exc.SQLAlchemyError as exc:
-            session.rollback()
-            raise StoreError(f"analysis store: {exc.__class__.__name__}: {exc}") from exc
-        finally:
-            session.close()
+    def _session(self) -> AbstractContextManager[Session]:
+        return transaction(self.engine, "analysis store")
 
     def save(self, diff: Diff, estimate: StoredEstimate, now: datetime) -> None:
         """Store a revision's diff and estimate in one transaction; saving again replaces them."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -9,6 +11,9 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
+from sqlmodel import Session
+
+from tracker.errors import StoreError
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 
@@ -57,3 +62,24 @@ def upgrade(engine: sa.Engine, revision: str = "head") -> None:
     with engine.begin() as conn:
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, revision)
+
+
+@contextmanager
+def transaction(engine: sa.Engine, label: str) -> Iterator[Session]:
+    """One transaction on `engine`: committed on success, rolled back on any error.
+
+    SQLAlchemy errors become StoreError (prefixed with `label`); every other exception, tracker's
+    own included, propagates unchanged after the rollback.
+    """
+    session = Session(engine, expire_on_commit=False)
+    try:
+        yield session
+        session.commit()
+    except sa.exc.SQLAlchemyError as exc:
+        session.rollback()
+        raise StoreError(f"{label}: {exc.__class__.__name__}: {exc}") from exc
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        session.close()

@@ -8,8 +8,8 @@ StoreError here (`_session`). Timestamps are stored as naive UTC and returned ti
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
 
@@ -28,7 +28,7 @@ from tracker.domain import (
 )
 from tracker.errors import RepoNotFoundError, RevisionNotFoundError, StoreError, TrackerError
 from tracker.store.blobs import get_blobs, put_blob
-from tracker.store.engine import aware, create_engine, naive, upgrade, utc_now
+from tracker.store.engine import aware, create_engine, naive, transaction, upgrade, utc_now
 from tracker.store.rows import pk as _pk
 from tracker.store.rows import to_stored as _to_stored
 from tracker.store.tables import (
@@ -75,21 +75,9 @@ class Store:
     def close(self) -> None:
         self.engine.dispose()
 
-    @contextmanager
-    def _session(self) -> Iterator[Session]:
+    def _session(self) -> AbstractContextManager[Session]:
         """One transaction: committed on success, rolled back on any error (→ StoreError)."""
-        session = Session(self.engine, expire_on_commit=False)
-        try:
-            yield session
-            session.commit()
-        except TrackerError:
-            session.rollback()
-            raise
-        except sa.exc.SQLAlchemyError as exc:
-            session.rollback()
-            raise StoreError(f"store: {exc.__class__.__name__}: {exc}") from exc
-        finally:
-            session.close()
+        return transaction(self.engine, "store")
 
     # -- repos -------------------------------------------------------------------------------
 
