@@ -94,7 +94,7 @@ def demo(
                 "files fetched",
                 "bytes fetched",
                 "requests",
-                "advisories",
+                "advisories (all)",
                 "params (head)",
                 "full FT GB (head)",
             ):

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 import httpx2
 from huggingface_hub import HfApi, get_session, hf_hub_url, set_client_factory
+from huggingface_hub import constants as hf_constants
 from huggingface_hub import errors as hf_errors
 from huggingface_hub.utils._headers import build_hf_headers
 from huggingface_hub.utils._http import hf_raise_for_status, hf_request_event_hook
@@ -64,6 +65,10 @@ def install_client(timeout_s: float) -> None:
     """Give huggingface_hub's shared client a timeout and a request counter (public
     `set_client_factory`; the client has no timeout on most JSON calls, HUB-PROTOCOL.md §14.10)."""
     global _installed_timeout
+    # No telemetry: with it on, the client's first request of the day is a GET of
+    # `<public Hub>/api/agent-harnesses` (HUB-PROTOCOL.md §1, §14.12), which would leave the
+    # mirror or replica the daemon was pointed at. The client reads this constant per request.
+    hf_constants.HF_HUB_DISABLE_TELEMETRY = True
     with _lock:
         if _installed_timeout == timeout_s:
             return
