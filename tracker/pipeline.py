@@ -22,7 +22,7 @@ from tracker.advisories.service import publish, withdraw_rewritten
 from tracker.app import App
 from tracker.diff import diff_snapshots
 from tracker.domain import Diff, Estimate, Severity, Sha, Snapshot
-from tracker.errors import EstimateError, RepoNotFoundError
+from tracker.errors import EstimateError, RepoNotFoundError, TrackerError
 from tracker.estimate import (
     EstimateSettings,
     estimate,
@@ -31,6 +31,7 @@ from tracker.estimate import (
     parse_config,
 )
 from tracker.ingest import Limits, PollReport, poll_all
+from tracker.store import RepoStatus
 from tracker.store.advisories import AdvisoryStore
 from tracker.store.analysis import AnalysisStore, StoredEstimate
 from tracker.watchlist import WatchedRepo
@@ -62,6 +63,7 @@ class RepoCycle:
     poll: PollReport
     analysed: tuple[RevisionAnalysis, ...] = ()
     withdrawn: tuple[str, ...] = ()
+    error: str | None = None  # why analysis stopped (the revisions left stay pending)
 
     @property
     def advisories(self) -> tuple[str, ...]:
@@ -174,23 +176,40 @@ def analyse_revision(
 
 def analyse_repo(
     app: App, watched: WatchedRepo, *, now: Clock = _utc_now
-) -> tuple[tuple[RevisionAnalysis, ...], tuple[str, ...]]:
-    """Withdraw advisories of rewritten-away commits, then analyse every pending revision."""
+) -> tuple[tuple[RevisionAnalysis, ...], tuple[str, ...], str | None]:
+    """Withdraw advisories of rewritten-away commits, then analyse every pending revision.
+
+    Returns (analysed, withdrawn ids, error). Revisions are analysed oldest first; the first one
+    that fails stops the repo's analysis there (later ones depend on it: estimate deltas, fixed
+    events), stays pending for the next cycle, and marks the repo failing with the reason, so
+    the failure is visible in `tracker watch list` while the other repos go on.
+    """
     rid = watched.repo_id
     try:
         revisions = app.store.revisions(rid)
     except RepoNotFoundError:  # never polled successfully enough to be created
-        return (), ()
-    dropped = [r.sha for r in revisions if r.rewritten_away]
+        return (), (), None
+    done: list[RevisionAnalysis] = []
     withdrawn: tuple[str, ...] = ()
-    if dropped:
-        withdrawn = tuple(
-            a.id for a in withdraw_rewritten(AdvisoryStore(app.engine), rid, dropped, now())
-        )
-    done = tuple(
-        analyse_revision(app, watched, sha, now=now) for sha in app.store.pending_analysis(rid)
-    )
-    return done, withdrawn
+    sha: Sha | None = None
+    try:
+        dropped = [r.sha for r in revisions if r.rewritten_away]
+        if dropped:
+            withdrawn = tuple(
+                a.id for a in withdraw_rewritten(AdvisoryStore(app.engine), rid, dropped, now())
+            )
+        for sha in app.store.pending_analysis(rid):
+            done.append(analyse_revision(app, watched, sha, now=now))
+    except Exception as exc:  # one repo's bad revision must not stop the daemon or other repos
+        where = f"analysis of {sha}" if sha else "analysis"
+        error = f"{where} failed: {exc.__class__.__name__}: {exc}"
+        log.exception("repo.analysis_failed", repo=rid, sha=sha)
+        try:
+            app.store.record_poll(rid, status=RepoStatus.FAILING, error=error, now=now())
+        except TrackerError:
+            log.exception("repo.analysis_failure_not_recorded", repo=rid)
+        return tuple(done), withdrawn, error
+    return tuple(done), withdrawn, None
 
 
 def run_cycle(
@@ -201,8 +220,8 @@ def run_cycle(
 ) -> CycleReport:
     """One full poll cycle over `repos` (default: the whole watchlist); see the module docstring.
 
-    A source failure marks that repo failing and the cycle goes on; an analysis failure of one
-    repo (e.g. an invalid `estimate:` override) is logged and leaves its revisions pending.
+    A source failure marks that repo failing and the cycle goes on; so does an analysis failure
+    (see `analyse_repo`): it is logged, recorded on the repo, and its revisions stay pending.
     """
     watched = tuple(repos) if repos is not None else app.load_watchlist().repos
     limits = Limits(
@@ -212,8 +231,8 @@ def run_cycle(
     polls = poll_all(app.store, watched, app.source_for, limits=limits, now=now)
     out: list[RepoCycle] = []
     for w, poll in zip(watched, polls, strict=True):
-        analysed, withdrawn = analyse_repo(app, w, now=now)
-        out.append(RepoCycle(poll=poll, analysed=analysed, withdrawn=withdrawn))
+        analysed, withdrawn, error = analyse_repo(app, w, now=now)
+        out.append(RepoCycle(poll=poll, analysed=analysed, withdrawn=withdrawn, error=error))
     return CycleReport(repos=tuple(out))
 
 
@@ -236,6 +255,7 @@ def cycle_json(report: CycleReport) -> str:
         ]
         data["advisories"] = list(r.advisories)
         data["withdrawn"] = list(r.withdrawn)
+        data["analysis_error"] = r.error
         out.append(data)
     return json.dumps(out, indent=2)
 

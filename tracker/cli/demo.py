@@ -114,6 +114,8 @@ def demo(
                     elif stored is not None:
                         params = "unreadable"
                 status = r.poll.status.value + (f": {r.poll.error}" if r.poll.error else "")
+                if r.error:
+                    status = f"failing: {r.error}"
                 table.add_row(
                     r.poll.repo_id,
                     status,
@@ -139,7 +141,7 @@ def demo(
                     f"({_fmt_bytes(nbytes)}), published {len(report.advisories)} advisories; "
                     f"store: {settings.effective_database_url}"
                 )
-            failing = [r for r in report.repos if r.poll.status.value != "ok"]
+            failing = [r for r in report.repos if r.poll.status.value != "ok" or r.error]
             if failing:
                 raise typer.Exit(1)
         finally:

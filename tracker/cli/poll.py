@@ -152,6 +152,9 @@ def poll(
                 typer.echo(cycle_json(report))
             else:
                 print_reports([r.poll for r in report.repos], as_json=False)
+                for r in report.repos:
+                    if r.error:
+                        typer.echo(f"{r.poll.repo_id}: {r.error} (its revisions stay pending)")
                 typer.echo(
                     f"analysed {sum(len(r.analysed) for r in report.repos)} revisions, "
                     f"published {len(report.advisories)} advisories"
