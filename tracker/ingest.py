@@ -35,7 +35,12 @@ from tracker.watchlist import WatchedRepo, is_header_only, is_pickle
 
 log = structlog.get_logger(__name__)
 
-AUTO_MAP_FILES = ("config.json", "tokenizer_config.json")
+AUTO_MAP_FILES = (
+    "config.json",
+    "tokenizer_config.json",
+    "preprocessor_config.json",
+    "processor_config.json",
+)
 
 
 @dataclass(frozen=True)
@@ -88,7 +93,7 @@ def auto_map_modules(files: Mapping[str, bytes]) -> set[str]:
             continue
         try:
             obj = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):
             continue
         auto_map = obj.get("auto_map") if isinstance(obj, dict) else None
         if not isinstance(auto_map, dict):
@@ -284,12 +289,15 @@ def poll_repo(
         if base is None and watched.backfill is not None:
             new = new[: watched.backfill]
         new.reverse()
+        # What the first new revision is compared with: the fork point; or, when a rewrite left no
+        # ingested revision alive (a squash, a new root), the head tracker saw last, so that the
+        # new line's first revision is diffed against the last known state, not treated as new.
+        previous = base if base is not None else cursor
         prev_tree: dict[str, TreeEntry] = {}
         prev_files: dict[str, FileVersion] = {}
-        if base is not None:
-            prev_tree = {e.path: e for e in store.tree(rid, base)}
-            prev_files = store.file_versions(rid, base)
-        previous = base
+        if previous is not None:
+            prev_tree = {e.path: e for e in store.tree(rid, previous)}
+            prev_files = store.file_versions(rid, previous)
         for c in new:
             tree = source.list_tree(rid, c.sha)
             files = _fetch_revision(
@@ -330,22 +338,36 @@ def poll_all(
     limits: Limits | None = None,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> list[PollReport]:
-    """Poll each repo in turn; one repo's failure never stops the others (StoreError does)."""
+    """Poll each repo in turn; one repo's failure never stops the others (StoreError does).
+
+    A source error, or any unexpected exception while polling a repo (a bug, or content no
+    typed check caught), marks that repo failing with the reason and the loop goes on.
+    """
     reports = []
     for watched in repos:
-        try:
-            source = source_for(watched)
-        except SourceError as exc:
+
+        def failed(error: str, watched: WatchedRepo = watched) -> PollReport:
             store.ensure_repo(
                 watched.repo_id,
                 source_kind="git" if watched.git else "hub",
                 url=watched.git,
                 ref=watched.ref,
             )
-            store.record_poll(watched.repo_id, status=RepoStatus.FAILING, error=str(exc), now=now())
-            reports.append(PollReport(watched.repo_id, RepoStatus.FAILING, None, error=str(exc)))
+            store.record_poll(watched.repo_id, status=RepoStatus.FAILING, error=error, now=now())
+            return PollReport(watched.repo_id, RepoStatus.FAILING, None, error=error)
+
+        try:
+            source = source_for(watched)
+        except SourceError as exc:
+            reports.append(failed(str(exc)))
             continue
-        reports.append(poll_repo(store, source, watched, limits=limits, now=now))
+        try:
+            reports.append(poll_repo(store, source, watched, limits=limits, now=now))
+        except StoreError:
+            raise
+        except Exception as exc:  # the daemon keeps going; the reason is on the repo
+            log.exception("repo.poll_crashed", repo=watched.repo_id)
+            reports.append(failed(f"unexpected {exc.__class__.__name__}: {exc}"))
     return reports
 
 

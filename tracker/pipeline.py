@@ -15,6 +15,7 @@ import json
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 
 import structlog
 
@@ -88,7 +89,10 @@ class CycleReport:
 def repo_url(app: App, watched: WatchedRepo) -> str:
     """The URL advisories name as the repo (OSV `affected[].ranges[].repo`)."""
     if watched.git:
-        return watched.git
+        # OSV wants a URI (`format: uri`): a local path becomes a file:// URL.
+        if "://" in watched.git or watched.git.startswith("git@"):
+            return watched.git
+        return Path(watched.git).expanduser().resolve().as_uri()
     return f"{app.settings.hub_public_url.rstrip('/')}/{watched.repo_id}"
 
 
@@ -127,13 +131,9 @@ def analyse_revision(
 
     settings = EstimateSettings.from_mapping(watched.estimate)
     est_after, est_error = estimate_snapshot(after, settings)
-    est_before: Estimate | None = None
-    if previous is not None:
-        stored = analysis.estimate(rid, previous)
-        if stored is None and before is not None:  # analysed before this store existed
-            est_before, _ = estimate_snapshot(before, settings)
-        elif stored is not None:
-            est_before = stored.estimate
+    # The previous revision is re-estimated under today's settings (milliseconds), so that a
+    # changed `estimate:` block in the watchlist never shows up as a delta of this commit.
+    est_before = estimate_snapshot(before, settings)[0] if before is not None else None
     if est_before is not None and est_after is not None:
         changes = changes + estimate_delta(est_before, est_after)
 

@@ -268,6 +268,8 @@ def load_watchlist(path: Path) -> Watchlist:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise WatchlistError(f"{path}: not valid YAML", (str(exc),)) from exc
+    except OSError as exc:
+        raise WatchlistError(f"{path}: cannot be read: {exc.strerror or exc}") from exc
     return parse_watchlist(data, str(path))
 
 

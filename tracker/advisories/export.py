@@ -45,7 +45,10 @@ def export(advisories: Iterable[Advisory], directory: Path) -> list[Path]:
     Files are replaced atomically; other files in `directory` are left alone. Raises
     AdvisoryError for an id that is not a safe file name.
     """
-    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise AdvisoryError(f"cannot export to {directory}: {exc.strerror or exc}") from exc
     advs = sorted(advisories, key=lambda a: a.id)
     rows: list[tuple[str, str]] = []
     written: list[Path] = []

@@ -155,6 +155,8 @@ def poll(
                 for r in report.repos:
                     if r.error:
                         typer.echo(f"{r.poll.repo_id}: {r.error} (its revisions stay pending)")
+            if any(r.poll.status.value != "ok" or r.error for r in report.repos):
+                raise typer.Exit(1)  # for cron and scripts: some repo failed (see the table)
                 typer.echo(
                     f"analysed {sum(len(r.analysed) for r in report.repos)} revisions, "
                     f"published {len(report.advisories)} advisories"

@@ -75,6 +75,8 @@ def parse_header(raw: bytes, *, file_size: int | None = None) -> SafetensorsHead
         obj = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise UnreadableArtifactError(f"safetensors header is not UTF-8 JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise UnreadableArtifactError("safetensors header JSON is nested too deeply") from exc
     if not isinstance(obj, dict):
         raise UnreadableArtifactError(
             f"safetensors header is a JSON {type(obj).__name__}, not an object"

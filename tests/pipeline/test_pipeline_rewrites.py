@@ -1,0 +1,77 @@
+"""Rewrites and hostile content through the whole pipeline: squashes are diffed, bad repos are isolated."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from tracker.app import build
+from tracker.pipeline import run_cycle
+from tracker.replica import Replica
+from tracker.replica.repos import commit, init_repo, set_ref
+from tracker.settings import load_settings
+from tracker.store import RepoStatus
+from tracker.store.advisories import AdvisoryStore
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "configs"
+CONFIG = (DATA / "meta-llama__Llama-2-7b-hf.json").read_bytes()
+DAY = datetime(2024, 3, 1, tzinfo=UTC)
+
+
+def _gen(eos: int) -> bytes:
+    return json.dumps({"bos_token_id": 1, "eos_token_id": eos}).encode()
+
+
+@pytest.mark.replica
+def test_squashed_history_is_diffed_against_the_last_known_head(tmp_path: Path) -> None:
+    repo = init_repo(tmp_path / "hub", "acme/llama")
+    commit(repo, {"config.json": CONFIG, "generation_config.json": _gen(2)}, "A", date=DAY)
+    b = commit(repo, {"README.md": b"hello\n"}, "B", date=DAY.replace(day=2))
+    (tmp_path / "w.yaml").write_text("repos:\n  - id: acme/llama\n")
+    with Replica(tmp_path / "hub") as hub:
+        app = build(load_settings(state_dir=tmp_path / "s", watchlist=tmp_path / "w.yaml",
+                                  hf_endpoint=hub.url))  # fmt: skip
+        try:
+            run_cycle(app)
+            squash = commit(
+                repo,
+                {"config.json": CONFIG, "generation_config.json": _gen(32000), "README.md": b"hello\n"},
+                "Super-squash branch 'main'", date=DAY.replace(day=3), ref="squashed",
+            )  # fmt: skip
+            set_ref(repo, "main", squash)  # a new root: no ingested revision survives
+            report = run_cycle(app)
+            assert report.repos[0].poll.rewritten == 2
+            assert app.store.revision(app.load_watchlist().repos[0].repo_id, squash).previous == b
+            (adv,) = [
+                a for a in AdvisoryStore(app.engine).list_advisories() if a.introduced == squash
+            ]
+            assert adv.group == "special_tokens" and adv.severity.value == "high"
+            assert "eos_token_id" in adv.record["summary"]
+        finally:
+            app.close()
+
+
+@pytest.mark.replica
+def test_deeply_nested_json_is_unreadable_and_other_repos_go_on(tmp_path: Path) -> None:
+    bad = init_repo(tmp_path / "hub", "acme/bad")
+    good = init_repo(tmp_path / "hub", "acme/good")
+    commit(bad, {"config.json": CONFIG}, "ok first", date=DAY)
+    commit(bad, {"config.json": b"[" * 200_000}, "hostile", date=DAY.replace(day=2))
+    commit(good, {"config.json": CONFIG}, "upload", date=DAY)
+    (tmp_path / "w.yaml").write_text("repos:\n  - id: acme/bad\n  - id: acme/good\n")
+    with Replica(tmp_path / "hub") as hub:
+        app = build(load_settings(state_dir=tmp_path / "s", watchlist=tmp_path / "w.yaml",
+                                  hf_endpoint=hub.url))  # fmt: skip
+        try:
+            report = run_cycle(app)
+            bad_r, good_r = report.repos
+            assert (bad_r.poll.status, good_r.poll.status) == (RepoStatus.OK, RepoStatus.OK)
+            assert bad_r.error is None and len(bad_r.analysed) == 2
+            assert bad_r.analysed[1].estimate_error is not None
+            (adv,) = AdvisoryStore(app.engine).list_advisories(repo_id="acme/bad")
+            assert adv.severity.value == "high" and "config.json" in adv.record["summary"]
+        finally:
+            app.close()
