@@ -75,3 +75,32 @@ def test_deeply_nested_json_is_unreadable_and_other_repos_go_on(tmp_path: Path) 
             assert adv.severity.value == "high" and "config.json" in adv.record["summary"]
         finally:
             app.close()
+
+
+@pytest.mark.replica
+def test_a_rewrite_that_drops_the_fixing_commit_reopens_the_advisory(tmp_path: Path) -> None:
+    repo = init_repo(tmp_path / "hub", "acme/llama")
+    commit(repo, {"config.json": CONFIG, "generation_config.json": _gen(2)}, "A", date=DAY)
+    b = commit(repo, {"generation_config.json": _gen(32000)}, "B", date=DAY.replace(day=2))
+    c = commit(repo, {"generation_config.json": _gen(2)}, "C restores", date=DAY.replace(day=3))
+    (tmp_path / "w.yaml").write_text("repos:\n  - id: acme/llama\n")
+    with Replica(tmp_path / "hub") as hub:
+        app = build(load_settings(state_dir=tmp_path / "s", watchlist=tmp_path / "w.yaml",
+                                  hf_endpoint=hub.url))  # fmt: skip
+        try:
+            run_cycle(app)
+            advisories = AdvisoryStore(app.engine)
+            (adv,) = advisories.list_advisories()
+            events = adv.record["affected"][0]["ranges"][0]["events"]
+            assert events == [{"introduced": b}, {"fixed": c}]
+            set_ref(repo, "main", b)  # drop the fix
+            c2 = commit(repo, {"README.md": b"hi\n"}, "C2", date=DAY.replace(day=4))
+            run_cycle(app)
+            reopened = advisories.get(adv.id)
+            assert reopened is not None and not reopened.record.get("withdrawn")
+            assert reopened.record["affected"][0]["ranges"][0]["events"] == [{"introduced": b}]
+            assert reopened.record["affected"][0]["versions"] == [b, c2]
+            assert "fixed" not in reopened.record["database_specific"]
+            assert adv.id in [a.id for a in advisories.affecting_commit(c2)]
+        finally:
+            app.close()

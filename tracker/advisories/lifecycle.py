@@ -196,3 +196,37 @@ def withdraw(record: Mapping[str, JSONValue], now: datetime, reason: str) -> dic
     out["modified"] = stamp
     out.setdefault("database_specific", {})["withdrawn_reason"] = reason
     return out
+
+
+def reopen(record: Mapping[str, JSONValue], now: datetime, reason: str) -> dict[str, JSONValue]:
+    """A copy of a fixed `record` without its `fixed` event and FIX reference, `modified = now`.
+
+    For a fix whose commit a history rewrite removed: the change it undid is live again.
+    """
+    out = copy.deepcopy(dict(record))
+    _, rng = _affected_range(out)
+    fixed = {str(ev["fixed"]) for ev in rng["events"] if "fixed" in ev}
+    rng["events"] = [ev for ev in rng["events"] if "fixed" not in ev]
+    urls = {commit_url(str(rng["repo"]), Sha(sha)) for sha in fixed}
+    out["references"] = [
+        r
+        for r in out.get("references") or []
+        if not (r.get("type") == "FIX" and r.get("url") in urls)
+    ]
+    extra = out.setdefault("database_specific", {})
+    extra.pop("fixed", None)
+    extra["reopened_reason"] = reason
+    out["modified"] = rfc3339(now)
+    return out
+
+
+def reopened_pending(pending: Sequence[PendingChange]) -> tuple[PendingChange, ...]:
+    """Pending entries of a reopened advisory: every change counts as live again (current = after).
+
+    Approximation: a partial restore between the introducing commit and the surviving fork point
+    is not remembered (pending state is kept per advisory, not per commit).
+    """
+    return tuple(
+        PendingChange(p.artifact, p.file, p.key, p.before, p.after or p.current, p.after)
+        for p in pending
+    )

@@ -17,6 +17,8 @@ from tracker.advisories.lifecycle import (
     advance,
     initial_pending,
     mark_fixed,
+    reopen,
+    reopened_pending,
     withdraw,
 )
 from tracker.advisories.osv import (
@@ -189,9 +191,11 @@ def withdraw_rewritten(
 
     Dropped commits are those a history rewrite (force-push) removed from the ref. Returns the
     advisories withdrawn by this call (already-withdrawn ones are left unchanged and not returned).
-    Nothing is deleted: the records stay, with `withdrawn` and `modified` set to `now`.
+    Nothing is deleted: the records stay, with `withdrawn` and `modified` set to `now`. In the
+    same transaction, advisories fixed at a dropped commit are reopened (the fix is gone).
     """
     out: list[Advisory] = []
+    dropped = set(dropped_shas)
     with store.transaction() as tx:
         for stored in tx.not_withdrawn_introduced_in(repo_id, dropped_shas):
             adv = stored.advisory
@@ -204,4 +208,17 @@ def withdraw_rewritten(
             new = Advisory(adv.id, adv.repo_id, adv.introduced, adv.group, adv.severity, record)
             tx.update(new, state="withdrawn", pending=list(stored.pending))
             out.append(new)
+        # A fix whose commit the rewrite removed no longer fixes anything: reopen the advisory.
+        for stored in tx.fixed_of(repo_id):
+            adv = stored.advisory
+            fixed_at = (adv.record.get("database_specific") or {}).get("fixed")
+            if fixed_at not in dropped or adv.introduced in dropped:
+                continue
+            record = reopen(
+                adv.record, now, f"fixing commit {fixed_at} was removed by a history rewrite"
+            )
+            validate_record(record)
+            new = Advisory(adv.id, adv.repo_id, adv.introduced, adv.group, adv.severity, record)
+            pending = reopened_pending([PendingChange.from_json(p) for p in stored.pending])
+            tx.update(new, state="open", pending=[p.to_json() for p in pending])
     return out

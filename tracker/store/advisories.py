@@ -248,6 +248,18 @@ class AdvisoryTx:
             ]
         return sorted(out, key=lambda s: _id_key(s.advisory.id))
 
+    def fixed_of(self, repo_id: RepoId) -> list[StoredAdvisory]:
+        """Advisories of `repo_id` in state "fixed", by id."""
+        rows = self._s.exec(
+            select(AdvisoryRow).where(AdvisoryRow.repo_id == repo_id, AdvisoryRow.state == "fixed")
+        ).all()
+        by_id = {r.id: r for r in rows}
+        out = [
+            StoredAdvisory(a, by_id[a.id].state, tuple(json.loads(by_id[a.id].pending)))
+            for a in _load(self._s, rows)
+        ]
+        return sorted(out, key=lambda s: _id_key(s.advisory.id))
+
     def allocate(self, prefix: str, year: int) -> int:
         """The next N for (prefix, year); never returns the same N twice once committed."""
         row = self._s.get(AdvisoryCounterRow, (prefix, year), with_for_update=True)
