@@ -220,6 +220,10 @@ def poll_repo(
     rid = watched.repo_id
     started = time.perf_counter()
     counters = _Counters(source)
+    try:
+        old_ref: str | None = store.repo_state(rid).ref
+    except RepoNotFoundError:
+        old_ref = None
     before = store.ensure_repo(
         rid, source_kind="git" if watched.git else "hub", url=watched.git, ref=watched.ref
     )
@@ -272,15 +276,31 @@ def poll_repo(
             survivors = [r for r in live if r.sha in chain_shas]
             dropped = [r.sha for r in live if r.sha not in chain_shas]
             base = survivors[-1].sha if survivors else None
-            store.rewrite(
-                rid,
-                dropped=dropped,
-                cursor=base,
-                details={"old_head": cursor, "new_head": head, "ref": watched.ref},
-                now=now(),
-            )
-            rewritten = len(dropped)
-            bound.warning("repo.force_pushed", old_head=cursor, new_head=head, dropped=len(dropped))
+            if old_ref is not None and old_ref != watched.ref:
+                # The watchlist follows another ref now: the old line was not rewritten upstream,
+                # so nothing is marked rewritten-away (and no advisory withdrawn).
+                store.rewrite(
+                    rid,
+                    dropped=[],
+                    cursor=base,
+                    details={"old_ref": old_ref, "ref": watched.ref, "old_head": cursor,
+                             "new_head": head},
+                    kind=EventKind.REF_CHANGED,
+                    now=now(),
+                )  # fmt: skip
+                bound.warning("repo.ref_changed", old_ref=old_ref, old_head=cursor, new_head=head)
+            else:
+                store.rewrite(
+                    rid,
+                    dropped=dropped,
+                    cursor=base,
+                    details={"old_head": cursor, "new_head": head, "ref": watched.ref},
+                    now=now(),
+                )
+                rewritten = len(dropped)
+                bound.warning(
+                    "repo.force_pushed", old_head=cursor, new_head=head, dropped=len(dropped)
+                )
         new: list[Commit] = []
         for c in chain:
             if c.sha == base:

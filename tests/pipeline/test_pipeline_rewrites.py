@@ -104,3 +104,30 @@ def test_a_rewrite_that_drops_the_fixing_commit_reopens_the_advisory(tmp_path: P
             assert adv.id in [a.id for a in advisories.affecting_commit(c2)]
         finally:
             app.close()
+
+
+@pytest.mark.replica
+def test_following_another_ref_is_not_a_rewrite(tmp_path: Path) -> None:
+    repo = init_repo(tmp_path / "hub", "acme/llama")
+    a = commit(repo, {"config.json": CONFIG, "generation_config.json": _gen(2)}, "A", date=DAY)
+    commit(repo, {"generation_config.json": _gen(9)}, "B", date=DAY.replace(day=2))
+    d = commit(repo, {"README.md": b"dev\n"}, "D", date=DAY.replace(day=3), ref="dev")
+    wl = tmp_path / "w.yaml"
+    wl.write_text("repos:\n  - id: acme/llama\n")
+    with Replica(tmp_path / "hub") as hub:
+        settings = load_settings(state_dir=tmp_path / "s", watchlist=wl, hf_endpoint=hub.url)
+        app = build(settings)
+        try:
+            run_cycle(app)
+            wl.write_text("repos:\n  - id: acme/llama\n    ref: dev\n")
+            report = run_cycle(app)
+            assert report.repos[0].poll.rewritten == 0 and report.repos[0].withdrawn == ()
+            rid = app.load_watchlist().repos[0].repo_id
+            assert not any(r.rewritten_away for r in app.store.revisions(rid))
+            assert app.store.revision(rid, d).previous == a  # diffed from the common ancestor
+            assert [e.kind.value for e in app.store.events(rid)] == ["ref_changed"]
+            assert all(
+                not a.record.get("withdrawn") for a in AdvisoryStore(app.engine).list_advisories()
+            )
+        finally:
+            app.close()

@@ -443,10 +443,12 @@ class Store:
         cursor: Sha | None,
         details: Mapping[str, Any],
         now: datetime | None = None,
+        kind: EventKind = EventKind.FORCE_PUSH,
     ) -> None:
         """After a force-push: mark `dropped` rewritten-away (never deleted), move the cursor to
         `cursor` (the fork point, or None when nothing stored survives) and record one
-        FORCE_PUSH event with `details`, in one transaction."""
+        `kind` event (FORCE_PUSH; REF_CHANGED when the watched ref moved) with `details`, in one
+        transaction."""
         now_n = naive(now or utc_now())
         with self._session() as s:
             repo = self._repo(s, repo_id)
@@ -466,7 +468,7 @@ class Store:
                 EventRow(
                     repo_pk=_pk(repo),
                     at=now_n,
-                    kind=EventKind.FORCE_PUSH.value,
+                    kind=kind.value,
                     details={**details, "dropped": list(dropped), "fork_point": cursor},
                 )
             )

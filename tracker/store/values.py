@@ -65,6 +65,7 @@ class EventKind(StrEnum):
     """Things that happen to a repo besides new revisions."""
 
     FORCE_PUSH = "force_push"  # the cursor is no longer in the ref's history
+    REF_CHANGED = "ref_changed"  # the watchlist now follows another ref (nothing is rewritten)
     REF_DELETED = "ref_deleted"
     REPO_GONE = "repo_gone"
     ACCESS_DENIED = "access_denied"  # gated / private
