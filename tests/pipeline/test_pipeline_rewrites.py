@@ -111,6 +111,7 @@ def test_following_another_ref_is_not_a_rewrite(tmp_path: Path) -> None:
     repo = init_repo(tmp_path / "hub", "acme/llama")
     a = commit(repo, {"config.json": CONFIG, "generation_config.json": _gen(2)}, "A", date=DAY)
     commit(repo, {"generation_config.json": _gen(9)}, "B", date=DAY.replace(day=2))
+    set_ref(repo, "dev", a)  # dev branches off A
     d = commit(repo, {"README.md": b"dev\n"}, "D", date=DAY.replace(day=3), ref="dev")
     wl = tmp_path / "w.yaml"
     wl.write_text("repos:\n  - id: acme/llama\n")
