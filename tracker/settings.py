@@ -34,6 +34,9 @@ class Settings(BaseSettings):
         default="https://huggingface.co",
         description="The Hub's public URL, used in advisories (stable even when reading through a mirror or replica).",
     )
+    watchlist_sync_s: float = Field(
+        default=30.0, gt=0, description="How often the polling daemon re-reads the watchlist file."
+    )
     http_timeout_s: float = Field(default=20.0, gt=0)
     retry_attempts: int = Field(default=4, ge=1, le=20)
     max_file_bytes: int = Field(

@@ -58,3 +58,40 @@ def test_daemon_polls_on_schedule_and_stops_on_sigterm(tmp_path: Path) -> None:
     assert [e["revisions"] for e in polled] == [1, 1]
     assert all(e["repo"] == "acme/tiny" and e["job"] == "poll" for e in polled)
     assert '"event": "poll.stopped"' in rest
+
+
+def test_daemon_follows_watchlist_edits(tmp_path: Path) -> None:
+    root = tmp_path / "hub"
+    for name in ("acme/one", "acme/two"):
+        commit(init_repo(root, name), {"config.json": b"{}"}, "init")
+    watchlist = tmp_path / "watchlist.yaml"
+    watchlist.write_text("repos:\n  - id: acme/one\n    poll_interval: 1h\n")
+    env = dict(os.environ)
+    with Replica(root) as hub:
+        env.update(
+            TRACKER_STATE_DIR=str(tmp_path / "state"),
+            TRACKER_WATCHLIST=str(watchlist),
+            TRACKER_HF_ENDPOINT=hub.url,
+            TRACKER_WATCHLIST_SYNC_S="0.5",
+        )
+        with subprocess.Popen(
+            [sys.executable, "-c", "from tracker.cli import main; main()", "poll"],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        ) as proc:  # fmt: skip
+            polled: list[str] = []
+            deadline = time.monotonic() + 60
+            assert proc.stderr is not None
+            while "acme/two" not in polled and time.monotonic() < deadline:
+                line = proc.stderr.readline()
+                if not line:
+                    break
+                if line.startswith("{") and json.loads(line)["event"] == "repo.polled":
+                    polled.append(json.loads(line)["repo"])
+                    if polled == ["acme/one"]:  # added while the daemon runs
+                        watchlist.write_text(
+                            "repos:\n  - id: acme/one\n    poll_interval: 1h\n"
+                            "  - id: acme/two\n    poll_interval: 1h\n"
+                        )
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=30) == 0
+    assert polled == ["acme/one", "acme/two"]

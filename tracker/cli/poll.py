@@ -84,8 +84,11 @@ def _selected(app: App, repo: str | None) -> list[WatchedRepo]:
     return [watchlist.get(rid)]
 
 
-def run_daemon(app: App, repos: list[WatchedRepo]) -> None:
+def run_daemon(app: App, repos: list[WatchedRepo], *, follow_watchlist: bool = True) -> None:
     """Poll each repo at its interval until SIGTERM/SIGINT (APScheduler 3 BlockingScheduler).
+
+    With `follow_watchlist`, the watchlist file is re-read every `settings.watchlist_sync_s` seconds, so
+    `tracker watch add/remove` and edits take effect without a restart.
 
     A daemon logs at INFO (one `repo.polled` event per job) unless TRACKER_LOG_LEVEL says otherwise.
     """
@@ -107,15 +110,43 @@ def run_daemon(app: App, repos: list[WatchedRepo]) -> None:
             except Exception:  # keep the daemon alive; the error is logged with its traceback
                 log.exception("poll.crashed")
 
-    now = datetime.now(UTC)
-    for watched in repos:
+    scheduled: dict[str, WatchedRepo] = {}
+
+    def schedule(watched: WatchedRepo, first_run: datetime | None) -> None:
+        scheduled[watched.repo_id] = watched
         scheduler.add_job(
             job,
             "interval",
             seconds=watched.poll_interval_s,
             args=[watched],
             id=watched.repo_id,
-            next_run_time=now,
+            next_run_time=first_run,
+            replace_existing=True,
+        )
+
+    def sync() -> None:
+        """Follow edits of the watchlist file: new repos start, removed ones stop, changed ones
+        are rescheduled with their new settings. An invalid file keeps the current jobs."""
+        try:
+            current = {r.repo_id: r for r in app.load_watchlist().repos}
+        except WatchlistError as exc:
+            log.error("watchlist.invalid", error=str(exc))
+            return
+        for rid in [r for r in scheduled if r not in current]:
+            scheduler.remove_job(rid)
+            del scheduled[rid]
+            log.info("watchlist.repo_removed", repo=rid)
+        for rid, watched in current.items():
+            if scheduled.get(rid) != watched:
+                log.info("watchlist.repo_scheduled", repo=rid, interval_s=watched.poll_interval_s)
+                schedule(watched, datetime.now(UTC))
+
+    now = datetime.now(UTC)
+    for watched in repos:
+        schedule(watched, now)
+    if follow_watchlist:
+        scheduler.add_job(
+            sync, "interval", seconds=app.settings.watchlist_sync_s, id="watchlist-sync"
         )
 
     def stop(signum: int, _frame: Any) -> None:
@@ -162,7 +193,7 @@ def poll(
                     f"published {len(report.advisories)} advisories"
                 )
         else:
-            run_daemon(app, repos)
+            run_daemon(app, repos, follow_watchlist=repo is None)
     finally:
         app.close()
 
