@@ -10,6 +10,7 @@ gated/private repos and source errors set the repo's state; other repos are unaf
 
 from __future__ import annotations
 
+import ast
 import fnmatch
 import json
 import time
@@ -107,6 +108,33 @@ def auto_map_modules(files: Mapping[str, bytes]) -> set[str]:
     return modules
 
 
+def relative_imports(path: str, source: bytes) -> set[str]:
+    """Repo paths of the modules a remote-code file imports relatively (`from .x import y`,
+    `from . import x`, `from ..pkg.x import y`), which transformers downloads and runs with it.
+
+    Parsed with `ast` only (never imported); a file that does not parse names nothing.
+    """
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return set()
+    here = [p for p in path.split("/")[:-1]]
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom) or node.level == 0:
+            continue
+        if node.level - 1 > len(here):
+            continue  # climbs out of the repo
+        base = here[: len(here) - (node.level - 1)]
+        if node.module:
+            parts = [*base, *node.module.split(".")]
+            out.add("/".join(parts) + ".py")
+            out.add("/".join([*parts, "__init__.py"]))
+        else:
+            out.update("/".join([*base, alias.name]) + ".py" for alias in node.names)
+    return out
+
+
 def first_parent_chain(commits: Sequence[Commit], head: Sha) -> list[Commit]:
     """The first-parent chain from `head` through `commits`, newest first (stops at a gap)."""
     by_sha = {c.sha: c for c in commits}
@@ -200,6 +228,19 @@ def _fetch_revision(
         code = by_path.get(path)
         if code is not None and (path in named or is_tracked(path, watched.tracked)):
             out[path] = fetch(code)
+    # The remote code's own relative imports run too: follow them to a closure (bounded by the
+    # number of .py files in the tree, since each is fetched at most once).
+    todo = sorted(p for p in out if p.endswith(".py"))
+    while todo:
+        path = todo.pop()
+        fv = out[path]
+        if fv.kind is not FileKind.CONTENT:
+            continue
+        data = fv.data if fv.data is not None else store.read_blob(fv.blob_sha256 or "")
+        for dep in sorted(relative_imports(path, data)):
+            if dep in by_path and dep not in out:
+                out[dep] = fetch(by_path[dep])
+                todo.append(dep)
     return out
 
 
