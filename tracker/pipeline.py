@@ -19,7 +19,7 @@ from pathlib import Path
 
 import structlog
 
-from tracker.advisories.service import publish, withdraw_rewritten
+from tracker.advisories.service import publish, restore_revived, withdraw_rewritten
 from tracker.app import App
 from tracker.diff import diff_snapshots
 from tracker.domain import Diff, Estimate, Severity, Sha, Snapshot
@@ -175,11 +175,13 @@ def analyse_revision(
 
 
 def analyse_repo(
-    app: App, watched: WatchedRepo, *, now: Clock = _utc_now
+    app: App, watched: WatchedRepo, *, now: Clock = _utc_now, new_revisions: bool = True
 ) -> tuple[tuple[RevisionAnalysis, ...], tuple[str, ...], str | None]:
     """Withdraw advisories of rewritten-away commits, then analyse every pending revision.
 
-    Returns (analysed, withdrawn ids, error). Revisions are analysed oldest first; the first one
+    When the poll brought `new_revisions`, advisories withdrawn by an earlier rewrite whose
+    introducing commit is back on the ref are restored. Returns (analysed, withdrawn ids,
+    error). Revisions are analysed oldest first; the first one
     that fails stops the repo's analysis there (later ones depend on it: estimate deltas, fixed
     events), stays pending for the next cycle, and marks the repo failing with the reason, so
     the failure is visible in `tracker watch list` while the other repos go on.
@@ -195,9 +197,12 @@ def analyse_repo(
     try:
         dropped = [r.sha for r in revisions if r.rewritten_away]
         if dropped:
-            withdrawn = tuple(
-                a.id for a in withdraw_rewritten(AdvisoryStore(app.engine), rid, dropped, now())
-            )
+            advisories = AdvisoryStore(app.engine)
+            withdrawn = tuple(a.id for a in withdraw_rewritten(advisories, rid, dropped, now()))
+        if new_revisions:
+            # A push can bring dropped commits back: their advisories are live again.
+            live = [r.sha for r in revisions if not r.rewritten_away]
+            restore_revived(AdvisoryStore(app.engine), rid, live, now())
         for sha in app.store.pending_analysis(rid):
             done.append(analyse_revision(app, watched, sha, now=now))
     except Exception as exc:  # one repo's bad revision must not stop the daemon or other repos
@@ -231,7 +236,9 @@ def run_cycle(
     polls = poll_all(app.store, watched, app.source_for, limits=limits, now=now)
     out: list[RepoCycle] = []
     for w, poll in zip(watched, polls, strict=True):
-        analysed, withdrawn, error = analyse_repo(app, w, now=now)
+        analysed, withdrawn, error = analyse_repo(
+            app, w, now=now, new_revisions=poll.revisions_ingested > 0
+        )
         out.append(RepoCycle(poll=poll, analysed=analysed, withdrawn=withdrawn, error=error))
     return CycleReport(repos=tuple(out))
 

@@ -132,3 +132,33 @@ def test_following_another_ref_is_not_a_rewrite(tmp_path: Path) -> None:
             )
         finally:
             app.close()
+
+
+@pytest.mark.replica
+def test_a_push_that_brings_dropped_commits_back_restores_their_advisories(tmp_path: Path) -> None:
+    repo = init_repo(tmp_path / "hub", "acme/llama")
+    a = commit(repo, {"config.json": CONFIG, "generation_config.json": _gen(2)}, "A", date=DAY)
+    b = commit(repo, {"generation_config.json": _gen(32000)}, "B", date=DAY.replace(day=2))
+    (tmp_path / "w.yaml").write_text("repos:\n  - id: acme/llama\n")
+    with Replica(tmp_path / "hub") as hub:
+        app = build(load_settings(state_dir=tmp_path / "s", watchlist=tmp_path / "w.yaml",
+                                  hf_endpoint=hub.url))  # fmt: skip
+        try:
+            run_cycle(app)
+            advisories = AdvisoryStore(app.engine)
+            (adv,) = advisories.list_advisories()
+            set_ref(repo, "main", a)
+            assert run_cycle(app).repos[0].withdrawn == (adv.id,)
+            withdrawn = advisories.get(adv.id)
+            assert withdrawn is not None and withdrawn.record.get("withdrawn")
+            set_ref(repo, "main", b)  # B is back
+            run_cycle(app)
+            restored = advisories.get(adv.id)
+            assert restored is not None and not restored.record.get("withdrawn")
+            assert [x.id for x in advisories.affecting_commit(b)] == [adv.id]
+            assert len(advisories.list_advisories()) == 1  # restored, not duplicated
+            run_cycle(app)  # and it stays restored
+            again = advisories.get(adv.id)
+            assert again is not None and not again.record.get("withdrawn")
+        finally:
+            app.close()

@@ -230,3 +230,18 @@ def reopened_pending(pending: Sequence[PendingChange]) -> tuple[PendingChange, .
         PendingChange(p.artifact, p.file, p.key, p.before, p.after or p.current, p.after)
         for p in pending
     )
+
+
+def unwithdraw(record: Mapping[str, JSONValue], now: datetime, reason: str) -> dict[str, JSONValue]:
+    """A copy of a withdrawn `record` made live again (`withdrawn` removed, `modified = now`).
+
+    For an advisory withdrawn because a rewrite dropped its introducing commit, when a later
+    push brings that commit back onto the ref.
+    """
+    out = copy.deepcopy(dict(record))
+    out.pop("withdrawn", None)
+    extra = out.setdefault("database_specific", {})
+    extra.pop("withdrawn_reason", None)
+    extra["restored_reason"] = reason
+    out["modified"] = rfc3339(now)
+    return out

@@ -16,9 +16,11 @@ from tracker.advisories.lifecycle import (
     PendingChange,
     advance,
     initial_pending,
+    is_open,
     mark_fixed,
     reopen,
     reopened_pending,
+    unwithdraw,
     withdraw,
 )
 from tracker.advisories.osv import (
@@ -202,7 +204,7 @@ def withdraw_rewritten(
             record = withdraw(
                 adv.record,
                 now,
-                f"introducing commit {adv.introduced} was removed by a history rewrite",
+                f"{REWRITE_REASON_PREFIX}{adv.introduced} was removed by a history rewrite",
             )
             validate_record(record)
             new = Advisory(adv.id, adv.repo_id, adv.introduced, adv.group, adv.severity, record)
@@ -221,4 +223,31 @@ def withdraw_rewritten(
             new = Advisory(adv.id, adv.repo_id, adv.introduced, adv.group, adv.severity, record)
             pending = reopened_pending([PendingChange.from_json(p) for p in stored.pending])
             tx.update(new, state="open", pending=[p.to_json() for p in pending])
+    return out
+
+
+REWRITE_REASON_PREFIX = "introducing commit "
+
+
+def restore_revived(
+    store: AdvisoryStore, repo_id: RepoId, live_shas: Sequence[Sha], now: datetime
+) -> list[Advisory]:
+    """Make live again the advisories withdrawn by a rewrite whose introducing commit is back on
+    the ref (a later push restored it); returns those restored by this call."""
+    live = set(live_shas)
+    out: list[Advisory] = []
+    with store.transaction() as tx:
+        for stored in tx.in_state(repo_id, "withdrawn"):
+            adv = stored.advisory
+            reason = str((adv.record.get("database_specific") or {}).get("withdrawn_reason", ""))
+            if adv.introduced not in live or not reason.startswith(REWRITE_REASON_PREFIX):
+                continue
+            record = unwithdraw(
+                adv.record, now, f"introducing commit {adv.introduced} is on the ref again"
+            )
+            validate_record(record)
+            new = Advisory(adv.id, adv.repo_id, adv.introduced, adv.group, adv.severity, record)
+            state = "open" if is_open(record) else "fixed"
+            tx.update(new, state=state, pending=list(stored.pending))
+            out.append(new)
     return out

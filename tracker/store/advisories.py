@@ -250,8 +250,12 @@ class AdvisoryTx:
 
     def fixed_of(self, repo_id: RepoId) -> list[StoredAdvisory]:
         """Advisories of `repo_id` in state "fixed", by id."""
+        return self.in_state(repo_id, "fixed")
+
+    def in_state(self, repo_id: RepoId, state: str) -> list[StoredAdvisory]:
+        """Advisories of `repo_id` in `state` (open, fixed, withdrawn), by id."""
         rows = self._s.exec(
-            select(AdvisoryRow).where(AdvisoryRow.repo_id == repo_id, AdvisoryRow.state == "fixed")
+            select(AdvisoryRow).where(AdvisoryRow.repo_id == repo_id, AdvisoryRow.state == state)
         ).all()
         by_id = {r.id: r for r in rows}
         out = [
