@@ -1,0 +1,42 @@
+"""The revision diff store: diffs per revision pair and estimates per revision, replaced on re-save."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+from tracker.domain import Artifact, Change, ChangeKind, Diff, Estimate, RepoId, Sha
+from tracker.store import Store
+from tracker.store.analysis import AnalysisStore, StoredEstimate
+
+REPO = RepoId("acme/x")
+A, B = Sha("a" * 40), Sha("b" * 40)
+NOW = datetime(2026, 11, 30, tzinfo=UTC)
+
+
+def _change(after: int) -> Change:
+    return Change(Artifact.CONFIG, ChangeKind.CHANGED, "config.json", "hidden_size", 1, after,
+                  f"hidden_size changed: 1 → {after}", "detail")  # fmt: skip
+
+
+def test_round_trip_and_replace(tmp_path: Path) -> None:
+    store = Store.open(f"sqlite:///{tmp_path / 't.db'}")
+    try:
+        analysis = AnalysisStore(store.engine)
+        assert analysis.diff(REPO, A, B) is None and analysis.estimate(REPO, B) is None
+        first = Diff(REPO, None, A, ())
+        analysis.save(first, StoredEstimate(REPO, A, None, "no config.json at this revision"), NOW)
+        diff = Diff(REPO, A, B, (_change(2),))
+        analysis.save(diff, StoredEstimate(REPO, B, Estimate({"params": {"total": 7}}), None), NOW)
+        assert analysis.diff(REPO, None, A) == first
+        assert analysis.diff(REPO, A, B) == diff
+        assert analysis.estimate(REPO, A) == StoredEstimate(
+            REPO, A, None, "no config.json at this revision"
+        )
+        again = Diff(REPO, A, B, (_change(3),))  # re-analysis replaces, never duplicates
+        analysis.save(again, StoredEstimate(REPO, B, Estimate({"params": {"total": 8}}), None), NOW)
+        assert analysis.diffs_of(REPO) == [first, again]
+        stored = analysis.estimate(REPO, B)
+        assert stored is not None and stored.estimate == Estimate({"params": {"total": 8}})
+    finally:
+        store.close()
