@@ -271,3 +271,18 @@ def test_kinds_filter_runs_only_the_named_differs() -> None:
     assert {
         c.artifact for c in diff_snapshots(before, after, kinds=frozenset({Artifact.MODEL_CARD}))
     } == {Artifact.MODEL_CARD}
+
+
+def test_booleans_in_arrays_are_not_numbers() -> None:
+    # deepdiff compares array items by hash, where false == 0: hypothesis found `[false]` → `[0]`
+    # reported as no change. JSON types stay apart; integral floats still equal ints.
+    before = make_snapshot({"config.json": json.dumps({"suppress": [False, 1.0]}).encode()})
+    same = make_snapshot(
+        {"config.json": json.dumps({"suppress": [False, 1]}).encode()}, sha="b" * 40
+    )
+    changed = make_snapshot(
+        {"config.json": json.dumps({"suppress": [0, 1]}).encode()}, sha="c" * 40
+    )
+    assert diff_snapshots(before, same) == ()
+    (change,) = diff_snapshots(before, changed)
+    assert (change.key, change.before, change.after) == ("suppress", [False, 1], [0, 1])

@@ -173,7 +173,13 @@ def json_key_changes(
     b = normalise_numbers({k: v for k, v in before.items() if k not in skip})
     a = normalise_numbers({k: v for k, v in after.items() if k not in skip})
     # ignore_private_variables=False: deepdiff otherwise skips keys starting with "__" (e.g. "__type")
-    tree = DeepDiff(b, a, view="tree", verbose_level=2, ignore_private_variables=False)
+    tree = DeepDiff(
+        _arrays_as_text(b),
+        _arrays_as_text(a),
+        view="tree",
+        verbose_level=2,
+        ignore_private_variables=False,
+    )
     seen: dict[str, Change] = {}
     for levels in tree.values():
         for level in levels:
@@ -190,6 +196,20 @@ def json_key_changes(
             new = _get(a, parts)
             seen[key] = _value_change(artifact, file, key, old, new)
     return [seen[k] for k in sorted(seen)]
+
+
+def _arrays_as_text(value: JSONValue) -> Any:
+    """`value` with every array replaced by its canonical JSON text (a marker prefix keeps it apart
+    from strings).
+
+    Arrays are compared as whole values anyway, and deepdiff compares array items by hash, where
+    `false == 0` and `true == 1`: `[false]` → `[0]` would be no change. Text keeps JSON types apart.
+    """
+    if isinstance(value, dict):
+        return {k: _arrays_as_text(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return ("array", canonical_json(value))
+    return value
 
 
 def _get(doc: JSONValue, parts: list[Any]) -> Any:
