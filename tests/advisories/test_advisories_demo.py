@@ -12,7 +12,6 @@ from fastapi.testclient import TestClient
 from tracker.advisories.schema import validate_record
 from tracker.api import create_app
 from tracker.domain import RepoId
-from tracker.store.advisories import AdvisoryStore
 
 pytestmark = pytest.mark.slow
 
@@ -30,7 +29,6 @@ DEMO_REPOS = (
 def demo(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     from tracker.app import build
     from tracker.cli.demo import ensure_demo_hub
-    from tracker.pipeline import run_cycle
     from tracker.replica import Replica
     from tracker.replica.demo import DEMO_TOKEN
     from tracker.settings import load_settings
@@ -45,15 +43,15 @@ def demo(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-d
         )
         app = build(settings)
         try:
-            first = run_cycle(app)
-            second = run_cycle(app)
+            first = app.pipeline.run_cycle()
+            second = app.pipeline.run_cycle()
             yield SimpleNamespace(app=app, first=first, second=second)
         finally:
             app.close()
 
 
 def test_every_record_is_valid_and_polling_again_adds_nothing(demo) -> None:  # type: ignore[no-untyped-def]
-    store = AdvisoryStore(demo.app.engine)
+    store = demo.app.advisories
     advisories = store.list_advisories()
     assert len(advisories) == len(demo.first.advisories) > 0
     assert demo.second.advisories == ()
@@ -66,10 +64,9 @@ def test_every_record_is_valid_and_polling_again_adds_nothing(demo) -> None:  # 
 
 
 def test_no_advisory_for_a_revision_without_changes(demo) -> None:  # type: ignore[no-untyped-def]
-    from tracker.store.analysis import AnalysisStore
 
-    analysis = AnalysisStore(demo.app.engine)
-    store = AdvisoryStore(demo.app.engine)
+    analysis = demo.app.analysis
+    store = demo.app.advisories
     introduced = {(a.repo_id, a.introduced) for a in store.list_advisories()}
     quiet = 0
     for repo in DEMO_REPOS:
@@ -81,7 +78,7 @@ def test_no_advisory_for_a_revision_without_changes(demo) -> None:  # type: igno
 
 
 def test_query_by_commit_matches_ranges_from_history(demo) -> None:  # type: ignore[no-untyped-def]
-    store = AdvisoryStore(demo.app.engine)
+    store = demo.app.advisories
     client = TestClient(create_app(demo.app))
     checked = 0
     for repo in DEMO_REPOS:
