@@ -30,6 +30,7 @@ EXIT_CODES: tuple[tuple[type[errors.TrackerError], int], ...] = (
     (errors.NotFoundError, 3),
     (errors.AccessDeniedError, 4),
     (errors.SourceError, 5),
+    (errors.StoreNotFoundError, 3),
     (errors.StoreError, 6),
     (errors.AdvisoryError, 7),
     (errors.TrackerError, 1),
