@@ -427,7 +427,7 @@ def poll_all(
         try:
             reports.append(poll_repo(store, source, watched, limits=limits, now=now))
         except StoreNotFoundError as exc:  # this repo's rows are inconsistent, not the database
-            log.exception("repo.store_inconsistent", repo=watched.repo_id)
+            log.error("repo.store_inconsistent", repo=watched.repo_id, error=str(exc))
             reports.append(failed(f"store: {exc}"))
         except StoreError:
             raise

@@ -281,11 +281,8 @@ class AdvisoryTx:
             return
         table = AdvisoryRow.__table__  # type: ignore[attr-defined]
         ids = [c.id for c, _ in items]
-        repo_of = dict(
-            self._s.execute(sa.select(table.c.id, table.c.repo_pk).where(table.c.id.in_(ids)))
-            .tuples()
-            .all()
-        )
+        rows = self._s.execute(sa.select(table.c.id, table.c.repo_pk).where(table.c.id.in_(ids)))
+        repo_of = {str(i): int(pk) for i, pk in rows.all()}
         self._s.execute(
             sa.insert(AdvisoryVersionRow),
             [
@@ -460,7 +457,7 @@ class AdvisoryStore:
         if repo_id is not None:
             q = q.where(col(RepoRow.repo_id) == repo_id)
         with self._read() as s:
-            rows = s.execute(q).tuples().all()
+            rows = s.execute(q).all()
         return [
             SuppressedChange(
                 RepoId(rid),
