@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -23,21 +23,11 @@ T0 = datetime(2025, 1, 1, tzinfo=UTC)
 
 
 @pytest.fixture(scope="module")
-def pg_db(request: pytest.FixtureRequest) -> Iterator[str]:
+def pg_db(pg_database: Callable[[str], AbstractContextManager[str]]) -> Iterator[str]:
     """One migrated PostgreSQL database for this module (tests truncate it, see `url`)."""
-    base = sa.make_url(request.getfixturevalue("pg_url"))
-    name = f"tracker_store_{uuid.uuid4().hex[:10]}"
-    admin = sa.create_engine(base, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    try:
-        url = base.set(database=name).render_as_string(hide_password=False)
+    with pg_database("store") as url:
         Store.open(url).close()
         yield url
-    finally:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
