@@ -49,9 +49,10 @@ class Bounds:
     max_bytes: int = 64_000_000
 
 
-DOCUMENT = Bounds(max_depth=64, max_nodes=500_000)
+DOCUMENT = Bounds(max_depth=64, max_nodes=500_000, max_bytes=16 * 1024 * 1024)
 """Config-like files (config, generation and processor configs, tokenizer_config, special tokens
-map, chat_template.json): the largest real ones hold ~100k values (a 6k-token added_tokens_decoder)."""
+map, chat_template.json): the largest real ones hold ~100k values in ~1 MB (Gemma 3's
+tokenizer_config.json, a 6k-token added_tokens_decoder)."""
 
 LARGE_DOCUMENT = Bounds(max_depth=64, max_nodes=4_000_000)
 """tokenizer.json (a 262k vocabulary with its merges is ~2M values) and weight-map indexes
@@ -80,16 +81,18 @@ def bounds_for(path: str) -> Bounds:
 
 _STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+"', re.DOTALL)
 _KEEP_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_ONE_KIND = bytes.maketrans(b"{}", b"[]")
 
 
 def json_depth(data: bytes, limit: int) -> int:
     """The nesting depth of JSON `data` outside strings, or `limit + 1` as soon as it exceeds
-    `limit`. Runs at C speed (regex and `bytes.replace`), one pass per level; unbalanced
-    brackets (malformed JSON, left for json.loads to report) count as the depth reached."""
-    brackets = _STRING.sub(b"", data).translate(None, _KEEP_BRACKETS)
+    `limit`. Runs at C speed (regex and `bytes.replace`), one pass per level, objects and arrays
+    alike; unbalanced brackets (malformed JSON, left for json.loads to report) count as the
+    depth reached."""
+    brackets = _STRING.sub(b"", data).translate(_ONE_KIND, _KEEP_BRACKETS)
     depth = 0
     while brackets:
-        shorter = brackets.replace(b"[]", b"").replace(b"{}", b"")
+        shorter = brackets.replace(b"[]", b"")
         if len(shorter) == len(brackets):
             return depth  # unbalanced: json.loads says where
         depth += 1
