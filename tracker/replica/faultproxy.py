@@ -172,12 +172,12 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if fault is not None and fault.mode in (Mode.STATUS, Mode.RATE_LIMIT):
             status = 429 if fault.mode is Mode.RATE_LIMIT else fault.status
-            headers = {"Content-Type": "application/json"}
+            canned = {"Content-Type": "application/json"}
             if fault.mode is Mode.RATE_LIMIT:
-                headers["Retry-After"] = str(fault.retry_after)
+                canned["Retry-After"] = str(fault.retry_after)
             payload = b'{"error":"injected by the fault proxy"}'
             proxy._record(self.command, raw_path, status, fault.mode)
-            self._answer(status, headers, payload)
+            self._answer(status, canned, payload)
             return
         try:
             status, reason, headers, data = proxy._forward(
