@@ -21,7 +21,7 @@ import structlog
 from tracker.advisories.service import publish, restore_revived, withdraw_rewritten
 from tracker.diff import diff_snapshots
 from tracker.domain import Change, Clock, Diff, Estimate, Severity, Sha, Snapshot
-from tracker.errors import EstimateError, RepoNotFoundError, TrackerError
+from tracker.errors import EstimateError, StoreNotFoundError, TrackerError
 from tracker.estimate import (
     EstimateSettings,
     estimate,
@@ -222,7 +222,7 @@ class Pipeline:
         rid = watched.repo_id
         try:
             revisions = self.store.revisions(rid)
-        except RepoNotFoundError:  # never polled successfully enough to be created
+        except StoreNotFoundError:  # never polled successfully enough to be created
             return (), (), None
         done: list[RevisionAnalysis] = []
         withdrawn: tuple[str, ...] = ()
