@@ -556,6 +556,13 @@ DEFAULT_RULES: tuple[Rule, ...] = (
     ),
     *_rules("weight-dtype", A.WEIGHTS, ("dtypes",), S.HIGH, _DTYPE_WHY),
     Rule(
+        "weight-duplicates",
+        _m(A.WEIGHTS, key="duplicates"),
+        S.MODERATE,
+        "tensor names stored in more than one shard changed: which copy loads depends on the "
+        "order the loader reads shards in, so differing copies make the loaded weights ambiguous",
+    ),
+    Rule(
         "weight-layout",
         _m(A.WEIGHTS, key="shards"),
         S.LOW,
