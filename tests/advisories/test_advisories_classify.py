@@ -297,6 +297,11 @@ CASES = [
         "processor",
     ),
     (
+        ch(A.WEIGHTS, K.CHANGED, "duplicates", [], ["lm_head.weight: a, b"], file=""),
+        S.MODERATE,
+        "weight-duplicates",
+    ),
+    (
         ch(A.CHAT_TEMPLATE, K.ADDED, "source", None, {"lines": 3}, file="chat_template.jinja"),
         S.MODERATE,
         "chat-template-added",

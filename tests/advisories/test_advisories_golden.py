@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from advkit import HUB, NOW, commit, snap
+from advkit import HUB, NOW, commit, publish, snap
 
 from tracker.advisories.effects import Context
 from tracker.advisories.export import export
 from tracker.advisories.schema import validate_record
-from tracker.advisories.service import publish, withdraw_rewritten
+from tracker.advisories.service import withdraw_rewritten
 from tracker.domain import Change, RepoId, Sha
 from tracker.store.advisories import AdvisoryStore
 
