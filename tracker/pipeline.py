@@ -18,6 +18,7 @@ from pathlib import Path
 
 import structlog
 
+from tracker.advisories.effects import Context
 from tracker.advisories.service import publish, restore_revived, withdraw_rewritten
 from tracker.diff import diff_snapshots
 from tracker.domain import Change, Clock, Diff, Estimate, Severity, Sha, Snapshot
@@ -189,6 +190,7 @@ class Pipeline:
             overrides=watched.advisories,
             prefix=self.settings.advisory_prefix,
             now=at,
+            context=Context(before, after),
         )
         store.mark_analysed(rid, sha, now=at)
         log.info(
