@@ -135,8 +135,9 @@ def findings(
                 f"resize the embeddings to at least {max_token_id + 1} (max token id + 1)",
             )
         )
-    for flag, note in zip(r.flags, r.notes, strict=False):
+    for flag in r.flags:
         if flag in ("unknown-architecture", "custom-code", "mtp-not-built"):
+            note = r.flag_notes.get(flag, flag)
             out.append(_finding(flag, "info", note, "treat the count as derived, not verified"))
     return out
 
