@@ -11,7 +11,10 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -57,3 +60,85 @@ def pg_url() -> Iterator[str]:
             )
             conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}"'))
         admin.dispose()
+
+
+DEMO_NOW = datetime(2026, 11, 30, 9, 30, 0, tzinfo=UTC)
+"""The pinned clock of `demo_run`: every timestamp the demo cycle writes is this instant."""
+
+
+@dataclass(frozen=True)
+class DemoRun:
+    """`make demo`'s poll cycle, run once per session: the app (open), both cycles' reports, and
+    the advisory export after each cycle (through `tracker advisories export`, then in-process)."""
+
+    app: Any
+    root: Path
+    first: Any
+    second: Any
+    export_first: Path
+    export_second: Path
+
+
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoRun]:
+    """Poll the top-level watchlist.yaml (the demo's repos) against the bundled demo Hub twice, with
+    the clock pinned at DEMO_NOW, exporting the advisories after each cycle.
+
+    The first export is made by the installed `tracker advisories export` over the demo's store (as
+    a user would), the second in-process with the same exporter. Shared by the demo tests so the
+    demo runs once per session.
+    """
+    import subprocess
+    import sys
+
+    from tracker.advisories.export import export
+    from tracker.app import build
+    from tracker.cli.demo import ensure_demo_hub
+    from tracker.pipeline import run_cycle
+    from tracker.replica import Replica
+    from tracker.replica.demo import DEMO_TOKEN
+    from tracker.settings import load_settings
+    from tracker.store.advisories import AdvisoryStore
+
+    root = tmp_path_factory.mktemp("demo-run")
+    ensure_demo_hub(root / "hub")
+    watchlist = Path(__file__).resolve().parents[1] / "watchlist.yaml"
+    with Replica(root / "hub") as hub:
+        settings = load_settings(
+            state_dir=root / "state",
+            watchlist=watchlist,
+            hf_endpoint=hub.url,
+            hf_token=DEMO_TOKEN,
+            hub_public_url="https://huggingface.co",
+            advisory_prefix="TRACKER",
+        )
+        app = build(settings)
+        try:
+            first = run_cycle(app, now=lambda: DEMO_NOW)
+            env = {
+                k: v
+                for k, v in os.environ.items()
+                if not k.startswith(("TRACKER_", "HF_", "HUGGINGFACE_"))
+            }
+            env["TRACKER_STATE_DIR"] = str(root / "state")
+            tracker = Path(sys.executable).with_name("tracker")
+            done = subprocess.run(
+                [str(tracker), "advisories", "export", str(root / "export-1")],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert done.returncode == 0, done.stderr
+            second = run_cycle(app, now=lambda: DEMO_NOW)
+            export(AdvisoryStore(app.engine).list_advisories(), root / "export-2")
+            yield DemoRun(
+                app=app,
+                root=root,
+                first=first,
+                second=second,
+                export_first=root / "export-1",
+                export_second=root / "export-2",
+            )
+        finally:
+            app.close()

@@ -4,8 +4,6 @@ advisory against the OSV rules and `/v1/query` against ranges computed from the 
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 from fastapi.testclient import TestClient
 
@@ -16,40 +14,15 @@ from tracker.store.advisories import AdvisoryStore
 
 pytestmark = pytest.mark.slow
 
-DEMO_REPOS = (
-    "meta-llama/Llama-2-7b-hf",
-    "mistralai/Mixtral-8x7B-v0.1",
-    "ibm-granite/granite-3.1-1b-a400m-instruct",
-    "deepseek-ai/DeepSeek-R1",
-    "THUDM/chatglm2-6b",
-    "bigscience/bloom-560m",
-)
-
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    from tracker.app import build
-    from tracker.cli.demo import ensure_demo_hub
-    from tracker.pipeline import run_cycle
-    from tracker.replica import Replica
-    from tracker.replica.demo import DEMO_TOKEN
-    from tracker.settings import load_settings
+def demo(demo_run):  # type: ignore[no-untyped-def]
+    """The session's demo cycle (tests/conftest.py: every repo of watchlist.yaml, clock pinned)."""
+    return demo_run
 
-    root = tmp_path_factory.mktemp("demo")
-    watchlist = root / "watchlist.yaml"
-    watchlist.write_text("repos:\n" + "".join(f"  - id: {r}\n" for r in DEMO_REPOS))
-    ensure_demo_hub(root / "hub")
-    with Replica(root / "hub") as hub:
-        settings = load_settings(
-            state_dir=root / "state", watchlist=watchlist, hf_endpoint=hub.url, hf_token=DEMO_TOKEN
-        )
-        app = build(settings)
-        try:
-            first = run_cycle(app)
-            second = run_cycle(app)
-            yield SimpleNamespace(app=app, first=first, second=second)
-        finally:
-            app.close()
+
+def _demo_repos(demo) -> list[RepoId]:  # type: ignore[no-untyped-def]
+    return [r.poll.repo_id for r in demo.first.repos]
 
 
 def test_every_record_is_valid_and_polling_again_adds_nothing(demo) -> None:  # type: ignore[no-untyped-def]
@@ -72,7 +45,7 @@ def test_no_advisory_for_a_revision_without_changes(demo) -> None:  # type: igno
     store = AdvisoryStore(demo.app.engine)
     introduced = {(a.repo_id, a.introduced) for a in store.list_advisories()}
     quiet = 0
-    for repo in DEMO_REPOS:
+    for repo in _demo_repos(demo):
         for diff in analysis.diffs_of(RepoId(repo)):
             if not diff.changes:
                 quiet += 1
@@ -84,7 +57,7 @@ def test_query_by_commit_matches_ranges_from_history(demo) -> None:  # type: ign
     store = AdvisoryStore(demo.app.engine)
     client = TestClient(create_app(demo.app))
     checked = 0
-    for repo in DEMO_REPOS:
+    for repo in _demo_repos(demo):
         chain = [
             r.commit.sha for r in demo.app.store.revisions(RepoId(repo)) if not r.rewritten_away
         ]
