@@ -18,7 +18,7 @@ from advkit import HUB, NOW, commit
 from tracker.advisories.export import export
 from tracker.advisories.schema import validate_record
 from tracker.advisories.service import publish, withdraw_rewritten
-from tracker.domain import Artifact, Change, ChangeKind, RepoId, Sha
+from tracker.domain import Artifact, Change, ChangeKind, Estimate, RepoId, Sha
 from tracker.store.advisories import AdvisoryStore
 
 HERE = Path(__file__).parent
@@ -40,7 +40,7 @@ def replay(store: AdvisoryStore) -> dict[str, list[str]]:
         before = None
         for rev in INPUTS[repo]:
             sha, prev = Sha(rev["sha"]), rev["previous"]
-            after = rev.get("estimate")
+            after = Estimate.from_json(rev["estimate"]) if rev.get("estimate") else None
             advs = publish(
                 store,
                 repo_id=repo,

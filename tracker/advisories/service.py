@@ -32,7 +32,17 @@ from tracker.advisories.osv import (
     rfc3339,
 )
 from tracker.advisories.schema import validate_record
-from tracker.domain import Advisory, Artifact, Change, Commit, JSONValue, RepoId, Sha, is_full_sha
+from tracker.domain import (
+    Advisory,
+    Artifact,
+    Change,
+    Commit,
+    Estimate,
+    JSONValue,
+    RepoId,
+    Sha,
+    is_full_sha,
+)
 from tracker.errors import AdvisoryError
 from tracker.store.advisories import (
     AdvisoryConflictError,
@@ -58,8 +68,8 @@ def publish(
     commit: Commit,
     previous: Sha | None,
     changes: Sequence[Change],
-    estimate_before: Mapping[str, JSONValue] | None,
-    estimate_after: Mapping[str, JSONValue] | None,
+    estimate_before: Estimate | None,
+    estimate_after: Estimate | None,
     repo_url: str,
     overrides: Overrides | Mapping[str, JSONValue] | None,
     prefix: str,
@@ -106,8 +116,8 @@ def _publish(
     commit: Commit,
     previous: Sha | None,
     changes: Sequence[Change],
-    estimate_before: Mapping[str, JSONValue] | None,
-    estimate_after: Mapping[str, JSONValue] | None,
+    estimate_before: Estimate | None,
+    estimate_after: Estimate | None,
     repo_url: str,
     rules: Overrides,
     prefix: str,

@@ -116,6 +116,8 @@ class Dec:
     embed_norm: bool = False
     sinks: bool = False
     head_bias: bool = False
+    fused_qkv: bool = False
+    fused_gate_up: bool = False
     # MoE
     experts: int = 0
     top_k: int = 0
@@ -247,7 +249,10 @@ def mixer_params(d: Dec, kind: str, layer: int) -> Mixer:
         params += 2 * hd
     if d.sinks:
         params += d.heads
-    lora = (h + q_out) + 2 * (h + kvh * hd) + (d.heads * hd + h)
+    if d.fused_qkv:
+        lora = (h + q_out + 2 * kvh * hd) + (d.heads * hd + h)
+    else:
+        lora = (h + q_out) + 2 * (h + kvh * hd) + (d.heads * hd + h)
     if kind == "sliding":
         atype = "sliding"
     elif kvh == d.heads:
@@ -261,7 +266,8 @@ def mixer_params(d: Dec, kind: str, layer: int) -> Mixer:
 
 def _mlp(d: Dec, h: int, inter: int, gated: bool, bias: bool) -> tuple[int, int]:
     if gated:
-        return 2 * _linear(h, inter, bias) + _linear(inter, h, bias), 3 * (h + inter)
+        lora = (h + 2 * inter) + (inter + h) if d.fused_gate_up else 3 * (h + inter)
+        return 2 * _linear(h, inter, bias) + _linear(inter, h, bias), lora
     return _linear(h, inter, bias) + _linear(inter, h, bias), 2 * (h + inter)
 
 

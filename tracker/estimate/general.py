@@ -160,6 +160,8 @@ def read_decoder(c: ConfigView, tr: Traits, n: Notes) -> Dec:
         expert_bias=tr.expert_bias,
         shared_gate=tr.shared_gate,
         head_bias=tr.head_bias,
+        fused_qkv=tr.fused_qkv,
+        fused_gate_up=tr.fused_gate_up,
     )
     _biases(c, tr, d)
     _parallel(c, tr, d)

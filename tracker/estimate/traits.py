@@ -38,6 +38,8 @@ class Traits:
     covers the MLP. `shared_expert`: config key holding the width of a shared expert the code
     always builds. `qk_norm_key_has_params`: False where `use_qk_norm` is a parameter-free norm.
     `k_bias`: False where k_proj alone has no bias (Whisper). `head_bias`: the LM head has a bias.
+    `fused_qkv` / `fused_gate_up`: one linear module for q/k/v (for gate and up): the same
+    parameters, but one LoRA adapter instead of three (two).
     """
 
     tie: bool = False
@@ -68,6 +70,8 @@ class Traits:
     qk_norm_key_has_params: bool = True
     k_bias: bool = True
     head_bias: bool = False
+    fused_qkv: bool = False
+    fused_gate_up: bool = False
 
 
 LLAMA = Traits()
@@ -83,7 +87,15 @@ _QWEN_NEXT = replace(_QWEN3, q_gate=True, shared_gate=True)  # attn_output_gate;
 _GEMMA = Traits(tie=True)  # GemmaConfig(tie_word_embeddings=True)
 _GEMMA2 = replace(_GEMMA, norms_per_sublayer=2, alternate_sliding=True)  # pre+post norms
 _GEMMA3 = replace(_GEMMA, norms_per_sublayer=2, qk_norm=True)
-_GPT = Traits(tie=True, qkv_bias=True, o_bias=True, mlp_bias=True, norm="layer", gated=False)
+_GPT = Traits(
+    tie=True,
+    qkv_bias=True,
+    o_bias=True,
+    mlp_bias=True,
+    norm="layer",
+    gated=False,
+    fused_qkv=True,
+)
 
 TRAITS: dict[str, Traits] = {
     "qwen2": _QWEN2,
@@ -111,11 +123,13 @@ TRAITS: dict[str, Traits] = {
     "bloom": replace(_GPT, embed_norm=True),
     # GPT-NeoX: parallel residual still keeps two LayerNorms per layer; untied by default.
     "gpt_neox": replace(_GPT, tie=False, parallel_norms=2),
+    # Phi-3: qkv_proj and gate_up_proj are single linears.
+    "phi3": Traits(fused_qkv=True, fused_gate_up=True),
     # Falcon (and its custom-code RefinedWeb): LayerNorm, GELU MLP, untied head in the checkpoints
     # we read; the new decoder architecture normalises attention and MLP inputs separately.
-    "falcon": Traits(tie=True, norm="layer", gated=False, bias_covers_mlp=True),
-    "RefinedWeb": Traits(norm="layer", gated=False, bias_covers_mlp=True),
-    "RefinedWebModel": Traits(norm="layer", gated=False, bias_covers_mlp=True),
+    "falcon": Traits(tie=True, norm="layer", gated=False, bias_covers_mlp=True, fused_qkv=True),
+    "RefinedWeb": Traits(norm="layer", gated=False, bias_covers_mlp=True, fused_qkv=True),
+    "RefinedWebModel": Traits(norm="layer", gated=False, bias_covers_mlp=True, fused_qkv=True),
     # GPT-BigCode (StarCoder): GPT-2's layout with multi-query attention.
     "gpt_bigcode": replace(_GPT, positions="n_positions"),
     # OPT: learned positions with 2 extra rows, LayerNorm, ReLU MLP, biases everywhere, tied.
@@ -128,17 +142,25 @@ TRAITS: dict[str, Traits] = {
         norm="layer", gated=False, mlp_bias=True, parallel=True, tie=False, head_bias=True
     ),
     "codegen": Traits(
-        norm="layer", gated=False, mlp_bias=True, parallel=True, tie=False, head_bias=True
+        norm="layer",
+        gated=False,
+        mlp_bias=True,
+        parallel=True,
+        tie=False,
+        head_bias=True,
+        fused_qkv=True,
     ),
     # Llama 4 text: a shared expert as wide as intermediate_size in every MoE layer; its
     # `use_qk_norm` is an L2 norm without parameters.
     "llama4_text": Traits(shared_expert="intermediate_size", qk_norm_key_has_params=False),
     # ChatGLM: RMSNorm unless `rmsnorm: false`, SwiGLU; output_layer never tied.
-    "chatglm": Traits(norm="rms", gated=True),
+    "chatglm": Traits(norm="rms", gated=True, fused_qkv=True, fused_gate_up=True),
     # QWen (v1, custom code): c_attn with bias, c_proj without; its intermediate_size is the width
     # of w1 and w2 together, so each half is intermediate_size / 2; RMSNorm despite the
     # `layer_norm_epsilon` key.
-    "qwen": Traits(qkv_bias=True, o_bias=False, norm="rms", halved_intermediate=True),
+    "qwen": Traits(
+        qkv_bias=True, o_bias=False, norm="rms", halved_intermediate=True, fused_qkv=True
+    ),
     # InternLM (v1, custom code): q/k/v/o biases unless `bias: false`.
     "internlm": Traits(qkv_bias=True, o_bias=True),
     # Nemotron-H: RMSNorm (its config names the epsilon layer_norm_epsilon), squared-ReLU MLP with

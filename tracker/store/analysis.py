@@ -91,7 +91,7 @@ class AnalysisStore:
                 row.changes = payload
             est = s.get(RevisionEstimateRow, (estimate.repo_id, estimate.sha))
             report = (
-                json.dumps(dict(estimate.estimate.report), sort_keys=True)
+                json.dumps(estimate.estimate.to_json(), sort_keys=True)
                 if estimate.estimate is not None
                 else None
             )
@@ -129,7 +129,7 @@ class AnalysisStore:
             row = s.get(RevisionEstimateRow, (repo_id, sha))
             if row is None:
                 return None
-            est = Estimate(report=json.loads(row.report)) if row.report is not None else None
+            est = Estimate.from_json(json.loads(row.report)) if row.report is not None else None
             return StoredEstimate(repo_id=repo_id, sha=sha, estimate=est, error=row.error)
 
     def diffs_of(self, repo_id: RepoId) -> list[Diff]:
