@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ast
 import fnmatch
-import json
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from datetime import UTC, datetime
 
 import structlog
 
+from tracker.bounded import DOCUMENT, BoundsError, load_json
 from tracker.domain import Commit, RepoId, Sha, TreeEntry
 from tracker.errors import (
     AccessDeniedError,
@@ -29,6 +29,7 @@ from tracker.errors import (
     RevisionNotFoundError,
     SourceError,
     StoreError,
+    StoreNotFoundError,
 )
 from tracker.sources import RepoSource
 from tracker.store import EventKind, FileKind, FileVersion, RepoStatus, Store
@@ -85,7 +86,8 @@ def auto_map_modules(files: Mapping[str, bytes]) -> set[str]:
     """Repo paths of the `*.py` files that `auto_map` names in config.json / tokenizer_config.json.
 
     Values look like `"modeling_x.XModel"`, `["tokenization_x.XTok", null]` or
-    `"other/repo--modeling_x.XModel"` (cross-repo: skipped). Malformed JSON names nothing.
+    `"other/repo--modeling_x.XModel"` (cross-repo: skipped). Malformed JSON, or JSON over
+    `tracker.bounded.DOCUMENT`, names nothing.
     """
     modules: set[str] = set()
     for name in AUTO_MAP_FILES:
@@ -93,8 +95,8 @@ def auto_map_modules(files: Mapping[str, bytes]) -> set[str]:
         if raw is None:
             continue
         try:
-            obj = json.loads(raw)
-        except (ValueError, UnicodeDecodeError, RecursionError):
+            obj = load_json(raw, name, DOCUMENT)  # bounded: a hostile config costs no more
+        except BoundsError:
             continue
         auto_map = obj.get("auto_map") if isinstance(obj, dict) else None
         if not isinstance(auto_map, dict):
@@ -255,7 +257,8 @@ def poll_repo(
     """Poll one repo: ingest every new revision on its ref; never raises a SourceError.
 
     Returns a PollReport; the store's state for the repo (status, failures, last error) is
-    updated. StoreError propagates (the database itself failed).
+    updated. StoreError propagates (the database itself failed, or the store misses a row it
+    should hold: StoreNotFoundError, which is never taken for the repo being gone upstream).
     """
     limits = limits or Limits()
     rid = watched.repo_id
@@ -263,7 +266,7 @@ def poll_repo(
     counters = _Counters(source)
     try:
         old_ref: str | None = store.repo_state(rid).ref
-    except RepoNotFoundError:
+    except StoreNotFoundError:  # first poll: the store has never seen the repo
         old_ref = None
     before = store.ensure_repo(
         rid, source_kind="git" if watched.git else "hub", url=watched.git, ref=watched.ref
@@ -424,6 +427,9 @@ def poll_all(
             continue
         try:
             reports.append(poll_repo(store, source, watched, limits=limits, now=now))
+        except StoreNotFoundError as exc:  # this repo's rows are inconsistent, not the database
+            log.error("repo.store_inconsistent", repo=watched.repo_id, error=str(exc))
+            reports.append(failed(f"store: {exc}"))
         except StoreError:
             raise
         except Exception as exc:  # the daemon keeps going; the reason is on the repo

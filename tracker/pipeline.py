@@ -23,7 +23,7 @@ from tracker.advisories.service import publish, restore_revived, withdraw_rewrit
 from tracker.app import App
 from tracker.diff import diff_snapshots
 from tracker.domain import Diff, Estimate, Severity, Sha, Snapshot
-from tracker.errors import EstimateError, RepoNotFoundError, TrackerError
+from tracker.errors import EstimateError, StoreNotFoundError, TrackerError
 from tracker.estimate import (
     EstimateSettings,
     estimate,
@@ -189,7 +189,7 @@ def analyse_repo(
     rid = watched.repo_id
     try:
         revisions = app.store.revisions(rid)
-    except RepoNotFoundError:  # never polled successfully enough to be created
+    except StoreNotFoundError:  # never polled successfully enough to be created
         return (), (), None
     done: list[RevisionAnalysis] = []
     withdrawn: tuple[str, ...] = ()
