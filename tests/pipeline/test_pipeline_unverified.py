@@ -11,12 +11,9 @@ import pytest
 
 from tracker.app import build
 from tracker.domain import RepoId, VerificationStatus
-from tracker.pipeline import run_cycle
 from tracker.replica import Replica
 from tracker.replica.repos import commit, init_repo
 from tracker.settings import load_settings
-from tracker.store.advisories import AdvisoryStore
-from tracker.store.analysis import AnalysisStore
 
 CONFIGS = Path(__file__).resolve().parents[1] / "data" / "configs"
 UNKNOWN_KEYS = ("expert_ffn_width", "experts_routed_per_token", "n_expert_slots")
@@ -52,11 +49,11 @@ def test_unverified_estimate_names_unknown_keys_and_no_advisory_gives_a_fit_verd
         )
         app = build(settings)
         try:
-            report = run_cycle(app)
+            report = app.pipeline.run_cycle()
             (cycle,) = report.repos
             assert cycle.error is None and len(cycle.analysed) == 2
             head = cycle.analysed[-1].sha
-            stored = AnalysisStore(app.engine).estimate(RepoId("acme/unseen-moe"), head)
+            stored = app.analysis.estimate(RepoId("acme/unseen-moe"), head)
             assert stored is not None and stored.estimate is not None
             v = stored.estimate.verification
             assert v.status is VerificationStatus.UNVERIFIED
@@ -65,9 +62,7 @@ def test_unverified_estimate_names_unknown_keys_and_no_advisory_gives_a_fit_verd
             # the numbers are still there (read as dense: the reader could not size the experts)
             assert stored.estimate.params.total > 0 and stored.estimate.cards
 
-            advisories = AdvisoryStore(app.engine).list_advisories(
-                repo_id=RepoId("acme/unseen-moe")
-            )
+            advisories = app.advisories.list_advisories(repo_id=RepoId("acme/unseen-moe"))
             assert advisories, "the size change still makes an estimate advisory"
             estimate_groups = [a for a in advisories if a.group == "estimate"]
             assert estimate_groups
