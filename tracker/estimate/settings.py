@@ -4,7 +4,7 @@ watchlist.yaml's `estimate:` mapping (all problems reported at once as ConfigErr
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields, replace
 from typing import TYPE_CHECKING, Annotated, Any, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
@@ -49,6 +49,7 @@ class EstimateSettings:
     borderline_factor: float = 1.43
     activation_bytes: float = 2.0  # bf16 activations
     cards: tuple[Card, ...] = DEFAULT_CARDS
+    extra_cards: tuple[Card, ...] = ()
     cost_epochs: int = 10
     cost_samples: int = 50_000
     cost_seq_len: int = 2048
@@ -56,6 +57,23 @@ class EstimateSettings:
     cost_card: Card = Card("A10G 24 GB", 24.0, 1.006, 125.0)
     cost_utilization: float = 0.35
     huge_linear_threshold: int = 1_000_000_000
+
+    @property
+    def all_cards(self) -> tuple[Card, ...]:
+        """`cards` followed by `extra_cards` (extend the default list without restating it)."""
+        return self.cards + self.extra_cards
+
+    def to_json(self) -> dict[str, Any]:
+        """Every setting by name (cards as objects): the `settings` part of the report."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, Card):
+                value = asdict(value)
+            elif isinstance(value, tuple):
+                value = [asdict(v) for v in value]
+            out[f.name] = value
+        return out
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any] | None) -> EstimateSettings:
@@ -83,8 +101,9 @@ class CardBlock(BaseModel):
         return Card(self.name, self.vram_gb, self.price_per_hour, self.bf16_tflops)
 
 
-def _block_type(annotation: Any) -> Any:
-    """The schema type of an EstimateSettings field: numbers strictly positive and finite."""
+def _block_type(annotation: Any, default: Any) -> Any:
+    """The schema type of an EstimateSettings field: numbers strictly positive and finite; a
+    list of cards not empty when its default is not (`cards`; `extra_cards` may be)."""
     if annotation is int:
         return Annotated[int, Field(strict=True, gt=0)]
     if annotation is float:
@@ -94,7 +113,7 @@ def _block_type(annotation: Any) -> Any:
     if annotation is Card:
         return CardBlock
     if annotation == tuple[Card, ...]:
-        return Annotated[list[CardBlock], Field(min_length=1)]
+        return Annotated[list[CardBlock], Field(min_length=1 if default else 0)]
     raise TypeError(f"EstimateSettings field type {annotation!r} has no schema")  # pragma: no cover
 
 
@@ -125,5 +144,8 @@ else:
         "EstimateBlock",
         __base__=_EstimateBlockBase,
         __doc__="The watchlist's `estimate:` block: any EstimateSettings field, each optional.",
-        **{f.name: (_block_type(_HINTS[f.name]) | None, None) for f in fields(EstimateSettings)},
+        **{
+            f.name: (_block_type(_HINTS[f.name], f.default) | None, None)
+            for f in fields(EstimateSettings)
+        },
     )
