@@ -41,3 +41,13 @@ def test_readme_documents_every_command() -> None:
     assert len(paths) >= 10  # the CLI is registered, not empty
     missing = [p for p in paths if f"`{p}" not in text]
     assert not missing, f"README does not document: {missing}"
+
+
+def test_readme_documents_every_setting() -> None:
+    from tracker.settings import known_variables
+
+    text = README.read_text()
+    tracker_vars = sorted(v for v in known_variables() if v.startswith("TRACKER_"))
+    assert len(tracker_vars) >= 13
+    missing = [v for v in tracker_vars if f"`{v}`" not in text]
+    assert not missing, f"README does not document: {missing}"

@@ -13,6 +13,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from tracker.domain import Clock
+from tracker.errors import ConfigError
 from tracker.settings import Settings
 from tracker.sources import RepoSource, Sources
 from tracker.store import Store
@@ -78,14 +79,20 @@ def build(
     stages: Stages | None = None,
     sources: Sources | None = None,
 ) -> App:
-    """Open (and migrate) the store named by `settings` and wire the App; StoreError on failure.
+    """Open (and migrate) the store named by `settings` and wire the App; ConfigError when the
+    state dir cannot be created, StoreError when the store cannot be opened.
 
     `clock`, `stages` and `sources` replace the real ones (tests pass fakes here).
     """
     from tracker.logs import configure
 
     configure(level=settings.log_level, under_systemd=settings.under_systemd, force=True)
-    settings.state_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        settings.state_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(
+            f"TRACKER_STATE_DIR {settings.state_dir}: cannot create it: {exc.strerror or exc}"
+        ) from exc
     store = Store.open(settings.effective_database_url)
     return App(
         settings=settings,

@@ -3,6 +3,7 @@
     TrackerError
     ├── ConfigError                 settings or watchlist.yaml are invalid (all problems reported at once)
     │   └── WatchlistError
+    ├── NotWatchedError             a repo the watchlist does not list (`watch remove`, `poll REPO`)
     ├── InvalidRepoIdError          a repo id that is not ORG/NAME (`..`, extra `/`, bad characters)
     ├── SourceError                 anything that went wrong talking to a repo source (Hub, git)
     │   ├── TransientSourceError    timeouts, connection errors, 408/429/5xx: retried at the edge
@@ -46,6 +47,10 @@ class ConfigError(TrackerError):
 
 class WatchlistError(ConfigError):
     """watchlist.yaml is invalid."""
+
+
+class NotWatchedError(TrackerError):
+    """A repo the watchlist does not list: not found (exit 3), not a bad watchlist."""
 
 
 class InvalidRepoIdError(TrackerError):

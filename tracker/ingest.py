@@ -284,6 +284,8 @@ def poll_repo(
             files=counters.files,
             error=error,
         )
+        if status is not RepoStatus.OK:  # what an operator alerts on: repo.failing/gone/gated
+            bound.warning(f"repo.{status.value}", error=error)
         return report
 
     try:
@@ -398,6 +400,7 @@ def poll_all(
                 ref=watched.ref,
             )
             store.record_poll(watched.repo_id, status=RepoStatus.FAILING, error=error, now=now())
+            log.warning("repo.failing", repo=watched.repo_id, error=error)
             return PollReport(watched.repo_id, RepoStatus.FAILING, None, error=error)
 
         try:

@@ -65,6 +65,18 @@ class RepoCycle:
     def advisories(self) -> tuple[str, ...]:
         return tuple(a for r in self.analysed for a in r.advisories)
 
+    @property
+    def clean(self) -> bool:
+        """Polled OK and every revision analysed."""
+        return self.poll.status is RepoStatus.OK and self.error is None
+
+    @property
+    def state(self) -> str:
+        """`ok`, the poll status (`failing`, `gone`, `gated`) or `analysis failed`."""
+        if self.poll.status is RepoStatus.OK and self.error is not None:
+            return "analysis failed"
+        return self.poll.status.value
+
 
 @dataclass(frozen=True)
 class CycleReport:
@@ -79,6 +91,17 @@ class CycleReport:
     @property
     def advisories(self) -> tuple[str, ...]:
         return tuple(a for r in self.repos for a in r.advisories)
+
+    @property
+    def unclean(self) -> tuple[RepoCycle, ...]:
+        """The repos that failed, are gone or gated, or whose analysis failed."""
+        return tuple(r for r in self.repos if not r.clean)
+
+    def unclean_line(self) -> str:
+        """One line for stderr: '2 of 9 repos did not poll cleanly: a/b (gated), c/d (failing)'."""
+        bad = self.unclean
+        which = ", ".join(f"{r.poll.repo_id} ({r.state})" for r in bad)
+        return f"{len(bad)} of {len(self.repos)} repos did not poll cleanly: {which}"
 
 
 def repo_url(watched: WatchedRepo, hub_public_url: str) -> str:

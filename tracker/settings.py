@@ -8,16 +8,19 @@ environment when called. `child_env` is the environment a subprocess (git) inher
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from tracker.artifacts import MAX_FILE_BYTES, MAX_HEADER_BYTES, Limits
 from tracker.errors import ConfigError
+from tracker.problems import describe
 
 DEFAULT_HUB = "https://huggingface.co"
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
@@ -78,9 +81,26 @@ class Settings(BaseSettings):
         description="Set by systemd (JOURNAL_STREAM/INVOCATION_ID): logs are JSON lines.",
     )
 
-    @field_validator("hf_endpoint")
+    @field_validator("state_dir")
     @classmethod
-    def _strip_slash(cls, value: str) -> str:
+    def _a_directory(cls, value: Path) -> Path:
+        if value.exists() and not value.is_dir():
+            raise ValueError(f"{str(value)!r} exists and is not a directory")
+        return value
+
+    @field_validator("database_url")
+    @classmethod
+    def _a_database_url(cls, value: str | None) -> str | None:
+        if not value:
+            return None
+        return check_database_url(value)
+
+    @field_validator("hf_endpoint", "hub_public_url")
+    @classmethod
+    def _an_http_url(cls, value: str) -> str:
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError(f"{value!r} is not an http(s) URL")
         return value.rstrip("/")
 
     @field_validator("hf_token")
@@ -110,14 +130,81 @@ class Settings(BaseSettings):
         return f"sqlite:///{(self.state_dir / 'tracker.db').resolve()}"
 
 
+def check_database_url(url: str) -> str:
+    """`url` if it is a SQLite or PostgreSQL SQLAlchemy URL tracker can open, else ValueError."""
+    example = "sqlite:////ABSOLUTE/PATH.db or postgresql+psycopg://USER@HOST[:PORT]/DB"
+    parts = urlsplit(url)
+    dialect = parts.scheme.partition("+")[0]
+    if dialect == "sqlite":
+        if not url.startswith("sqlite:///"):
+            raise ValueError(f"{url!r} is not a SQLite URL (sqlite:///PATH); expected {example}")
+        return url
+    if dialect not in ("postgresql", "postgres"):
+        raise ValueError(f"{url!r} is not a SQLite or PostgreSQL URL; expected {example}")
+    try:
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError:
+        raise ValueError(f"{url!r} has a bad port; expected {example}") from None
+    if not parts.hostname or not parts.path.strip("/"):
+        raise ValueError(f"{url!r} needs a host and a database name; expected {example}")
+    return url
+
+
+def _variable(name: str) -> str:
+    """The environment variable a Settings field is read from."""
+    field = Settings.model_fields.get(name)
+    alias = field.validation_alias if field is not None else None
+    if isinstance(alias, AliasChoices) and isinstance(alias.choices[0], str):
+        return alias.choices[0]
+    return f"TRACKER_{name.upper()}"
+
+
+def known_variables() -> frozenset[str]:
+    """Every TRACKER_* variable tracker reads."""
+    return frozenset(_variable(name) for name in Settings.model_fields) - {"JOURNAL_STREAM"}
+
+
+def unknown_variables() -> list[tuple[str, str | None]]:
+    """TRACKER_* variables in the environment that are no setting, each with the closest known
+    one (TRACKER_TEST_* belong to the test suite)."""
+    known = sorted(known_variables())
+    out: list[tuple[str, str | None]] = []
+    for name in sorted(os.environ):
+        if (
+            name.startswith("TRACKER_")
+            and name not in known
+            and not name.startswith("TRACKER_TEST_")
+        ):
+            close = difflib.get_close_matches(name, known, n=1)
+            out.append((name, close[0] if close else None))
+    return out
+
+
 def load_settings(**overrides: object) -> Settings:
-    """Build Settings from overrides (CLI) over the environment over defaults, or raise ConfigError."""
+    """Build Settings from overrides (CLI) over the environment over defaults, or raise ConfigError
+    (one problem per bad setting, named by its variable). Unknown TRACKER_* variables are warned
+    about (with the setting they may have meant), never silently ignored."""
+    import structlog
+
+    log = structlog.get_logger(__name__)
+    for name, close in unknown_variables():
+        hint = f" (did you mean {close}?)" if close else ""
+        log.warning(
+            "settings.unknown_variable",
+            variable=name,
+            did_you_mean=close,
+            message=f"{name} is not a tracker setting{hint}; it is ignored",
+        )
     clean = {k: v for k, v in overrides.items() if v is not None}
     try:
         return Settings(**clean)  # type: ignore[arg-type]
     except ValidationError as exc:
-        problems = tuple(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
-        raise ConfigError("invalid settings", problems) from exc
+        problems = []
+        for error in exc.errors():
+            field = str(error["loc"][0]) if error["loc"] else ""
+            where = _variable(field) if field in Settings.model_fields else field
+            problems.append(describe({**error, "loc": error["loc"][1:]}, None, where))
+        raise ConfigError("invalid settings", tuple(dict.fromkeys(problems))) from exc
 
 
 def child_env(

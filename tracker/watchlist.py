@@ -21,14 +21,17 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 
 from tracker.advisories.classify import OverridesBlock
 from tracker.artifacts import DEFAULT_TRACKED
+from tracker.bounded import CONFIG_YAML, BoundsError, load_yaml
 from tracker.domain import JSONValue, RepoId, parse_repo_id
-from tracker.errors import InvalidRepoIdError, WatchlistError
+from tracker.errors import InvalidRepoIdError, NotWatchedError, WatchlistError
 from tracker.estimate.settings import EstimateBlock
 from tracker.problems import collect, validate
 
 _INTERVAL = re.compile(r"^\s*(\d+)\s*(s|m|h|d)\s*$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 DEFAULT_POLL_S = 600
+MAX_POLL_S = 365 * 86400
+"""A longer interval is a typo, not a schedule (and overflows the scheduler's clock)."""
 
 
 @dataclass(frozen=True)
@@ -55,17 +58,22 @@ class Watchlist:
         for r in self.repos:
             if r.repo_id == repo_id:
                 return r
-        raise WatchlistError(f"{repo_id} is not in the watchlist")
+        raise NotWatchedError(f"{repo_id} is not in the watchlist")
 
 
 def parse_interval(text: object) -> int:
-    """`30s`, `10m`, `1h`, `2d` (or a bare int of seconds) → seconds > 0; ValueError otherwise."""
+    """`30s`, `10m`, `1h`, `2d` (or a bare int of seconds) → seconds in 1..MAX_POLL_S;
+    ValueError otherwise."""
     if isinstance(text, int) and not isinstance(text, bool) and text > 0:
-        return text
-    m = _INTERVAL.match(str(text)) if isinstance(text, str) else None
-    if not m or int(m.group(1)) == 0:
-        raise ValueError(f"poll_interval {text!r} must look like 30s, 10m, 1h or 2d")
-    return int(m.group(1)) * _UNITS[m.group(2)]
+        seconds = text
+    else:
+        m = _INTERVAL.match(str(text)) if isinstance(text, str) else None
+        if not m or int(m.group(1)) == 0:
+            raise ValueError(f"poll_interval {text!r} must look like 30s, 10m, 1h or 2d")
+        seconds = int(m.group(1)) * _UNITS[m.group(2)]
+    if seconds > MAX_POLL_S:
+        raise ValueError(f"poll_interval {text!r} is over the maximum of {MAX_POLL_S // 86400}d")
+    return seconds
 
 
 def _ref(value: str) -> str:
@@ -230,12 +238,31 @@ def load_watchlist(path: Path) -> Watchlist:
     if not path.exists():
         return Watchlist(())
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise WatchlistError(f"{path}: not valid YAML", (str(exc),)) from exc
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise WatchlistError(
+            f"{path}: not valid YAML", (f"not UTF-8 text ({exc.reason})",)
+        ) from exc
     except OSError as exc:
         raise WatchlistError(f"{path}: cannot be read: {exc.strerror or exc}") from exc
-    return parse_watchlist(data, str(path))
+    return parse_watchlist(_load_yaml(text, path), str(path))
+
+
+def _load_yaml(text: str, path: Path) -> Any:
+    """The YAML of the watchlist, bounded (`tracker.bounded.CONFIG_YAML`): nesting, size and
+    alias expansion are capped, so a hostile file is refused, never expanded."""
+    try:
+        return load_yaml(text, str(path), CONFIG_YAML)
+    except BoundsError as exc:
+        detail = str(exc).removeprefix(f"could not read {path}: ")
+        raise WatchlistError(f"{path}: not valid YAML", (detail,)) from exc
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise WatchlistError(f"cannot write {path}: {exc.strerror or exc}") from exc
 
 
 def _scalar(value: Any) -> str:
@@ -281,7 +308,7 @@ def add_repo(path: Path, repo_id: str, **fields: Any) -> Watchlist:
         raise WatchlistError(f"{rid} is already in {path}")
     clean = {k: v for k, v in fields.items() if v is not None}
     validate(RepoFields, clean, where=rid, message=f"cannot add {rid}", error=WatchlistError)
-    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    text = _read(path) if path.exists() else ""
     lines = text.splitlines()
     block = _repos_block(lines)
     if block is None:
@@ -296,18 +323,19 @@ def add_repo(path: Path, repo_id: str, **fields: Any) -> Watchlist:
         lines[end:end] = _format_entry(rid, clean, indent)
     new_text = "\n".join(lines) + "\n"
     result = _reparse(new_text, path)
-    path.write_text(new_text, encoding="utf-8")
+    _write(path, new_text)
     return result
 
 
-def _reparse(text: str, path: Path) -> Watchlist:
+def _read(path: Path) -> str:
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:  # pragma: no cover - the edit keeps valid YAML valid
-        raise WatchlistError(
-            f"{path}: editing would break the file; edit it by hand", (str(exc),)
-        ) from exc
-    return parse_watchlist(data, str(path))
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise WatchlistError(f"{path}: cannot be read: {exc}") from exc
+
+
+def _reparse(text: str, path: Path) -> Watchlist:
+    return parse_watchlist(_load_yaml(text, path), str(path))
 
 
 def remove_repo(path: Path, repo_id: str) -> Watchlist:
@@ -315,8 +343,8 @@ def remove_repo(path: Path, repo_id: str) -> Watchlist:
     rid = parse_repo_id(repo_id)
     current = load_watchlist(path)
     if not any(r.repo_id == rid for r in current.repos):
-        raise WatchlistError(f"{rid} is not in {path}")
-    lines = path.read_text(encoding="utf-8").splitlines()
+        raise NotWatchedError(f"{rid} is not in {path}")
+    lines = _read(path).splitlines()
     block = _repos_block(lines)
     item = re.compile(
         r"^(\s*)-\s+(?:\{\s*)?(?:id\s*:\s*)?['\"]?" + re.escape(rid) + r"['\"]?\s*(?:[,}#].*)?$"
@@ -341,6 +369,6 @@ def remove_repo(path: Path, repo_id: str) -> Watchlist:
         result = _reparse(new_text, path)
         if any(r.repo_id == rid for r in result.repos):  # pragma: no cover - defensive
             break
-        path.write_text(new_text, encoding="utf-8")
+        _write(path, new_text)
         return result
     raise WatchlistError(f"{path}: could not find the entry of {rid} to remove; edit it by hand")

@@ -118,7 +118,7 @@ def test_cli_watch_poll_history_show(tmp_path: Path, hub: Replica) -> None:
         and meta["sha"] == hist["revisions"][1]["sha"]
     )
     missing = run(tmp_path, hub, "show", "acme/tiny@HEAD", "nope.json")
-    assert missing.returncode == 2 and "does not exist" in missing.stderr
+    assert missing.returncode == 3 and "does not exist" in missing.stderr
     unknown = run(tmp_path, hub, "show", "acme/tiny@deadbeef", "config.json")
     assert unknown.returncode == 3
 

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -97,3 +98,68 @@ def test_daemon_follows_watchlist_edits(tmp_path: Path) -> None:
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(timeout=30) == 0
     assert polled == ["acme/one", "acme/two"]
+
+
+def _daemon(tmp_path: Path, url: str, **env: str) -> subprocess.Popen[str]:
+    full = {k: v for k, v in os.environ.items() if not k.startswith(("TRACKER_", "HF_"))}
+    full.update(
+        TRACKER_STATE_DIR=str(tmp_path / "state"),
+        TRACKER_WATCHLIST=str(tmp_path / "watchlist.yaml"),
+        TRACKER_HF_ENDPOINT=url,
+        TRACKER_RETRY_ATTEMPTS="1",
+        **env,
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from tracker.cli import main; main()", "poll"],
+        env=full, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    watchdog = threading.Timer(90, proc.kill)  # a hung daemon fails the test, never the suite
+    watchdog.daemon = True
+    watchdog.start()
+    return proc
+
+
+def _events(text: str) -> list[dict[str, object]]:
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+
+def test_daemon_logs_failing_repos_at_warning_and_nothing_else_by_default(tmp_path: Path) -> None:
+    root = tmp_path / "hub"
+    commit(init_repo(root, "acme/tiny"), {"config.json": b"{}"}, "one")
+    (tmp_path / "watchlist.yaml").write_text(
+        "repos:\n  - id: acme/tiny\n    poll_interval: 1h\n  - id: acme/gone\n    poll_interval: 1h\n"
+    )
+    with Replica(root) as hub, _daemon(tmp_path, hub.url) as proc:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()  # the default level (WARNING) prints only the failure
+        proc.send_signal(signal.SIGTERM)
+        rest = proc.communicate(timeout=60)[1]
+    first = json.loads(line)
+    assert (first["event"], first["level"], first["repo"]) == ("repo.gone", "warning", "acme/gone")
+    assert "repo not found" in str(first["error"])
+    assert proc.returncode == 0
+    assert _events(rest) == []  # no info events (poll.started, repo.polled, poll.stopped)
+
+
+def test_nothing_is_logged_as_processed_after_poll_stopped(tmp_path: Path) -> None:
+    root = tmp_path / "hub"
+    repo = init_repo(root, "acme/tiny")
+    config = {"model_type": "llama", "vocab_size": 32000, "hidden_size": 64}
+    for i in range(8):
+        config["vocab_size"] += 1
+        commit(repo, {"config.json": json.dumps(config).encode()}, f"c{i}")
+    (tmp_path / "watchlist.yaml").write_text("repos:\n  - id: acme/tiny\n    poll_interval: 1h\n")
+    with Replica(root) as hub, _daemon(tmp_path, hub.url, TRACKER_LOG_LEVEL="INFO") as proc:
+        assert proc.stderr is not None
+        seen: list[str] = []
+        while "revision.stored" not in seen:  # stop while the job is under way
+            line = proc.stderr.readline()
+            assert line, "the daemon ended before storing a revision"
+            seen += [str(e["event"]) for e in _events(line)]
+        proc.send_signal(signal.SIGTERM)
+        rest = [str(e["event"]) for e in _events(proc.communicate(timeout=60)[1])]
+    assert proc.returncode == 0
+    assert "poll.stopping" in rest
+    assert rest[-1] == "poll.stopped", rest
+    # the job under way finished its repo before the stop was logged: all 8 revisions analysed
+    assert (seen + rest).count("revision.analysed") == 8

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tracker.errors import InvalidRepoIdError, WatchlistError
+from tracker.errors import InvalidRepoIdError, NotWatchedError, WatchlistError
 from tracker.watchlist import (
     DEFAULT_TRACKED,
     add_repo,
@@ -64,7 +64,7 @@ def test_resolution_defaults_rules_entry() -> None:
         DEFAULT_TRACKED,
     )
     assert wl.get("Qwen/Qwen3-0.6B") is qwen
-    with pytest.raises(WatchlistError):
+    with pytest.raises(NotWatchedError):
         wl.get("x/y")
 
 
@@ -162,7 +162,7 @@ def test_add_and_remove_keep_the_rest_of_the_file(tmp_path: Path) -> None:
         "suppress": [{"match": {"artifact": "model_card"}, "reason": "noise"}]
     }
     assert "# big one" in path.read_text() and "rules:" in path.read_text()
-    with pytest.raises(WatchlistError, match="not in"):
+    with pytest.raises(NotWatchedError, match="not in"):
         remove_repo(path, "acme/gone")
 
 

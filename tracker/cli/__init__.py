@@ -27,6 +27,7 @@ EXIT_CODES: tuple[tuple[type[errors.TrackerError], int], ...] = (
     (errors.EstimateError, 2),
     (errors.ArtifactError, 2),
     (errors.NotFoundError, 3),
+    (errors.NotWatchedError, 3),
     (errors.AccessDeniedError, 4),
     (errors.SourceError, 5),
     (errors.StoreNotFoundError, 3),
@@ -41,6 +42,17 @@ def exit_code_for(exc: errors.TrackerError) -> int:
         if isinstance(exc, cls):
             return code
     return 1
+
+
+def one_line(exc: errors.TrackerError) -> str:
+    """The message of `exc` for stderr: one line, but for a ConfigError listing several problems
+    (then one line per problem, all at once)."""
+    if isinstance(exc, errors.ConfigError) and exc.problems:
+        if len(exc.problems) > 1:
+            return str(exc)
+        head = str(exc).splitlines()[0]
+        return f"{head}: {exc.problems[0]}"
+    return " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
 
 
 def _register_all() -> None:
@@ -71,7 +83,7 @@ def main(argv: list[str] | None = None) -> None:
         # Without standalone mode, click returns (not raises) the code of a `typer.Exit(n)`.
         code = app(args=argv, standalone_mode=False)
     except errors.TrackerError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(f"error: {one_line(exc)}", err=True)
         sys.exit(exit_code_for(exc))
     except typer.Exit as exc:
         sys.exit(exc.exit_code)

@@ -13,12 +13,17 @@ import shutil
 import time
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from tracker.domain import Severity
+
+if TYPE_CHECKING:
+    from tracker.app import App
+    from tracker.pipeline import CycleReport
 
 SEVERITY_ORDER = (Severity.CRITICAL, Severity.HIGH, Severity.MODERATE, Severity.LOW)
 
@@ -57,6 +62,65 @@ def _fmt_bytes(n: int) -> str:
     return f"{n} B"
 
 
+def summarise(console: Console, app: App, report: CycleReport) -> None:
+    """The demo's per-repo table and its closing line."""
+    settings = app.settings
+    advisories, analysis = app.advisories, app.analysis
+    table = Table(title="tracker demo: one poll cycle")
+    for col in (
+        "repo",
+        "status",
+        "revisions",
+        "files fetched",
+        "bytes fetched",
+        "requests",
+        "advisories (all)",
+        "params (head)",
+        "full FT GB (head)",
+    ):
+        table.add_column(col, justify="left" if col in ("repo", "status") else "right")
+    for r in report.repos:
+        sev = Counter(a.severity for a in advisories.list_advisories(repo_id=r.poll.repo_id))
+        sev_text = " ".join(f"{sev[s]} {s.value}" for s in SEVERITY_ORDER if sev[s])
+        params, fft = "-", "-"
+        if r.poll.head:
+            stored = analysis.estimate(r.poll.repo_id, r.poll.head)
+            if stored is not None and stored.estimate is not None:
+                est = stored.estimate
+                params = f"{est.params.total / 1e9:,.2f} B"
+                fft = f"{est.memory.full_finetune:,.1f}"
+            elif stored is not None:
+                params = "unreadable"
+        status = r.poll.status.value + (f": {r.poll.error}" if r.poll.error else "")
+        if r.error:
+            status = f"failing: {r.error}"
+        table.add_row(
+            r.poll.repo_id,
+            status,
+            str(r.poll.revisions_ingested),
+            str(r.poll.files_fetched),
+            _fmt_bytes(r.poll.bytes_fetched),
+            str(r.poll.requests if r.poll.requests is not None else "-"),
+            sev_text or "-",
+            params,
+            fft,
+        )
+    console.print(table)
+    files = sum(r.poll.files_fetched for r in report.repos)
+    nbytes = sum(r.poll.bytes_fetched for r in report.repos)
+    if report.revisions_ingested == 0 and files == 0:
+        console.print(
+            "nothing new: every repo is at its last ingested revision; "
+            "0 revisions ingested, 0 files fetched, 0 advisories published"
+        )
+    else:
+        console.print(
+            f"ingested {report.revisions_ingested} revisions, fetched {files} files "
+            f"({_fmt_bytes(nbytes)}), published {len(report.advisories)} advisories; "
+            f"store: {settings.effective_database_url}"
+        )
+
+
 def demo(
     json_out: bool = typer.Option(False, "--json", help="Print the cycle report as JSON."),
 ) -> None:
@@ -81,65 +145,10 @@ def demo(
             report = app.pipeline.run_cycle()
             if json_out:
                 typer.echo(cycle_json(report))
-                return
-            advisories, analysis = app.advisories, app.analysis
-            table = Table(title="tracker demo: one poll cycle")
-            for col in (
-                "repo",
-                "status",
-                "revisions",
-                "files fetched",
-                "bytes fetched",
-                "requests",
-                "advisories (all)",
-                "params (head)",
-                "full FT GB (head)",
-            ):
-                table.add_column(col, justify="left" if col in ("repo", "status") else "right")
-            for r in report.repos:
-                sev = Counter(
-                    a.severity for a in advisories.list_advisories(repo_id=r.poll.repo_id)
-                )
-                sev_text = " ".join(f"{sev[s]} {s.value}" for s in SEVERITY_ORDER if sev[s])
-                params, fft = "-", "-"
-                if r.poll.head:
-                    stored = analysis.estimate(r.poll.repo_id, r.poll.head)
-                    if stored is not None and stored.estimate is not None:
-                        est = stored.estimate
-                        params = f"{est.params.total / 1e9:,.2f} B"
-                        fft = f"{est.memory.full_finetune:,.1f}"
-                    elif stored is not None:
-                        params = "unreadable"
-                status = r.poll.status.value + (f": {r.poll.error}" if r.poll.error else "")
-                if r.error:
-                    status = f"failing: {r.error}"
-                table.add_row(
-                    r.poll.repo_id,
-                    status,
-                    str(r.poll.revisions_ingested),
-                    str(r.poll.files_fetched),
-                    _fmt_bytes(r.poll.bytes_fetched),
-                    str(r.poll.requests if r.poll.requests is not None else "-"),
-                    sev_text or "-",
-                    params,
-                    fft,
-                )
-            console.print(table)
-            files = sum(r.poll.files_fetched for r in report.repos)
-            nbytes = sum(r.poll.bytes_fetched for r in report.repos)
-            if report.revisions_ingested == 0 and files == 0:
-                console.print(
-                    "nothing new: every repo is at its last ingested revision; "
-                    "0 revisions ingested, 0 files fetched, 0 advisories published"
-                )
             else:
-                console.print(
-                    f"ingested {report.revisions_ingested} revisions, fetched {files} files "
-                    f"({_fmt_bytes(nbytes)}), published {len(report.advisories)} advisories; "
-                    f"store: {settings.effective_database_url}"
-                )
-            failing = [r for r in report.repos if r.poll.status.value != "ok" or r.error]
-            if failing:
+                summarise(console, app, report)
+            if report.unclean:  # exit 1, one line on stderr (the table says why)
+                typer.echo(f"error: {report.unclean_line()}", err=True)
                 raise typer.Exit(1)
         finally:
             app.close()

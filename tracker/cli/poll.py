@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import signal
 import sys
+import threading
 from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
@@ -20,9 +21,8 @@ from rich.table import Table
 
 from tracker.app import App, build
 from tracker.domain import parse_repo_id
-from tracker.errors import UnreadableArtifactError, WatchlistError
+from tracker.errors import ConfigError, StoreNotFoundError, UnreadableArtifactError, WatchlistError
 from tracker.ingest import PollReport
-from tracker.pipeline import cycle_json
 from tracker.settings import load_settings
 from tracker.store import FileKind
 from tracker.store.values import decode_header
@@ -85,7 +85,8 @@ def run_daemon(app: App, repos: list[WatchedRepo], *, follow_watchlist: bool = T
     `tracker watch add/remove` and edits take effect without a restart.
 
     It logs at `settings.log_level` (WARNING by default: failures only; the systemd unit sets
-    INFO, one `repo.polled` event per job).
+    INFO, one `repo.polled` event per job). On SIGTERM/SIGINT no new job starts; the jobs under
+    way finish their repo, and only then is `poll.stopped` logged: nothing after it.
     """
     from apscheduler.executors.pool import ThreadPoolExecutor
     from apscheduler.schedulers.blocking import BlockingScheduler
@@ -96,12 +97,26 @@ def run_daemon(app: App, repos: list[WatchedRepo], *, follow_watchlist: bool = T
         timezone=UTC,
     )
 
+    stopping = threading.Event()
+    idle = threading.Condition()
+    running = 0
+
     def job(watched: WatchedRepo) -> None:
-        with structlog.contextvars.bound_contextvars(repo=watched.repo_id, job="poll"):
-            try:
-                app.pipeline.run_cycle([watched])
-            except Exception:  # keep the daemon alive; the error is logged with its traceback
-                log.exception("poll.crashed")
+        nonlocal running
+        with idle:
+            if stopping.is_set():
+                return  # queued before the stop: never started
+            running += 1
+        try:
+            with structlog.contextvars.bound_contextvars(repo=watched.repo_id, job="poll"):
+                try:
+                    app.pipeline.run_cycle([watched])
+                except Exception:  # keep the daemon alive; the error is logged with its traceback
+                    log.exception("poll.crashed")
+        finally:
+            with idle:
+                running -= 1
+                idle.notify_all()
 
     scheduled: dict[str, WatchedRepo] = {}
 
@@ -122,7 +137,7 @@ def run_daemon(app: App, repos: list[WatchedRepo], *, follow_watchlist: bool = T
         are rescheduled with their new settings. An invalid file keeps the current jobs."""
         try:
             current = {r.repo_id: r for r in app.load_watchlist().repos}
-        except WatchlistError as exc:
+        except ConfigError as exc:
             log.error("watchlist.invalid", error=str(exc))
             return
         for rid in [r for r in scheduled if r not in current]:
@@ -143,6 +158,7 @@ def run_daemon(app: App, repos: list[WatchedRepo], *, follow_watchlist: bool = T
         )
 
     def stop(signum: int, _frame: Any) -> None:
+        stopping.set()
         log.info("poll.stopping", signal=signal.Signals(signum).name)
         scheduler.shutdown(wait=False)
 
@@ -150,6 +166,8 @@ def run_daemon(app: App, repos: list[WatchedRepo], *, follow_watchlist: bool = T
     signal.signal(signal.SIGINT, stop)
     log.info("poll.started", repos=len(repos))
     scheduler.start()
+    with idle:
+        idle.wait_for(lambda: running == 0)
     log.info("poll.stopped")
 
 
@@ -162,7 +180,13 @@ def poll(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON (with --once)."),
 ) -> None:
-    """Ingest every new revision of the watched repos, analyse it and publish its advisories."""
+    """Ingest every new revision of the watched repos, analyse it and publish its advisories.
+
+    With `--once`, exit 1 when any repo failed, is gone or is gated (one line on stderr says
+    which); the report says why.
+    """
+    if as_json and not once:
+        raise ConfigError("--json needs --once (the daemon prints no report; it logs)")
     app = build(load_settings())
     try:
         repos = _selected(app, repo)
@@ -173,18 +197,21 @@ def poll(
         if once:
             report = app.pipeline.run_cycle(repos)
             if as_json:
+                from tracker.pipeline import cycle_json
+
                 typer.echo(cycle_json(report))
             else:
                 print_reports([r.poll for r in report.repos], as_json=False)
                 for r in report.repos:
                     if r.error:
                         typer.echo(f"{r.poll.repo_id}: {r.error} (its revisions stay pending)")
-            if any(r.poll.status.value != "ok" or r.error for r in report.repos):
-                raise typer.Exit(1)  # for cron and scripts: some repo failed (see the table)
                 typer.echo(
                     f"analysed {sum(len(r.analysed) for r in report.repos)} revisions, "
                     f"published {len(report.advisories)} advisories"
                 )
+            if report.unclean:  # for cron and scripts: exit 1, one line on stderr
+                typer.echo(f"error: {report.unclean_line()}", err=True)
+                raise typer.Exit(1)
         else:
             run_daemon(app, repos, follow_watchlist=repo is None)
     finally:
@@ -265,7 +292,7 @@ def show(
         fv = versions.get(path)
         if fv is None:
             where = "is in the tree but not tracked" if entry else "does not exist"
-            raise UnreadableArtifactError(f"{rid}@{sha}: {path} {where}; nothing stored")
+            raise StoreNotFoundError(f"{rid}@{sha}: {path} {where}; nothing stored")
         data = app.store.read_blob(fv.blob_sha256) if fv.blob_sha256 else None
     finally:
         app.close()

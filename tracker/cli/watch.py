@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -12,9 +14,10 @@ from rich.table import Table
 
 from tracker.app import build
 from tracker.domain import parse_repo_id
+from tracker.errors import ConfigError
 from tracker.settings import load_settings
 from tracker.store import RepoState
-from tracker.watchlist import add_repo, load_watchlist, remove_repo
+from tracker.watchlist import add_repo, load_watchlist, parse_interval, remove_repo
 
 watch_app = typer.Typer(help="Edit and inspect the watchlist.", no_args_is_help=True)
 
@@ -39,6 +42,37 @@ def state_row(repo_id: str, ref: str, source: str, state: RepoState | None) -> d
     }
 
 
+MIN_ADD_POLL_S = 60
+"""`watch add` refuses to poll a repo more often than this (each poll is at least one Hub request;
+a shorter interval can still be written in the watchlist file by hand, e.g. for a local mirror)."""
+
+
+def check_git(value: str) -> None:
+    """A `--git` value is a URL (scheme:// or user@host:path) or a local git repository."""
+    if "://" in value or re.match(r"^[\w.-]+@[\w.-]+:", value):
+        return
+    path = Path(value).expanduser()
+    if not path.exists():
+        raise ConfigError(
+            f"--git {value}: no such directory (give a git URL or a local repository)"
+        )
+    if not ((path / "HEAD").is_file() or (path / ".git").exists()):
+        raise ConfigError(f"--git {value}: not a git repository (no HEAD or .git in it)")
+
+
+def check_interval(value: str) -> None:
+    """A `--poll-interval` in the watchlist's syntax, at least MIN_ADD_POLL_S."""
+    try:
+        seconds = parse_interval(value)
+    except ValueError as exc:
+        raise ConfigError(f"--poll-interval: {exc}") from exc
+    if seconds < MIN_ADD_POLL_S:
+        raise ConfigError(
+            f"--poll-interval {value} is below the floor of {MIN_ADD_POLL_S // 60}m "
+            "(every poll costs Hub requests)"
+        )
+
+
 @watch_app.command("add")
 def add(
     repo: str = typer.Argument(..., help="ORG/NAME"),
@@ -54,6 +88,10 @@ def add(
     """Add a repo to the watchlist file (the rest of the file is kept as is)."""
     settings = load_settings()
     rid = parse_repo_id(repo)
+    if git is not None:
+        check_git(git)
+    if poll_interval is not None:
+        check_interval(poll_interval)
     add_repo(
         settings.watchlist, rid, ref=ref, git=git, backfill=backfill, poll_interval=poll_interval
     )
