@@ -19,6 +19,8 @@
     │   └── TemplateError           a chat template that does not parse, escapes or exceeds its bounds
     ├── EstimateError               a config the estimator cannot read at all
     ├── StoreError                  the database refused or is inconsistent
+    ├── RetryLaterError             work stopped for a reason outside its input (a render backstop):
+    │                               the revision stays pending and is retried next cycle
     └── AdvisoryError               an advisory that is invalid (e.g. fails the OSV schema)
 
 Third-party exceptions are translated into this tree in exactly one place per adapter
@@ -112,6 +114,12 @@ class EstimateError(TrackerError):
 
 class StoreError(TrackerError):
     """The store refused an operation or found itself inconsistent."""
+
+
+class RetryLaterError(TrackerError):
+    """Analysis stopped for a reason that is not a property of the revision (a chat-template render
+    hit its CPU, memory or wall-clock backstop): nothing about it is recorded as a change; the
+    revision stays pending and the next cycle retries it."""
 
 
 class AdvisoryError(TrackerError):

@@ -23,7 +23,7 @@ from tracker.advisories.service import publish, restore_revived, withdraw_rewrit
 from tracker.app import App
 from tracker.diff import diff_snapshots
 from tracker.domain import Diff, Estimate, Severity, Sha, Snapshot
-from tracker.errors import EstimateError, RepoNotFoundError, TrackerError
+from tracker.errors import EstimateError, RepoNotFoundError, RetryLaterError, TrackerError
 from tracker.estimate import (
     EstimateSettings,
     estimate,
@@ -184,7 +184,8 @@ def analyse_repo(
     error). Revisions are analysed oldest first; the first one
     that fails stops the repo's analysis there (later ones depend on it: estimate deltas, fixed
     events), stays pending for the next cycle, and marks the repo failing with the reason, so
-    the failure is visible in `tracker watch list` while the other repos go on.
+    the failure is visible in `tracker watch list` while the other repos go on. A RetryLaterError
+    (a chat-template render hit its backstop) is recorded the same way as "deferred (retry later)".
     """
     rid = watched.repo_id
     try:
@@ -207,8 +208,12 @@ def analyse_repo(
             done.append(analyse_revision(app, watched, sha, now=now))
     except Exception as exc:  # one repo's bad revision must not stop the daemon or other repos
         where = f"analysis of {sha}" if sha else "analysis"
-        error = f"{where} failed: {exc.__class__.__name__}: {exc}"
-        log.exception("repo.analysis_failed", repo=rid, sha=sha)
+        if isinstance(exc, RetryLaterError):  # not a property of the revision: nothing published
+            error = f"{where} deferred (retry later): {exc}"
+            log.warning("repo.analysis_deferred", repo=rid, sha=sha, reason=str(exc))
+        else:
+            error = f"{where} failed: {exc.__class__.__name__}: {exc}"
+            log.exception("repo.analysis_failed", repo=rid, sha=sha)
         try:
             app.store.record_poll(rid, status=RepoStatus.FAILING, error=error, now=now())
         except TrackerError:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import assert_never
 
 from tracker.diff._common import (
     decode_text,
@@ -14,8 +15,9 @@ from tracker.diff._common import (
     short_value,
     unified,
 )
+from tracker.diff.backstop import render_batch
 from tracker.diff.conversations import CONVERSATIONS, template_variables
-from tracker.diff.sandbox import DEFAULT_LIMITS, RenderLimits, RenderResult, render_template
+from tracker.diff.sandbox import DEFAULT_LIMITS, RenderLimits, RenderOutcome, RenderResult
 from tracker.diff.special_tokens import effective_special_tokens
 from tracker.diff.tokenizer import TOKENIZER_CONFIG_FILE
 from tracker.domain import Artifact, Change, ChangeKind, Snapshot
@@ -124,18 +126,12 @@ def render_all(
 ) -> dict[str, RenderResult]:
     """Render `source` over every canonical conversation: conversation id → RenderResult.
 
-    Once one conversation times out, the rest are reported as the same timeout without running
-    (a hostile template costs one deadline per revision, not one per conversation).
+    One request to the render backstop per template and side; every outcome is deterministic
+    (`tracker.diff.sandbox`), and a backstop hit raises RenderBackstopError (retry later).
     """
-    out: dict[str, RenderResult] = {}
-    timed_out: RenderResult | None = None
-    for conv in CONVERSATIONS:
-        if timed_out is None:
-            result = render_template(source, template_variables(conv, special_tokens), limits)
-            if result.category == "timeout":
-                timed_out = result
-        out[conv.id] = timed_out or result
-    return out
+    variables = [template_variables(conv, special_tokens) for conv in CONVERSATIONS]
+    results = render_batch(source, variables, limits)
+    return {conv.id: r for conv, r in zip(CONVERSATIONS, results, strict=True)}
 
 
 def diff_chat_template(
@@ -242,8 +238,8 @@ def _diff_one(
     if a == b and dict(old_tokens) == dict(new_tokens):
         return out
     before_r, after_r = render_all(a, old_tokens, limits), render_all(b, new_tokens, limits)
-    if all(r.category == "syntax" for r in after_r.values()):
-        if not all(r.category == "syntax" for r in before_r.values()):
+    if all(r.outcome is RenderOutcome.SYNTAX for r in after_r.values()):
+        if not all(r.outcome is RenderOutcome.SYNTAX for r in before_r.values()):
             err = next(iter(after_r.values())).error
             out.append(
                 Change(
@@ -262,7 +258,7 @@ def _diff_one(
         if old_r.shown() == new_r.shown():
             continue
         ckey = conv_id if name == DEFAULT else f"{name}:{conv_id}"
-        if old_r.ok and not new_r.ok and new_r.category != "raised":
+        if old_r.ok and _breaks(new_r.outcome):
             out.append(
                 Change(
                     _ART,
@@ -271,7 +267,7 @@ def _diff_one(
                     ckey,
                     short_value(old_r.output),
                     new_r.shown(),
-                    f"{label} no longer renders `{conv_id}`: {new_r.category}: {new_r.error}",
+                    f"{label} no longer renders `{conv_id}`: {new_r.outcome.value}: {new_r.error}",
                 )
             )
             continue
@@ -288,6 +284,24 @@ def _diff_one(
             )
         )
     return out
+
+
+def _breaks(outcome: RenderOutcome) -> bool:
+    """Whether a render that used to work and now ends with `outcome` is a BROKEN template (a
+    deliberate raise_exception is the template speaking: a RENDERED change, not a breakage)."""
+    match outcome:
+        case RenderOutcome.OK | RenderOutcome.RAISED:
+            return False
+        case (
+            RenderOutcome.SYNTAX
+            | RenderOutcome.ERROR
+            | RenderOutcome.SECURITY
+            | RenderOutcome.LIMIT
+            | RenderOutcome.BUDGET
+        ):
+            return True
+        case _:
+            assert_never(outcome)
 
 
 def _ident(source: str, file: str) -> dict[str, object]:
