@@ -22,6 +22,7 @@ import structlog
 from tracker.advisories.service import publish, restore_revived, withdraw_rewritten
 from tracker.app import App
 from tracker.diff import diff_snapshots
+from tracker.diff.sandbox import RenderLimits
 from tracker.domain import Diff, Estimate, Severity, Sha, Snapshot
 from tracker.errors import EstimateError, RepoNotFoundError, RetryLaterError, TrackerError
 from tracker.estimate import (
@@ -32,6 +33,8 @@ from tracker.estimate import (
     parse_config,
 )
 from tracker.ingest import Limits, PollReport, poll_all
+from tracker.render_backstop import render_batch
+from tracker.settings import Settings
 from tracker.store import RepoStatus
 from tracker.store.advisories import AdvisoryStore
 from tracker.store.analysis import AnalysisStore, StoredEstimate
@@ -96,6 +99,15 @@ def repo_url(app: App, watched: WatchedRepo) -> str:
     return f"{app.settings.hub_public_url.rstrip('/')}/{watched.repo_id}"
 
 
+def render_limits(settings: Settings) -> RenderLimits:
+    """The chat-template render limits under `settings` (only the backstop is configurable: the
+    step budget decides outcomes, and must be the same for every worker)."""
+    return RenderLimits(
+        backstop_cpu_s=settings.render_backstop_cpu_s,
+        backstop_wall_s=settings.render_backstop_wall_s,
+    )
+
+
 def estimate_snapshot(
     snapshot: Snapshot, settings: EstimateSettings
 ) -> tuple[Estimate | None, str | None]:
@@ -127,7 +139,9 @@ def analyse_revision(
     previous = revision.previous
     before = store.snapshot(rid, previous) if previous else None
     after = store.snapshot(rid, sha)
-    changes = diff_snapshots(before, after)
+    changes = diff_snapshots(
+        before, after, render_limits=render_limits(app.settings), renderer=render_batch
+    )
 
     settings = EstimateSettings.from_mapping(watched.estimate)
     est_after, est_error = estimate_snapshot(after, settings)

@@ -13,9 +13,9 @@ import pytest
 from diffkit import make_snapshot
 
 from tracker.diff import diff_snapshots
-from tracker.diff.backstop import render_template
 from tracker.diff.sandbox import DEFAULT_LIMITS, RenderOutcome, render_bounded
 from tracker.domain import ChangeKind
+from tracker.render_backstop import render_template
 
 LIMITS = DEFAULT_LIMITS
 VARS = {"messages": [{"role": "user", "content": "hi"}], "bos_token": "<s>"}

@@ -38,10 +38,10 @@ def test_analysis_failure_of_one_repo_is_recorded_and_retried(
     watchlist.write_text("repos:\n  - id: acme/bad\n  - id: acme/good\n")
     real_diff = pipeline.diff_snapshots
 
-    def broken_for_bad(before: Snapshot | None, after: Snapshot) -> object:
+    def broken_for_bad(before: Snapshot | None, after: Snapshot, **kwargs: object) -> object:
         if after.repo_id == "acme/bad" and before is not None:
             raise RuntimeError("differ exploded")
-        return real_diff(before, after)
+        return real_diff(before, after, **kwargs)  # type: ignore[arg-type]
 
     with Replica(tmp_path / "hub") as hub:
         settings = load_settings(

@@ -68,7 +68,8 @@ def main(argv: list[str] | None = None) -> None:
     # Interactive commands log warnings and up; the daemon's unit sets TRACKER_LOG_LEVEL=INFO.
     logs.configure(level=os.environ.get("TRACKER_LOG_LEVEL") or "WARNING")
     try:
-        app(args=argv, standalone_mode=False)
+        # without standalone mode, click returns (not raises) the code of a `typer.Exit(n)`
+        code = app(args=argv, standalone_mode=False)
     except errors.TrackerError as exc:
         typer.echo(f"error: {exc}", err=True)
         sys.exit(exit_code_for(exc))
@@ -84,3 +85,5 @@ def main(argv: list[str] | None = None) -> None:
             show()
             sys.exit(code)
         raise
+    if isinstance(code, int) and code != 0:
+        sys.exit(code)

@@ -15,9 +15,15 @@ from tracker.diff._common import (
     short_value,
     unified,
 )
-from tracker.diff.backstop import render_batch
 from tracker.diff.conversations import CONVERSATIONS, template_variables
-from tracker.diff.sandbox import DEFAULT_LIMITS, RenderLimits, RenderOutcome, RenderResult
+from tracker.diff.sandbox import (
+    DEFAULT_LIMITS,
+    Renderer,
+    RenderLimits,
+    RenderOutcome,
+    RenderResult,
+    render_in_process,
+)
 from tracker.diff.special_tokens import effective_special_tokens
 from tracker.diff.tokenizer import TOKENIZER_CONFIG_FILE
 from tracker.domain import Artifact, Change, ChangeKind, Snapshot
@@ -122,20 +128,26 @@ def _key(name: str) -> str:
 
 
 def render_all(
-    source: str, special_tokens: Mapping[str, object], limits: RenderLimits
+    source: str,
+    special_tokens: Mapping[str, object],
+    limits: RenderLimits,
+    render: Renderer = render_in_process,
 ) -> dict[str, RenderResult]:
     """Render `source` over every canonical conversation: conversation id → RenderResult.
 
-    One request to the render backstop per template and side; every outcome is deterministic
-    (`tracker.diff.sandbox`), and a backstop hit raises RenderBackstopError (retry later).
+    One `render` call per template and side; every outcome is deterministic (`tracker.diff.sandbox`);
+    the backstop renderer raises RetryLaterError instead of returning when it is hit.
     """
     variables = [template_variables(conv, special_tokens) for conv in CONVERSATIONS]
-    results = render_batch(source, variables, limits)
+    results = render(source, variables, limits)
     return {conv.id: r for conv, r in zip(CONVERSATIONS, results, strict=True)}
 
 
 def diff_chat_template(
-    before: Snapshot | None, after: Snapshot, limits: RenderLimits = DEFAULT_LIMITS
+    before: Snapshot | None,
+    after: Snapshot,
+    limits: RenderLimits = DEFAULT_LIMITS,
+    render: Renderer = render_in_process,
 ) -> list[Change]:
     """Template source changes (unified diff), BROKEN templates, and RENDERED prompt changes.
 
@@ -179,7 +191,7 @@ def diff_chat_template(
     names = sorted(set(old.sources) | set(new.sources), key=lambda n: (n != DEFAULT, n))
     out: list[Change] = []
     for name in names:
-        out.extend(_diff_one(name, old, new, old_tokens, new_tokens, limits))
+        out.extend(_diff_one(name, old, new, old_tokens, new_tokens, limits, render))
     return out
 
 
@@ -190,6 +202,7 @@ def _diff_one(
     old_tokens: Mapping[str, object],
     new_tokens: Mapping[str, object],
     limits: RenderLimits,
+    render: Renderer,
 ) -> list[Change]:
     key = _key(name)
     label = "chat template" if name == DEFAULT else f"chat template {name!r}"
@@ -237,7 +250,8 @@ def _diff_one(
         )
     if a == b and dict(old_tokens) == dict(new_tokens):
         return out
-    before_r, after_r = render_all(a, old_tokens, limits), render_all(b, new_tokens, limits)
+    before_r = render_all(a, old_tokens, limits, render)
+    after_r = render_all(b, new_tokens, limits, render)
     if all(r.outcome is RenderOutcome.SYNTAX for r in after_r.values()):
         if not all(r.outcome is RenderOutcome.SYNTAX for r in before_r.values()):
             err = next(iter(after_r.values())).error

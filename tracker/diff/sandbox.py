@@ -30,8 +30,9 @@ The other bounds: output size (a capped writer), size of every intermediate stri
 limit: a frame count, deterministic) and template source length; each failure is a RenderResult.
 Time is fixed (`strftime_now` uses FIXED_NOW). What the budget cannot see (a pathological case
 that costs far more CPU per step than estimated, memory exhaustion) is caught by the backstop in
-`tracker.diff.backstop`, which runs this renderer in a killable subprocess under a CPU rlimit and
-reports a hit as "retry later" (an error), never as a RenderResult.
+`tracker.render_backstop`, which runs this renderer in a killable subprocess under a CPU rlimit and
+reports a hit as "retry later" (an error), never as a RenderResult. The diff takes the renderer as a
+`Renderer` argument: `render_in_process` here (pure), the backstop's `render_batch` in the pipeline.
 """
 
 from __future__ import annotations
@@ -64,9 +65,9 @@ class RenderLimits:
     """The bounds of one render.
 
     `steps`: the deterministic cost budget (see the module docstring); the size bounds; and the
-    backstop (`tracker.diff.backstop`): CPU seconds of the render subprocess per request, wall
-    seconds the caller waits for it, and the subprocess's address-space cap. The backstop never
-    changes a result, it only defers one.
+    backstop (`tracker.render_backstop`): CPU seconds of the render subprocess per request, wall
+    seconds the caller waits for it, and how far (MiB) a render may grow the subprocess's address
+    space. The backstop never changes a result, it only defers one.
     """
 
     steps: int = 1_000_000
@@ -76,7 +77,7 @@ class RenderLimits:
     max_source: int = 512_000
     backstop_cpu_s: int = 30
     backstop_wall_s: float = 120.0
-    backstop_memory_mib: int = 2048
+    backstop_memory_mib: int = 1024
 
 
 DEFAULT_LIMITS = RenderLimits()
@@ -96,11 +97,13 @@ class RenderOutcome(StrEnum):
 
 @dataclass(frozen=True)
 class RenderResult:
-    """The outcome of one render: `output` when `outcome` is OK, else `error` says what failed."""
+    """The outcome of one render: `output` when `outcome` is OK, else `error` says what failed;
+    `steps`: what the render was charged (see the module docstring)."""
 
     output: str
     error: str = ""
     outcome: RenderOutcome = RenderOutcome.OK
+    steps: int = 0
 
     @property
     def ok(self) -> bool:
@@ -109,6 +112,11 @@ class RenderResult:
     def shown(self) -> str:
         """The output, or `<outcome: error>` when it failed."""
         return self.output if self.ok else f"<{self.outcome.value}: {self.error}>"
+
+
+Renderer = Callable[[str, Sequence[Mapping[str, Any]], RenderLimits], list[RenderResult]]
+"""Renders one template once per variables mapping: `render_in_process`, or the backstop's
+`tracker.render_backstop.render_batch` (same results; may raise RetryLaterError instead)."""
 
 
 class _OverBudget(BaseException):
@@ -492,55 +500,91 @@ def render_bounded(
 ) -> RenderResult:
     """Render chat template `source` with `variables` within `limits`, in this process.
 
-    Deterministic: the same arguments give the same RenderResult on any machine load. Never
-    raises for anything the template does, except MemoryError (the backstop's business: the
-    caller, `tracker.diff.backstop`, turns it into "retry later").
+    Deterministic: the same arguments give the same RenderResult (steps included) on any machine
+    load. Never raises for anything the template does, except MemoryError (the backstop's
+    business: `tracker.render_backstop` turns it into "retry later").
     """
+    return render_in_process(source, [variables], limits)[0]
+
+
+def render_in_process(
+    source: str, variables: Sequence[Mapping[str, Any]], limits: RenderLimits = DEFAULT_LIMITS
+) -> list[RenderResult]:
+    """The Renderer that renders in this process: `source` compiled once, then rendered once per
+    variables mapping, each render charged from the same start (what compiling cost: constant
+    folding runs filters), so each result is what `render_bounded` alone would give."""
     if len(source) > limits.max_source:
-        return RenderResult(
+        failed = RenderResult(
             "",
             f"template of {len(source)} characters over the {limits.max_source} limit",
             RenderOutcome.LIMIT,
         )
+        return [failed] * len(variables)
     env = BoundedEnvironment(limits)
+    compiled = _compile(env, source, limits)
+    if not isinstance(compiled, jinja2.Template):
+        output, error, outcome = compiled
+        return [RenderResult(output, error, outcome, env.steps)] * len(variables)
+    start = env.steps
+    results = []
+    for v in variables:
+        env.steps = start
+        output, error, outcome = _render(env, compiled, v, limits)
+        results.append(RenderResult(output, error, outcome, env.steps))
+    return results
+
+
+def _compile(
+    env: BoundedEnvironment, source: str, limits: RenderLimits
+) -> jinja2.Template | tuple[str, str, RenderOutcome]:
     try:
-        template = env.from_string(source)
+        return env.from_string(source)
     except jinja2.exceptions.TemplateSyntaxError as exc:
-        return RenderResult("", f"line {exc.lineno}: {exc.message}", RenderOutcome.SYNTAX)
-    except (RecursionError, MemoryError) as exc:  # the parser's own nesting limits
-        return RenderResult(
-            "", f"template too deeply nested to parse ({type(exc).__name__})", RenderOutcome.LIMIT
+        return "", f"line {exc.lineno}: {exc.message}", RenderOutcome.SYNTAX
+    except RecursionError as exc:  # the parser's own nesting limit
+        return (
+            "",
+            f"template too deeply nested to parse ({type(exc).__name__})",
+            RenderOutcome.LIMIT,
         )
+    except MemoryError:
+        raise
+    except _OverBudget:
+        return "", f"rendering needs over {limits.steps:,} steps", RenderOutcome.BUDGET
     except LimitExceeded as exc:
-        return RenderResult("", str(exc), RenderOutcome.LIMIT)
+        return "", str(exc), RenderOutcome.LIMIT
     except Exception as exc:
-        return RenderResult("", f"{type(exc).__name__}: {exc}", RenderOutcome.SYNTAX)
+        return "", f"{type(exc).__name__}: {exc}", RenderOutcome.SYNTAX
+
+
+def _render(
+    env: BoundedEnvironment,
+    template: jinja2.Template,
+    variables: Mapping[str, Any],
+    limits: RenderLimits,
+) -> tuple[str, str, RenderOutcome]:
     chunks: list[str] = []
     size = 0
     try:
         for chunk in template.generate(**variables):
             size += len(chunk)
             if size > limits.max_output:
-                return RenderResult(
-                    "", f"output over {limits.max_output} characters", RenderOutcome.LIMIT
-                )
+                return "", f"output over {limits.max_output} characters", RenderOutcome.LIMIT
             chunks.append(chunk)
     except _OverBudget:
-        return RenderResult(
-            "", f"rendering needs over {limits.steps:,} steps", RenderOutcome.BUDGET
-        )
+        return "", f"rendering needs over {limits.steps:,} steps", RenderOutcome.BUDGET
     except LimitExceeded as exc:
-        return RenderResult("", str(exc), RenderOutcome.LIMIT)
+        return "", str(exc), RenderOutcome.LIMIT
     except jinja2.exceptions.SecurityError as exc:
-        return RenderResult("", str(exc), RenderOutcome.SECURITY)
+        return "", str(exc), RenderOutcome.SECURITY
     except (RecursionError, OverflowError) as exc:
-        return RenderResult("", f"{type(exc).__name__}: {exc}", RenderOutcome.LIMIT)
+        return "", f"{type(exc).__name__}: {exc}", RenderOutcome.LIMIT
     except jinja2.exceptions.UndefinedError as exc:
-        return RenderResult("", f"UndefinedError: {exc}", RenderOutcome.ERROR)
+        return "", f"UndefinedError: {exc}", RenderOutcome.ERROR
     except jinja2.exceptions.TemplateError as exc:
-        return RenderResult("", str(exc), RenderOutcome.RAISED)
+        return "", str(exc), RenderOutcome.RAISED
     except MemoryError:
         raise
     except Exception as exc:
-        return RenderResult("", f"{type(exc).__name__}: {exc}", RenderOutcome.ERROR)
-    return RenderResult("".join(chunks))
+        return "", f"{type(exc).__name__}: {exc}", RenderOutcome.ERROR
+    return "".join(chunks), "", RenderOutcome.OK

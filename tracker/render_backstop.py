@@ -1,14 +1,16 @@
 """The render backstop: chat templates render in a killable subprocess under a CPU rlimit.
 
 Every render outcome is decided by `tracker.diff.sandbox.render_bounded`, deterministically (a step
-budget, not a clock). This module only protects the process and the machine from what that budget
+budget, not a clock). This adapter only protects the process and the machine from what that budget
 cannot see: a case that costs far more CPU per step than estimated, memory exhaustion, a hang in C.
-Renders run in one long-lived worker process (`python -m tracker.diff.backstop`), one request at
-a time, under:
+The diff stage stays pure: it takes a `Renderer` (default: in this process), and the pipeline and
+`tracker diff` hand it `render_batch` from here. Renders run in one long-lived worker process
+(`python -m tracker.render_backstop`), one request at a time, under:
 
 - a CPU-time rlimit per request (`RenderLimits.backstop_cpu_s`, set afresh before each request as
   the CPU used so far plus the allowance; the kernel kills the worker with SIGXCPU past it);
-- an address-space rlimit (`backstop_memory_mib`; a MemoryError ends the worker);
+- an address-space rlimit: `backstop_memory_mib` over what the worker had mapped when it started
+  (a MemoryError is reported and ends the worker);
 - a wall-clock wait in the caller (`backstop_wall_s`), after which the worker is killed.
 
 A backstop hit is never a render outcome: it raises RenderBackstopError, a RetryLaterError, which
@@ -43,7 +45,7 @@ from tracker.diff.sandbox import (
     RenderLimits,
     RenderOutcome,
     RenderResult,
-    render_bounded,
+    render_in_process,
 )
 from tracker.errors import RetryLaterError
 
@@ -106,8 +108,8 @@ class RenderWorker:
                 if "backstop" in reply:
                     raise RenderBackstopError(f"chat-template render stopped: {reply['backstop']}")
                 return [
-                    RenderResult(str(output), str(error), RenderOutcome(outcome))
-                    for output, error, outcome in reply["results"]
+                    RenderResult(str(output), str(error), RenderOutcome(outcome), int(steps))
+                    for output, error, outcome, steps in reply["results"]
                 ]
             except (ValueError, KeyError, TypeError) as exc:
                 self._kill()
@@ -129,7 +131,7 @@ class RenderWorker:
             return self._proc
         self._kill()
         proc = subprocess.Popen(
-            [sys.executable, "-P", "-m", "tracker.diff.backstop"],
+            [sys.executable, "-P", "-m", "tracker.render_backstop"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -218,9 +220,19 @@ def _set_cpu_allowance(seconds: int) -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
 
 
-def _set_memory_cap(mib: int) -> None:
+def _address_space() -> int:
+    """This process's current virtual size in bytes (0 where /proc is not available)."""
+    try:
+        pages = int(open("/proc/self/statm").read().split()[0])  # noqa: SIM115 (one read)
+    except (OSError, ValueError, IndexError):
+        return 0
+    return pages * resource.getpagesize()
+
+
+def _set_memory_cap(baseline: int, mib: int) -> None:
+    """Let the address space grow by at most `mib` MiB over `baseline` (what imports mapped)."""
     _, hard = resource.getrlimit(resource.RLIMIT_AS)
-    cap = mib << 20
+    cap = baseline + (mib << 20)
     if hard != resource.RLIM_INFINITY:
         cap = min(cap, hard)
     resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
@@ -228,17 +240,18 @@ def _set_memory_cap(mib: int) -> None:
 
 def serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
     """The worker loop: one JSON request line in, one JSON reply line out, until stdin closes."""
+    baseline = _address_space()
     stdout.write(_READY)
     stdout.flush()
     for line in stdin:
         request = json.loads(line)
         limits = RenderLimits(**request["limits"])
-        _set_memory_cap(limits.backstop_memory_mib)
+        _set_memory_cap(baseline, limits.backstop_memory_mib)
         _set_cpu_allowance(limits.backstop_cpu_s)
         try:
-            results = [render_bounded(request["source"], v, limits) for v in request["variables"]]
+            results = render_in_process(request["source"], request["variables"], limits)
             reply: dict[str, Any] = {
-                "results": [[r.output, r.error, r.outcome.value] for r in results]
+                "results": [[r.output, r.error, r.outcome.value, r.steps] for r in results]
             }
         except MemoryError:
             reply = {"backstop": f"out of memory (over {limits.backstop_memory_mib} MiB)"}
