@@ -20,10 +20,12 @@ charged in *steps*, counted from what the template does, never from time:
   so work done in C on big strings and lists is paid for in proportion to its size.
 
 A render that would go past `RenderLimits.steps` stops with outcome BUDGET, the same on an idle
-and on a saturated machine. The costs are deterministic but approximate CPU work; the budget is set
-so that a template spending all of it takes well under a second here (`make bench` row
-"chat-template budget"), while the heaviest real template in ../shared/corpus needs under 1% of
-it (tests/diff/test_diff_budget.py checks both properties).
+and on a saturated machine (tests/diff/test_diff_budget.py). The costs are deterministic but only
+approximate CPU work: a render spending the whole budget takes 0.01-0.75 s of CPU depending on
+what it does (bench/RESULTS.md, "Chat-template render budget"), while the heaviest real template
+in ../shared/corpus needs under 1% of it (also tested). Why not a trace-based counter
+(`sys.settrace` line or opcode events): it slows every render several times, counts nothing done
+in C (a 1 MB string compare is one event), and its counts change with the Python version.
 
 The other bounds: output size (a capped writer), size of every intermediate string or list built by
 `*`, `+`, `~`, `%`, filters and method calls, integer arguments and exponents, recursion (Python's
