@@ -3,14 +3,16 @@
 Autouse: every TRACKER_* and HF_* variable is cleared; TRACKER_STATE_DIR points at the test's
 tmp_path; HF_HOME at a temp dir; HF_HUB_DISABLE_XET=1 (the replica speaks no Xet).
 `pg_url`: a fresh PostgreSQL database for the test session (from TRACKER_TEST_PG_URL, default
-postgresql+psycopg://postgres@127.0.0.1:5432/postgres), dropped at the end.
+postgresql+psycopg://postgres@127.0.0.1:5432/postgres), dropped at the end; `pg_database`: more
+databases of their own, each dropped when its `with` block ends.
 """
 
 from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -60,6 +62,30 @@ def pg_url() -> Iterator[str]:
             )
             conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}"'))
         admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def pg_database(pg_url: str) -> Callable[[str], AbstractContextManager[str]]:
+    """`with pg_database("label") as url:` a new, empty PostgreSQL database of its own (next to
+    the session's `pg_url` one), dropped on exit even while connections to it are open."""
+    import sqlalchemy as sa
+
+    base = sa.make_url(pg_url)
+
+    @contextmanager
+    def database(label: str) -> Iterator[str]:
+        name = f"{base.database}_{label}_{uuid.uuid4().hex[:8]}"
+        admin = sa.create_engine(base, isolation_level="AUTOCOMMIT")
+        try:
+            with admin.connect() as conn:
+                conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+            yield base.set(database=name).render_as_string(hide_password=False)
+        finally:
+            with admin.connect() as conn:
+                conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            admin.dispose()
+
+    return database
 
 
 DEMO_NOW = datetime(2026, 11, 30, 9, 30, 0, tzinfo=UTC)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, NewType
 
@@ -45,6 +45,21 @@ def parse_repo_id(text: str) -> RepoId:
                 "or '-', not start with '.' or '-', and contain no '..'"
             )
     return RepoId(text)
+
+
+def rfc3339(when: datetime) -> str:
+    """`when` as an OSV timestamp: UTC, whole seconds, `Z` suffix. Naive datetimes are taken as UTC."""
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_rfc3339(text: str) -> datetime:
+    """The aware UTC datetime of an RFC 3339 timestamp (`Z` or an offset); ValueError otherwise."""
+    when = datetime.fromisoformat(text)
+    if when.tzinfo is None:
+        raise ValueError(f"timestamp {text!r} has no offset")
+    return when.astimezone(UTC)
 
 
 def is_full_sha(text: str) -> bool:

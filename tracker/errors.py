@@ -19,6 +19,8 @@
     │   └── TemplateError           a chat template that does not parse, escapes or exceeds its bounds
     ├── EstimateError               a config the estimator cannot read at all
     ├── StoreError                  the database refused or is inconsistent
+    │   └── StoreNotFoundError      a repo, revision or advisory the store does not hold (a store
+    │                               miss: never a statement about the source)
     ├── RetryLaterError             work stopped for a reason outside its input (a render backstop):
     │                               the revision stays pending and is retried next cycle
     └── AdvisoryError               an advisory that is invalid (e.g. fails the OSV schema)
@@ -114,6 +116,14 @@ class EstimateError(TrackerError):
 
 class StoreError(TrackerError):
     """The store refused an operation or found itself inconsistent."""
+
+
+class StoreNotFoundError(StoreError):
+    """The store holds no such repo, revision or advisory.
+
+    Distinct from the sources' NotFoundError on purpose: a store miss says nothing about the
+    upstream repo (it must never be recorded as "the repo is gone upstream").
+    """
 
 
 class RetryLaterError(TrackerError):

@@ -29,6 +29,7 @@ from tracker.errors import (
     RevisionNotFoundError,
     SourceError,
     StoreError,
+    StoreNotFoundError,
 )
 from tracker.sources import RepoSource
 from tracker.store import EventKind, FileKind, FileVersion, RepoStatus, Store
@@ -255,7 +256,8 @@ def poll_repo(
     """Poll one repo: ingest every new revision on its ref; never raises a SourceError.
 
     Returns a PollReport; the store's state for the repo (status, failures, last error) is
-    updated. StoreError propagates (the database itself failed).
+    updated. StoreError propagates (the database itself failed, or the store misses a row it
+    should hold: StoreNotFoundError, which is never taken for the repo being gone upstream).
     """
     limits = limits or Limits()
     rid = watched.repo_id
@@ -263,7 +265,7 @@ def poll_repo(
     counters = _Counters(source)
     try:
         old_ref: str | None = store.repo_state(rid).ref
-    except RepoNotFoundError:
+    except StoreNotFoundError:  # first poll: the store has never seen the repo
         old_ref = None
     before = store.ensure_repo(
         rid, source_kind="git" if watched.git else "hub", url=watched.git, ref=watched.ref
@@ -424,6 +426,9 @@ def poll_all(
             continue
         try:
             reports.append(poll_repo(store, source, watched, limits=limits, now=now))
+        except StoreNotFoundError as exc:  # this repo's rows are inconsistent, not the database
+            log.error("repo.store_inconsistent", repo=watched.repo_id, error=str(exc))
+            reports.append(failed(f"store: {exc}"))
         except StoreError:
             raise
         except Exception as exc:  # the daemon keeps going; the reason is on the repo

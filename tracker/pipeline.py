@@ -24,7 +24,7 @@ from tracker.app import App
 from tracker.diff import diff_snapshots
 from tracker.diff.sandbox import RenderLimits
 from tracker.domain import Diff, Estimate, Severity, Sha, Snapshot
-from tracker.errors import EstimateError, RepoNotFoundError, RetryLaterError, TrackerError
+from tracker.errors import EstimateError, RetryLaterError, StoreNotFoundError, TrackerError
 from tracker.estimate import (
     EstimateSettings,
     estimate,
@@ -204,7 +204,7 @@ def analyse_repo(
     rid = watched.repo_id
     try:
         revisions = app.store.revisions(rid)
-    except RepoNotFoundError:  # never polled successfully enough to be created
+    except StoreNotFoundError:  # never polled successfully enough to be created
         return (), (), None
     done: list[RevisionAnalysis] = []
     withdrawn: tuple[str, ...] = ()

@@ -4,11 +4,14 @@ when several test folders have one)."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
-import sqlmodel
+import sqlalchemy as sa
 
-from tracker.domain import Artifact, Change, ChangeKind, Commit, RepoId, Sha
-from tracker.store.advisories import AdvisoryStore, create_tables
+from tracker.advisories import service
+from tracker.domain import Advisory, Artifact, Change, ChangeKind, Commit, RepoId, Sha
+from tracker.store import Store
+from tracker.store.advisories import AdvisoryStore
 
 NOW = datetime(2026, 11, 30, 9, 30, 0, tzinfo=UTC)
 HUB = "http://127.0.0.1:1"
@@ -58,6 +61,19 @@ def ch(
 
 
 def make_store(url: str) -> AdvisoryStore:
-    engine = sqlmodel.create_engine(url)
-    create_tables(engine)
-    return AdvisoryStore(engine)
+    """An advisory store over a real, migrated store at `url`."""
+    return AdvisoryStore(Store.open(url).engine)
+
+
+def ingest(engine: sa.Engine, repo_id: RepoId, revision: Commit, previous: Sha | None) -> None:
+    """Store `revision` (empty tree) as the snapshot stage would: advisories belong to stored
+    revisions. Idempotent."""
+    store = Store(engine)
+    store.ensure_repo(repo_id, source_kind="hub", url=None, ref="main")
+    store.store_revision(repo_id, revision, [], {}, previous=previous)
+
+
+def publish(store: AdvisoryStore, **kw: Any) -> list[Advisory]:
+    """`tracker.advisories.service.publish` after ingesting its revision (see `ingest`)."""
+    ingest(store.engine, kw["repo_id"], kw["commit"], kw["previous"])
+    return service.publish(store, **kw)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
@@ -23,26 +25,7 @@ def store(db_url: str) -> AdvisoryStore:
 
 
 @pytest.fixture
-def fresh_pg(pg_url: str) -> str:
+def fresh_pg(pg_database: Callable[[str], AbstractContextManager[str]]) -> Iterator[str]:
     """A URL to a new, empty PostgreSQL database of its own (the session `pg_url` one is shared)."""
-    import uuid
-
-    import sqlalchemy as sa
-
-    base = sa.make_url(pg_url)
-    name = f"{base.database}_adv_{uuid.uuid4().hex[:8]}"
-    admin = sa.create_engine(base, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield base.set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(
-                sa.text(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = :n AND pid <> pg_backend_pid()"
-                ),
-                {"n": name},
-            )
-            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}"'))
-        admin.dispose()
+    with pg_database("adv") as url:
+        yield url

@@ -6,10 +6,10 @@ from datetime import timedelta
 from types import SimpleNamespace
 
 import pytest
-from advkit import HUB, MIXTRAL, MIXTRAL_SHAS, NOW, ch, commit
+from advkit import HUB, MIXTRAL, MIXTRAL_SHAS, NOW, ch, commit, publish
 from fastapi.testclient import TestClient
 
-from tracker.advisories.service import publish, withdraw_rewritten
+from tracker.advisories.service import withdraw_rewritten
 from tracker.api import create_app
 from tracker.domain import Artifact as A
 from tracker.domain import ChangeKind as K

@@ -6,9 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from advkit import HUB, MIXTRAL, MIXTRAL_SHAS, NOW, ch, commit
+from advkit import HUB, MIXTRAL, MIXTRAL_SHAS, NOW, ch, commit, publish
 
-from tracker.advisories.service import publish
 from tracker.app import build
 from tracker.cli import main
 from tracker.domain import Artifact as A

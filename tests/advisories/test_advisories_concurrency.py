@@ -6,12 +6,13 @@ import threading
 from pathlib import Path
 
 import sqlalchemy as sa
-from advkit import HUB, MIXTRAL, MIXTRAL_SHAS, NOW, ch, commit
+from advkit import HUB, MIXTRAL, MIXTRAL_SHAS, NOW, ch, commit, ingest
 
 from tracker.advisories.service import publish
 from tracker.domain import Artifact as A
 from tracker.domain import ChangeKind as K
-from tracker.store.advisories import AdvisoryStore, create_tables
+from tracker.store import Store
+from tracker.store.advisories import AdvisoryStore
 
 M = MIXTRAL_SHAS
 CHANGES = (
@@ -34,7 +35,10 @@ def _engine(path: Path) -> sa.Engine:
 
 def test_racing_publishers_allocate_once(tmp_path: Path) -> None:
     path = tmp_path / "race.db"
-    create_tables(_engine(path))
+    setup = Store.open(f"sqlite:///{path}")
+    ingest(setup.engine, MIXTRAL, commit(M[0]), None)
+    ingest(setup.engine, MIXTRAL, commit(M[1], M[0]), M[0])
+    setup.close()
     n = 6
     barrier = threading.Barrier(n)
     results: list[list[str]] = []

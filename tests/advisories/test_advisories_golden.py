@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from advkit import HUB, NOW, commit
+from advkit import HUB, NOW, commit, publish
 
 from tracker.advisories.export import export
 from tracker.advisories.schema import validate_record
-from tracker.advisories.service import publish, withdraw_rewritten
+from tracker.advisories.service import withdraw_rewritten
 from tracker.domain import Artifact, Change, ChangeKind, RepoId, Sha
 from tracker.store.advisories import AdvisoryStore
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from advkit import HUB, MIXTRAL, MIXTRAL_SHAS, NOW, R1, R1_SHAS, ch, commit, make_store
+from advkit import HUB, MIXTRAL, MIXTRAL_SHAS, NOW, R1, R1_SHAS, ch, commit, make_store, publish
 
 from tracker.advisories import service
 from tracker.advisories.schema import validate_record
-from tracker.advisories.service import publish, withdraw_rewritten
+from tracker.advisories.service import withdraw_rewritten
 from tracker.domain import Artifact as A
 from tracker.domain import ChangeKind as K
 from tracker.domain import Severity

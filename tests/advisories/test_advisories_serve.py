@@ -8,9 +8,8 @@ import time
 
 import httpx
 import uvicorn
-from advkit import HUB, MIXTRAL, MIXTRAL_SHAS, NOW, ch, commit
+from advkit import HUB, MIXTRAL, MIXTRAL_SHAS, NOW, ch, commit, publish
 
-from tracker.advisories.service import publish
 from tracker.api import create_app
 from tracker.app import build
 from tracker.domain import Artifact as A

@@ -202,7 +202,8 @@ def test_malformed_front_matter_is_unreadable() -> None:
     (c,) = diff_snapshots(None, bad)
     assert (c.kind, c.summary) == (
         ChangeKind.UNREADABLE,
-        "could not read README.md: malformed YAML front matter (line 2)",
+        "could not read README.md: malformed YAML front matter (line 2): while parsing a flow "
+        "sequence did not find expected ',' or ']'",
     )
     scalar = make_snapshot({"README.md": b"---\njust a string\n---\nbody\n"})
     (d,) = diff_snapshots(None, scalar)

@@ -1,11 +1,15 @@
-"""The revision diff store: diffs per revision pair and estimates per revision, replaced on re-save."""
+"""The revision diff store: diffs per revision pair and estimates per revision, replaced on re-save;
+rows belong to stored revisions."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tracker.domain import Artifact, Change, ChangeKind, Diff, Estimate, RepoId, Sha
+import pytest
+
+from tracker.domain import Artifact, Change, ChangeKind, Commit, Diff, Estimate, RepoId, Sha
+from tracker.errors import StoreNotFoundError
 from tracker.store import Store
 from tracker.store.analysis import AnalysisStore, StoredEstimate
 
@@ -19,9 +23,16 @@ def _change(after: int) -> Change:
                   f"hidden_size changed: 1 → {after}", "detail")  # fmt: skip
 
 
+def _ingest(store: Store) -> None:
+    store.ensure_repo(REPO, source_kind="hub", url=None, ref="main")
+    store.store_revision(REPO, Commit(A, (), NOW, "a", "a", ()), [], {}, previous=None)
+    store.store_revision(REPO, Commit(B, (A,), NOW, "b", "b", ()), [], {}, previous=A)
+
+
 def test_round_trip_and_replace(tmp_path: Path) -> None:
     store = Store.open(f"sqlite:///{tmp_path / 't.db'}")
     try:
+        _ingest(store)
         analysis = AnalysisStore(store.engine)
         assert analysis.diff(REPO, A, B) is None and analysis.estimate(REPO, B) is None
         first = Diff(REPO, None, A, ())
@@ -38,5 +49,20 @@ def test_round_trip_and_replace(tmp_path: Path) -> None:
         assert analysis.diffs_of(REPO) == [first, again]
         stored = analysis.estimate(REPO, B)
         assert stored is not None and stored.estimate == Estimate({"params": {"total": 8}})
+    finally:
+        store.close()
+
+
+def test_rows_belong_to_stored_revisions(tmp_path: Path) -> None:
+    store = Store.open(f"sqlite:///{tmp_path / 't.db'}")
+    try:
+        analysis = AnalysisStore(store.engine)
+        with pytest.raises(StoreNotFoundError, match="acme/x is not in the store"):
+            analysis.save(Diff(REPO, None, A, ()), StoredEstimate(REPO, A, None, "x"), NOW)
+        store.ensure_repo(REPO, source_kind="hub", url=None, ref="main")
+        store.store_revision(REPO, Commit(A, (), NOW, "a", "a", ()), [], {}, previous=None)
+        with pytest.raises(StoreNotFoundError, match=f"revision {B} is not in the store"):
+            analysis.save(Diff(REPO, A, B, ()), StoredEstimate(REPO, B, None, "x"), NOW)
+        assert analysis.diffs_of(REPO) == [] and analysis.estimate(REPO, B) is None
     finally:
         store.close()

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -13,30 +14,20 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
 from tracker.domain import Commit, RepoId, SafetensorsHeader, Sha, TensorInfo, TreeEntry
-from tracker.errors import RepoNotFoundError, RevisionNotFoundError, StoreError
+from tracker.errors import StoreError, StoreNotFoundError
 from tracker.store import EventKind, FileVersion, RepoStatus, Store
-from tracker.store.tables import METADATA, MY_TABLES
+from tracker.store.schema import ALL_TABLES, METADATA
 
 RID = RepoId("acme/tiny")
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 
 
 @pytest.fixture(scope="module")
-def pg_db(request: pytest.FixtureRequest) -> Iterator[str]:
+def pg_db(pg_database: Callable[[str], AbstractContextManager[str]]) -> Iterator[str]:
     """One migrated PostgreSQL database for this module (tests truncate it, see `url`)."""
-    base = sa.make_url(request.getfixturevalue("pg_url"))
-    name = f"tracker_store_{uuid.uuid4().hex[:10]}"
-    admin = sa.create_engine(base, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    try:
-        url = base.set(database=name).render_as_string(hide_password=False)
+    with pg_database("store") as url:
         Store.open(url).close()
         yield url
-    finally:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -47,7 +38,7 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     pg = str(request.getfixturevalue("pg_db"))
     engine = sa.create_engine(pg)
     with engine.begin() as conn:
-        conn.execute(sa.text(f"TRUNCATE {', '.join(MY_TABLES)} RESTART IDENTITY CASCADE"))
+        conn.execute(sa.text(f"TRUNCATE {', '.join(ALL_TABLES)} RESTART IDENTITY CASCADE"))
     engine.dispose()
     return pg
 
@@ -91,15 +82,14 @@ def add_chain(store: Store, n: int) -> list[Sha]:
 def test_migrated_schema_matches_the_tables(store: Store) -> None:
     with store.engine.connect() as conn:
         ctx = MigrationContext.configure(
-            conn,
-            opts={"include_name": lambda name, kind, _p: kind != "table" or name in MY_TABLES},
+            conn, opts={"compare_type": True, "compare_server_default": True}
         )
         diffs = compare_metadata(ctx, METADATA)
         version = ctx.get_current_revision()
         tables = set(sa.inspect(conn).get_table_names())
     assert diffs == []
-    assert set(MY_TABLES) <= tables
-    assert version is not None
+    assert tables == {*ALL_TABLES, "alembic_version"}
+    assert version == "0004"
 
 
 def test_reopen_keeps_data_and_sqlite_pragmas(url: str) -> None:
@@ -136,23 +126,23 @@ def test_resolve_every_spec(store: Store) -> None:
     assert store.resolve(RID, "2000") == shas[1]
     twin = Commit(Sha("3" + "0" * 38 + "1"), (), T0, "twin", "", ())
     store.store_revision(RID, twin, [], {}, previous=None)
-    with pytest.raises(RevisionNotFoundError, match="ambiguous"):
+    with pytest.raises(StoreNotFoundError, match="ambiguous"):
         store.resolve(RID, "3000")
-    with pytest.raises(RevisionNotFoundError, match="no stored revision matches"):
+    with pytest.raises(StoreNotFoundError, match="no stored revision matches"):
         store.resolve(RID, "abcd")
-    with pytest.raises(RevisionNotFoundError, match="only 0 earlier"):
+    with pytest.raises(StoreNotFoundError, match="only 0 earlier"):
         store.resolve(RID, "HEAD~3")  # the twin, stored last, is HEAD now and has no previous
-    with pytest.raises(RevisionNotFoundError):
+    with pytest.raises(StoreNotFoundError):
         store.resolve(RID, "f" * 40)
-    with pytest.raises(RevisionNotFoundError, match="unknown revision 'dev'"):
+    with pytest.raises(StoreNotFoundError, match="unknown revision 'dev'"):
         store.resolve(RID, "dev")
-    with pytest.raises(RepoNotFoundError):
+    with pytest.raises(StoreNotFoundError):
         store.resolve(RepoId("acme/none"), "HEAD")
 
 
 def test_resolve_before_any_revision(store: Store) -> None:
     store.ensure_repo(RID, source_kind="hub", url=None, ref="main")
-    with pytest.raises(RevisionNotFoundError, match="nothing ingested"):
+    with pytest.raises(StoreNotFoundError, match="nothing ingested"):
         store.resolve(RID, "HEAD")
 
 
@@ -234,7 +224,7 @@ def test_pending_analysis_and_mark_analysed(store: Store) -> None:
     (event,) = store.events(RID)
     assert event.kind is EventKind.FORCE_PUSH and event.at == T0
     assert event.details == {"why": "test", "dropped": [shas[2]], "fork_point": shas[1]}
-    with pytest.raises(RevisionNotFoundError):
+    with pytest.raises(StoreNotFoundError):
         store.mark_analysed(RID, sha(99))
 
 
@@ -251,7 +241,7 @@ def test_poll_bookkeeping(store: Store) -> None:
     assert (st.status, st.consecutive_failures, st.last_error) == (RepoStatus.OK, 0, None)
     assert st.last_success_at == T0 + timedelta(minutes=2)
     assert [s.repo_id for s in store.repo_states()] == [RID]
-    with pytest.raises(RepoNotFoundError):
+    with pytest.raises(StoreNotFoundError):
         store.repo_state(RepoId("acme/none"))
 
 
@@ -281,3 +271,44 @@ def test_ingest_with_force_push_on_this_backend(store: Store) -> None:
         (3, False),
     ]
     assert store.resolve(RID, "HEAD~1") == a
+
+
+def test_timestamps_are_aware_utc_and_naive_ones_are_refused(store: Store) -> None:
+    store.ensure_repo(RID, source_kind="hub", url=None, ref="main")
+    plus2 = timezone(timedelta(hours=2))
+    store.record_poll(
+        RID, status=RepoStatus.OK, error=None, now=datetime(2025, 1, 1, 14, tzinfo=plus2)
+    )
+    st = store.repo_state(RID)
+    assert st.last_poll_at == datetime(2025, 1, 1, 12, tzinfo=UTC)
+    assert st.last_poll_at is not None and st.last_poll_at.tzinfo is UTC
+    with pytest.raises(StoreError, match="naive datetime 2025-01-01T12:00:00"):
+        store.record_poll(RID, status=RepoStatus.OK, error=None, now=datetime(2025, 1, 1, 12))
+    assert store.repo_state(RID).last_poll_at == datetime(2025, 1, 1, 12, tzinfo=UTC)
+
+
+def test_advisory_and_analysis_rows_need_their_revision(store: Store) -> None:
+    from tracker.advisories.service import publish
+    from tracker.store.advisories import AdvisoryStore
+
+    add_chain(store, 1)
+    kw: dict[str, Any] = dict(
+        changes=(), estimate_before=None, estimate_after=None, repo_url="http://h/acme/tiny",
+        overrides=None, prefix="T", now=T0,
+    )  # fmt: skip
+    advisories = AdvisoryStore(store.engine)
+    with pytest.raises(StoreNotFoundError, match=f"revision {sha(2)} is not in the store"):
+        publish(advisories, repo_id=RID, commit=mk_commit(2, 1), previous=sha(1), **kw)
+    with pytest.raises(StoreNotFoundError, match="acme/none is not in the store"):
+        publish(
+            advisories, repo_id=RepoId("acme/none"), commit=mk_commit(2, 1), previous=None, **kw
+        )
+    assert publish(advisories, repo_id=RID, commit=mk_commit(1, None), previous=None, **kw) == []
+    # The database itself refuses orphans, whoever writes (foreign keys, on both backends).
+    with pytest.raises(sa.exc.IntegrityError), store.engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                "INSERT INTO advisory_revisions (repo_pk, sha, published_at) VALUES (1, :sha, :at)"
+            ),
+            {"sha": sha(3), "at": datetime(2025, 1, 1)},
+        )

@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from tracker.advisories.osv import commit_url, rfc3339
-from tracker.domain import Change, ChangeKind, JSONValue, Sha, is_full_sha
+from tracker.advisories.osv import commit_url
+from tracker.domain import Change, ChangeKind, JSONValue, Sha, is_full_sha, rfc3339
 from tracker.errors import AdvisoryError
 
 Location = tuple[str, str, str]

@@ -11,7 +11,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 from tracker.advisories.classify import SEVERITY_RANK, Classified, highest
 from tracker.advisories.details import GROUP_LABELS, render_details
@@ -25,6 +25,7 @@ from tracker.domain import (
     Severity,
     Sha,
     is_full_sha,
+    rfc3339,
 )
 from tracker.errors import AdvisoryError
 
@@ -45,13 +46,6 @@ class ChangeGroup:
     @property
     def severity(self) -> Severity:
         return highest([c.severity for c in self.published])
-
-
-def rfc3339(when: datetime) -> str:
-    """`when` as an OSV timestamp: UTC, whole seconds, `Z` suffix. Naive datetimes are taken as UTC."""
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def advisory_id(prefix: str, year: int, n: int) -> str:

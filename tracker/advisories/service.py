@@ -29,7 +29,6 @@ from tracker.advisories.osv import (
     build_record,
     change_json,
     group_changes,
-    rfc3339,
 )
 from tracker.advisories.schema import validate_record
 from tracker.domain import Advisory, Artifact, Change, Commit, JSONValue, RepoId, Sha, is_full_sha
@@ -117,7 +116,6 @@ def _publish(
     if tx.revision_done(repo_id, sha):
         return tx.introduced_at(repo_id, sha)
     restoring: set[int] = set()
-    stamp = rfc3339(now)
     extend: list[tuple[OpenCandidate, str | None]] = []
     for cand in tx.open_candidates(repo_id, previous, sha) if previous is not None else []:
         pending = [PendingChange.from_json(p) for p in cand.pending]
@@ -139,7 +137,7 @@ def _publish(
     # stored as one row per advisory, without rewriting (or re-validating) whole records.
     if not is_full_sha(sha):
         raise AdvisoryError(f"commit {sha!r} is not a full 40-hex sha")
-    tx.extend(extend, sha, stamp)
+    tx.extend(extend, sha, now)
 
     remaining = [c for i, c in enumerate(changes) if i not in restoring]
     classified = [classify(c, rules) for c in remaining]
@@ -170,8 +168,8 @@ def _publish(
         out.append(adv)
     for c in classified:
         if c.suppressed is not None:
-            tx.record_suppressed(_suppressed(repo_id, sha, c, stamp))
-    tx.mark_revision(repo_id, sha, stamp)
+            tx.record_suppressed(_suppressed(repo_id, sha, c, now))
+    tx.mark_revision(repo_id, sha, now)
     return out
 
 
@@ -179,10 +177,10 @@ def _dump_pending(pending: Sequence[PendingChange]) -> str:
     return json.dumps([p.to_json() for p in pending], sort_keys=True, separators=(",", ":"))
 
 
-def _suppressed(repo_id: RepoId, sha: Sha, c: Classified, stamp: str) -> SuppressedChange:
+def _suppressed(repo_id: RepoId, sha: Sha, c: Classified, now: datetime) -> SuppressedChange:
     group = c.change.artifact.value
     return SuppressedChange(
-        repo_id, sha, group, c.severity, c.suppressed or "", change_json(c), stamp
+        repo_id, sha, group, c.severity, c.suppressed or "", change_json(c), now
     )
 
 

@@ -30,6 +30,7 @@ EXIT_CODES: tuple[tuple[type[errors.TrackerError], int], ...] = (
     (errors.NotFoundError, 3),
     (errors.AccessDeniedError, 4),
     (errors.SourceError, 5),
+    (errors.StoreNotFoundError, 3),
     (errors.StoreError, 6),
     (errors.AdvisoryError, 7),
     (errors.TrackerError, 1),
@@ -68,7 +69,7 @@ def main(argv: list[str] | None = None) -> None:
     # Interactive commands log warnings and up; the daemon's unit sets TRACKER_LOG_LEVEL=INFO.
     logs.configure(level=os.environ.get("TRACKER_LOG_LEVEL") or "WARNING")
     try:
-        # without standalone mode, click returns (not raises) the code of a `typer.Exit(n)`
+        # Without standalone mode, click returns (not raises) the code of a `typer.Exit(n)`.
         code = app(args=argv, standalone_mode=False)
     except errors.TrackerError as exc:
         typer.echo(f"error: {exc}", err=True)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from tracker.errors import ConfigError, NotFoundError
+from tracker.errors import ConfigError, StoreNotFoundError
 from tracker.settings import load_settings
 
 
@@ -21,14 +21,18 @@ def _store() -> tuple[Any, Any]:
     return app, AdvisoryStore(app.engine)
 
 
-def _since(text: str | None) -> str | None:
-    """An RFC3339 `Z` lower bound from a date or datetime (UTC assumed when naive)."""
+def _since(text: str | None) -> datetime | None:
+    """A lower bound from a date or datetime (UTC assumed when naive), to whole seconds as the
+    records' timestamps are."""
     if text is None:
         return None
-    from tracker.advisories.osv import rfc3339
-
     try:
-        return rfc3339(datetime.fromisoformat(text.replace("Z", "+00:00")))
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        return (
+            (when if when.tzinfo else when.replace(tzinfo=UTC))
+            .astimezone(UTC)
+            .replace(microsecond=0)
+        )
     except ValueError as exc:
         raise ConfigError(f"--since {text!r} is not an ISO date or datetime") from exc
 
@@ -53,7 +57,7 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     ) -> None:
         """List advisories (id, severity, state, summary), ordered by id."""
-        from tracker.domain import Severity, parse_repo_id
+        from tracker.domain import Severity, parse_repo_id, rfc3339
 
         sev = None
         if severity is not None:
@@ -77,7 +81,7 @@ def register(app: typer.Typer) -> None:
                         "reason": s.reason,
                         "key": s.change.get("key"),
                         "summary": s.change.get("summary"),
-                        "recorded_at": s.recorded_at,
+                        "recorded_at": rfc3339(s.recorded_at),
                     }
                     for s in store.suppressed(repo_id=repo_id)
                     if (sev is None or s.severity is sev)
@@ -125,7 +129,7 @@ def register(app: typer.Typer) -> None:
         finally:
             built.close()
         if adv is None:
-            raise NotFoundError(f"no advisory {advisory_id!r}")
+            raise StoreNotFoundError(f"no advisory {advisory_id!r}")
         if as_json:
             typer.echo(json.dumps(adv.record, indent=2, sort_keys=True, ensure_ascii=False))
             return

@@ -10,6 +10,7 @@ from typing import Any
 
 from deepdiff import DeepDiff
 
+from tracker.bounded import bounds_for, load_json
 from tracker.domain import Artifact, Change, ChangeKind, JSONValue, Snapshot
 from tracker.errors import UnreadableArtifactError
 
@@ -34,23 +35,18 @@ def decode_text(path: str, data: bytes) -> str:
         ) from exc
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"non-standard JSON constant {name}")
-
-
 def load_json_object(path: str, data: bytes) -> dict[str, JSONValue]:
-    """Parse `data` as a JSON object.
+    """Parse `data` as a JSON object within the bounds of its kind (`tracker.bounded.bounds_for`).
 
     Raises UnreadableArtifactError ("could not read PATH: <why>") for binary content, invalid JSON
-    (with json's line/column message), NaN/Infinity constants, or a top level that is not an object.
+    (with json's line/column message), NaN/Infinity or overflowing numbers, lone surrogates,
+    nesting or size over the bounds, or a top level that is not an object.
     """
-    text = decode_text(path, data)
-    try:
-        doc = json.loads(text, parse_constant=_reject_constant)
-    except json.JSONDecodeError as exc:
-        raise UnreadableArtifactError(f"could not read {path}: {exc}") from exc
-    except (ValueError, RecursionError) as exc:
-        raise UnreadableArtifactError(f"could not read {path}: {exc}") from exc
+    if b"\x00" in data:
+        raise UnreadableArtifactError(
+            f"could not read {path}: binary content (NUL bytes), not text"
+        )
+    doc = load_json(data, path, bounds_for(path))
     if not isinstance(doc, dict):
         raise UnreadableArtifactError(
             f"could not read {path}: expected a JSON object at the top level, got {json_type(doc)}"

@@ -6,8 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
+from tracker.bounded import FRONT_MATTER, load_yaml
 from tracker.diff._common import (
     decode_text,
     digest,
@@ -38,10 +37,10 @@ def _jsonable(value: Any) -> JSONValue:
 
 
 def parse_card(path: str, data: bytes) -> Card:
-    """Split a README into front matter (yaml.safe_load) and body.
+    """Split a README into front matter (YAML, bounded: `tracker.bounded.FRONT_MATTER`) and body.
 
-    Raises UnreadableArtifactError for binary content, malformed YAML, or front matter that is not
-    a mapping. A README without a leading `---` block has empty front matter.
+    Raises UnreadableArtifactError for binary content, malformed YAML, front matter over its
+    bounds (an alias bomb is refused, never expanded), or front matter that is not a mapping. A README without a leading `---` block has empty front matter.
     """
     text = decode_text(path, data).replace("\r\n", "\n").replace("\r", "\n")
     lines = text.split("\n")
@@ -56,18 +55,7 @@ def parse_card(path: str, data: bytes) -> Card:
         raise UnreadableArtifactError(
             f"could not read {path}: front matter starts with '---' but never ends"
         )
-    try:
-        front = yaml.safe_load(raw) if raw.strip() else {}
-    except yaml.YAMLError as exc:
-        where = getattr(exc, "problem_mark", None)
-        at = f" (line {where.line + 2})" if where is not None else ""
-        raise UnreadableArtifactError(
-            f"could not read {path}: malformed YAML front matter{at}"
-        ) from exc
-    except RecursionError as exc:
-        raise UnreadableArtifactError(
-            f"could not read {path}: front matter nested too deeply"
-        ) from exc
+    front = load_yaml(raw, path, FRONT_MATTER, kind="YAML front matter", first_line=2)
     if front is None:
         front = {}
     if not isinstance(front, dict):

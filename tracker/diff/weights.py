@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from tracker.diff._common import load_json_object, read_side
@@ -31,12 +31,25 @@ class TensorRecord(NamedTuple):
 
 @dataclass(frozen=True)
 class Manifest:
-    """Every tensor by name, the shard files, total bytes (from headers or the index) and shard identities."""
+    """Every tensor by name, the shard files, total bytes (from headers or the index) and shard identities.
+
+    A name whose headers put it in more than one shard is in `copies` with every shard's entry
+    (sorted by shard); `tensors[name]` is then its first copy. Totals and the dtype census count
+    every copy.
+    """
 
     tensors: Mapping[str, TensorRecord]
     shards: tuple[str, ...]
     total_bytes: int | None
     shard_ids: Mapping[str, str]
+    copies: Mapping[str, tuple[TensorRecord, ...]] = field(default_factory=dict)
+
+    def records(self) -> list[TensorRecord]:
+        """Every tensor entry, duplicated names once per shard that holds them."""
+        out = [t for n, t in self.tensors.items() if n not in self.copies]
+        for entries in self.copies.values():
+            out.extend(entries)
+        return out
 
 
 def _parse_index(path: str, data: bytes) -> dict[str, str]:
@@ -59,9 +72,13 @@ def build_manifest(snap: Snapshot, index: Mapping[str, str] | None) -> Manifest:
     Without an index, the tensors of every parsed header (`model.safetensors` single-file repos).
     """
     tensors: dict[str, TensorRecord] = {}
-    for shard, header in snap.headers.items():
-        for name, info in header.tensors.items():
-            tensors[name] = TensorRecord(shard, info.dtype, tuple(info.shape), info.nbytes)
+    copies: dict[str, list[TensorRecord]] = {}
+    for shard in sorted(snap.headers):
+        for name, info in snap.headers[shard].tensors.items():
+            record = TensorRecord(shard, info.dtype, tuple(info.shape), info.nbytes)
+            first = tensors.setdefault(name, record)
+            if first is not record:
+                copies.setdefault(name, [first]).append(record)
     index_total: int | None = None
     if index is not None:
         raw_total = index.get("\x00total_size", "")
@@ -71,9 +88,12 @@ def build_manifest(snap: Snapshot, index: Mapping[str, str] | None) -> Manifest:
     shards = tuple(sorted({t.shard for t in tensors.values()}))
     shard_set = set(shards)
     ids = {e.path: e.identity for e in snap.tree if e.path in shard_set}
-    sizes = [t.nbytes for t in tensors.values()]
+    dups = {name: tuple(entries) for name, entries in copies.items()}
+    m = Manifest(tensors, shards, None, ids, dups)
+    sizes = [t.nbytes for t in m.records()]
     header_total = sum(n for n in sizes if n is not None) if sizes and None not in sizes else None
-    return Manifest(tensors, shards, header_total if header_total is not None else index_total, ids)
+    total = header_total if header_total is not None else index_total
+    return Manifest(tensors, shards, total, ids, dups)
 
 
 def _manifest_or_none(snap: Snapshot | None) -> tuple[Manifest | None, str, str]:
@@ -121,7 +141,9 @@ def diff_weights(before: Snapshot | None, after: Snapshot) -> list[Change]:
     """Tensor-level and manifest-level changes (keys: tensor names, `shards`, `total_bytes`, `dtypes`, `content`).
 
     Renames pair removed and added tensors of the same (dtype, shape), in sorted-name order within
-    each signature. Headers listed in `after.unreadable` give UNREADABLE changes.
+    each signature. A name stored in several shards is compared shard by shard (each copy's
+    change is reported with its shard as `file`), and the set of such names is the `duplicates`
+    key. Headers listed in `after.unreadable` give UNREADABLE changes.
     """
     out: list[Change] = []
     if before is not None and _unchanged(before, after):
@@ -150,8 +172,14 @@ def compare_manifests(b: Manifest, a: Manifest, index_file: str = INDEX_FILE) ->
     removed = [n for n in b.tensors if n not in a.tensors]
     added = [n for n in a.tensors if n not in b.tensors]
     bt, at = b.tensors, a.tensors
-    for name in sorted(n for n in bt.keys() & at.keys() if bt[n] != at[n]):
-        old, new = bt[name], at[name]
+    duplicated = b.copies.keys() | a.copies.keys()
+    pairs: list[tuple[str, TensorRecord, TensorRecord]] = []
+    for name in sorted(n for n in bt.keys() & at.keys()):
+        if name in duplicated:
+            out.extend(_copies_changes(name, b, a, pairs))
+        elif bt[name] != at[name]:
+            pairs.append((name, bt[name], at[name]))
+    for name, old, new in pairs:
         if old.shape is not None and new.shape is not None and old.shape != new.shape:
             out.append(
                 Change(
@@ -231,6 +259,52 @@ def compare_manifests(b: Manifest, a: Manifest, index_file: str = INDEX_FILE) ->
     return out
 
 
+def _copies_changes(
+    name: str, b: Manifest, a: Manifest, pairs: list[tuple[str, TensorRecord, TensorRecord]]
+) -> list[Change]:
+    """Shard-by-shard changes of a name stored in several shards on either side: copies in the
+    same shard go to `pairs` (compared as tensors); a copy only one side has is added/removed."""
+    old = {t.shard: t for t in b.copies.get(name, (b.tensors[name],))}
+    new = {t.shard: t for t in a.copies.get(name, (a.tensors[name],))}
+    out: list[Change] = []
+    for shard in sorted(old.keys() | new.keys()):
+        x, y = old.get(shard), new.get(shard)
+        if x is not None and y is not None:
+            if x != y:
+                pairs.append((name, x, y))
+        elif y is not None:
+            others = ", ".join(s for s in sorted(new) if s != shard)
+            out.append(
+                Change(
+                    _ART,
+                    ChangeKind.ADDED,
+                    shard,
+                    name,
+                    None,
+                    _desc(y),
+                    f"tensor {name} added in {shard} ({_desc(y)}; also in {others})",
+                )
+            )
+        elif x is not None:
+            others = ", ".join(s for s in sorted(new) if s != shard)
+            out.append(
+                Change(
+                    _ART,
+                    ChangeKind.REMOVED,
+                    shard,
+                    name,
+                    _desc(x),
+                    None,
+                    f"tensor {name} removed from {shard} (still in {others})",
+                )
+            )
+    return out
+
+
+def _duplicates(m: Manifest) -> list[str]:
+    return [f"{n}: {', '.join(t.shard for t in m.copies[n])}" for n in sorted(m.copies)]
+
+
 def _desc(t: TensorRecord) -> str:
     if t.dtype is None or t.shape is None:
         return f"in {t.shard}"
@@ -238,7 +312,7 @@ def _desc(t: TensorRecord) -> str:
 
 
 def _census(m: Manifest) -> dict[str, int]:
-    return dict(sorted(Counter(t.dtype for t in m.tensors.values() if t.dtype is not None).items()))
+    return dict(sorted(Counter(t.dtype for t in m.records() if t.dtype is not None).items()))
 
 
 def _manifest_level(b: Manifest, a: Manifest, index_file: str) -> list[Change]:
@@ -284,6 +358,23 @@ def _manifest_level(b: Manifest, a: Manifest, index_file: str) -> list[Change]:
                 cb,
                 ca,
                 f"dtype census changed: {cb} → {ca}",
+            )
+        )
+    db, da = _duplicates(b), _duplicates(a)
+    if db != da:
+        out.append(
+            Change(
+                _ART,
+                ChangeKind.CHANGED,
+                index_file,
+                "duplicates",
+                db,
+                da,
+                f"tensor names stored in more than one shard: {len(db)} → {len(da)}"
+                + (f" ({'; '.join(da[:3])}{'; …' if len(da) > 3 else ''})" if da else ""),
+                "\n".join(
+                    [*(f"- {d}" for d in db if d not in da), *(f"+ {d}" for d in da if d not in db)]
+                ),
             )
         )
     same_named = [s for s in a.shards if s in b.shard_ids and s in a.shard_ids]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from tracker.bounded import DOCUMENT, BoundsError, load_json
 from tracker.domain import Estimate, SafetensorsHeader
 from tracker.errors import EstimateError
 from tracker.estimate.delta import estimate_delta
@@ -32,15 +33,15 @@ MAX_CONFIG_BYTES = 16 * 1024 * 1024
 
 
 def parse_config(data: bytes | str) -> Mapping[str, Any]:
-    """Parse config.json bytes; EstimateError (one line) if oversized, not JSON or not an object."""
-    import json
-
+    """Parse config.json bytes within `tracker.bounded.DOCUMENT` (size, depth, values); EstimateError
+    (one line) if oversized, nested too deeply, not JSON or not an object."""
     if len(data) > MAX_CONFIG_BYTES:
         raise EstimateError(f"config is {len(data):,} bytes, over the {MAX_CONFIG_BYTES:,} cap")
     try:
-        value = json.loads(data)
-    except (ValueError, RecursionError) as exc:
-        raise EstimateError(f"config is not valid JSON: {str(exc).splitlines()[0]}") from exc
+        value = load_json(data, "config", DOCUMENT)
+    except BoundsError as exc:
+        why = str(exc).removeprefix("could not read config: ")
+        raise EstimateError(f"config is not valid JSON: {why}") from exc
     if not isinstance(value, dict):
         raise EstimateError(f"config must be a JSON object, got {type(value).__name__}")
     return value

@@ -6,9 +6,10 @@ past `vocab_size` indexes outside the embedding table.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
+
+from tracker.bounded import BoundsError, bounds_for, load_json
 
 TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json")
 
@@ -70,8 +71,8 @@ def highest_token_id_from_files(files: Mapping[str, bytes]) -> int | None:
         value: Any = None
         if data is not None:
             try:
-                value = json.loads(data)
-            except (ValueError, RecursionError):
+                value = load_json(data, name, bounds_for(name))
+            except BoundsError:
                 value = None
         parsed[name] = value if isinstance(value, Mapping) else None
     return highest_token_id(parsed["tokenizer_config.json"], parsed["tokenizer.json"])

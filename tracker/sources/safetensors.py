@@ -7,11 +7,11 @@ of UTF-8 JSON: an optional `"__metadata__": {str: str}` and, per tensor, `{"dtyp
 
 from __future__ import annotations
 
-import json
 import math
 import struct
 from typing import Any
 
+from tracker.bounded import SAFETENSORS_HEADER, BoundsError, load_json
 from tracker.domain import SafetensorsHeader, TensorInfo
 from tracker.errors import OversizedArtifactError, UnreadableArtifactError
 
@@ -65,18 +65,17 @@ def header_length(prefix: bytes, max_header_bytes: int) -> int:
 def parse_header(raw: bytes, *, file_size: int | None = None) -> SafetensorsHeader:
     """Parse the JSON header bytes (without the 8-byte prefix) into a SafetensorsHeader.
 
-    Checks: UTF-8 JSON object; `__metadata__` maps str → str; each tensor has a string dtype,
+    Checks: UTF-8 JSON object within `tracker.bounded.SAFETENSORS_HEADER` (depth, values); `__metadata__` maps str → str; each tensor has a string dtype,
     a shape of non-negative ints and `data_offsets` [begin, end] with begin <= end, and for known
     dtypes `end - begin` equals the shape's element count times the dtype size. When
     `file_size` is given, offsets must lie inside the data section. Any violation raises
     UnreadableArtifactError naming the tensor.
     """
     try:
-        obj = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UnreadableArtifactError(f"safetensors header is not UTF-8 JSON: {exc}") from exc
-    except RecursionError as exc:
-        raise UnreadableArtifactError("safetensors header JSON is nested too deeply") from exc
+        obj = load_json(raw, "safetensors header", SAFETENSORS_HEADER)
+    except BoundsError as exc:
+        why = str(exc).removeprefix("could not read safetensors header: ")
+        raise UnreadableArtifactError(f"safetensors header is not UTF-8 JSON: {why}") from exc
     if not isinstance(obj, dict):
         raise UnreadableArtifactError(
             f"safetensors header is a JSON {type(obj).__name__}, not an object"

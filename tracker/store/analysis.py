@@ -1,7 +1,11 @@
 """The revision diff store: the changes found between revision pairs and the estimate of each revision.
 
 Other services read this as "the revision diff store". Rows never leave this module: reads return
-`tracker.domain.Diff` / `Estimate` values. Migration 0003 creates exactly these tables.
+`tracker.domain.Diff` / `Estimate` values. Migration 0004 creates exactly these tables (0003 made
+their first form). Both belong to revisions: a diff to its `after` revision (one diff per
+revision, against the revision ingested before it, NULL `before_sha` for the first) and to its
+`before` revision; an estimate to its revision. Saving for a revision the snapshot store does not
+hold raises StoreNotFoundError.
 """
 
 from __future__ import annotations
@@ -9,37 +13,50 @@ from __future__ import annotations
 import json
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 import sqlalchemy as sa
-from sqlmodel import Field, Session, SQLModel, col, select
+from sqlmodel import Field, Session, col, select
 
 from tracker.domain import Change, Diff, Estimate, RepoId, Sha
+from tracker.errors import StoreNotFoundError
+from tracker.store.base import StoreModel, UtcDateTime
 from tracker.store.engine import transaction
+from tracker.store.tables import RepoRow, RevisionRow, repo_fk, revision_fk
 
 
-class RevisionDiffRow(SQLModel, table=True):
+class RevisionDiffRow(StoreModel, table=True):
     __tablename__ = "revision_diffs"
     __table_args__ = (
-        sa.UniqueConstraint("repo_id", "before_sha", "after_sha", name="uq_diff_pair"),
+        sa.UniqueConstraint("repo_pk", "after_sha", name="uq_revision_diffs_after"),
+        revision_fk("fk_revision_diffs_after", "after_sha"),
+        revision_fk("fk_revision_diffs_before", "before_sha"),
     )
 
     id: int | None = Field(default=None, sa_column=sa.Column(sa.Integer, primary_key=True))
-    repo_id: str = Field(sa_column=sa.Column(sa.String(200), nullable=False, index=True))
-    before_sha: str = Field(sa_column=sa.Column(sa.String(40), nullable=False))  # "" for the first
-    after_sha: str = Field(sa_column=sa.Column(sa.String(40), nullable=False, index=True))
+    repo_pk: int = Field(sa_column=repo_fk())
+    before_sha: str | None = Field(default=None, sa_column=sa.Column(sa.String(40)))
+    after_sha: str = Field(sa_column=sa.Column(sa.String(40), nullable=False))
     changes: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
-    created_at: str = Field(sa_column=sa.Column(sa.String(32), nullable=False))
+    created_at: datetime = Field(sa_column=sa.Column(UtcDateTime, nullable=False))
 
 
-class RevisionEstimateRow(SQLModel, table=True):
+class RevisionEstimateRow(StoreModel, table=True):
     __tablename__ = "revision_estimates"
+    __table_args__ = (revision_fk("fk_revision_estimates_revision"),)
 
-    repo_id: str = Field(sa_column=sa.Column(sa.String(200), primary_key=True))
+    repo_pk: int = Field(
+        sa_column=sa.Column(
+            sa.Integer, sa.ForeignKey("repos.id"), primary_key=True, autoincrement=False
+        )
+    )
     sha: str = Field(sa_column=sa.Column(sa.String(40), primary_key=True))
     report: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
     error: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
-    created_at: str = Field(sa_column=sa.Column(sa.String(32), nullable=False))
+    created_at: datetime = Field(sa_column=sa.Column(UtcDateTime, nullable=False))
+
+
+ANALYSIS_TABLES = ("revision_diffs", "revision_estimates")
 
 
 @dataclass(frozen=True)
@@ -52,12 +69,17 @@ class StoredEstimate:
     error: str | None
 
 
-def _stamp(now: datetime) -> str:
-    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+def _diff(repo_id: RepoId, row: RevisionDiffRow) -> Diff:
+    return Diff(
+        repo_id=repo_id,
+        before=Sha(row.before_sha) if row.before_sha else None,
+        after=Sha(row.after_sha),
+        changes=tuple(Change.from_json(c) for c in json.loads(row.changes)),
+    )
 
 
 class AnalysisStore:
-    """Diffs per revision pair and estimates per revision, over the store's engine."""
+    """Diffs per revision and estimates per revision, over the store's engine."""
 
     def __init__(self, engine: sa.Engine) -> None:
         self.engine = engine
@@ -65,31 +87,46 @@ class AnalysisStore:
     def _session(self) -> AbstractContextManager[Session]:
         return transaction(self.engine, "analysis store")
 
+    @staticmethod
+    def _repo_pk(s: Session, repo_id: RepoId) -> int | None:
+        found = s.execute(
+            sa.select(col(RepoRow.id)).where(col(RepoRow.repo_id) == repo_id)
+        ).scalar_one_or_none()
+        return None if found is None else int(found)
+
     def save(self, diff: Diff, estimate: StoredEstimate, now: datetime) -> None:
-        """Store a revision's diff and estimate in one transaction; saving again replaces them."""
-        before = diff.before or ""
+        """Store a revision's diff and estimate in one transaction; saving again replaces them.
+
+        StoreNotFoundError when a revision named is not in the store."""
         with self._session() as s:
+            pk = self._repo_pk(s, diff.repo_id)
+            if pk is None or estimate.repo_id != diff.repo_id:
+                raise StoreNotFoundError(f"{estimate.repo_id} is not in the store")
+            for sha in {diff.after, estimate.sha, *([diff.before] if diff.before else [])}:
+                q = sa.select(col(RevisionRow.id)).where(
+                    col(RevisionRow.repo_pk) == pk, col(RevisionRow.sha) == sha
+                )
+                if s.execute(q).first() is None:
+                    raise StoreNotFoundError(f"{diff.repo_id}: revision {sha} is not in the store")
             row = s.exec(
                 select(RevisionDiffRow).where(
-                    col(RevisionDiffRow.repo_id) == diff.repo_id,
-                    col(RevisionDiffRow.before_sha) == before,
-                    col(RevisionDiffRow.after_sha) == diff.after,
+                    col(RevisionDiffRow.repo_pk) == pk, col(RevisionDiffRow.after_sha) == diff.after
                 )
             ).first()
             payload = json.dumps([c.to_json() for c in diff.changes], sort_keys=True)
             if row is None:
                 s.add(
                     RevisionDiffRow(
-                        repo_id=diff.repo_id,
-                        before_sha=before,
+                        repo_pk=pk,
+                        before_sha=diff.before,
                         after_sha=diff.after,
                         changes=payload,
-                        created_at=_stamp(now),
+                        created_at=now,
                     )
                 )
             else:
-                row.changes = payload
-            est = s.get(RevisionEstimateRow, (estimate.repo_id, estimate.sha))
+                row.before_sha, row.changes = diff.before, payload
+            est = s.get(RevisionEstimateRow, (pk, estimate.sha))
             report = (
                 json.dumps(dict(estimate.estimate.report), sort_keys=True)
                 if estimate.estimate is not None
@@ -98,11 +135,11 @@ class AnalysisStore:
             if est is None:
                 s.add(
                     RevisionEstimateRow(
-                        repo_id=estimate.repo_id,
+                        repo_pk=pk,
                         sha=estimate.sha,
                         report=report,
                         error=estimate.error,
-                        created_at=_stamp(now),
+                        created_at=now,
                     )
                 )
             else:
@@ -111,22 +148,21 @@ class AnalysisStore:
     def diff(self, repo_id: RepoId, before: Sha | None, after: Sha) -> Diff | None:
         """The stored diff of the pair, or None when that pair was never analysed."""
         with self._session() as s:
+            pk = self._repo_pk(s, repo_id)
             row = s.exec(
                 select(RevisionDiffRow).where(
-                    col(RevisionDiffRow.repo_id) == repo_id,
-                    col(RevisionDiffRow.before_sha) == (before or ""),
-                    col(RevisionDiffRow.after_sha) == after,
+                    col(RevisionDiffRow.repo_pk) == pk, col(RevisionDiffRow.after_sha) == after
                 )
             ).first()
-            if row is None:
+            if row is None or row.before_sha != before:
                 return None
-            changes = tuple(Change.from_json(c) for c in json.loads(row.changes))
-        return Diff(repo_id=repo_id, before=before, after=after, changes=changes)
+            return _diff(repo_id, row)
 
     def estimate(self, repo_id: RepoId, sha: Sha) -> StoredEstimate | None:
         """The stored estimate of a revision (None when the revision was never analysed)."""
         with self._session() as s:
-            row = s.get(RevisionEstimateRow, (repo_id, sha))
+            pk = self._repo_pk(s, repo_id)
+            row = None if pk is None else s.get(RevisionEstimateRow, (pk, sha))
             if row is None:
                 return None
             est = Estimate(report=json.loads(row.report)) if row.report is not None else None
@@ -137,15 +173,7 @@ class AnalysisStore:
         with self._session() as s:
             rows = s.exec(
                 select(RevisionDiffRow)
-                .where(col(RevisionDiffRow.repo_id) == repo_id)
+                .where(col(RevisionDiffRow.repo_pk) == self._repo_pk(s, repo_id))
                 .order_by(col(RevisionDiffRow.id))
             ).all()
-            return [
-                Diff(
-                    repo_id=repo_id,
-                    before=Sha(r.before_sha) if r.before_sha else None,
-                    after=Sha(r.after_sha),
-                    changes=tuple(Change.from_json(c) for c in json.loads(r.changes)),
-                )
-                for r in rows
-            ]
+            return [_diff(repo_id, r) for r in rows]

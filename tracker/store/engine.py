@@ -1,10 +1,9 @@
-"""Engine creation (SQLite pragmas, PostgreSQL) and Alembic upgrades for the store; UTC helpers."""
+"""Engine creation (SQLite pragmas, PostgreSQL), Alembic upgrades and the one transaction helper."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -16,20 +15,6 @@ from sqlmodel import Session
 from tracker.errors import StoreError
 
 MIGRATIONS = Path(__file__).with_name("migrations")
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
-def naive(dt: datetime) -> datetime:
-    if dt.tzinfo is None:
-        return dt
-    return dt.astimezone(UTC).replace(tzinfo=None)
-
-
-def aware(dt: datetime | None) -> datetime | None:
-    return None if dt is None else dt.replace(tzinfo=UTC)
 
 
 def create_engine(url: str) -> sa.Engine:

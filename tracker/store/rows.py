@@ -7,7 +7,6 @@ from typing import Protocol
 
 from tracker.domain import Commit, Sha
 from tracker.errors import StoreError
-from tracker.store.engine import aware
 from tracker.store.tables import RevisionRow
 from tracker.store.values import StoredRevision
 
@@ -40,5 +39,5 @@ def to_stored(row: RevisionRow) -> StoredRevision:
         previous=Sha(row.previous_sha) if row.previous_sha else None,
         analysed=row.analysed_at is not None,
         rewritten_away=row.rewritten_away,
-        ingested_at=aware(row.ingested_at),
+        ingested_at=row.ingested_at,
     )

@@ -2,7 +2,8 @@
 
 SQLite (WAL, foreign keys on, busy timeout) or PostgreSQL through one SQLAlchemy URL; the schema is
 brought to Alembic `head` on open. Methods take and return domain values; SQLAlchemy errors become
-StoreError here (`_session`). Timestamps are stored as naive UTC and returned timezone-aware.
+StoreError here (`_session`), and a repo or revision it does not hold is a StoreNotFoundError.
+Timestamps are timezone-aware in and out (`tracker.store.base`).
 """
 
 from __future__ import annotations
@@ -26,9 +27,10 @@ from tracker.domain import (
     TreeEntry,
     is_full_sha,
 )
-from tracker.errors import RepoNotFoundError, RevisionNotFoundError, StoreError, TrackerError
+from tracker.errors import StoreError, StoreNotFoundError, TrackerError
+from tracker.store.base import utc_now
 from tracker.store.blobs import get_blobs, put_blob
-from tracker.store.engine import aware, create_engine, naive, transaction, upgrade, utc_now
+from tracker.store.engine import create_engine, transaction, upgrade
 from tracker.store.rows import pk as _pk
 from tracker.store.rows import to_stored as _to_stored
 from tracker.store.tables import (
@@ -86,7 +88,7 @@ class Store:
             sa.select(RepoRow).where(col(RepoRow.repo_id) == repo_id)
         ).scalar_one_or_none()
         if row is None:
-            raise RepoNotFoundError(f"{repo_id} has not been ingested (not in the store)")
+            raise StoreNotFoundError(f"{repo_id} has not been ingested (not in the store)")
         return row
 
     def ensure_repo(
@@ -122,15 +124,15 @@ class Store:
             ref=repo.ref,
             cursor=Sha(st.cursor_sha) if st.cursor_sha else None,
             status=RepoStatus(st.state),
-            last_poll_at=aware(st.last_poll_at),
-            last_success_at=aware(st.last_success_at),
+            last_poll_at=st.last_poll_at,
+            last_success_at=st.last_success_at,
             consecutive_failures=st.consecutive_failures,
             last_error=st.last_error,
             revisions=int(count),
         )
 
     def repo_state(self, repo_id: RepoId) -> RepoState:
-        """The repo's source, cursor and poll bookkeeping; RepoNotFoundError if never seen."""
+        """The repo's source, cursor and poll bookkeeping; StoreNotFoundError if never seen."""
         with self._session() as s:
             return self._state(s, self._repo(s, repo_id))
 
@@ -140,15 +142,11 @@ class Store:
             rows = s.execute(sa.select(RepoRow).order_by(col(RepoRow.repo_id))).scalars().all()
             return [self._state(s, r) for r in rows]
 
-    def cursor(self, repo_id: RepoId) -> Sha | None:
-        """The last ingested revision on the watched ref (None before the first ingest)."""
-        return self.repo_state(repo_id).cursor
-
     def record_poll(
         self, repo_id: RepoId, *, status: RepoStatus, error: str | None, now: datetime | None = None
     ) -> None:
         """Record a poll's outcome: OK resets the failure count; anything else increments it."""
-        now = naive(now or utc_now())
+        now = now or utc_now()
         with self._session() as s:
             repo = self._repo(s, repo_id)
             st = s.get(IngestionStateRow, _pk(repo))
@@ -175,9 +173,7 @@ class Store:
         with self._session() as s:
             repo = self._repo(s, repo_id)
             s.add(
-                EventRow(
-                    repo_pk=_pk(repo), at=naive(now or utc_now()), kind=kind, details=dict(details)
-                )
+                EventRow(repo_pk=_pk(repo), at=now or utc_now(), kind=kind, details=dict(details))
             )
 
     def events(self, repo_id: RepoId) -> list[Event]:
@@ -189,10 +185,7 @@ class Store:
                 .where(col(EventRow.repo_pk) == _pk(repo))
                 .order_by(col(EventRow.id))
             ).scalars()
-            return [
-                Event(RepoId(repo.repo_id), aware(r.at) or utc_now(), EventKind(r.kind), r.details)
-                for r in rows
-            ]
+            return [Event(RepoId(repo.repo_id), r.at, EventKind(r.kind), r.details) for r in rows]
 
     # -- revisions ---------------------------------------------------------------------------
 
@@ -203,7 +196,7 @@ class Store:
             )
         ).scalar_one_or_none()
         if row is None:
-            raise RevisionNotFoundError(f"{repo.repo_id}: revision {sha} is not in the store")
+            raise StoreNotFoundError(f"{repo.repo_id}: revision {sha} is not in the store")
         return row
 
     def revisions(self, repo_id: RepoId, *, include_rewritten: bool = True) -> list[StoredRevision]:
@@ -220,29 +213,17 @@ class Store:
         with self._session() as s:
             return _to_stored(self._rev(s, self._repo(s, repo_id), sha))
 
-    def has_revision(self, repo_id: RepoId, sha: Sha) -> bool:
-        with self._session() as s:
-            repo = self._repo(s, repo_id)
-            return (
-                s.execute(
-                    sa.select(col(RevisionRow.id)).where(
-                        col(RevisionRow.repo_pk) == _pk(repo), col(RevisionRow.sha) == sha
-                    )
-                ).first()
-                is not None
-            )
-
     def resolve(self, repo_id: RepoId, spec: str) -> Sha:
         """Resolve `spec` to a stored full sha.
 
         `spec` is a full sha, a unique short sha (4+ hex digits), the watched ref's name, or
         `HEAD` (the ref's cursor), each optionally followed by `~n`/`~` (n steps back along the
-        ingested chain, `previous`). RepoNotFoundError / RevisionNotFoundError otherwise
+        ingested chain, `previous`). StoreNotFoundError otherwise
         (including an ambiguous short sha, listing the candidates).
         """
         m = _SPEC.match(spec.strip())
         if not m:
-            raise RevisionNotFoundError(f"{repo_id}: cannot parse revision {spec!r}")
+            raise StoreNotFoundError(f"{repo_id}: cannot parse revision {spec!r}")
         base, n_text = m.group("base"), m.group("n")
         steps = 0 if n_text is None else int(n_text or "1")
         with self._session() as s:
@@ -250,7 +231,7 @@ class Store:
             if base in ("HEAD", repo.ref, f"refs/heads/{repo.ref}"):
                 st = s.get(IngestionStateRow, _pk(repo))
                 if st is None or st.cursor_sha is None:
-                    raise RevisionNotFoundError(f"{repo_id}: nothing ingested yet for {base}")
+                    raise StoreNotFoundError(f"{repo_id}: nothing ingested yet for {base}")
                 row = self._rev(s, repo, st.cursor_sha)
             elif is_full_sha(base):
                 row = self._rev(s, repo, base)
@@ -266,19 +247,19 @@ class Store:
                     .all()
                 )
                 if not rows:
-                    raise RevisionNotFoundError(f"{repo_id}: no stored revision matches {base!r}")
+                    raise StoreNotFoundError(f"{repo_id}: no stored revision matches {base!r}")
                 if len(rows) > 1:
                     shas = ", ".join(sorted(r.sha for r in rows))
-                    raise RevisionNotFoundError(f"{repo_id}: {base!r} is ambiguous: {shas}")
+                    raise StoreNotFoundError(f"{repo_id}: {base!r} is ambiguous: {shas}")
                 row = rows[0]
             else:
-                raise RevisionNotFoundError(
+                raise StoreNotFoundError(
                     f"{repo_id}: unknown revision {base!r} (the store tracks ref {repo.ref!r}; "
                     "use HEAD, the ref name or a sha)"
                 )
             for i in range(steps):
                 if row.previous_sha is None:
-                    raise RevisionNotFoundError(
+                    raise StoreNotFoundError(
                         f"{repo_id}: {spec!r} goes {steps} back but only {i} earlier revisions "
                         "were ingested"
                     )
@@ -305,7 +286,7 @@ class Store:
         with self._session() as s:
             row = self._rev(s, self._repo(s, repo_id), sha)
             if row.analysed_at is None:
-                row.analysed_at = naive(now or utc_now())
+                row.analysed_at = now or utc_now()
 
     # -- trees, files, snapshots -------------------------------------------------------------
 
@@ -381,7 +362,7 @@ class Store:
         Idempotent: storing a sha already stored only moves the cursor (and revives a
         rewritten-away revision that the ref points at again).
         """
-        now_n = naive(now or utc_now())
+        at = now or utc_now()
         with self._session() as s:
             repo = self._repo(s, repo_id)
             st = s.get(IngestionStateRow, _pk(repo))
@@ -409,7 +390,7 @@ class Store:
                     seq=int(seq) + 1,
                     previous_sha=previous,
                     tree_hash=put_tree(s, _pk(repo), tree),
-                    ingested_at=now_n,
+                    ingested_at=at,
                 )
                 s.add(row)
                 s.flush()
@@ -449,7 +430,7 @@ class Store:
         `cursor` (the fork point, or None when nothing stored survives) and record one
         `kind` event (FORCE_PUSH; REF_CHANGED when the watched ref moved) with `details`, in one
         transaction."""
-        now_n = naive(now or utc_now())
+        at = now or utc_now()
         with self._session() as s:
             repo = self._repo(s, repo_id)
             if dropped:
@@ -467,11 +448,11 @@ class Store:
             s.add(
                 EventRow(
                     repo_pk=_pk(repo),
-                    at=now_n,
+                    at=at,
                     kind=kind.value,
                     details={**details, "dropped": list(dropped), "fork_point": cursor},
                 )
             )
 
 
-__all__ = ["Store", "create_engine", "upgrade"]
+__all__ = ["Store"]

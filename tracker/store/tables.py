@@ -1,10 +1,11 @@
-"""SQLModel tables of the snapshot store; rows never leave `tracker.store` (it returns domain values).
+"""Tables of the snapshot store; rows never leave `tracker.store` (it returns domain values).
 
-Layout (migration 0001 creates exactly these; a test compares the two):
+Layout (migrations 0001 and 0004 create exactly these; a test compares the schema with them):
 - `repos`: one row per watched repo (source kind, url, ref).
 - `ingestion_state`: per repo cursor, last poll/success, consecutive failures, last error, state.
-- `revisions`: one row per ingested commit (parents JSON, ISO date with offset, seq, previous sha,
-  ingested/analysed timestamps, rewritten_away flag; rows are never deleted).
+- `revisions`: one row per ingested commit (parents JSON, ISO date with its own offset, seq,
+  previous sha, ingested/analysed timestamps, rewritten_away flag; rows are never deleted). Rows
+  of other tables that belong to a revision reference it by `(repo_pk, sha)`.
 - `tree_entries` + `trees`: trees stored compactly. Each distinct entry (path, blob id, size, LFS oid,
   security) of a repo is stored once; a tree is the JSON list of its entry ids, deduplicated by a
   hash of that list. A 163-shard repo where one small file changes adds one entry row and one
@@ -21,14 +22,21 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.orm import registry
-from sqlmodel import Field, SQLModel
+from sqlmodel import Field
+
+from tracker.store.base import StoreModel, UtcDateTime
 
 
-class StoreModel(SQLModel, registry=registry()):
-    """Base of the snapshot-store tables: their own registry and MetaData (`METADATA`), so that
-    importing this module again (a fresh `tracker` import in the same interpreter) cannot clash
-    with SQLModel's global MetaData."""
+def repo_fk(*, index: bool = False) -> sa.Column[int]:
+    """A `repo_pk` column: the repo a row belongs to (rows of other stores use it)."""
+    return sa.Column(sa.Integer, sa.ForeignKey("repos.id"), nullable=False, index=index)
+
+
+def revision_fk(name: str, sha: str = "sha") -> sa.ForeignKeyConstraint:
+    """`(repo_pk, <sha>)` of a row references a stored revision of the same repo."""
+    return sa.ForeignKeyConstraint(
+        ["repo_pk", sha], ["revisions.repo_pk", "revisions.sha"], name=name
+    )
 
 
 class RepoRow(StoreModel, table=True):
@@ -50,8 +58,8 @@ class IngestionStateRow(StoreModel, table=True):
         )
     )
     cursor_sha: str | None = Field(default=None, sa_column=sa.Column(sa.String(40)))
-    last_poll_at: datetime | None = Field(default=None, sa_column=sa.Column(sa.DateTime))
-    last_success_at: datetime | None = Field(default=None, sa_column=sa.Column(sa.DateTime))
+    last_poll_at: datetime | None = Field(default=None, sa_column=sa.Column(UtcDateTime))
+    last_success_at: datetime | None = Field(default=None, sa_column=sa.Column(UtcDateTime))
     consecutive_failures: int = Field(
         default=0, sa_column=sa.Column(sa.Integer, nullable=False, server_default="0")
     )
@@ -74,7 +82,7 @@ class RevisionRow(StoreModel, table=True):
             sa.Integer, sa.ForeignKey("repos.id", ondelete="CASCADE"), nullable=False, index=True
         )
     )
-    sha: str = Field(sa_column=sa.Column(sa.String(40), nullable=False))
+    sha: str = Field(sa_column=sa.Column(sa.String(40), nullable=False, index=True))
     parents: list[str] = Field(sa_column=sa.Column(sa.JSON, nullable=False))
     date: str = Field(sa_column=sa.Column(sa.String(40), nullable=False))
     title: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
@@ -85,8 +93,8 @@ class RevisionRow(StoreModel, table=True):
     tree_hash: str = Field(
         sa_column=sa.Column(sa.String(64), sa.ForeignKey("trees.tree_hash"), nullable=False)
     )
-    ingested_at: datetime = Field(sa_column=sa.Column(sa.DateTime, nullable=False))
-    analysed_at: datetime | None = Field(default=None, sa_column=sa.Column(sa.DateTime))
+    ingested_at: datetime = Field(sa_column=sa.Column(UtcDateTime, nullable=False))
+    analysed_at: datetime | None = Field(default=None, sa_column=sa.Column(UtcDateTime))
     rewritten_away: bool = Field(
         default=False,
         sa_column=sa.Column(sa.Boolean, nullable=False, server_default=sa.false()),
@@ -155,15 +163,12 @@ class EventRow(StoreModel, table=True):
             sa.Integer, sa.ForeignKey("repos.id", ondelete="CASCADE"), nullable=False, index=True
         )
     )
-    at: datetime = Field(sa_column=sa.Column(sa.DateTime, nullable=False))
+    at: datetime = Field(sa_column=sa.Column(UtcDateTime, nullable=False))
     kind: str = Field(sa_column=sa.Column(sa.String(32), nullable=False))
     details: dict[str, Any] = Field(sa_column=sa.Column(sa.JSON, nullable=False))
 
 
-METADATA = StoreModel.metadata
-"""The MetaData of exactly the tables below (what migration 0001 creates)."""
-
-MY_TABLES = (
+SNAPSHOT_TABLES = (
     "repos",
     "ingestion_state",
     "revisions",

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import context
-from sqlmodel import SQLModel
 
-from tracker.store.tables import METADATA
+from tracker.store.schema import METADATA
 
 config = context.config
-target_metadata = [METADATA, SQLModel.metadata]
+target_metadata = METADATA
 
 
 def _run(connection: sa.Connection) -> None:

@@ -1,10 +1,9 @@
-"""Advisory tables and AdvisoryStore: records, id counters, per-revision publish markers, suppressions.
+"""AdvisoryStore and AdvisoryTx: reads and writes of the advisory tables, returning domain values.
 
-Rows never leave this module: reads return `tracker.domain.Advisory` or small frozen values.
-Migration 0002 creates exactly these tables. Timestamps are stored as RFC3339 `Z` strings (the
-records' own format), which sort correctly as text. A record's `versions` list and `modified`
-live in `advisory_versions` rows (ordered by `pos`) and the `modified` column and are spliced
-into the stored JSON on read, so an open advisory grows by one row per new revision.
+Rows never leave this module: reads return `tracker.domain.Advisory` or the small frozen values of
+`tracker.store.advisories.values`. Callers name repos by `RepoId` and commits by `Sha`; the
+store maps them to `repo_pk` rows. Writing for a repo or revision the snapshot store does not hold
+raises StoreNotFoundError (an advisory always belongs to a stored revision).
 """
 
 from __future__ import annotations
@@ -12,134 +11,52 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
-from sqlmodel import Field, Session, SQLModel, col, select
+from sqlmodel import Session, col, select
 
-from tracker.domain import Advisory, JSONValue, RepoId, Severity, Sha
-from tracker.errors import StoreError
-
-
-class AdvisoryRow(SQLModel, table=True):
-    __tablename__ = "advisories"
-    __table_args__ = (
-        sa.UniqueConstraint("repo_id", "introduced", "grp", name="uq_advisories_change"),
-    )
-
-    id: str = Field(sa_column=sa.Column(sa.String(64), primary_key=True))
-    repo_id: str = Field(sa_column=sa.Column(sa.String(200), nullable=False, index=True))
-    package_name: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
-    introduced: str = Field(sa_column=sa.Column(sa.String(40), nullable=False))
-    grp: str = Field(sa_column=sa.Column(sa.String(32), nullable=False))
-    severity: str = Field(sa_column=sa.Column(sa.String(16), nullable=False))
-    state: str = Field(sa_column=sa.Column(sa.String(16), nullable=False))
-    published: str = Field(sa_column=sa.Column(sa.String(32), nullable=False))
-    modified: str = Field(sa_column=sa.Column(sa.String(32), nullable=False, index=True))
-    record: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
-    pending: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
-
-
-class AdvisoryVersionRow(SQLModel, table=True):
-    __tablename__ = "advisory_versions"
-
-    advisory_id: str = Field(
-        sa_column=sa.Column(sa.String(64), sa.ForeignKey("advisories.id"), primary_key=True)
-    )
-    sha: str = Field(sa_column=sa.Column(sa.String(40), primary_key=True, index=True))
-    pos: int = Field(sa_column=sa.Column(sa.Integer, nullable=False))
-
-
-class AdvisoryCounterRow(SQLModel, table=True):
-    __tablename__ = "advisory_counters"
-
-    prefix: str = Field(sa_column=sa.Column(sa.String(16), primary_key=True))
-    year: int = Field(sa_column=sa.Column(sa.Integer, primary_key=True, autoincrement=False))
-    next_n: int = Field(sa_column=sa.Column(sa.Integer, nullable=False))
-
-
-class AdvisoryRevisionRow(SQLModel, table=True):
-    __tablename__ = "advisory_revisions"
-
-    repo_id: str = Field(sa_column=sa.Column(sa.String(200), primary_key=True))
-    sha: str = Field(sa_column=sa.Column(sa.String(40), primary_key=True))
-    published_at: str = Field(sa_column=sa.Column(sa.String(32), nullable=False))
-
-
-class SuppressedChangeRow(SQLModel, table=True):
-    __tablename__ = "suppressed_changes"
-
-    id: int | None = Field(default=None, sa_column=sa.Column(sa.Integer, primary_key=True))
-    repo_id: str = Field(sa_column=sa.Column(sa.String(200), nullable=False, index=True))
-    sha: str = Field(sa_column=sa.Column(sa.String(40), nullable=False))
-    grp: str = Field(sa_column=sa.Column(sa.String(32), nullable=False))
-    severity: str = Field(sa_column=sa.Column(sa.String(16), nullable=False))
-    reason: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
-    change: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
-    recorded_at: str = Field(sa_column=sa.Column(sa.String(32), nullable=False))
-
-
-ADVISORY_TABLES = (
-    "advisories",
-    "advisory_versions",
-    "advisory_counters",
-    "advisory_revisions",
-    "suppressed_changes",
+from tracker.domain import Advisory, RepoId, Severity, Sha, parse_rfc3339, rfc3339
+from tracker.errors import StoreError, StoreNotFoundError
+from tracker.store.advisories.tables import (
+    ADVISORY_TABLES,
+    AdvisoryCounterRow,
+    AdvisoryRevisionRow,
+    AdvisoryRow,
+    AdvisoryVersionRow,
+    SuppressedChangeRow,
 )
+from tracker.store.advisories.values import (
+    AdvisoryConflictError,
+    OpenCandidate,
+    StoredAdvisory,
+    SuppressedChange,
+    id_key,
+)
+from tracker.store.base import whole_seconds
+from tracker.store.tables import RepoRow, RevisionRow
+
+_CHUNK = 500
 
 
-def create_tables(engine: sa.Engine) -> None:
-    """Create the advisory tables directly (tests and tools without alembic); idempotent."""
-    tables = [SQLModel.metadata.tables[name] for name in ADVISORY_TABLES]
-    SQLModel.metadata.create_all(engine, tables=tables)
+def _repo_ids(session: Session, pks: set[int]) -> dict[int, str]:
+    if not pks:
+        return {}
+    q = sa.select(col(RepoRow.id), col(RepoRow.repo_id)).where(col(RepoRow.id).in_(sorted(pks)))
+    return {int(pk): str(rid) for pk, rid in session.execute(q).all()}
 
 
-@dataclass(frozen=True)
-class StoredAdvisory:
-    """An advisory with its lifecycle state (`open`, `fixed`, `withdrawn`) and pending list."""
-
-    advisory: Advisory
-    state: str
-    pending: tuple[dict[str, str], ...]
-
-
-@dataclass(frozen=True)
-class SuppressedChange:
-    """A change a watchlist suppression kept out of the advisories, recorded with its reason."""
-
-    repo_id: RepoId
-    sha: Sha
-    group: str
-    severity: Severity
-    reason: str
-    change: dict[str, JSONValue]
-    recorded_at: str
-
-
-class AdvisoryConflictError(StoreError):
-    """A concurrent writer published the same revision first; retrying sees its result."""
-
-
-@dataclass(frozen=True)
-class OpenCandidate:
-    """An open advisory a new revision may extend or fix: its id, pending list and versions count."""
-
-    id: str
-    pending: tuple[dict[str, str], ...]
-    n_versions: int
-
-
-def _to_advisory(row: AdvisoryRow, versions: Sequence[str]) -> Advisory:
+def _to_advisory(row: AdvisoryRow, repo_id: str, versions: Sequence[str]) -> Advisory:
     """The full record: the stored one with `modified` and the `versions` list spliced in."""
     record = json.loads(row.record)
-    record["modified"] = row.modified
+    record["modified"] = rfc3339(row.modified)
     for aff in record.get("affected") or []:
         aff["versions"] = list(versions)
     return Advisory(
         id=row.id,
-        repo_id=RepoId(row.repo_id),
+        repo_id=RepoId(repo_id),
         introduced=Sha(row.introduced),
         group=row.grp,
         severity=Severity(row.severity),
@@ -151,22 +68,27 @@ def _load(session: Session, rows: Sequence[AdvisoryRow]) -> list[Advisory]:
     """Full advisories for `rows` (versions fetched in batches), ordered by id."""
     versions: dict[str, list[str]] = {r.id: [] for r in rows}
     ids = list(versions)
-    for start in range(0, len(ids), 500):
+    for start in range(0, len(ids), _CHUNK):
         q = (
             select(AdvisoryVersionRow.advisory_id, AdvisoryVersionRow.sha)
-            .where(col(AdvisoryVersionRow.advisory_id).in_(ids[start : start + 500]))
+            .where(col(AdvisoryVersionRow.advisory_id).in_(ids[start : start + _CHUNK]))
             .order_by(col(AdvisoryVersionRow.advisory_id), col(AdvisoryVersionRow.pos))
         )
         for advisory_id, sha in session.exec(q).all():
             versions[advisory_id].append(sha)
-    return sorted((_to_advisory(r, versions[r.id]) for r in rows), key=lambda a: _id_key(a.id))
-
-
-def _suppressed(r: SuppressedChangeRow) -> SuppressedChange:
-    sev, change = Severity(r.severity), json.loads(r.change)
-    return SuppressedChange(
-        RepoId(r.repo_id), Sha(r.sha), r.grp, sev, r.reason, change, r.recorded_at
+    repos = _repo_ids(session, {r.repo_pk for r in rows})
+    return sorted(
+        (_to_advisory(r, repos[r.repo_pk], versions[r.id]) for r in rows),
+        key=lambda a: id_key(a.id),
     )
+
+
+def _stored(session: Session, rows: Sequence[AdvisoryRow]) -> list[StoredAdvisory]:
+    by_id = {r.id: r for r in rows}
+    return [
+        StoredAdvisory(a, by_id[a.id].state, tuple(json.loads(by_id[a.id].pending)))
+        for a in _load(session, rows)
+    ]
 
 
 def _dump(record: Any) -> str:
@@ -184,6 +106,13 @@ def _versions(record: Mapping[str, Any]) -> list[str]:
     return [str(v) for aff in record.get("affected") or [] for v in aff.get("versions") or []]
 
 
+def _record_time(record: Mapping[str, Any], key: str) -> datetime:
+    try:
+        return parse_rfc3339(str(record[key]))
+    except (KeyError, ValueError) as exc:
+        raise StoreError(f"advisory record has no valid {key!r} timestamp: {exc}") from exc
+
+
 class AdvisoryTx:
     """The advisory store inside one transaction (from `AdvisoryStore.transaction()`).
 
@@ -193,13 +122,40 @@ class AdvisoryTx:
 
     def __init__(self, session: Session) -> None:
         self._s = session
+        self._pks: dict[str, int] = {}
+
+    def _repo_pk(self, repo_id: RepoId) -> int:
+        """The repo's row id; StoreNotFoundError when the snapshot store has never seen it."""
+        pk = self._pks.get(repo_id)
+        if pk is None:
+            found = self._s.execute(
+                sa.select(col(RepoRow.id)).where(col(RepoRow.repo_id) == repo_id)
+            ).scalar_one_or_none()
+            if found is None:
+                raise StoreNotFoundError(f"{repo_id} is not in the store")
+            pk = self._pks[repo_id] = int(found)
+        return pk
+
+    def _require_revision(self, repo_pk: int, repo_id: RepoId, sha: Sha) -> None:
+        q = sa.select(col(RevisionRow.id)).where(
+            col(RevisionRow.repo_pk) == repo_pk, col(RevisionRow.sha) == sha
+        )
+        if self._s.execute(q).first() is None:
+            raise StoreNotFoundError(f"{repo_id}: revision {sha} is not in the store")
 
     def revision_done(self, repo_id: RepoId, sha: Sha) -> bool:
-        return self._s.get(AdvisoryRevisionRow, (repo_id, sha)) is not None
+        """Whether `sha`'s advisories were published; StoreNotFoundError unless it is stored."""
+        pk = self._repo_pk(repo_id)
+        if self._s.get(AdvisoryRevisionRow, (pk, sha)) is not None:
+            return True
+        self._require_revision(pk, repo_id, sha)
+        return False
 
     def introduced_at(self, repo_id: RepoId, sha: Sha) -> list[Advisory]:
         rows = self._s.exec(
-            select(AdvisoryRow).where(AdvisoryRow.repo_id == repo_id, AdvisoryRow.introduced == sha)
+            select(AdvisoryRow).where(
+                AdvisoryRow.repo_pk == self._repo_pk(repo_id), AdvisoryRow.introduced == sha
+            )
         ).all()
         return _load(self._s, rows)
 
@@ -207,25 +163,25 @@ class AdvisoryTx:
         row = self._s.get(AdvisoryRow, advisory_id)
         if row is None:
             return None
-        [adv] = _load(self._s, [row])
-        return StoredAdvisory(adv, row.state, tuple(json.loads(row.pending)))
+        [stored] = _stored(self._s, [row])
+        return stored
 
     def open_candidates(self, repo_id: RepoId, previous: Sha, sha: Sha) -> list[OpenCandidate]:
         """Open advisories of `repo_id` whose versions contain `previous` but not yet `sha`, by id."""
-        a = SQLModel.metadata.tables["advisories"]
-        versions = SQLModel.metadata.tables["advisory_versions"]
+        a = AdvisoryRow.__table__  # type: ignore[attr-defined]
+        versions = AdvisoryVersionRow.__table__  # type: ignore[attr-defined]
         v, v2, v3 = versions.alias("v"), versions.alias("v2"), versions.alias("v3")
         n = sa.select(sa.func.count()).where(v2.c.advisory_id == a.c.id).scalar_subquery()
         has_sha = sa.exists().where(v3.c.advisory_id == a.c.id, v3.c.sha == sha)
         q = (
             sa.select(a.c.id, a.c.pending, n)
             .join(v, sa.and_(v.c.advisory_id == a.c.id, v.c.sha == previous))
-            .where(a.c.repo_id == repo_id, a.c.state == "open", ~has_sha)
+            .where(a.c.repo_pk == self._repo_pk(repo_id), a.c.state == "open", ~has_sha)
         )
         out = [
             OpenCandidate(i, tuple(json.loads(p)), int(c)) for i, p, c in self._s.execute(q).all()
         ]
-        return sorted(out, key=lambda c: _id_key(c.id))
+        return sorted(out, key=lambda c: id_key(c.id))
 
     def not_withdrawn_introduced_in(
         self, repo_id: RepoId, shas: Sequence[Sha]
@@ -233,20 +189,17 @@ class AdvisoryTx:
         """Advisories of `repo_id` introduced at any of `shas` and not withdrawn, by id."""
         out: list[StoredAdvisory] = []
         wanted = sorted(set(shas))
-        for start in range(0, len(wanted), 500):
+        pk = self._repo_pk(repo_id)
+        for start in range(0, len(wanted), _CHUNK):
             rows = self._s.exec(
                 select(AdvisoryRow).where(
-                    AdvisoryRow.repo_id == repo_id,
+                    AdvisoryRow.repo_pk == pk,
                     AdvisoryRow.state != "withdrawn",
-                    col(AdvisoryRow.introduced).in_(wanted[start : start + 500]),
+                    col(AdvisoryRow.introduced).in_(wanted[start : start + _CHUNK]),
                 )
             ).all()
-            by_id = {r.id: r for r in rows}
-            out += [
-                StoredAdvisory(a, by_id[a.id].state, tuple(json.loads(by_id[a.id].pending)))
-                for a in _load(self._s, rows)
-            ]
-        return sorted(out, key=lambda s: _id_key(s.advisory.id))
+            out += _stored(self._s, rows)
+        return sorted(out, key=lambda s: id_key(s.advisory.id))
 
     def fixed_of(self, repo_id: RepoId) -> list[StoredAdvisory]:
         """Advisories of `repo_id` in state "fixed", by id."""
@@ -255,14 +208,11 @@ class AdvisoryTx:
     def in_state(self, repo_id: RepoId, state: str) -> list[StoredAdvisory]:
         """Advisories of `repo_id` in `state` (open, fixed, withdrawn), by id."""
         rows = self._s.exec(
-            select(AdvisoryRow).where(AdvisoryRow.repo_id == repo_id, AdvisoryRow.state == state)
+            select(AdvisoryRow).where(
+                AdvisoryRow.repo_pk == self._repo_pk(repo_id), AdvisoryRow.state == state
+            )
         ).all()
-        by_id = {r.id: r for r in rows}
-        out = [
-            StoredAdvisory(a, by_id[a.id].state, tuple(json.loads(by_id[a.id].pending)))
-            for a in _load(self._s, rows)
-        ]
-        return sorted(out, key=lambda s: _id_key(s.advisory.id))
+        return _stored(self._s, rows)
 
     def allocate(self, prefix: str, year: int) -> int:
         """The next N for (prefix, year); never returns the same N twice once committed."""
@@ -279,29 +229,30 @@ class AdvisoryTx:
         self, adv: Advisory, *, package_name: str, pending: Sequence[dict[str, str]]
     ) -> None:
         rec = adv.record
+        pk = self._repo_pk(adv.repo_id)
         self._s.add(
             AdvisoryRow(
                 id=adv.id,
-                repo_id=adv.repo_id,
+                repo_pk=pk,
                 package_name=package_name,
                 introduced=adv.introduced,
                 grp=adv.group,
                 severity=adv.severity.value,
                 state="open",
-                published=str(rec["published"]),
-                modified=str(rec["modified"]),
+                published=_record_time(rec, "published"),
+                modified=_record_time(rec, "modified"),
                 record=_stored_record(rec),
                 pending=_dump(list(pending)),
             )
         )
         self._s.flush()
-        self._add_versions(adv.id, _versions(rec), 0)
+        self._add_versions(adv.id, pk, _versions(rec), 0)
 
     def update(self, adv: Advisory, *, state: str, pending: Sequence[dict[str, str]]) -> None:
         """Replace a record (fixed, withdrawn); its versions list may only grow."""
         row = self._s.get(AdvisoryRow, adv.id)
         if row is None:
-            raise StoreError(f"advisory {adv.id} does not exist")
+            raise StoreNotFoundError(f"advisory {adv.id} does not exist")
         have = list(
             self._s.exec(
                 select(AdvisoryVersionRow.sha)
@@ -313,28 +264,37 @@ class AdvisoryTx:
         if new[: len(have)] != have:
             raise StoreError(f"advisory {adv.id}: the versions list may only grow")
         row.record = _stored_record(adv.record)
-        row.modified = str(adv.record["modified"])
+        row.modified = _record_time(adv.record, "modified")
         row.state = state
         row.pending = _dump(list(pending))
         self._s.add(row)
         self._s.flush()
-        self._add_versions(adv.id, new[len(have) :], len(have))
+        self._add_versions(adv.id, row.repo_pk, new[len(have) :], len(have))
 
     def extend(
-        self, items: Sequence[tuple[OpenCandidate, str | None]], sha: Sha, modified: str
+        self, items: Sequence[tuple[OpenCandidate, str | None]], sha: Sha, modified: datetime
     ) -> None:
-        """Append `sha` to each candidate's versions and set `modified`; a non-None second item
-        replaces the candidate's pending JSON. One batched INSERT and UPDATE for all."""
+        """Append `sha` to each candidate's versions and set `modified` (whole seconds); a
+        non-None second item replaces the candidate's pending JSON. One batched INSERT and
+        UPDATE for all."""
         if not items:
             return
+        table = AdvisoryRow.__table__  # type: ignore[attr-defined]
+        ids = [c.id for c, _ in items]
+        rows = self._s.execute(sa.select(table.c.id, table.c.repo_pk).where(table.c.id.in_(ids)))
+        repo_of = {str(i): int(pk) for i, pk in rows.all()}
         self._s.execute(
             sa.insert(AdvisoryVersionRow),
-            [{"advisory_id": c.id, "sha": sha, "pos": c.n_versions} for c, _ in items],
+            [
+                {"advisory_id": c.id, "sha": sha, "repo_pk": repo_of[c.id], "pos": c.n_versions}
+                for c, _ in items
+            ],
         )
-        table = SQLModel.metadata.tables["advisories"]
         self._s.execute(
-            sa.update(table).where(table.c.id == sa.bindparam("b_id")).values(modified=modified),
-            [{"b_id": c.id} for c, _ in items],
+            sa.update(table)
+            .where(table.c.id == sa.bindparam("b_id"))
+            .values(modified=whole_seconds(modified)),
+            [{"b_id": i} for i in ids],
         )
         changed = [{"b_id": c.id, "b_pending": p} for c, p in items if p is not None]
         if changed:
@@ -345,41 +305,39 @@ class AdvisoryTx:
                 changed,
             )
 
-    def _add_versions(self, advisory_id: str, shas: Sequence[str], start: int) -> None:
+    def _add_versions(
+        self, advisory_id: str, repo_pk: int, shas: Sequence[str], start: int
+    ) -> None:
         for i, sha in enumerate(shas):
-            self._s.add(AdvisoryVersionRow(advisory_id=advisory_id, sha=sha, pos=start + i))
+            self._s.add(
+                AdvisoryVersionRow(advisory_id=advisory_id, sha=sha, repo_pk=repo_pk, pos=start + i)
+            )
         self._s.flush()
 
     def record_suppressed(self, s: SuppressedChange) -> None:
         self._s.add(
             SuppressedChangeRow(
-                repo_id=s.repo_id,
+                repo_pk=self._repo_pk(s.repo_id),
                 sha=s.sha,
                 grp=s.group,
                 severity=s.severity.value,
                 reason=s.reason,
                 change=_dump(s.change),
-                recorded_at=s.recorded_at,
+                recorded_at=whole_seconds(s.recorded_at),
             )
         )
 
-    def mark_revision(self, repo_id: RepoId, sha: Sha, at: str) -> None:
-        self._s.add(AdvisoryRevisionRow(repo_id=repo_id, sha=sha, published_at=at))
+    def mark_revision(self, repo_id: RepoId, sha: Sha, at: datetime) -> None:
+        self._s.add(
+            AdvisoryRevisionRow(
+                repo_pk=self._repo_pk(repo_id), sha=sha, published_at=whole_seconds(at)
+            )
+        )
         self._s.flush()
 
 
-def _id_key(advisory_id: str) -> tuple[str, int, int]:
-    """Sort key for `x_P-YEAR-N` ids: prefix, year, then N numerically."""
-    head, _, n = advisory_id.rpartition("-")
-    prefix, _, year = head.rpartition("-")
-    try:
-        return (prefix, int(year), int(n))
-    except ValueError:
-        return (advisory_id, 0, 0)
-
-
 class AdvisoryStore:
-    """Advisory persistence over an SQLAlchemy engine (SQLite or PostgreSQL)."""
+    """Advisory persistence over the store's SQLAlchemy engine (SQLite or PostgreSQL)."""
 
     def __init__(self, engine: sa.Engine) -> None:
         self.engine = engine
@@ -422,13 +380,15 @@ class AdvisoryStore:
         *,
         repo_id: str | None = None,
         severity: Severity | None = None,
-        since: str | None = None,
+        since: datetime | None = None,
         include_withdrawn: bool = True,
     ) -> list[Advisory]:
-        """Advisories filtered by repo, severity and `modified >= since` (RFC3339), ordered by id."""
+        """Advisories filtered by repo, severity and `modified >= since`, ordered by id."""
         q = select(AdvisoryRow)
         if repo_id is not None:
-            q = q.where(AdvisoryRow.repo_id == repo_id)
+            q = q.join(RepoRow, col(RepoRow.id) == col(AdvisoryRow.repo_pk)).where(
+                col(RepoRow.repo_id) == repo_id
+            )
         if severity is not None:
             q = q.where(AdvisoryRow.severity == severity.value)
         if since is not None:
@@ -451,53 +411,69 @@ class AdvisoryStore:
     ) -> list[str]:
         """Ids of non-withdrawn advisories matching all given filters (`commit`: its versions list
         contains it), ordered by id; cheap, for paginating before loading records."""
-        a = SQLModel.metadata.tables["advisories"]
+        a = AdvisoryRow.__table__  # type: ignore[attr-defined]
         q = sa.select(a.c.id).where(a.c.state != "withdrawn")
         if commit is not None:
-            v = SQLModel.metadata.tables["advisory_versions"]
+            v = AdvisoryVersionRow.__table__  # type: ignore[attr-defined]
             q = q.join(v, v.c.advisory_id == a.c.id).where(v.c.sha == commit)
         if repo_id is not None:
-            q = q.where(a.c.repo_id == repo_id)
+            r = RepoRow.__table__  # type: ignore[attr-defined]
+            q = q.join(r, r.c.id == a.c.repo_pk).where(r.c.repo_id == repo_id)
         if package_name is not None:
             q = q.where(a.c.package_name == package_name)
         with self._read() as s:
-            return sorted((str(r[0]) for r in s.execute(q).all()), key=_id_key)
+            return sorted((str(r[0]) for r in s.execute(q).all()), key=id_key)
 
     def modified_of(self, ids: Sequence[str]) -> list[dict[str, str]]:
-        """`{"id", "modified"}` for these ids (unknown ids skipped), ordered by id, without
-        loading records (what OSV's querybatch answers)."""
-        a = SQLModel.metadata.tables["advisories"]
+        """`{"id", "modified"}` (RFC 3339) for these ids (unknown ids skipped), ordered by id,
+        without loading records (what OSV's querybatch answers)."""
+        a = AdvisoryRow.__table__  # type: ignore[attr-defined]
         out: list[dict[str, str]] = []
         with self._read() as s:
-            for start in range(0, len(ids), 500):
-                q = sa.select(a.c.id, a.c.modified).where(
-                    a.c.id.in_(list(ids[start : start + 500]))
+            for start in range(0, len(ids), _CHUNK):
+                q = sa.select(col(AdvisoryRow.id), col(AdvisoryRow.modified)).where(
+                    a.c.id.in_(list(ids[start : start + _CHUNK]))
                 )
-                out += [{"id": str(i), "modified": str(m)} for i, m in s.execute(q).all()]
-        return sorted(out, key=lambda d: _id_key(d["id"]))
+                out += [{"id": str(i), "modified": rfc3339(m)} for i, m in s.execute(q).all()]
+        return sorted(out, key=lambda d: id_key(d["id"]))
 
     def get_many(self, ids: Sequence[str]) -> list[Advisory]:
         """The advisories with these ids (unknown ids skipped), ordered by id."""
         out: list[Advisory] = []
         with self._read() as s:
-            for start in range(0, len(ids), 500):
-                chunk = list(ids[start : start + 500])
+            for start in range(0, len(ids), _CHUNK):
+                chunk = list(ids[start : start + _CHUNK])
                 rows = s.exec(select(AdvisoryRow).where(col(AdvisoryRow.id).in_(chunk))).all()
                 out += _load(s, rows)
-        return sorted(out, key=lambda adv: _id_key(adv.id))
+        return sorted(out, key=lambda adv: id_key(adv.id))
 
     def suppressed(self, *, repo_id: str | None = None) -> list[SuppressedChange]:
         """Recorded suppressed changes, oldest first."""
-        q = select(SuppressedChangeRow).order_by(col(SuppressedChangeRow.id))
+        q = (
+            sa.select(SuppressedChangeRow, col(RepoRow.repo_id))
+            .join(RepoRow, col(RepoRow.id) == col(SuppressedChangeRow.repo_pk))
+            .order_by(col(SuppressedChangeRow.id))
+        )
         if repo_id is not None:
-            q = q.where(SuppressedChangeRow.repo_id == repo_id)
+            q = q.where(col(RepoRow.repo_id) == repo_id)
         with self._read() as s:
-            rows = s.exec(q).all()
-        return [_suppressed(r) for r in rows]
+            rows = s.execute(q).all()
+        return [
+            SuppressedChange(
+                RepoId(rid),
+                Sha(r.sha),
+                r.grp,
+                Severity(r.severity),
+                r.reason,
+                json.loads(r.change),
+                r.recorded_at,
+            )
+            for r, rid in rows
+        ]
 
     def counts(self) -> dict[str, int]:
         """Row counts per advisory table (for tests and diagnostics)."""
-        tables = SQLModel.metadata.tables
+        tables = AdvisoryRow.metadata.tables
         with self._read() as s:
             count = sa.select(sa.func.count())
             return {

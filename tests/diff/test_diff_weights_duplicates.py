@@ -1,0 +1,77 @@
+"""A tensor name stored in two shards keeps each shard's entry: one copy's change is never hidden.
+
+Headers are synthesised stand-ins (two small shards), the shape of the problem rather than a real
+checkpoint: no published repo in the corpus has a duplicated name.
+"""
+
+from __future__ import annotations
+
+from diffkit import make_snapshot
+
+from tracker.diff import diff_snapshots
+from tracker.diff.weights import build_manifest
+from tracker.domain import Artifact, ChangeKind, SafetensorsHeader, Snapshot, TensorInfo
+
+S1 = "model-00001-of-00002.safetensors"
+S2 = "model-00002-of-00002.safetensors"
+
+
+def _t(shape: tuple[int, ...], dtype: str = "F32") -> TensorInfo:
+    n = 1
+    for d in shape:
+        n *= d
+    return TensorInfo(dtype, shape, n * (4 if dtype == "F32" else 2))
+
+
+def _snap(s1: dict[str, TensorInfo], s2: dict[str, TensorInfo], ids: str) -> Snapshot:
+    """Two shards whose tree identities are the two characters of `ids`."""
+    headers = {S1: SafetensorsHeader(s1), S2: SafetensorsHeader(s2)}
+    return make_snapshot({}, extra_tree={S1: ids[0] * 40, S2: ids[1] * 40}, headers=headers)
+
+
+def test_manifest_keeps_every_shards_entry_and_counts_both_in_totals() -> None:
+    snap = _snap({"a": _t((2,)), "b": _t((4,))}, {"b": _t((4,)), "c": _t((3,))}, "ab")
+    m = build_manifest(snap, None)
+    assert [(t.shard, t.shape) for t in m.copies["b"]] == [(S1, (4,)), (S2, (4,))]
+    assert set(m.copies) == {"b"}
+    assert m.tensors["b"].shard == S1
+    assert m.total_bytes == (2 + 4 + 4 + 3) * 4
+    assert len(m.records()) == 4
+
+
+def test_a_change_in_the_first_shards_copy_is_reported_with_its_shard() -> None:
+    # Merged by name, the second shard's copy hid the first's: this change was invisible.
+    before = _snap({"a": _t((2,)), "b": _t((4,))}, {"b": _t((4,)), "c": _t((3,))}, "ab")
+    after = _snap({"a": _t((2,)), "b": _t((5,))}, {"b": _t((4,)), "c": _t((3,))}, "cb")
+    changes = [c for c in diff_snapshots(before, after) if c.artifact is Artifact.WEIGHTS]
+    assert [(c.kind, c.file, c.key, c.before, c.after) for c in changes] == [
+        (ChangeKind.CHANGED, "", "content", None, 1),
+        (ChangeKind.RESHAPED, S1, "b", [4], [5]),
+        (ChangeKind.CHANGED, "model.safetensors.index.json", "total_bytes", 52, 56),
+    ]
+
+
+def test_a_second_copy_appearing_is_a_finding_and_an_added_entry() -> None:
+    before = _snap({"a": _t((2,)), "b": _t((4,))}, {"c": _t((3,))}, "ab")
+    after = _snap({"a": _t((2,)), "b": _t((4,))}, {"b": _t((4,), "BF16"), "c": _t((3,))}, "cd")
+    changes = [c for c in diff_snapshots(before, after) if c.artifact is Artifact.WEIGHTS]
+    by_key = {(c.key, c.kind): c for c in changes}
+    added = by_key[("b", ChangeKind.ADDED)]
+    assert (added.file, added.after) == (S2, "BF16 [4]")
+    assert added.summary == f"tensor b added in {S2} (BF16 [4]; also in {S1})"
+    dup = by_key[("duplicates", ChangeKind.CHANGED)]
+    assert dup.before == [] and dup.after == [f"b: {S1}, {S2}"]
+    assert dup.summary == f"tensor names stored in more than one shard: 0 → 1 (b: {S1}, {S2})"
+    census = by_key[("dtypes", ChangeKind.CHANGED)]
+    assert (census.before, census.after) == ({"F32": 3}, {"BF16": 1, "F32": 3})
+
+
+def test_removing_one_copy_says_where_the_other_is() -> None:
+    before = _snap({"b": _t((4,))}, {"b": _t((4,))}, "ab")
+    after = _snap({"a": _t((4,))}, {"b": _t((4,))}, "cd")
+    changes = [c for c in diff_snapshots(before, after) if c.artifact is Artifact.WEIGHTS]
+    summaries = [c.summary for c in changes]
+    assert f"tensor b removed from {S1} (still in {S2})" in summaries
+    assert "tensor a added (F32 [4])" in summaries
+    dup = next(c for c in changes if c.key == "duplicates")
+    assert (dup.before, dup.after) == ([f"b: {S1}, {S2}"], [])

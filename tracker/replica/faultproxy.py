@@ -1,0 +1,415 @@
+"""A fault-injecting HTTP proxy for tests and soaks: put it in front of the Hub replica (or any
+HTTP endpoint) and it forwards every request, breaking the answers a rule selects.
+
+    with Replica(root) as hub, FaultProxy(hub.url, seed=7) as proxy:
+        proxy.add(Fault(Mode.CORRUPT, path=r"/resolve/", times=3))
+        ... point TRACKER_HF_ENDPOINT (or HF_ENDPOINT) at proxy.url ...
+        proxy.clear()      # the fault stops; answers are the upstream's again
+
+The client's `Host` header is forwarded, so the replica's LFS redirects point back at the proxy
+and CDN downloads are proxied (and breakable) too. Modes, each what a broken network, proxy or
+server really does:
+
+- `SHORT_BODY`: the real `Content-Length`, fewer bytes, then the connection closes (truncation
+  the client can see).
+- `LYING_LENGTH`: a consistent lie: the body is cut and `Content-Length` says the cut length
+  (only a check against the tree's blob id can tell).
+- `CORRUPT`: same length and status, a run of 1-16 bytes overwritten with random bytes.
+- `MALFORMED_JSON`: the body cut in half with a matching `Content-Length` (unparseable JSON).
+- `RESET`: the connection is reset (RST) before any answer.
+- `STATUS`: a canned `status` (default 503) without asking upstream: a 5xx burst.
+- `RATE_LIMIT`: `429` with `Retry-After: retry_after`.
+- `TRICKLE`: the real answer, body sent `chunk` bytes every `interval_s` seconds.
+
+Selection is by a regex searched in the request target (path and query, raw or percent-decoded:
+a CDN download names its file in `path=`), method, a count
+(`times`, None for until cleared) and a probability drawn from one seeded RNG (repeatable runs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import random
+import re
+import socket
+import struct
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from enum import StrEnum
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+_HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+        "content-length",
+    }
+)
+_MAX_REQUEST_BODY = 16 * 1024 * 1024
+
+
+class Mode(StrEnum):
+    """How a selected answer is broken (see the module docstring)."""
+
+    SHORT_BODY = "short_body"
+    LYING_LENGTH = "lying_length"
+    CORRUPT = "corrupt"
+    MALFORMED_JSON = "malformed_json"
+    RESET = "reset"
+    STATUS = "status"
+    RATE_LIMIT = "rate_limit"
+    TRICKLE = "trickle"
+
+
+@dataclass
+class Fault:
+    """One rule: break answers to requests matching `path` (a regex searched in the target, path
+    and query) and `method` with `mode`.
+
+    `times`: how many answers to break (None: every one until `clear`); `probability`: the chance
+    a matching request is broken (drawn from the proxy's seeded RNG; a request not drawn does not
+    use up `times`); `only_status`: break only upstream answers with one of these statuses (e.g.
+    {200, 206} so that redirects pass); `status`/`retry_after` for STATUS and RATE_LIMIT; `chunk`
+    and `interval_s` for TRICKLE.
+    """
+
+    mode: Mode
+    path: str = ""
+    method: str | None = None
+    times: int | None = None
+    probability: float = 1.0
+    only_status: frozenset[int] | None = None
+    status: int = 503
+    retry_after: int = 3600
+    chunk: int = 1
+    interval_s: float = 0.3
+    _regex: re.Pattern[str] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._regex = re.compile(self.path)
+
+    def matches(self, method: str, target: str) -> bool:
+        """True for `method` and a request target (path and query, raw) this rule selects."""
+        if self.method is not None and self.method.upper() != method:
+            return False
+        return bool(self._regex.search(target) or self._regex.search(unquote(target)))
+
+
+@dataclass(frozen=True)
+class ProxyRecord:
+    """One request the proxy answered: method, raw path, the status sent (0: none, reset or cut),
+    the fault mode applied (None: passed through unchanged)."""
+
+    method: str
+    path: str
+    status: int
+    fault: Mode | None
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], proxy: FaultProxy) -> None:
+        self.proxy = proxy
+        self.open_sockets: set[socket.socket] = set()
+        self.sockets_lock = threading.Lock()
+        super().__init__(address, _Handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self.sockets_lock:
+            self.open_sockets.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self.sockets_lock:
+            self.open_sockets.discard(request)
+        super().shutdown_request(request)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # clients that go away mid-answer are what this server is for
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "tracker-fault-proxy/1"
+    timeout = 60
+    disable_nagle_algorithm = True
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self._proxy()
+
+    def do_HEAD(self) -> None:
+        self._proxy()
+
+    def do_POST(self) -> None:
+        self._proxy()
+
+    def _proxy(self) -> None:
+        proxy = self.server.proxy
+        raw_path = urlsplit(self.path).path
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(min(length, _MAX_REQUEST_BODY)) if length else b""
+        fault = proxy._pick(self.command, self.path, None)
+        if fault is not None and fault.mode is Mode.RESET:
+            proxy._record(self.command, raw_path, 0, fault.mode)
+            self._reset()
+            return
+        if fault is not None and fault.mode in (Mode.STATUS, Mode.RATE_LIMIT):
+            status = 429 if fault.mode is Mode.RATE_LIMIT else fault.status
+            canned = {"Content-Type": "application/json"}
+            if fault.mode is Mode.RATE_LIMIT:
+                canned["Retry-After"] = str(fault.retry_after)
+            payload = b'{"error":"injected by the fault proxy"}'
+            proxy._record(self.command, raw_path, status, fault.mode)
+            self._answer(status, canned, payload)
+            return
+        try:
+            status, reason, headers, data = proxy._forward(
+                self.command, self.path, self.headers, body
+            )
+        except OSError as exc:
+            proxy._record(self.command, raw_path, 502, None)
+            self._answer(502, {"Content-Type": "text/plain"}, f"upstream: {exc}".encode())
+            return
+        if fault is None:
+            fault = proxy._pick(self.command, self.path, status)
+        if fault is None or self.command == "HEAD":
+            proxy._record(self.command, raw_path, status, None)
+            self._answer(status, headers, data, reason)
+            return
+        proxy._record(self.command, raw_path, status, fault.mode)
+        self._broken(fault, status, reason, headers, data)
+
+    def _broken(
+        self, fault: Fault, status: int, reason: str, headers: list[tuple[str, str]], data: bytes
+    ) -> None:
+        proxy = self.server.proxy
+        mode = fault.mode
+        if mode is Mode.SHORT_BODY:
+            cut = proxy._cut(len(data))
+            self._answer(status, headers, data[:cut], reason, declared=len(data))
+            self.close_connection = True
+        elif mode is Mode.LYING_LENGTH:
+            self._answer(status, headers, data[: proxy._cut(len(data))], reason)
+        elif mode is Mode.CORRUPT:
+            self._answer(status, headers, proxy._corrupt(data), reason)
+        elif mode is Mode.MALFORMED_JSON:
+            self._answer(status, headers, data[: len(data) // 2], reason)
+        elif mode is Mode.TRICKLE:
+            self._answer(status, headers, data, reason, trickle=(fault.chunk, fault.interval_s))
+        else:  # pragma: no cover - RESET/STATUS/RATE_LIMIT are answered before forwarding
+            raise AssertionError(mode)
+
+    def _answer(
+        self,
+        status: int,
+        headers: dict[str, str] | list[tuple[str, str]],
+        data: bytes,
+        reason: str | None = None,
+        *,
+        declared: int | None = None,
+        trickle: tuple[int, float] | None = None,
+    ) -> None:
+        items = headers.items() if isinstance(headers, dict) else headers
+        self.send_response_only(status, reason)
+        for name, value in items:
+            if name.lower() not in _HOP_BY_HOP:
+                self.send_header(name, value)
+        self.send_header("Content-Length", str(len(data) if declared is None else declared))
+        self.end_headers()
+        if self.command == "HEAD":
+            return
+        try:
+            if trickle is None:
+                self.wfile.write(data)
+                return
+            step, interval = trickle
+            for i in range(0, len(data), max(1, step)):
+                self.wfile.write(data[i : i + step])
+                self.wfile.flush()
+                if self.server.proxy._stopping.wait(interval):
+                    break
+        except OSError:
+            self.close_connection = True
+
+    def _reset(self) -> None:
+        """Close the client socket with RST (SO_LINGER 0), never answering."""
+        with contextlib.suppress(OSError):
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.close_connection = True
+        with contextlib.suppress(OSError):
+            self.connection.close()
+
+
+class FaultProxy:
+    """A fault-injecting proxy to `upstream` on http://host:port (0: a free port); see the module
+    docstring. Thread-safe; a context manager (or `.start()` / `.stop()`)."""
+
+    def __init__(
+        self, upstream: str, *, seed: int = 0, host: str = "127.0.0.1", port: int = 0
+    ) -> None:
+        parts = urlsplit(upstream)
+        if parts.scheme != "http" or not parts.hostname:
+            raise ValueError(f"upstream must be an http:// URL, got {upstream!r}")
+        self.upstream_host = parts.hostname
+        self.upstream_port = parts.port or 80
+        self.host = host
+        self.port = port
+        self.seed = seed
+        self._rng = random.Random(seed)
+        self._lock = threading.Lock()
+        self._faults: list[Fault] = []
+        self._records: list[ProxyRecord] = []
+        self._stopping = threading.Event()
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def start(self) -> FaultProxy:
+        if self._server is not None:
+            return self
+        self._stopping.clear()
+        server = _Server((self.host, self.port), self)
+        self.port = server.server_address[1]
+        self._server = server
+        self._thread = threading.Thread(
+            target=server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            daemon=True,
+            name=f"fault-proxy-{self.port}",
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        server, self._server = self._server, None
+        if server is None:
+            return
+        self._stopping.set()
+        server.shutdown()
+        with server.sockets_lock:
+            sockets = list(server.open_sockets)
+        for sock in sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> FaultProxy:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        if self._server is None:
+            raise RuntimeError("the fault proxy is not running")
+        return f"http://{self.host}:{self.port}"
+
+    # -- faults -----------------------------------------------------------------------------
+
+    def add(self, fault: Fault) -> None:
+        """Start breaking answers with `fault` (rules are tried in the order added)."""
+        with self._lock:
+            self._faults.append(fault)
+
+    def clear(self) -> None:
+        """Stop every fault: from now on answers pass through unchanged."""
+        with self._lock:
+            self._faults.clear()
+
+    @property
+    def records(self) -> list[ProxyRecord]:
+        """Every request answered so far, oldest first."""
+        with self._lock:
+            return list(self._records)
+
+    def applied(self) -> Counter[Mode]:
+        """How many answers each mode broke so far."""
+        with self._lock:
+            return Counter(r.fault for r in self._records if r.fault is not None)
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _pick(self, method: str, path: str, status: int | None) -> Fault | None:
+        """The fault to apply: before forwarding (`status` None) only the modes that never ask
+        upstream; after, the others, filtered by `only_status`."""
+        early = (Mode.RESET, Mode.STATUS, Mode.RATE_LIMIT)
+        with self._lock:
+            for fault in self._faults:
+                if (fault.mode in early) != (status is None):
+                    continue
+                if status is not None and fault.only_status and status not in fault.only_status:
+                    continue
+                if not fault.matches(method, path):
+                    continue
+                if fault.probability < 1.0 and self._rng.random() >= fault.probability:
+                    continue
+                if fault.times is not None:
+                    fault.times -= 1
+                    if fault.times <= 0:
+                        self._faults.remove(fault)
+                return fault
+        return None
+
+    def _record(self, method: str, path: str, status: int, mode: Mode | None) -> None:
+        with self._lock:
+            self._records.append(ProxyRecord(method, path, status, mode))
+
+    def _cut(self, n: int) -> int:
+        with self._lock:
+            return self._rng.randrange(0, n) if n > 0 else 0
+
+    def _corrupt(self, data: bytes) -> bytes:
+        if not data:
+            return data
+        with self._lock:
+            width = self._rng.randint(1, min(16, len(data)))
+            start = self._rng.randrange(0, len(data) - width + 1)
+            noise = bytes(self._rng.randrange(256) for _ in range(width))
+        if noise == data[start : start + width]:  # vanishingly rare, but never a silent no-op
+            noise = bytes(b ^ 0xFF for b in noise)
+        return data[:start] + noise + data[start + width :]
+
+    def _forward(
+        self, method: str, target: str, headers: Any, body: bytes
+    ) -> tuple[int, str, list[tuple[str, str]], bytes]:
+        conn = http.client.HTTPConnection(self.upstream_host, self.upstream_port, timeout=60)
+        try:
+            out = {k: v for k, v in headers.items() if k.lower() not in _HOP_BY_HOP}
+            out["Connection"] = "close"
+            if body:
+                out["Content-Length"] = str(len(body))
+            conn.request(method, target, body=body or None, headers=out)
+            resp = conn.getresponse()
+            data = resp.read()
+            return resp.status, resp.reason, list(resp.getheaders()), data
+        finally:
+            conn.close()
+
+
+__all__ = ["Fault", "FaultProxy", "Mode", "ProxyRecord"]
