@@ -89,7 +89,7 @@ def test_idle_and_saturated_machines_give_the_same_results() -> None:
 
     renders, changes = idle
     assert renders["heavy"] == [RenderResult("110000", "", RenderOutcome.OK, HEAVY_STEPS)]
-    assert [r.outcome for r in renders["nemotron"]] == [RenderOutcome.OK] * 6
+    assert [r.outcome for r in renders["nemotron"]] == [RenderOutcome.OK] * len(CONVERSATIONS)
     assert "<|im_start|>user\nWhat is the weather in Paris?" in renders["nemotron"][3].output
     broken = [c for c in changes if c.kind is ChangeKind.BROKEN]
     assert [c.key for c in broken] == sorted(c.id for c in CONVERSATIONS)

@@ -13,6 +13,7 @@ import pytest
 from diffkit import make_snapshot
 
 from tracker.diff import diff_snapshots
+from tracker.diff.conversations import CONVERSATIONS
 from tracker.diff.sandbox import DEFAULT_LIMITS, RenderOutcome, render_bounded
 from tracker.domain import ChangeKind
 from tracker.render_backstop import render_template
@@ -142,14 +143,7 @@ def test_hostile_template_in_a_repo_is_reported_not_raised() -> None:
     )
     changes = diff_snapshots(good, evil)
     broken = [c for c in changes if c.kind is ChangeKind.BROKEN]
-    assert {c.key for c in broken} == {
-        "system_user",
-        "generation_prompt",
-        "multi_turn",
-        "tools",
-        "tool_calls",
-        "reasoning",
-    }
+    assert {c.key for c in broken} == {c.id for c in CONVERSATIONS}
     assert all(c.after == "<limit: repetition over the size limit (1000000)>" for c in broken)
 
 
@@ -194,14 +188,7 @@ def test_a_spinning_template_runs_out_of_steps_in_every_conversation() -> None:
 
     spin = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
     results = render_all(spin, {}, LIMITS)
-    assert list(results) == [
-        "system_user",
-        "generation_prompt",
-        "multi_turn",
-        "tools",
-        "tool_calls",
-        "reasoning",
-    ]
+    assert list(results) == [c.id for c in CONVERSATIONS]
     assert {r.shown() for r in results.values()} == {
         "<budget: rendering needs over 1,000,000 steps>"
     }

@@ -16,6 +16,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+from tracker.diff.conversations import CONVERSATIONS
 from tracker.replica.repos import commit, init_repo
 
 CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus" / "models"
@@ -66,13 +67,6 @@ def test_a_backstop_hit_defers_the_revision_and_the_next_cycle_publishes(tmp_pat
     record = json.loads(shown.stdout)
     assert record["affected"][0]["ranges"][0]["events"] == [{"introduced": spin_sha}]
     broken = [c for c in record["database_specific"]["changes"] if c["kind"] == "broken"]
-    assert [c["key"] for c in broken] == [
-        "generation_prompt",
-        "multi_turn",
-        "reasoning",
-        "system_user",
-        "tool_calls",
-        "tools",
-    ]
+    assert [c["key"] for c in broken] == sorted(c.id for c in CONVERSATIONS)
     assert {c["after"] for c in broken} == {"<budget: rendering needs over 1,000,000 steps>"}
     assert {c["severity"] for c in broken} == {"high"}
