@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import ast
+import enum
 import importlib
 import pkgutil
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -212,3 +215,38 @@ def test_every_module_imports_cleanly() -> None:
     assert len(names) > 40
     for name in names:
         importlib.import_module(name)
+
+
+PARTIAL_ENUM_MAPS: dict[str, str] = {}
+"""Module-level maps keyed by an enum that may leave members out on purpose: `module.NAME` → why."""
+
+
+def _enum_keyed_maps() -> list[tuple[str, type[enum.Enum], Mapping[Any, Any]]]:
+    """Every module-level mapping in tracker whose keys are all members of one enum."""
+    found = []
+    seen: set[int] = set()  # a map re-exported by another module is checked once
+    names = [m.name for m in pkgutil.walk_packages([str(PACKAGE_DIR)], prefix="tracker.")]
+    for name in sorted(n for n in names if ".migrations" not in n):
+        for attr, value in vars(importlib.import_module(name)).items():
+            if not isinstance(value, Mapping) or not value or id(value) in seen:
+                continue
+            kinds = {type(k) for k in value}
+            kind = next(iter(kinds))
+            if len(kinds) == 1 and issubclass(kind, enum.Enum):
+                seen.add(id(value))
+                found.append((f"{name}.{attr}", kind, value))
+    return found
+
+
+def test_maps_keyed_by_an_enum_cover_every_member() -> None:
+    maps = _enum_keyed_maps()
+    assert {name for name, _, _ in maps} >= {
+        "tracker.advisories.details.GROUP_LABELS",
+        "tracker.advisories.details.ADVICE",
+        "tracker.diff.render.CHANGE_MARKS",
+    }
+    for name, kind, value in maps:
+        if name in PARTIAL_ENUM_MAPS:
+            continue
+        missing = [m.value for m in kind if m not in value]
+        assert not missing, f"{name} (keyed by {kind.__name__}) has no entry for {missing}"
