@@ -8,6 +8,7 @@ import pytest
 from advkit import MIXTRAL, MIXTRAL_SHAS, NOW, ch
 
 from tracker.advisories.classify import classify
+from tracker.advisories.groups import group_changes
 from tracker.advisories.lifecycle import (
     add_version,
     advance,
@@ -16,7 +17,7 @@ from tracker.advisories.lifecycle import (
     mark_fixed,
     withdraw,
 )
-from tracker.advisories.osv import build_record, group_changes
+from tracker.advisories.osv import build_record
 from tracker.advisories.schema import SCHEMA_VERSION, osv_schema, validate_record
 from tracker.domain import Artifact as A
 from tracker.domain import ChangeKind as K

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from tracker.advisories.classify import Classified, Context, Overrides, classify, parse_overrides
+from tracker.advisories.groups import ESTIMATE_GROUP, group_changes
 from tracker.advisories.lifecycle import (
     PendingChange,
     advance,
@@ -23,13 +24,7 @@ from tracker.advisories.lifecycle import (
     unwithdraw,
     withdraw,
 )
-from tracker.advisories.osv import (
-    ESTIMATE_GROUP,
-    advisory_id,
-    build_record,
-    change_json,
-    group_changes,
-)
+from tracker.advisories.osv import advisory_id, build_record, change_json
 from tracker.advisories.schema import validate_record
 from tracker.domain import Advisory, Artifact, Change, Commit, JSONValue, RepoId, Sha, is_full_sha
 from tracker.errors import AdvisoryError
@@ -152,7 +147,9 @@ def _publish(
     for group in group_changes(classified):
         n = tx.allocate(prefix, now.year)
         adv_id = advisory_id(prefix, now.year, n)
-        extra = [c for c in ride_along if group.name != ESTIMATE_GROUP or c not in group.published]
+        extra = [
+            c for c in ride_along if group.name is not ESTIMATE_GROUP or c not in group.published
+        ]
         record = build_record(
             advisory_id=adv_id,
             repo_id=repo_id,

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import assert_never
 
 from tracker.diff._common import (
+    SideState,
     decode_text,
     digest,
     load_json_object,
@@ -89,11 +90,11 @@ def resolve_templates(snap: Snapshot) -> Templates:
 
     def side(path: str, parse: object) -> object:
         s = read_side(snap, paths, path, parse)
-        if s.state == "unreadable":
+        if s.state is SideState.UNREADABLE:
             raise _Unknown(path, s.reason)
-        if s.state == "untracked":
+        if s.state is SideState.UNTRACKED:
             raise _Unknown(path, f"{path} was not fetched", untracked=True)
-        return s.value if s.state == "ok" else None
+        return s.value if s.state is SideState.OK else None
 
     jinja = side(TEMPLATE_FILE, decode_text)
     if isinstance(jinja, str):
