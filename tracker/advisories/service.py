@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from typing import assert_never
 
 from tracker.advisories.classify import Classified, Context, Overrides, classify, parse_overrides
 from tracker.advisories.groups import ESTIMATE_GROUP, group_changes
@@ -26,7 +27,18 @@ from tracker.advisories.lifecycle import (
 )
 from tracker.advisories.osv import advisory_id, build_record, change_json
 from tracker.advisories.schema import validate_record
-from tracker.domain import Advisory, Artifact, Change, Commit, JSONValue, RepoId, Sha, is_full_sha
+from tracker.domain import (
+    Advisory,
+    AdvisoryState,
+    Artifact,
+    Change,
+    Commit,
+    JSONValue,
+    RepoId,
+    Sha,
+    WithdrawnBy,
+    is_full_sha,
+)
 from tracker.errors import AdvisoryError
 from tracker.store.advisories import (
     AdvisoryConflictError,
@@ -131,7 +143,7 @@ def _publish(
         validate_record(record)
         old = stored.advisory
         fixed = Advisory(old.id, repo_id, old.introduced, old.group, old.severity, record)
-        tx.update(fixed, state="fixed", pending=[p.to_json() for p in step.pending])
+        tx.update(fixed, state=AdvisoryState.FIXED, pending=[p.to_json() for p in step.pending])
     # Extending is appending one full sha (checked) to each versions list and moving `modified`:
     # stored as one row per advisory, without rewriting (or re-validating) whole records.
     if not is_full_sha(sha):
@@ -179,9 +191,8 @@ def _dump_pending(pending: Sequence[PendingChange]) -> str:
 
 
 def _suppressed(repo_id: RepoId, sha: Sha, c: Classified, now: datetime) -> SuppressedChange:
-    group = c.change.artifact.value
     return SuppressedChange(
-        repo_id, sha, group, c.severity, c.suppressed or "", change_json(c), now
+        repo_id, sha, c.change.artifact, c.severity, c.suppressed or "", change_json(c), now
     )
 
 
@@ -203,11 +214,16 @@ def withdraw_rewritten(
             record = withdraw(
                 adv.record,
                 now,
-                f"{REWRITE_REASON_PREFIX}{adv.introduced} was removed by a history rewrite",
+                f"introducing commit {adv.introduced} was removed by a history rewrite",
             )
             validate_record(record)
             new = Advisory(adv.id, adv.repo_id, adv.introduced, adv.group, adv.severity, record)
-            tx.update(new, state="withdrawn", pending=list(stored.pending))
+            tx.update(
+                new,
+                state=AdvisoryState.WITHDRAWN,
+                pending=list(stored.pending),
+                withdrawn_by=WithdrawnBy.REWRITE,
+            )
             out.append(new)
         # A fix whose commit the rewrite removed no longer fixes anything: reopen the advisory.
         for stored in tx.fixed_of(repo_id):
@@ -221,32 +237,40 @@ def withdraw_rewritten(
             validate_record(record)
             new = Advisory(adv.id, adv.repo_id, adv.introduced, adv.group, adv.severity, record)
             pending = reopened_pending([PendingChange.from_json(p) for p in stored.pending])
-            tx.update(new, state="open", pending=[p.to_json() for p in pending])
+            tx.update(new, state=AdvisoryState.OPEN, pending=[p.to_json() for p in pending])
     return out
-
-
-REWRITE_REASON_PREFIX = "introducing commit "
 
 
 def restore_revived(
     store: AdvisoryStore, repo_id: RepoId, live_shas: Sequence[Sha], now: datetime
 ) -> list[Advisory]:
-    """Make live again the advisories withdrawn by a rewrite whose introducing commit is back on
-    the ref (a later push restored it); returns those restored by this call."""
+    """Make live again the advisories withdrawn by a rewrite (`WithdrawnBy.REWRITE`) whose
+    introducing commit is back on the ref (a later push restored it); returns those restored by
+    this call. Advisories withdrawn for any other reason stay withdrawn."""
     live = set(live_shas)
     out: list[Advisory] = []
     with store.transaction() as tx:
-        for stored in tx.in_state(repo_id, "withdrawn"):
+        for stored in tx.in_state(repo_id, AdvisoryState.WITHDRAWN):
             adv = stored.advisory
-            reason = str((adv.record.get("database_specific") or {}).get("withdrawn_reason", ""))
-            if adv.introduced not in live or not reason.startswith(REWRITE_REASON_PREFIX):
+            if adv.introduced not in live or not _revivable(stored.withdrawn_by):
                 continue
             record = unwithdraw(
                 adv.record, now, f"introducing commit {adv.introduced} is on the ref again"
             )
             validate_record(record)
             new = Advisory(adv.id, adv.repo_id, adv.introduced, adv.group, adv.severity, record)
-            state = "open" if is_open(record) else "fixed"
+            state = AdvisoryState.OPEN if is_open(record) else AdvisoryState.FIXED
             tx.update(new, state=state, pending=list(stored.pending))
             out.append(new)
     return out
+
+
+def _revivable(withdrawn_by: WithdrawnBy | None) -> bool:
+    """Whether an advisory withdrawn by `withdrawn_by` comes back with its introducing commit."""
+    match withdrawn_by:
+        case WithdrawnBy.REWRITE:
+            return True
+        case None:  # withdrawn before withdrawn_by was recorded, not by a rewrite
+            return False
+        case _:
+            assert_never(withdrawn_by)
