@@ -104,7 +104,8 @@ def _map_unreadable(before: Snapshot | None, after: Snapshot) -> list[Change]:
     return [
         c
         for c in changes
-        if c.kind is ChangeKind.UNREADABLE or (c.kind is ChangeKind.CHANGED and old.state is not SideState.OK)
+        if c.kind is ChangeKind.UNREADABLE
+        or (c.kind is ChangeKind.CHANGED and old.state is not SideState.OK)
     ]
 
 
