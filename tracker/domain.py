@@ -7,7 +7,7 @@ returns the values defined here (or values defined next to the stage when only i
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -23,6 +23,9 @@ Sha = NewType("Sha", str)
 
 JSONValue = Any
 """Any value json.loads can return."""
+
+Clock = Callable[[], datetime]
+"""What stages that stamp times are given (the App's clock; tests pass a fixed one)."""
 
 _REPO_PART = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9_-])?$")
 _SHA = re.compile(r"^[0-9a-f]{40}$")

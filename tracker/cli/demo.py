@@ -62,12 +62,10 @@ def demo(
 ) -> None:
     """Poll the demo watchlist against the bundled Hub replica (real model histories) and summarise."""
     from tracker.app import build
-    from tracker.pipeline import cycle_json, run_cycle
+    from tracker.pipeline import cycle_json
     from tracker.replica import Replica
     from tracker.replica.demo import DEMO_TOKEN
     from tracker.settings import load_settings
-    from tracker.store.advisories import AdvisoryStore
-    from tracker.store.analysis import AnalysisStore
 
     base = load_settings()
     hub_root = base.state_dir / "demo-hub"
@@ -80,12 +78,11 @@ def demo(
         app = build(settings)
         try:
             console.print(f"Hub replica on {hub.url}; polling {settings.watchlist}")
-            report = run_cycle(app)
+            report = app.pipeline.run_cycle()
             if json_out:
                 typer.echo(cycle_json(report))
                 return
-            advisories = AdvisoryStore(app.engine)
-            analysis = AnalysisStore(app.engine)
+            advisories, analysis = app.advisories, app.analysis
             table = Table(title="tracker demo: one poll cycle")
             for col in (
                 "repo",

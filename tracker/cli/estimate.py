@@ -66,7 +66,7 @@ def register(app: typer.Typer) -> None:
 
             application = build(load_settings())
             try:
-                source = application.hub_source()
+                source = application.sources.hub()
                 config, headers, tokenizer, label = fetch_from_source(
                     source, repo_id, rev or "main", with_headers=not no_headers
                 )
