@@ -89,7 +89,7 @@ def test_migrated_schema_matches_the_tables(store: Store) -> None:
         tables = set(sa.inspect(conn).get_table_names())
     assert diffs == []
     assert tables == {*ALL_TABLES, "alembic_version"}
-    assert version == "0004"
+    assert version == "0005"
 
 
 def test_reopen_keeps_data_and_sqlite_pragmas(url: str) -> None:

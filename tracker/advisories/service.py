@@ -18,10 +18,10 @@ from tracker.advisories.lifecycle import (
     PendingChange,
     advance,
     initial_pending,
-    is_open,
     mark_fixed,
     reopen,
     reopened_pending,
+    state_of,
     unwithdraw,
     withdraw,
 )
@@ -259,8 +259,7 @@ def restore_revived(
             )
             validate_record(record)
             new = Advisory(adv.id, adv.repo_id, adv.introduced, adv.group, adv.severity, record)
-            state = AdvisoryState.OPEN if is_open(record) else AdvisoryState.FIXED
-            tx.update(new, state=state, pending=list(stored.pending))
+            tx.update(new, state=state_of(record), pending=list(stored.pending))
             out.append(new)
     return out
 
