@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from storekit import tracker, tracker_env
+from storekit import head_revision, tracker, tracker_env
 
 from tracker.store.schema import ALL_TABLES, METADATA
 
@@ -298,7 +298,7 @@ def test_previous_release_database_migrates_with_every_row(
 
     engine = sa.create_engine(database)
     try:
-        assert _version(engine) == "0005"
+        assert _version(engine) == head_revision()
         after = canonical_new(engine)
         with engine.connect() as conn:  # 0005: what withdrew each advisory, from the old reason
             causes = conn.execute(
