@@ -6,8 +6,8 @@ import json
 from collections.abc import Mapping, Sequence
 
 from tracker.advisories.classify import Classified
-from tracker.advisories.groups import ChangeGroup
-from tracker.domain import Artifact, JSONValue, RepoId, Sha
+from tracker.advisories.groups import ChangeGroup, Subject
+from tracker.domain import Artifact, JSONValue
 
 GROUP_LABELS: Mapping[Artifact, str] = {
     Artifact.CONFIG: "config",
@@ -162,17 +162,11 @@ def _evidence(items: Sequence[Classified]) -> list[str]:
 
 
 def render_details(
-    *,
-    repo_id: RepoId,
-    repo_url: str,
-    group: ChangeGroup,
-    introduced: Sha,
-    previous: Sha | None,
-    estimate_before: Mapping[str, JSONValue] | None,
-    estimate_after: Mapping[str, JSONValue] | None,
-    estimate_changes: Sequence[Classified],
+    *, subject: Subject, group: ChangeGroup, estimate_changes: Sequence[Classified]
 ) -> str:
     """The Markdown body of one advisory; deterministic for equal inputs; ends with a newline."""
+    repo_id, repo_url, introduced = subject.repo_id, subject.url, subject.introduced
+    previous = subject.previous
     top = next(c for c in group.published if c.severity is group.severity)
     since = f"since `{previous}`" if previous else "(first ingested revision)"
     label = GROUP_LABELS[group.name]
@@ -194,7 +188,12 @@ def render_details(
     evidence = _evidence(group.published)
     if evidence:
         out += ["", "## Evidence", *evidence]
-    out += ["", "## Estimate", "", estimate_table(estimate_before, estimate_after)]
+    out += [
+        "",
+        "## Estimate",
+        "",
+        estimate_table(subject.estimate_before, subject.estimate_after),
+    ]
     if estimate_changes:
         out += ["", *(f"- {' '.join(c.change.summary.split())}" for c in estimate_changes)]
     if group.suppressed:

@@ -3,20 +3,39 @@
 One advisory per (repo, revision, group); a group is an artifact kind (`Artifact`), and estimate
 changes form the `estimate` group only when a setup stops or starts fitting a card or the parameter
 counts change (the rest ride along as the estimate table of every advisory's details). Both the
-record builder (`osv`) and the details renderer (`details`) take the `ChangeGroup` made here.
+record builder (`osv`) and the details renderer (`details`) take the `ChangeGroup` made here, and the
+`Subject` (the revision) every advisory of a revision shares.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from tracker.advisories.classify import Classified, highest
-from tracker.domain import Artifact, ChangeKind, Severity
+from tracker.domain import Artifact, ChangeKind, JSONValue, RepoId, Severity, Sha
 
 ESTIMATE_GROUP = Artifact.ESTIMATE
 _ESTIMATE_TRIGGERS = (ChangeKind.FIT_LOST, ChangeKind.FIT_GAINED)
 _GROUP_ORDER = list(Artifact)
+
+
+@dataclass(frozen=True)
+class Subject:
+    """The revision a set of advisories is about: the repo and its URL, the commit that introduced
+    the changes and the one before it (None: the first ingested), the estimate reports of both."""
+
+    repo_id: RepoId
+    repo_url: str
+    introduced: Sha
+    previous: Sha | None
+    estimate_before: Mapping[str, JSONValue] | None
+    estimate_after: Mapping[str, JSONValue] | None
+
+    @property
+    def url(self) -> str:
+        """`repo_url` without a trailing slash (how records name the repo)."""
+        return self.repo_url.rstrip("/")
 
 
 @dataclass(frozen=True)

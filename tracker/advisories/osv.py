@@ -14,7 +14,7 @@ from datetime import datetime
 
 from tracker.advisories.classify import SEVERITY_RANK, Classified
 from tracker.advisories.details import GROUP_LABELS, render_details
-from tracker.advisories.groups import ESTIMATE_GROUP, ChangeGroup
+from tracker.advisories.groups import ESTIMATE_GROUP, ChangeGroup, Subject
 from tracker.advisories.schema import SCHEMA_VERSION
 from tracker.domain import (
     Artifact,
@@ -145,37 +145,24 @@ def commit_url(repo_url: str, sha: Sha) -> str:
 def build_record(
     *,
     advisory_id: str,
-    repo_id: RepoId,
-    repo_url: str,
+    subject: Subject,
     group: ChangeGroup,
-    introduced: Sha,
-    previous: Sha | None,
-    estimate_before: Mapping[str, JSONValue] | None,
-    estimate_after: Mapping[str, JSONValue] | None,
     estimate_changes: Sequence[Classified],
     now: datetime,
 ) -> dict[str, JSONValue]:
-    """The OSV record of a new (open) advisory introduced at `introduced`.
+    """The OSV record of a new (open) advisory introduced at `subject.introduced`.
 
     Invariants: `published == modified == rfc3339(now)`; one affected package with one GIT range
     whose only event is `introduced`; `versions == [introduced]`; `database_specific` holds the
     severity word, the structured changes (values over MAX_VALUE_CHARS compacted to a digest),
     suppressed changes with reasons, and the compact estimate before and after.
     """
+    repo_id, introduced, previous = subject.repo_id, subject.introduced, subject.previous
     if not is_full_sha(introduced) or (previous is not None and not is_full_sha(previous)):
         raise AdvisoryError(f"{advisory_id}: commit ids must be full 40-hex shas")
     stamp = rfc3339(now)
-    url = repo_url.rstrip("/")
-    details = render_details(
-        repo_id=repo_id,
-        repo_url=url,
-        group=group,
-        introduced=introduced,
-        previous=previous,
-        estimate_before=estimate_before,
-        estimate_after=estimate_after,
-        estimate_changes=estimate_changes,
-    )
+    url = subject.url
+    details = render_details(subject=subject, group=group, estimate_changes=estimate_changes)
     return {
         "schema_version": SCHEMA_VERSION,
         "id": advisory_id,
@@ -203,8 +190,8 @@ def build_record(
             "suppressed": [change_json(c) for c in group.suppressed],
             "estimate_changes": [change_json(c) for c in estimate_changes],
             "estimate": {
-                "before": compact_estimate(estimate_before),
-                "after": compact_estimate(estimate_after),
+                "before": compact_estimate(subject.estimate_before),
+                "after": compact_estimate(subject.estimate_after),
             },
         },
     }

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import assert_never
 
 from tracker.advisories.classify import Classified, Context, Overrides, classify, parse_overrides
-from tracker.advisories.groups import ESTIMATE_GROUP, group_changes
+from tracker.advisories.groups import ESTIMATE_GROUP, Subject, group_changes
 from tracker.advisories.lifecycle import (
     PendingChange,
     advance,
@@ -86,23 +86,11 @@ def publish(
     the OSV schema (nothing is written), ConfigError for invalid overrides.
     """
     rules = _overrides(overrides)
+    subject = Subject(repo_id, repo_url, commit.sha, previous, estimate_before, estimate_after)
     for attempt in range(_ATTEMPTS):
         try:
             with store.transaction() as tx:
-                return _publish(
-                    tx,
-                    repo_id,
-                    commit,
-                    previous,
-                    changes,
-                    estimate_before,
-                    estimate_after,
-                    repo_url,
-                    rules,
-                    prefix,
-                    now,
-                    context,
-                )
+                return _publish(tx, subject, changes, rules, prefix, now, context)
         except AdvisoryConflictError:
             if attempt == _ATTEMPTS - 1:
                 raise
@@ -111,19 +99,14 @@ def publish(
 
 def _publish(
     tx: AdvisoryTx,
-    repo_id: RepoId,
-    commit: Commit,
-    previous: Sha | None,
+    subject: Subject,
     changes: Sequence[Change],
-    estimate_before: Mapping[str, JSONValue] | None,
-    estimate_after: Mapping[str, JSONValue] | None,
-    repo_url: str,
     rules: Overrides,
     prefix: str,
     now: datetime,
     context: Context | None,
 ) -> list[Advisory]:
-    sha = commit.sha
+    repo_id, sha, previous = subject.repo_id, subject.introduced, subject.previous
     if tx.revision_done(repo_id, sha):
         return tx.introduced_at(repo_id, sha)
     restoring: set[int] = set()
@@ -164,20 +147,15 @@ def _publish(
         ]
         record = build_record(
             advisory_id=adv_id,
-            repo_id=repo_id,
-            repo_url=repo_url,
+            subject=subject,
             group=group,
-            introduced=sha,
-            previous=previous,
-            estimate_before=estimate_before,
-            estimate_after=estimate_after,
             estimate_changes=extra,
             now=now,
         )
         validate_record(record)
         adv = Advisory(adv_id, repo_id, sha, group.name, group.severity, record)
         first = initial_pending([c.change for c in group.published])
-        tx.insert(adv, package_name=repo_url.rstrip("/"), pending=[p.to_json() for p in first])
+        tx.insert(adv, package_name=subject.url, pending=[p.to_json() for p in first])
         out.append(adv)
     for c in classified:
         if c.suppressed is not None:
