@@ -9,11 +9,11 @@ record builder (`osv`) and the details renderer (`details`) take the `ChangeGrou
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tracker.advisories.classify import Classified, highest
-from tracker.domain import Artifact, ChangeKind, JSONValue, RepoId, Severity, Sha
+from tracker.domain import Artifact, ChangeKind, Estimate, RepoId, Severity, Sha
 
 ESTIMATE_GROUP = Artifact.ESTIMATE
 _ESTIMATE_TRIGGERS = (ChangeKind.FIT_LOST, ChangeKind.FIT_GAINED)
@@ -29,8 +29,8 @@ class Subject:
     repo_url: str
     introduced: Sha
     previous: Sha | None
-    estimate_before: Mapping[str, JSONValue] | None
-    estimate_after: Mapping[str, JSONValue] | None
+    estimate_before: Estimate | None
+    estimate_after: Estimate | None
 
     @property
     def url(self) -> str:

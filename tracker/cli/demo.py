@@ -106,9 +106,9 @@ def demo(
                 if r.poll.head:
                     stored = analysis.estimate(r.poll.repo_id, r.poll.head)
                     if stored is not None and stored.estimate is not None:
-                        rep = stored.estimate.report
-                        params = f"{rep['params']['total'] / 1e9:,.2f} B"
-                        fft = f"{rep['memory_gb']['full_finetune']:,.1f}"
+                        est = stored.estimate
+                        params = f"{est.params.total / 1e9:,.2f} B"
+                        fft = f"{est.memory.full_finetune:,.1f}"
                     elif stored is not None:
                         params = "unreadable"
                 status = r.poll.status.value + (f": {r.poll.error}" if r.poll.error else "")
