@@ -181,10 +181,6 @@ def poll(
                         typer.echo(f"{r.poll.repo_id}: {r.error} (its revisions stay pending)")
             if any(r.poll.status is not RepoStatus.OK or r.error for r in report.repos):
                 raise typer.Exit(1)  # for cron and scripts: some repo failed (see the table)
-                typer.echo(
-                    f"analysed {sum(len(r.analysed) for r in report.repos)} revisions, "
-                    f"published {len(report.advisories)} advisories"
-                )
         else:
             run_daemon(app, repos, follow_watchlist=repo is None)
     finally:
