@@ -31,7 +31,7 @@ from tracker.estimate import (
     highest_token_id_from_files,
     parse_config,
 )
-from tracker.ingest import Limits, PollReport, poll_all
+from tracker.ingest import PollReport, poll_all
 from tracker.render_backstop import render_batch
 from tracker.settings import Settings
 from tracker.sources import RepoSource
@@ -178,10 +178,7 @@ class Pipeline:
         if stages.diff is None:
             stages = replace(stages, diff=backstop_diff(settings))
         self.stages = stages
-        self.limits = Limits(
-            max_file_bytes=settings.max_file_bytes,
-            max_header_bytes=settings.max_safetensors_header_bytes,
-        )
+        self.limits = settings.limits
 
     def analyse_revision(self, watched: WatchedRepo, sha: Sha) -> RevisionAnalysis:
         """Diff, estimate and publish one ingested revision, then mark it analysed."""

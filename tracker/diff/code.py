@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import assert_never
 
+from tracker.artifacts import AUTO_MAP_FILES
 from tracker.diff._common import (
     Side,
     SideState,
@@ -23,12 +24,6 @@ from tracker.diff._common import (
 from tracker.domain import Artifact, Change, ChangeKind, JSONValue, Snapshot
 from tracker.errors import UnreadableArtifactError
 
-AUTO_MAP_FILES = (
-    "config.json",
-    "tokenizer_config.json",
-    "preprocessor_config.json",
-    "processor_config.json",
-)
 _ART = Artifact.CUSTOM_CODE
 
 
