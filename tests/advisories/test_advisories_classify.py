@@ -389,6 +389,8 @@ _RENDERED_SAME = {
 _T5 = json.loads((CONFIGS / "google__t5-v1_1-base.json").read_text())
 _GPT2 = json.loads((CONFIGS / "openai-community__gpt2-xl.json").read_text())
 _LLAMA = json.loads((CONFIGS / "meta-llama__Llama-2-7b-hf.json").read_text())
+_CHATGLM = json.loads((CONFIGS / "THUDM__chatglm2-6b.json").read_text())
+_BERT = json.loads((CONFIGS / "google-bert__bert-base-uncased.json").read_text())
 
 # Cases that need the revision's context (the two snapshots): (before files, after files, change,
 # severity, rule, words the rationale must contain).
@@ -430,8 +432,26 @@ CONTEXT_CASES = [
         {"config.json": {**_T5, "relative_attention_num_buckets": 64, "foo_width": 3}},
         ch(A.CONFIG, K.ADDED, "foo_width", None, 3),
         S.MODERATE,
+        "undeclared-key",
+        "T5Config in transformers 5.24.0 neither declares `foo_width` nor converts it",
+    ),
+    (
+        # remote code (auto_map.AutoConfig): what the repo's own class reads is not known
+        {"config.json": _CHATGLM},
+        {"config.json": {**_CHATGLM, "foo_width": 3}},
+        ch(A.CONFIG, K.ADDED, "foo_width", None, 3),
+        S.MODERATE,
         "effect-unknown",
         "no rule knows what `foo_width` does",
+    ),
+    (
+        # BERT in transformers 5 has absolute positions only: the switch is not read
+        {"config.json": _BERT},
+        {"config.json": {**_BERT, "position_embedding_type": "relative_key"}},
+        ch(A.CONFIG, K.ADDED, "position_embedding_type", None, "relative_key"),
+        S.MODERATE,
+        "undeclared-key",
+        "BertConfig in transformers 5.24.0 neither declares `position_embedding_type`",
     ),
     (
         {"config.json": _GPT2},
