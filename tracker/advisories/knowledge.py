@@ -129,12 +129,16 @@ def _groups(classes: Mapping[str, ConfigClass]) -> dict[str, frozenset[str]]:
     return {name: frozenset(members[find(name)]) for name in parent}
 
 
-@lru_cache(maxsize=4)
 def load(version: str = PINNED) -> Knowledge:
     """The knowledge of transformers `version` from its checked-in table (cached per version).
 
     Raises FileNotFoundError when no table was generated for `version`.
     """
+    return _load(version)
+
+
+@lru_cache(maxsize=4)
+def _load(version: str) -> Knowledge:
     raw = json.loads((_HERE / f"transformers-{version}.json").read_text())
     base = frozenset(raw["base_consumed"])
     classes = {

@@ -60,18 +60,25 @@ def _defaults(cls: type) -> tuple[list[str], dict[str, Any]]:
 _KWARG = re.compile(r"kwargs\.(?:pop|get)\(\s*[\"']([A-Za-z_0-9]+)[\"']")
 
 
+_OWN: dict[type, frozenset[str]] = {}
+
+
+def _own_consumed(klass: type) -> frozenset[str]:
+    if klass not in _OWN:  # inspect.getsource parses the module: once per class
+        try:
+            _OWN[klass] = frozenset(_KWARG.findall(inspect.getsource(klass)))
+        except (OSError, TypeError):  # pragma: no cover - classes without source
+            _OWN[klass] = frozenset()
+    return _OWN[klass]
+
+
 def _consumed(cls: type) -> set[str]:
     """Keys the class (or a transformers base) takes out of its kwargs: not fields, but read
     (`rope_scaling` → `rope_parameters`, T5's `tie_word_embeddings` → `scale_decoder_outputs`)."""
     out: set[str] = set()
     for klass in cls.__mro__:
-        if not klass.__module__.startswith("transformers"):
-            continue
-        try:
-            source = inspect.getsource(klass)
-        except (OSError, TypeError):  # pragma: no cover - classes without source
-            continue
-        out |= set(_KWARG.findall(source))
+        if klass.__module__.startswith("transformers"):
+            out |= _own_consumed(klass)
     return out
 
 
