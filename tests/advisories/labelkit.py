@@ -189,10 +189,8 @@ def draft(o: Outcome) -> str:
 def demo_steps(app: Any) -> list[tuple[Step, Sequence[Change]]]:
     """Every analysed revision of the demo's repos in `app` (after a poll cycle) with the changes
     the pipeline stored for it (the diff plus the estimate's delta)."""
-    from tracker.store.analysis import AnalysisStore
-
     sources = demo_source_commits()
-    analysis = AnalysisStore(app.engine)
+    analysis = app.analysis
     out: list[tuple[Step, Sequence[Change]]] = []
     for watched in app.load_watchlist().repos:
         rid = watched.repo_id
@@ -212,7 +210,6 @@ def _demo_app_steps() -> list[tuple[Step, Sequence[Change]]]:
 
     from tracker.app import build
     from tracker.cli.demo import ensure_demo_hub
-    from tracker.pipeline import run_cycle
     from tracker.replica import Replica
     from tracker.replica.demo import DEMO_TOKEN
     from tracker.settings import load_settings
@@ -226,10 +223,11 @@ def _demo_app_steps() -> list[tuple[Step, Sequence[Change]]]:
                 watchlist=ROOT / "watchlist.yaml",
                 hf_endpoint=hub.url,
                 hf_token=DEMO_TOKEN,
-            )
+            ),
+            clock=lambda: datetime(2026, 11, 30, 9, 30, tzinfo=UTC),
         )
         try:
-            run_cycle(app, now=lambda: datetime(2026, 11, 30, 9, 30, tzinfo=UTC))
+            app.pipeline.run_cycle()
             return demo_steps(app)
         finally:
             app.close()
