@@ -74,9 +74,10 @@ class RepoCycle:
 
     @property
     def state(self) -> str:
-        """`ok`, the poll status (`failing`, `gone`, `gated`) or `analysis failed`."""
+        """`ok`, the poll status (`failing`, `gone`, `gated`) or `analysis incomplete` (failed or
+        deferred: `error` says which)."""
         if self.poll.status is RepoStatus.OK and self.error is not None:
-            return "analysis failed"
+            return "analysis incomplete"
         return self.poll.status.value
 
 
