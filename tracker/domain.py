@@ -181,6 +181,8 @@ class Change:
     `key` locates it inside: a JSON path (`text_config.hidden_size`), a token name (`eos_token`),
     a tensor name, a conversation name, a card field. `summary` is one human line.
     `detail` holds longer evidence (a unified diff, a rendered-prompt diff), possibly empty.
+    `facts` holds structured observations of the differ that classification reads (e.g. how a
+    changed chat template renders the canonical conversations); never part of the change's value.
     """
 
     artifact: Artifact
@@ -191,10 +193,14 @@ class Change:
     after: JSONValue
     summary: str
     detail: str = ""
+    facts: Mapping[str, JSONValue] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, JSONValue]:
-        """This change as a JSON object (the wire format of the diff store, `--json` and feeds)."""
-        return {
+        """This change as a JSON object (the wire format of the diff store, `--json` and feeds).
+
+        `facts` is included only when there are some.
+        """
+        out: dict[str, JSONValue] = {
             "artifact": self.artifact.value,
             "kind": self.kind.value,
             "file": self.file,
@@ -204,6 +210,9 @@ class Change:
             "summary": self.summary,
             "detail": self.detail,
         }
+        if self.facts:
+            out["facts"] = dict(self.facts)
+        return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, JSONValue]) -> Change:
@@ -217,6 +226,7 @@ class Change:
             after=data["after"],
             summary=data["summary"],
             detail=data.get("detail", ""),
+            facts=dict(data.get("facts") or {}),
         )
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ast
 import fnmatch
-import json
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from datetime import UTC, datetime
 
 import structlog
 
+from tracker.bounded import DOCUMENT, BoundsError, load_json
 from tracker.domain import Commit, RepoId, Sha, TreeEntry
 from tracker.errors import (
     AccessDeniedError,
@@ -86,7 +86,8 @@ def auto_map_modules(files: Mapping[str, bytes]) -> set[str]:
     """Repo paths of the `*.py` files that `auto_map` names in config.json / tokenizer_config.json.
 
     Values look like `"modeling_x.XModel"`, `["tokenization_x.XTok", null]` or
-    `"other/repo--modeling_x.XModel"` (cross-repo: skipped). Malformed JSON names nothing.
+    `"other/repo--modeling_x.XModel"` (cross-repo: skipped). Malformed JSON, or JSON over
+    `tracker.bounded.DOCUMENT`, names nothing.
     """
     modules: set[str] = set()
     for name in AUTO_MAP_FILES:
@@ -94,8 +95,8 @@ def auto_map_modules(files: Mapping[str, bytes]) -> set[str]:
         if raw is None:
             continue
         try:
-            obj = json.loads(raw)
-        except (ValueError, UnicodeDecodeError, RecursionError):
+            obj = load_json(raw, name, DOCUMENT)  # bounded: a hostile config costs no more
+        except BoundsError:
             continue
         auto_map = obj.get("auto_map") if isinstance(obj, dict) else None
         if not isinstance(auto_map, dict):

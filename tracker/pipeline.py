@@ -19,6 +19,7 @@ from pathlib import Path
 
 import structlog
 
+from tracker.advisories.effects import Context
 from tracker.advisories.service import publish, restore_revived, withdraw_rewritten
 from tracker.app import App
 from tracker.diff import diff_snapshots
@@ -155,6 +156,7 @@ def analyse_revision(
         overrides=watched.advisories,
         prefix=app.settings.advisory_prefix,
         now=at,
+        context=Context(before, after),
     )
     store.mark_analysed(rid, sha, now=at)
     log.info(

@@ -3,13 +3,25 @@ when several test folders have one)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
 
 from tracker.advisories import service
-from tracker.domain import Advisory, Artifact, Change, ChangeKind, Commit, RepoId, Sha
+from tracker.domain import (
+    Advisory,
+    Artifact,
+    Change,
+    ChangeKind,
+    Commit,
+    RepoId,
+    Sha,
+    Snapshot,
+    TreeEntry,
+)
 from tracker.store import Store
 from tracker.store.advisories import AdvisoryStore
 
@@ -58,6 +70,13 @@ def ch(
         summary or f"{key}: {before!r} → {after!r}",
         detail,
     )
+
+
+def snap(files: dict[str, object], sha: str = "0" * 40) -> Snapshot:
+    """A snapshot holding `files` (bytes as given, anything else as its JSON), all fetched."""
+    data = {p: v if isinstance(v, bytes) else json.dumps(v).encode() for p, v in files.items()}
+    tree = tuple(TreeEntry(p, hashlib.sha1(b).hexdigest(), len(b)) for p, b in sorted(data.items()))
+    return Snapshot(RepoId("acme/model"), Sha(sha), tree, data)
 
 
 def make_store(url: str) -> AdvisoryStore:

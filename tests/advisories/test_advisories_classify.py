@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
-import pytest
-from advkit import ch
+import json
+from pathlib import Path
 
-from tracker.advisories.classify import DEFAULT_RULES, classify, highest, parse_overrides
+import pytest
+from advkit import ch, snap
+
+from tracker.advisories.classify import (
+    DEFAULT_RULES,
+    Context,
+    classify,
+    highest,
+    parse_overrides,
+)
 from tracker.domain import Artifact as A
+from tracker.domain import Change
 from tracker.domain import ChangeKind as K
 from tracker.domain import Severity as S
 from tracker.errors import ConfigError
+
+CONFIGS = Path(__file__).resolve().parents[1] / "data" / "configs"
 
 CASES = [
     # critical
@@ -176,6 +188,46 @@ CASES = [
         S.HIGH,
         "special-token-insertion:add_bos_token",
     ),
+    (
+        ch(A.CONFIG, K.CHANGED, "rope_scaling.factor", 8.0, 32.0),
+        S.HIGH,
+        "computation:rope_scaling.*",
+    ),
+    (
+        ch(A.CONFIG, K.ADDED, "rope_scaling", None, {"type": "yarn"}),
+        S.HIGH,
+        "computation:rope_scaling",
+    ),
+    (
+        ch(A.CONFIG, K.REMOVED, "sliding_window", 4096, None),
+        S.HIGH,
+        "computation:sliding_window",
+    ),
+    (
+        ch(A.CONFIG, K.CHANGED, "feed_forward_proj", "gated-gelu", "relu"),
+        S.HIGH,
+        "computation:feed_forward_proj",
+    ),
+    (
+        ch(A.CONFIG, K.CHANGED, "text_config.hidden_activation", "gelu", "silu"),
+        S.HIGH,
+        "computation:*.hidden_activation",
+    ),
+    (
+        ch(A.CONFIG, K.ADDED, "quantization_config", None, {"quant_method": "fp8"}),
+        S.HIGH,
+        "weight-dtype:quantization_config",
+    ),
+    (
+        ch(A.WEIGHTS, K.RENAMED, "lm_head.weight", "a", "b", file="model.safetensors"),
+        S.HIGH,
+        "tensor-renamed",
+    ),
+    (
+        ch(A.CONFIG, K.REMOVED, "", "config.json", None),
+        S.HIGH,
+        "file-removed",
+    ),
     # moderate
     (
         ch(A.GENERATION_CONFIG, K.CHANGED, "temperature", 0.6, 0.7, file="generation_config.json"),
@@ -183,14 +235,31 @@ CASES = [
         "generation-defaults",
     ),
     (
-        ch(A.CONFIG, K.CHANGED, "rope_scaling.factor", 8.0, 32.0),
+        ch(A.CONFIG, K.CHANGED, "num_beams", 4, 1),
         S.MODERATE,
-        "position-limits:rope_scaling.*",
+        "generation-defaults",
     ),
     (
-        ch(A.CONFIG, K.ADDED, "rope_scaling", None, {"type": "yarn"}),
+        ch(A.GENERATION_CONFIG, K.ADDED, "my_setting", None, 3, file="generation_config.json"),
         S.MODERATE,
-        "position-limits:rope_scaling",
+        "generation-custom-entry",
+    ),
+    (
+        ch(
+            A.GENERATION_CONFIG,
+            K.REMOVED,
+            "",
+            "generation_config.json",
+            None,
+            file="generation_config.json",
+        ),
+        S.MODERATE,
+        "generation-file-removed",
+    ),
+    (
+        ch(A.TOKENIZER, K.ADDED, "", None, "tokenizer_config.json", file="tokenizer_config.json"),
+        S.MODERATE,
+        "file-added",
     ),
     (
         ch(A.CONFIG, K.CHANGED, "max_position_embeddings", 4096, 32768),
@@ -198,9 +267,19 @@ CASES = [
         "position-limits:max_position_embeddings",
     ),
     (
-        ch(A.CONFIG, K.REMOVED, "sliding_window", 4096, None),
+        ch(A.CONFIG, K.CHANGED, "layer_norm_epsilon", 1e-5, 1e-6),
         S.MODERATE,
-        "position-limits:sliding_window",
+        "norm-epsilon:layer_norm_eps",
+    ),
+    (
+        ch(A.CONFIG, K.ADDED, "task_specific_params", None, {"summarization": {"num_beams": 4}}),
+        S.MODERATE,
+        "pipeline-settings",
+    ),
+    (
+        ch(A.TOKENIZER, K.ADDED, "padding_side", None, "left", file="tokenizer_config.json"),
+        S.MODERATE,
+        "tokenizer-settings:padding_side",
     ),
     (
         ch(A.ESTIMATE, K.CHANGED, "params.total", 7_241_732_096, 46_702_792_704, file=""),
@@ -216,6 +295,27 @@ CASES = [
         ch(A.PROCESSOR, K.CHANGED, "size.height", 224, 336, file="preprocessor_config.json"),
         S.MODERATE,
         "processor",
+    ),
+    (
+        ch(A.WEIGHTS, K.CHANGED, "duplicates", [], ["lm_head.weight: a, b"], file=""),
+        S.MODERATE,
+        "weight-duplicates",
+    ),
+    (
+        ch(A.CHAT_TEMPLATE, K.ADDED, "source", None, {"lines": 3}, file="chat_template.jinja"),
+        S.MODERATE,
+        "chat-template-added",
+    ),
+    (
+        ch(A.CONFIG, K.ADDED, "deepstack_visual_indexes", None, [8, 16]),
+        S.MODERATE,
+        "effect-unknown",
+    ),
+    (
+        # a template source change without the differ's render facts (stored before they existed)
+        ch(A.CHAT_TEMPLATE, K.CHANGED, "source", "a", "b", file="tokenizer_config.json"),
+        S.MODERATE,
+        "effect-unknown",
     ),
     # low
     (
@@ -247,19 +347,249 @@ CASES = [
         S.LOW,
         "bookkeeping:transformers_version",
     ),
-    (ch(A.MODEL_CARD, K.CHANGED, "text", "a", "b", file="README.md"), S.LOW, "metadata"),
+    (
+        ch(A.CONFIG, K.CHANGED, "output_hidden_states", False, True),
+        S.LOW,
+        "output-flag:output_hidden_states",
+    ),
+    (ch(A.CONFIG, K.CHANGED, "use_cache", False, True), S.LOW, "runtime-only:use_cache"),
+    (ch(A.CONFIG, K.CHANGED, "attention_dropout", 0.0, 0.1), S.LOW, "training-only:*dropout*"),
+    (
+        ch(A.CONFIG, K.CHANGED, "output_router_logits", True, False),
+        S.LOW,
+        "training-only:output_router_logits",
+    ),
+    (ch(A.CONFIG, K.REMOVED, "pruned_heads", {}, None), S.LOW, "legacy-default"),
+    (ch(A.MODEL_CARD, K.CHANGED, "text", "a", "b", file="README.md"), S.LOW, "model-card"),
     (
         ch(A.EXECUTABLE, K.REMOVED, "pytorch_model.bin", "sha", None, file="pytorch_model.bin"),
         S.LOW,
         "pickle-removed",
     ),
-    (ch(A.ESTIMATE, K.FIT_GAINED, "cards.H100-80GB.lora", False, True, file=""), S.LOW, "metadata"),
     (
-        ch(A.CHAT_TEMPLATE, K.CHANGED, "source", "a", "b", file="tokenizer_config.json"),
+        ch(A.ESTIMATE, K.FIT_GAINED, "cards.H100-80GB.lora", False, True, file=""),
         S.LOW,
-        "metadata",
+        "card-fit-gained",
+    ),
+    (
+        ch(A.ESTIMATE, K.CHANGED, "memory_gb.lora", 28.4, 118.0, file=""),
+        S.LOW,
+        "estimate-figures",
+    ),
+    (ch(A.WEIGHTS, K.CHANGED, "shards", 2, 3, file=""), S.LOW, "weight-layout"),
+]
+
+_TEMPLATE = "tokenizer_config.json"
+_RENDERED_SAME = {
+    "conversations": 2,
+    "same": ["system_user", "tools"],
+    "differs": [],
+    "fails_both": {},
+}
+_T5 = json.loads((CONFIGS / "google__t5-v1_1-base.json").read_text())
+_GPT2 = json.loads((CONFIGS / "openai-community__gpt2-xl.json").read_text())
+_LLAMA = json.loads((CONFIGS / "meta-llama__Llama-2-7b-hf.json").read_text())
+
+# Cases that need the revision's context (the two snapshots): (before files, after files, change,
+# severity, rule, words the rationale must contain).
+CONTEXT_CASES = [
+    (
+        {"config.json": _GPT2},
+        {"config.json": {**_GPT2, "scale_attn_weights": True}},
+        ch(A.CONFIG, K.ADDED, "scale_attn_weights", None, True),
+        S.LOW,
+        "class-default",
+        "GPT2Config's default in transformers 5.24.0",
+    ),
+    (
+        {"config.json": _GPT2},
+        {"config.json": {**_GPT2, "n_layer": 24}},
+        ch(A.CONFIG, K.CHANGED, "n_layer", 48, 24),
+        S.HIGH,
+        "architecture:num_hidden_layers",
+        "`n_layer` is another name of `num_hidden_layers`",
+    ),
+    (
+        {"config.json": _T5},
+        {"config.json": {**_T5, "relative_attention_max_distance": 256}},
+        ch(A.CONFIG, K.ADDED, "relative_attention_max_distance", None, 256),
+        S.HIGH,
+        "computation:relative_attention_max_distance",
+        "relative position range changed",
+    ),
+    (
+        {"config.json": _T5},
+        {"config.json": {**_T5, "d_kv": 128}},
+        ch(A.CONFIG, K.CHANGED, "d_kv", 64, 128),
+        S.HIGH,
+        "architecture:head_dim",
+        "`d_kv` is another name of `head_dim`",
+    ),
+    (
+        {"config.json": _T5},
+        {"config.json": {**_T5, "relative_attention_num_buckets": 64, "foo_width": 3}},
+        ch(A.CONFIG, K.ADDED, "foo_width", None, 3),
+        S.MODERATE,
+        "effect-unknown",
+        "no rule knows what `foo_width` does",
+    ),
+    (
+        {"config.json": _GPT2},
+        {"config.json": {**_GPT2, "n_inner": 8192}},
+        ch(A.CONFIG, K.CHANGED, "n_inner", None, 8192),
+        S.HIGH,
+        "architecture:n_inner",
+        "architecture or sizes changed",
+    ),
+    (
+        # GPT-2's positions are learned: a longer context is a bigger position table
+        {"config.json": _GPT2},
+        {"config.json": {**_GPT2, "n_positions": 2048}},
+        ch(A.CONFIG, K.CHANGED, "n_positions", 1024, 2048),
+        S.HIGH,
+        "architecture-effect",
+        "with only `n_positions` changed moves the estimate: parameters 1.558B → 1.559B",
+    ),
+    (
+        # Llama's positions are rotary: the same change only moves the limit
+        {"config.json": _LLAMA},
+        {"config.json": {**_LLAMA, "max_position_embeddings": 8192}},
+        ch(A.CONFIG, K.CHANGED, "max_position_embeddings", 4096, 8192),
+        S.MODERATE,
+        "position-limits:max_position_embeddings",
+        "maximum context changed",
+    ),
+    (
+        {"config.json": {**_T5, "num_beams": 4}},
+        {"config.json": {**_T5, "num_beams": 1}, "generation_config.json": {"num_beams": 1}},
+        ch(A.CONFIG, K.CHANGED, "num_beams", 4, 1),
+        S.MODERATE,
+        "generation-defaults",
+        "config.json governed `num_beams` at the previous revision",
+    ),
+    (
+        {"config.json": {**_T5, "num_beams": 4}, "generation_config.json": {}},
+        {"config.json": {**_T5, "num_beams": 1}, "generation_config.json": {}},
+        ch(A.CONFIG, K.CHANGED, "num_beams", 4, 1),
+        S.LOW,
+        "generation-shadowed",
+        "ignores config.json's `num_beams`",
+    ),
+    (
+        {"config.json": {**_GPT2, "architectures": ["GPT2ForSequenceClassification"]}},
+        {
+            "config.json": {
+                **_GPT2,
+                "architectures": ["GPT2ForSequenceClassification"],
+                "id2label": {"0": "NEG", "1": "POS"},
+            }
+        },
+        ch(A.CONFIG, K.ADDED, "id2label", None, {"0": "NEG", "1": "POS"}),
+        S.HIGH,
+        "classifier-labels:id2label",
+        "GPT2ForSequenceClassification",
+    ),
+    (
+        {"config.json": _GPT2},
+        {"config.json": {**_GPT2, "id2label": {"0": "NEG", "1": "POS"}}},
+        ch(A.CONFIG, K.ADDED, "id2label", None, {"0": "NEG", "1": "POS"}),
+        S.LOW,
+        "labels-unused:id2label",
+        "no classification head",
+    ),
+    (
+        {
+            "generation_config.json": {"forced_bos_token_id": 0},
+            "tokenizer.json": {
+                "model": {"vocab": {"<pad>": 0, "</s>": 1, "<en>": 2}},
+                "added_tokens": [],
+            },
+        },
+        {
+            "generation_config.json": {"forced_bos_token_id": 2},
+            "tokenizer.json": {
+                "model": {"vocab": {"<pad>": 0, "</s>": 1, "<en>": 2}},
+                "added_tokens": [],
+            },
+        },
+        ch(
+            A.GENERATION_CONFIG,
+            K.CHANGED,
+            "forced_bos_token_id",
+            0,
+            2,
+            file="generation_config.json",
+        ),
+        S.HIGH,
+        "special-token-ids:forced_bos_token_id",
+        'before: 0 = "<pad>"; after: 2 = "<en>"',
+    ),
+    (
+        {_TEMPLATE: {}},
+        {_TEMPLATE: {}},
+        Change(
+            A.CHAT_TEMPLATE,
+            K.CHANGED,
+            _TEMPLATE,
+            "source",
+            "a",
+            "b",
+            "s",
+            "",
+            {"rendered": _RENDERED_SAME},
+        ),
+        S.LOW,
+        "chat-template-same-output",
+        "rendered output unchanged for 2 conversations (system_user, tools)",
+    ),
+    (
+        {_TEMPLATE: {}},
+        {_TEMPLATE: {}},
+        Change(
+            A.CHAT_TEMPLATE,
+            K.CHANGED,
+            _TEMPLATE,
+            "source",
+            "a",
+            "b",
+            "s",
+            "",
+            {"rendered": {**_RENDERED_SAME, "fails_both": {"tool_calls": "raised: no tools"}}},
+        ),
+        S.MODERATE,
+        "chat-template-partly-unknown",
+        "1 could not be rendered in either revision, so the change's effect on them is unknown (tool_calls: raised: no tools)",
+    ),
+    (
+        {_TEMPLATE: {}},
+        {_TEMPLATE: {}},
+        Change(
+            A.CHAT_TEMPLATE,
+            K.CHANGED,
+            _TEMPLATE,
+            "source",
+            "a",
+            "b",
+            "s",
+            "",
+            {"rendered": {**_RENDERED_SAME, "differs": ["tools"]}},
+        ),
+        S.LOW,
+        "chat-template-source",
+        "renders differently for tools",
     ),
 ]
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "change", "severity", "rule", "words"),
+    CONTEXT_CASES,
+    ids=[f"{c[2].artifact}-{c[2].kind}-{c[2].key}-{c[4]}" for c in CONTEXT_CASES],
+)
+def test_rules_that_read_the_revision(before, after, change, severity, rule, words) -> None:  # type: ignore[no-untyped-def]
+    got = classify(change, context=Context(snap(before), snap(after)))
+    assert (got.severity, got.rule) == (severity, rule), got.rationale
+    assert words in got.rationale
 
 
 @pytest.mark.parametrize(
@@ -275,7 +605,7 @@ def test_default_rules(change, severity, rule) -> None:  # type: ignore[no-untyp
 
 
 def test_every_default_rule_is_exercised_or_a_pattern_variant() -> None:
-    hit = {rule for _, _, rule in CASES}
+    hit = {rule for _, _, rule in CASES} | {c[4] for c in CONTEXT_CASES}
     families = {r.name.split(":")[0] for r in DEFAULT_RULES}
     assert families <= {h.split(":")[0] for h in hit}
 

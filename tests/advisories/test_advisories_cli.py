@@ -38,7 +38,7 @@ def published() -> None:
                     ]
                 },
             ),
-            (M[3], M[2], (ch(A.CONFIG, K.REMOVED, "sliding_window", 4096, None),), None),
+            (M[3], M[2], (ch(A.CONFIG, K.CHANGED, "max_position_embeddings", 32768, 4096),), None),
         ]:
             publish(
                 store,

@@ -13,12 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from advkit import HUB, NOW, commit, publish
+from advkit import HUB, NOW, commit, publish, snap
 
+from tracker.advisories.effects import Context
 from tracker.advisories.export import export
 from tracker.advisories.schema import validate_record
 from tracker.advisories.service import withdraw_rewritten
-from tracker.domain import Artifact, Change, ChangeKind, RepoId, Sha
+from tracker.domain import Change, RepoId, Sha
 from tracker.store.advisories import AdvisoryStore
 
 HERE = Path(__file__).parent
@@ -28,8 +29,27 @@ R1, MIXTRAL = RepoId("deepseek-ai/DeepSeek-R1"), RepoId("mistralai/Mixtral-8x7B-
 GRANITE = RepoId("ibm-granite/granite-3.1-1b-a400m-instruct")
 
 
+CORPUS = HERE.parents[1].parent / "shared" / "corpus" / "histories"
+SOURCES = {
+    R1: ("deepseek-ai__DeepSeek-R1", "tokenizer_config.json"),
+    MIXTRAL: ("mistralai__Mixtral-8x7B-v0.1", "config.json"),
+    GRANITE: ("ibm-granite__granite-3.1-1b-a400m-instruct", "tokenizer_config.json"),
+}
+
+
 def _change(raw: dict[str, Any]) -> Change:
-    return Change(**{**raw, "artifact": Artifact(raw["artifact"]), "kind": ChangeKind(raw["kind"])})
+    return Change.from_json(raw)
+
+
+def _snapshots(repo: RepoId) -> dict[str, Any]:
+    """The file each revision of `repo`'s frozen inputs was diffed from, as classification reads it."""
+    name, file = SOURCES[repo]
+    out = {}
+    for line in (CORPUS / name / "HISTORY.tsv").read_text().splitlines():
+        nn, sha, *_, path = line.split("\t")
+        if path == file:
+            out[sha] = snap({file: (CORPUS / name / f"{nn}_{sha[:8]}_{file}").read_bytes()}, sha)
+    return out
 
 
 def replay(store: AdvisoryStore) -> dict[str, list[str]]:
@@ -38,6 +58,7 @@ def replay(store: AdvisoryStore) -> dict[str, list[str]]:
     step = 0
     for repo in (R1, MIXTRAL, GRANITE):
         before = None
+        snaps = _snapshots(repo)
         for rev in INPUTS[repo]:
             sha, prev = Sha(rev["sha"]), rev["previous"]
             after = rev.get("estimate")
@@ -53,6 +74,7 @@ def replay(store: AdvisoryStore) -> dict[str, list[str]]:
                 overrides=None,
                 prefix="TRACKER",
                 now=NOW + timedelta(hours=step),
+                context=Context(snaps.get(prev) if prev else None, snaps[sha]),
             )
             made[sha] = [f"{a.id} {a.group} {a.severity.value}" for a in advs]
             before = after
@@ -73,13 +95,16 @@ def test_replay_gives_the_expected_advisories(store: AdvisoryStore) -> None:
             "x_TRACKER-2026-2 config high",  # model_type mistral -> mixtral
             "x_TRACKER-2026-3 estimate high",  # 7.2B -> 46.7B parameters, cards no longer fit
         ],
+        # output_router_logits: training only
         "c56a162543a9560c9f352687e46c8416e6292da6": ["x_TRACKER-2026-4 config low"],
-        "2e54f233da37e9911a9b5a45f83df0b734337bb4": ["x_TRACKER-2026-5 config moderate"],
-        "41c1fe324a57f555d8df74b85a1353a583746532": ["x_TRACKER-2026-6 config moderate"],
+        # sliding_window removed (4096 -> MixtralConfig's default null): a local window, high
+        "2e54f233da37e9911a9b5a45f83df0b734337bb4": ["x_TRACKER-2026-5 config high"],
+        # sliding_window: null added: MixtralConfig's default, the model reads the same
+        "41c1fe324a57f555d8df74b85a1353a583746532": ["x_TRACKER-2026-6 config low"],
         "ccf7a6502058c82841f1be65cf7e35764be35318": [],  # sliding_window back to 4096: fixes -5
-        "c2b2ae2f1f9532c7c50045bc57d643f46acf8d30": ["x_TRACKER-2026-7 config moderate"],
+        "c2b2ae2f1f9532c7c50045bc57d643f46acf8d30": ["x_TRACKER-2026-7 config high"],
         # 32768 -> null restores -6's value (null) but from a third value: a change of its own
-        "58301445dc1378584211722b7ebf8743ec4e192b": ["x_TRACKER-2026-8 config moderate"],
+        "58301445dc1378584211722b7ebf8743ec4e192b": ["x_TRACKER-2026-8 config high"],
         "0a854d48947ba295cc76a294b46d5f55f26c4bf4": [],
         # "Updated chat template": the system prompt was rendered twice before
         "c4f8e0dd19f0ce00bca6c9742751d1827e8fa03a": ["x_TRACKER-2026-9 chat_template high"],

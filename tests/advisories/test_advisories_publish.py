@@ -74,7 +74,7 @@ def test_one_advisory_per_group_with_the_highest_severity(store: AdvisoryStore) 
         "model_type": "high",
         "output_router_logits": "low",
         "router_aux_loss_coef": "low",
-        "sliding_window": "moderate",
+        "sliding_window": "high",  # a local-attention window is a computation switch
         "transformers_version": "low",
     }
     assert rec["summary"].startswith("mistralai/Mixtral-8x7B-v0.1: config changed (6 changes: ")

@@ -8,6 +8,7 @@ from diffkit import DATA, make_snapshot, version
 
 from tracker.diff import diff_snapshots
 from tracker.diff.chat_template import render_all, resolve_templates
+from tracker.diff.conversations import CONVERSATIONS
 from tracker.diff.sandbox import DEFAULT_LIMITS
 from tracker.domain import Artifact, ChangeKind
 
@@ -58,7 +59,33 @@ def test_kimi_k2_template_revision_renders_a_new_default_system_prompt() -> None
         }
     )
     changes = {c.key: c for c in diff_snapshots(before, after)}
-    assert set(changes) == {"source", "multi_turn", "reasoning", "tools", "tool_calls"}
+    assert set(changes) == {
+        "source",
+        "multi_turn",
+        "reasoning",
+        "tools",
+        "tool_calls",
+        "tool_calls_no_ids",
+        "parallel_tool_calls",
+    }
+    assert changes["source"].summary == (
+        "chat template source changed (+47 -26 lines); renders differently for 6 of 8 conversations"
+    )
+    assert changes["source"].facts == {
+        "rendered": {
+            "conversations": 8,
+            "same": ["system_user", "generation_prompt"],
+            "differs": [
+                "multi_turn",
+                "tools",
+                "tool_calls",
+                "reasoning",
+                "tool_calls_no_ids",
+                "parallel_tool_calls",
+            ],
+            "fails_both": {},
+        }
+    }
     multi = changes["multi_turn"]
     assert multi.kind is ChangeKind.RENDERED
     assert multi.before.startswith(
@@ -127,11 +154,62 @@ def test_named_template_changes_are_keyed_by_name() -> None:
     changes = diff_snapshots(snap("{{ tools|length }}"), snap("{{ tools|length }} tools"))  # type: ignore[arg-type]
     assert [(c.kind, c.key) for c in changes] == [
         (ChangeKind.CHANGED, "tool_use"),
+        (ChangeKind.RENDERED, "tool_use:parallel_tool_calls"),
         (ChangeKind.RENDERED, "tool_use:tool_calls"),
+        (ChangeKind.RENDERED, "tool_use:tool_calls_no_ids"),
         (ChangeKind.RENDERED, "tool_use:tools"),
     ]
     assert changes[-1].before == "1" and changes[-1].after == "1 tools"
     # conversations without tools fail identically at both revisions (tools is None): no change
+
+
+def test_source_change_that_renders_the_same_says_so() -> None:
+    # a whitespace-control and comment edit: the prompt of every canonical conversation is the same
+    old = b"{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}"
+    new = b"{#- one line per message -#}\n{%- for m in messages -%}{{ m.role }}: {{ m.content }}\n{% endfor %}"
+    changes = diff_snapshots(
+        make_snapshot({"chat_template.jinja": old}), make_snapshot({"chat_template.jinja": new})
+    )
+    [source] = changes
+    assert (source.kind, source.key) == (ChangeKind.CHANGED, "source")
+    assert source.summary == (
+        "chat template source changed (+2 -1 lines); rendered output unchanged for 8 conversations"
+    )
+    assert source.facts["rendered"]["same"] == [c.id for c in CONVERSATIONS]
+    assert source.detail.startswith(
+        "# rendered output: rendered output unchanged for 8 conversations\n"
+    )
+
+
+def test_conversations_that_fail_in_both_revisions_are_listed_with_the_error() -> None:
+    refuse = "{% if m.role == 'tool' %}{{ raise_exception('tool messages are not supported') }}{% endif %}"
+    old = f"{{% for m in messages %}}{refuse}{{{{ m.content }}}}{{% endfor %}}".encode()
+    new = f"{{% for m in messages %}}{refuse}{{{{ m.content }}}}\n{{% endfor %}}".encode()
+    changes = diff_snapshots(
+        make_snapshot({"chat_template.jinja": old}), make_snapshot({"chat_template.jinja": new})
+    )
+    [source] = [c for c in changes if c.key == "source"]
+    assert source.kind is ChangeKind.CHANGED
+    assert source.facts["rendered"]["fails_both"] == {
+        "parallel_tool_calls": "raised: tool messages are not supported",
+        "tool_calls": "raised: tool messages are not supported",
+        "tool_calls_no_ids": "raised: tool messages are not supported",
+    }
+    assert source.summary == (
+        "chat template source changed (+2 -1 lines); renders differently for 5 of 8 conversations; "
+        "3 fail to render in both revisions (parallel_tool_calls, tool_calls, tool_calls_no_ids)"
+    )
+    assert (
+        "# fails to render in both revisions: tool_calls: raised: tool messages are not supported"
+        in source.detail.splitlines()
+    )
+    assert {c.key for c in changes if c is not source} == {
+        "system_user",
+        "generation_prompt",
+        "multi_turn",
+        "tools",
+        "reasoning",
+    }
 
 
 def test_bos_token_change_alone_changes_the_rendered_prompt() -> None:

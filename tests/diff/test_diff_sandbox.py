@@ -9,6 +9,7 @@ import pytest
 from diffkit import make_snapshot
 
 from tracker.diff import diff_snapshots
+from tracker.diff.conversations import CONVERSATIONS
 from tracker.diff.sandbox import RenderLimits, render_template
 from tracker.domain import ChangeKind
 
@@ -137,14 +138,7 @@ def test_hostile_template_in_a_repo_is_reported_not_raised() -> None:
     )
     changes = diff_snapshots(good, evil)
     broken = [c for c in changes if c.kind is ChangeKind.BROKEN]
-    assert {c.key for c in broken} == {
-        "system_user",
-        "generation_prompt",
-        "multi_turn",
-        "tools",
-        "tool_calls",
-        "reasoning",
-    }
+    assert {c.key for c in broken} == {c.id for c in CONVERSATIONS}
     assert all(c.after == "<limit: repetition over the size limit (1000000)>" for c in broken)
 
 
@@ -186,4 +180,4 @@ def test_a_spinning_template_costs_one_deadline_per_revision() -> None:
     spin = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
     results = render_all(spin, {}, RenderLimits(seconds=0.3))
     assert {r.category for r in results.values()} == {"timeout"}
-    assert len(results) == 6
+    assert len(results) == len(CONVERSATIONS)

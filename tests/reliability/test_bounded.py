@@ -100,7 +100,7 @@ def test_yaml_alias_bomb_is_refused_without_expanding_it() -> None:
     with pytest.raises(BoundsError) as info:
         load_yaml(billion_laughs(), "README.md", FRONT_MATTER)
     assert str(info.value) == (
-        "could not read README.md: YAML aliases expand to more than 200,000 values"
+        "could not read README.md: YAML aliases expand to more than 50,000 values"
     )
 
 

@@ -7,18 +7,14 @@ Driven with httpx (a real client) over loopback, in front of the Hub replica ser
 from __future__ import annotations
 
 import hashlib
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
+from helpers_replica import make_llama
 
 from tracker.replica import Replica
 from tracker.replica.faultproxy import Fault, FaultProxy, Mode
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "replica"))
-from helpers_replica import make_llama
 
 pytestmark = pytest.mark.replica
 

@@ -1,7 +1,8 @@
 """Classify changes into severities by the rules table, with per-repo overrides and suppressions.
 
-Pure: takes `Change` values and the repo's `advisories:` mapping from watchlist.yaml, returns values.
-The default table itself is data in `tracker.advisories.rules`.
+Pure: takes `Change` values, the revision's `Context` (both snapshots, for the effect checks) and
+the repo's `advisories:` mapping from watchlist.yaml, returns values. The default table itself is
+data in `tracker.advisories.rules`; transformers' knowledge is in `tracker.advisories.knowledge`.
 """
 
 from __future__ import annotations
@@ -9,7 +10,10 @@ from __future__ import annotations
 import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 
+from tracker.advisories.effects import Context
+from tracker.advisories.knowledge import Knowledge, load
 from tracker.advisories.rules import DEFAULT_RULES, SEVERITY_RANK, Match, Rule
 from tracker.domain import Artifact, Change, ChangeKind, JSONValue, Severity
 from tracker.errors import ConfigError
@@ -18,12 +22,14 @@ __all__ = [
     "DEFAULT_RULES",
     "SEVERITY_RANK",
     "Classified",
+    "Context",
     "Match",
     "Overrides",
     "Rule",
     "Suppression",
     "classify",
     "highest",
+    "key_names",
     "parse_overrides",
 ]
 
@@ -55,19 +61,61 @@ class Classified:
     suppressed: str | None = None
 
 
-def classify(change: Change, overrides: Overrides = Overrides()) -> Classified:
+def key_names(change: Change, knowledge: Knowledge | None = None) -> tuple[str, ...]:
+    """The change's key under every name of its fact: itself first, then the aliases of its last
+    part from transformers' attribute maps (`n_layer` → also `num_hidden_layers`, `num_layers`, …).
+
+    Only config.json keys have aliases (config classes read them); other files' keys stand alone.
+    """
+    if not change.key or change.file != "config.json":
+        return (change.key,)
+    head, _, leaf = change.key.rpartition(".")
+    others = sorted((knowledge or load()).names_of(leaf) - {leaf})
+    return (change.key, *(f"{head}.{n}" if head else n for n in others))
+
+
+def classify(
+    change: Change, overrides: Overrides = Overrides(), context: Context | None = None
+) -> Classified:
     """Return `change` classified by the first matching override rule, else default rule.
 
-    The defaults end with a catch-all, so every change gets a severity. A suppression (first
-    matching) sets `suppressed` to its reason; the severity is still the one the rules give.
+    A rule matches on the change's key under any of its names (`key_names`); a rule with an
+    effect check applies only when the check finds evidence in `context` (the revision's two
+    snapshots; None: only checks that need no snapshot can say yes), and the evidence is added
+    to the rationale. The defaults end with a catch-all, so every change gets a severity. A
+    suppression (first matching) sets `suppressed` to its reason; the severity is still the one
+    the rules give.
     """
+    knowledge = context.knowledge if context is not None else load()
+    names = key_names(change, knowledge)
+    evidence = ""
     for rule in (*overrides.rules, *DEFAULT_RULES):
-        if rule.match.matches(change):
-            break
+        if not rule.match.matches(change, names):
+            continue
+        if rule.when is not None:
+            found = rule.when(change, context)
+            if found is None:
+                continue
+            evidence = found
+        break
     else:  # pragma: no cover - DEFAULT_RULES ends with a catch-all
         raise AssertionError("no rule matched")
-    reason = next((s.reason for s in overrides.suppress if s.match.matches(change)), None)
-    return Classified(change, rule.severity, rule.name, rule.rationale, reason)
+    notes = [_alias_note(rule, names), evidence]
+    rationale = rule.rationale.replace("{key}", change.key or change.file)
+    rationale = ": ".join([rationale, *(n for n in notes if n)])
+    reason = next((s.reason for s in overrides.suppress if s.match.matches(change, names)), None)
+    return Classified(change, rule.severity, rule.name, rationale, reason)
+
+
+def _alias_note(rule: Rule, names: tuple[str, ...]) -> str:
+    """`n_layer` is another name of `num_hidden_layers`, when the rule matched the key by an alias."""
+    pattern = rule.match.key
+    if pattern is None or fnmatchcase(names[0], pattern):
+        return ""
+    other = next((n for n in names[1:] if fnmatchcase(n, pattern)), None)
+    if other is None:  # pragma: no cover - the rule matched one of the names
+        return ""
+    return f"`{names[0]}` is another name of `{other}` in transformers' config classes"
 
 
 def highest(severities: Sequence[Severity]) -> Severity:

@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
-from tracker.advisories.classify import Classified, Overrides, classify, parse_overrides
+from tracker.advisories.classify import Classified, Context, Overrides, classify, parse_overrides
 from tracker.advisories.lifecycle import (
     PendingChange,
     advance,
@@ -63,12 +63,14 @@ def publish(
     overrides: Overrides | Mapping[str, JSONValue] | None,
     prefix: str,
     now: datetime,
+    context: Context | None = None,
 ) -> list[Advisory]:
     """Publish the advisories of one analysed revision; idempotent per (repo, commit).
 
     Inputs: the revision's `changes` against `previous` (None for the first revision), the
     estimate reports before/after, the repo's watchlist `advisories:` mapping (or parsed
-    Overrides), the id prefix and `now`. Output: the advisories introduced at `commit`, ordered by
+    Overrides), the id prefix, `now` and the classification `context` (the revision's two
+    snapshots; None: only what the changes themselves say). Output: the advisories introduced at `commit`, ordered by
     id (existing ones if this revision was published before; nothing is allocated or written then).
     Side effects, in the same transaction: open advisories of the repo get `commit` added to their
     versions, or a `fixed` event when its changes restore every earlier value (changes that directly
@@ -92,6 +94,7 @@ def publish(
                     rules,
                     prefix,
                     now,
+                    context,
                 )
         except AdvisoryConflictError:
             if attempt == _ATTEMPTS - 1:
@@ -111,6 +114,7 @@ def _publish(
     rules: Overrides,
     prefix: str,
     now: datetime,
+    context: Context | None,
 ) -> list[Advisory]:
     sha = commit.sha
     if tx.revision_done(repo_id, sha):
@@ -140,7 +144,7 @@ def _publish(
     tx.extend(extend, sha, now)
 
     remaining = [c for i, c in enumerate(changes) if i not in restoring]
-    classified = [classify(c, rules) for c in remaining]
+    classified = [classify(c, rules, context) for c in remaining]
     ride_along = [
         c for c in classified if c.change.artifact is Artifact.ESTIMATE and c.suppressed is None
     ]

@@ -18,7 +18,7 @@ from tracker.diff.conversations import CONVERSATIONS, template_variables
 from tracker.diff.sandbox import DEFAULT_LIMITS, RenderLimits, RenderResult, render_template
 from tracker.diff.special_tokens import effective_special_tokens
 from tracker.diff.tokenizer import TOKENIZER_CONFIG_FILE
-from tracker.domain import Artifact, Change, ChangeKind, Snapshot
+from tracker.domain import Artifact, Change, ChangeKind, JSONValue, Snapshot
 from tracker.errors import UnreadableArtifactError
 
 TEMPLATE_FILE = "chat_template.jinja"
@@ -226,19 +226,6 @@ def _diff_one(
     assert a is not None and b is not None
     file = new.origins[name]
     out: list[Change] = []
-    if a != b:
-        out.append(
-            Change(
-                _ART,
-                ChangeKind.CHANGED,
-                file,
-                key,
-                _ident(a, old.origins[name]),
-                _ident(b, file),
-                f"{label} source changed ({_line_delta(a, b)})",
-                unified(a, b, file if file.endswith(".jinja") else f"{file}#{_field(name)}"),
-            )
-        )
     if a == b and dict(old_tokens) == dict(new_tokens):
         return out
     before_r, after_r = render_all(a, old_tokens, limits), render_all(b, new_tokens, limits)
@@ -256,7 +243,43 @@ def _diff_one(
                     f"{label} no longer parses: {err}",
                 )
             )
-        return out
+    else:
+        out.extend(_rendered_changes(name, label, file, before_r, after_r))
+    if a != b:
+        differs = [
+            c.key.split(":")[-1] for c in out if c.kind in (ChangeKind.RENDERED, ChangeKind.BROKEN)
+        ]
+        if any(c.key == key and c.kind is ChangeKind.BROKEN for c in out):
+            differs = list(after_r)  # no longer parses: every conversation is affected
+        outcome = render_outcome(before_r, after_r, differs)
+        source = Change(
+            _ART,
+            ChangeKind.CHANGED,
+            file,
+            key,
+            _ident(a, old.origins[name]),
+            _ident(b, file),
+            f"{label} source changed ({_line_delta(a, b)}); {outcome_phrase(outcome)}",
+            "\n".join(
+                [
+                    *_outcome_lines(outcome),
+                    unified(a, b, file if file.endswith(".jinja") else f"{file}#{_field(name)}"),
+                ]
+            ),
+            {"rendered": outcome},
+        )
+        out.insert(0, source)
+    return out
+
+
+def _rendered_changes(
+    name: str,
+    label: str,
+    file: str,
+    before_r: Mapping[str, RenderResult],
+    after_r: Mapping[str, RenderResult],
+) -> list[Change]:
+    out: list[Change] = []
     for conv_id, old_r in before_r.items():
         new_r = after_r[conv_id]
         if old_r.shown() == new_r.shown():
@@ -288,6 +311,52 @@ def _diff_one(
             )
         )
     return out
+
+
+def render_outcome(
+    before_r: Mapping[str, RenderResult],
+    after_r: Mapping[str, RenderResult],
+    differs: list[str],
+) -> dict[str, JSONValue]:
+    """What a template change did to the canonical conversations (the source change's `facts`).
+
+    `same`: rendered in both revisions to the same prompt; `differs`: reported as their own
+    RENDERED/BROKEN changes; `fails_both`: could not be rendered in either revision (id → the
+    error at the new revision), so the change's effect on them is unknown.
+    """
+    same = [c for c in before_r if c not in differs and before_r[c].ok and after_r[c].ok]
+    fails = {
+        c: f"{after_r[c].category}: {after_r[c].error}"
+        for c in before_r
+        if c not in differs and not before_r[c].ok and not after_r[c].ok
+    }
+    return {"conversations": len(before_r), "same": same, "differs": differs, "fails_both": fails}
+
+
+def outcome_phrase(outcome: Mapping[str, JSONValue]) -> str:
+    """`rendered output unchanged for 9 conversations` / `renders differently for 2 of 9 conversations`,
+    with the conversations that fail in both revisions named."""
+    same, differs, fails = outcome["same"], outcome["differs"], outcome["fails_both"]
+    total = outcome["conversations"]
+    if differs:
+        text = f"renders differently for {len(differs)} of {total} conversations"
+    else:
+        text = f"rendered output unchanged for {len(same)} conversation{'s' * (len(same) != 1)}"
+    if fails:
+        n = len(fails)
+        text += (
+            f"; {n} fail{'s' * (n == 1)} to render in both revisions ({', '.join(sorted(fails))})"
+        )
+    return text
+
+
+def _outcome_lines(outcome: Mapping[str, JSONValue]) -> list[str]:
+    lines = [f"# rendered output: {outcome_phrase(outcome)}"]
+    lines += [
+        f"# fails to render in both revisions: {conv}: {err}"
+        for conv, err in sorted(outcome["fails_both"].items())
+    ]
+    return lines
 
 
 def _ident(source: str, file: str) -> dict[str, object]:

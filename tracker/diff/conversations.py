@@ -45,6 +45,48 @@ _TOOL_RESULT = {
     "name": "get_weather",
     "content": '{"temperature": 18}',
 }
+_TOOL_CALL_NO_ID = {
+    "role": "assistant",
+    "content": "",
+    "tool_calls": [
+        {
+            "type": "function",
+            "function": {"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}},
+        }
+    ],
+}
+_TOOL_RESULT_NO_ID = {"role": "tool", "name": "get_weather", "content": '{"temperature": 18}'}
+_WEATHER_Q2 = {"role": "user", "content": "What is the weather in Paris and in Rome?"}
+_TWO_TOOL_CALLS = {
+    "role": "assistant",
+    "content": "",
+    "tool_calls": [
+        {
+            "id": "call00001",
+            "type": "function",
+            "function": {"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}},
+        },
+        {
+            "id": "call00002",
+            "type": "function",
+            "function": {"name": "get_weather", "arguments": {"city": "Rome", "unit": "celsius"}},
+        },
+    ],
+}
+_TWO_TOOL_RESULTS = (
+    {
+        "role": "tool",
+        "tool_call_id": "call00001",
+        "name": "get_weather",
+        "content": '{"temperature": 18}',
+    },
+    {
+        "role": "tool",
+        "tool_call_id": "call00002",
+        "name": "get_weather",
+        "content": '{"temperature": 24}',
+    },
+)
 _REASONING = "France's capital is Paris; Italy's is Rome."
 
 
@@ -81,8 +123,23 @@ CONVERSATIONS: tuple[Conversation, ...] = (
         (_USER, _with_reasoning(_ASSISTANT, _REASONING), _USER2),
         add_generation_prompt=True,
     ),
+    Conversation(
+        "tool_calls_no_ids",
+        (_WEATHER_Q, _TOOL_CALL_NO_ID, _TOOL_RESULT_NO_ID),
+        add_generation_prompt=True,
+        tools=(WEATHER_TOOL,),
+    ),
+    Conversation(
+        "parallel_tool_calls",
+        (_WEATHER_Q2, _TWO_TOOL_CALLS, *_TWO_TOOL_RESULTS),
+        add_generation_prompt=True,
+        tools=(WEATHER_TOOL,),
+    ),
 )
-"""In this order; ids are stable (advisories classify on them)."""
+"""In this order; ids are stable (advisories classify on them). Together they cover: a system
+prompt, the generation prompt off (`system_user`, `multi_turn`) and on, several turns, tools
+offered, a tool call with an id and its result, a tool call without ids (as templates that do not
+expect ids see it), several tool calls in one turn with their results, and reasoning content."""
 
 
 def template_variables(conv: Conversation, special_tokens: Mapping[str, Any]) -> dict[str, Any]:

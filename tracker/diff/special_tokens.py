@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracker.diff._common import Side, json_type, load_json_object, read_side, show
+from tracker.diff._common import Side, json_type, lifecycle, load_json_object, read_side, show
 from tracker.diff.config import CONFIG_FILE, GENERATION_CONFIG_FILE, TOKEN_ID_KEYS
 from tracker.diff.tokenizer import SPECIAL_TOKEN_NAMES, TOKENIZER_CONFIG_FILE
 from tracker.domain import Artifact, Change, ChangeKind, JSONValue, Snapshot
@@ -84,6 +84,22 @@ def _differs(old: Any, new: Any) -> bool:
     return not (old == new and json_type(old) == json_type(new))
 
 
+def _map_unreadable(before: Snapshot | None, after: Snapshot) -> list[Change]:
+    """UNREADABLE (or readable-again) changes of special_tokens_map.json: never silence."""
+    paths = frozenset(e.path for e in after.tree)
+    old_paths = frozenset(e.path for e in before.tree) if before is not None else frozenset()
+    old = read_side(before, old_paths, SPECIAL_TOKENS_MAP_FILE, load_json_object)
+    new = read_side(after, paths, SPECIAL_TOKENS_MAP_FILE, load_json_object)
+    _, changes = lifecycle(
+        Artifact.SPECIAL_TOKENS, SPECIAL_TOKENS_MAP_FILE, before is None, old, new
+    )
+    return [
+        c
+        for c in changes
+        if c.kind is ChangeKind.UNREADABLE or (c.kind is ChangeKind.CHANGED and old.state != "ok")
+    ]
+
+
 def diff_special_tokens(before: Snapshot | None, after: Snapshot) -> list[Change]:
     """Special-token changes, keys `bos_token`, ..., `eos_token_id`, ... (at most one change per key).
 
@@ -92,12 +108,14 @@ def diff_special_tokens(before: Snapshot | None, after: Snapshot) -> list[Change
     effective value did not change but a lower-priority file changed its value (shadowed, e.g.
     config.json's `pad_token_id` under generation_config.json's), that is reported once too, with
     the summary saying the effective value is unchanged. Nothing is reported on the first
-    revision or when either side cannot be known.
+    revision or when either side cannot be known. special_tokens_map.json, read by no other
+    differ, is reported here when it cannot be read (and when it is readable again).
     """
+    unreadable = _map_unreadable(before, after)
     if before is None:
-        return []
+        return unreadable
     old_sides, new_sides = _sides(before), _sides(after)
-    out: list[Change] = []
+    out: list[Change] = unreadable
     plan = [(n, TOKEN_SOURCES) for n in SPECIAL_TOKEN_NAMES] + [
         (k, ID_SOURCES) for k in sorted(TOKEN_ID_KEYS)
     ]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict
 from pathlib import Path
 
 from tracker.diff import diff_snapshots
@@ -50,7 +49,7 @@ def _changes(repo: str, file: str, history: list[tuple[str, bytes]]) -> list[dic
             {
                 "sha": sha,
                 "previous": prev.sha if prev else None,
-                "changes": [asdict(c) for c in changes],
+                "changes": [c.to_json() for c in changes],
             }
         )
         prev = snap
@@ -65,7 +64,7 @@ def main() -> None:
         rev["estimate"] = reports[i]
         if i:
             rev["changes"] += [
-                asdict(c)
+                c.to_json()
                 for c in estimate_delta(
                     estimate(parse_config(mixtral[i - 1][1])), estimate(parse_config(mixtral[i][1]))
                 )

@@ -1,0 +1,581 @@
+"""What classification knows of a revision beyond the change itself, and the effect checks of the rules (pure).
+
+A `Context` holds the two snapshots of a revision step (parsed lazily: config.json,
+generation_config.json, the tokenizer's id → token map) and the transformers knowledge table.
+Each effect check takes a change and the context and returns evidence (a phrase, possibly "")
+when its rule applies, or None when it does not (or cannot be known): a rule with a check is
+skipped unless the check says yes, so an unknown effect falls through to the louder default.
+
+Checks:
+- `class_default`: a key added or removed with exactly its config class's default (transformers'
+  table), so the value the model reads did not change;
+- `estimate_moves`: the estimate of the previous config re-read with only this key changed differs
+  in structure or counts (`tracker.estimate`'s public `estimate`, a pure function);
+- `generation_governs` / `generation_shadowed`: transformers' precedence for generation defaults
+  (generation_config.json, when it can be read, replaces config.json's generation keys entirely);
+- `token_names`: which tokens the ids of a token-id change name before and after.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from tracker.advisories.knowledge import MISSING, ConfigClass, Knowledge, load
+from tracker.domain import Artifact, Change, ChangeKind, JSONValue, Snapshot
+from tracker.errors import EstimateError
+from tracker.estimate import estimate
+
+CONFIG_FILE = "config.json"
+GENERATION_FILE = "generation_config.json"
+TOKENIZER_FILE = "tokenizer.json"
+TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
+VOCAB_FILE = "vocab.json"
+DECODER_CONFIG_KEYS = ("decoder", "generator", "text_config")
+"""Sub-configs transformers reads generation keys from when the top level leaves them unset
+(`GenerationConfig.from_model_config`), first present wins."""
+
+MAX_NAMED_IDS = 8
+
+
+@dataclass(frozen=True)
+class FileState:
+    """One JSON file at one revision: `state` ok / absent / unreadable / unknown (tracked, not fetched)."""
+
+    state: str
+    value: Mapping[str, JSONValue] | None = None
+    reason: str = ""
+
+
+def _read_json(snap: Snapshot, path: str) -> FileState:
+    if path in snap.unreadable:
+        return FileState("unreadable", reason=snap.unreadable[path])
+    data = snap.files.get(path)
+    if data is None:
+        return FileState("unknown" if snap.entry(path) is not None else "absent")
+    try:
+        value = json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        return FileState("unreadable", reason=str(exc).splitlines()[0])
+    if not isinstance(value, dict):
+        return FileState("unreadable", reason="not a JSON object")
+    return FileState("ok", value)
+
+
+class Side:
+    """What classification reads of one revision (each file parsed at most once, on demand)."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+
+    @cached_property
+    def config(self) -> FileState:
+        return _read_json(self.snapshot, CONFIG_FILE)
+
+    @cached_property
+    def generation(self) -> FileState:
+        return _read_json(self.snapshot, GENERATION_FILE)
+
+    @cached_property
+    def tokens(self) -> Mapping[int, str] | None:
+        """Token id → token text from tokenizer.json (vocab and added tokens), tokenizer_config.json's
+        added_tokens_decoder and vocab.json, whichever are present; None when none is."""
+        out: dict[int, str] = {}
+        found = False
+        vocab = _read_json(self.snapshot, VOCAB_FILE)
+        if vocab.state == "ok" and vocab.value is not None:
+            found = True
+            out.update({i: t for t, i in vocab.value.items() if isinstance(i, int)})
+        tok = _read_json(self.snapshot, TOKENIZER_FILE)
+        if tok.state == "ok" and tok.value is not None:
+            found = True
+            model = tok.value.get("model")
+            table = model.get("vocab") if isinstance(model, Mapping) else None
+            if isinstance(table, Mapping):
+                out.update({i: t for t, i in table.items() if isinstance(i, int)})
+            elif isinstance(table, list):  # Unigram: [[piece, score], ...] in id order
+                out.update(
+                    {
+                        i: p[0]
+                        for i, p in enumerate(table)
+                        if isinstance(p, list) and p and isinstance(p[0], str)
+                    }
+                )
+            for added in tok.value.get("added_tokens") or []:
+                if isinstance(added, Mapping) and isinstance(added.get("id"), int):
+                    out[added["id"]] = str(added.get("content"))
+        conf = _read_json(self.snapshot, TOKENIZER_CONFIG_FILE)
+        decoder = conf.value.get("added_tokens_decoder") if conf.value is not None else None
+        if isinstance(decoder, Mapping):
+            found = True
+            for k, v in decoder.items():
+                if str(k).isdigit() and isinstance(v, Mapping) and "content" in v:
+                    out[int(k)] = str(v["content"])
+        return out if found else None
+
+
+class Context:
+    """The revision step a change belongs to: both snapshots (before is None on a first revision)."""
+
+    def __init__(
+        self,
+        before: Snapshot | None,
+        after: Snapshot | None,
+        knowledge: Knowledge | None = None,
+    ) -> None:
+        self.before = Side(before) if before is not None else None
+        self.after = Side(after) if after is not None else None
+        self.knowledge = knowledge or load()
+        self._estimates: dict[str, Any] = {}
+
+    def estimate_facts(self, config: Mapping[str, JSONValue]) -> Mapping[str, Any] | str:
+        """The structure and counts of `config`'s estimate, or the estimate's one-line error."""
+        text = json.dumps(config, sort_keys=True)
+        if text not in self._estimates:
+            self._estimates[text] = _estimate_facts(config, self.knowledge)
+        result: Mapping[str, Any] | str = self._estimates[text]
+        return result
+
+
+Effect = Callable[[Change, "Context | None"], "str | None"]
+"""An effect check: evidence when the rule applies ("" for none), None when it does not."""
+
+
+def path_of(key: str) -> tuple[str, ...]:
+    return tuple(key.split(".")) if key else ()
+
+
+def get_path(doc: Mapping[str, JSONValue] | None, path: Sequence[str]) -> object:
+    cur: object = doc
+    for part in path:
+        if not isinstance(cur, Mapping) or part not in cur:
+            return MISSING
+        cur = cur[part]
+    return cur
+
+
+def same_json(a: object, b: object) -> bool:
+    """Equal as JSON values: 1 == 1.0, but false != 0 and "1" != 1."""
+
+    def norm(v: object) -> object:
+        if isinstance(v, bool) or v is None or isinstance(v, str):
+            return v
+        if isinstance(v, float) and v.is_integer():
+            return int(v)
+        if isinstance(v, Mapping):
+            return {str(k): norm(x) for k, x in v.items()}
+        if isinstance(v, list | tuple):
+            return [norm(x) for x in v]
+        return v
+
+    return json.dumps(norm(a), sort_keys=True) == json.dumps(norm(b), sort_keys=True)
+
+
+def show(value: object, limit: int = 60) -> str:
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _config_sides(
+    ctx: Context | None,
+) -> tuple[Mapping[str, JSONValue], Mapping[str, JSONValue]] | None:
+    if ctx is None or ctx.before is None or ctx.after is None:
+        return None
+    b, a = ctx.before.config, ctx.after.config
+    if b.state != "ok" or a.state != "ok" or b.value is None or a.value is None:
+        return None
+    return b.value, a.value
+
+
+def _from_config(change: Change) -> bool:
+    return change.file == CONFIG_FILE and change.artifact in (
+        Artifact.CONFIG,
+        Artifact.SPECIAL_TOKENS,
+    )
+
+
+# --- class defaults ---------------------------------------------------------------------------
+
+
+def class_default(change: Change, ctx: Context | None) -> str | None:
+    """A key of config.json added or removed with exactly its config class's default value."""
+    if not _from_config(change) or change.kind not in (ChangeKind.ADDED, ChangeKind.REMOVED):
+        return None
+    sides = _config_sides(ctx)
+    if sides is None or ctx is None:
+        return None
+    path = path_of(change.key)
+    if not path:
+        return None
+    doc = sides[1] if change.kind is ChangeKind.ADDED else sides[0]
+    cls = ctx.knowledge.class_at(doc, path[:-1])
+    value = get_path(doc, path)
+    if cls is None or value is MISSING:
+        return None
+    default = cls.default(path[-1])
+    if default is MISSING or not same_json(value, default):
+        return None
+    what = "adding" if change.kind is ChangeKind.ADDED else "removing"
+    return (
+        f"`{change.key}` = {show(value)} is {_owner(cls, path[-1])} default in transformers "
+        f"{ctx.knowledge.version}, so {what} it leaves the value the model reads unchanged"
+    )
+
+
+def _owner(cls: ConfigClass, key: str) -> str:
+    attr = cls.attribute(key)
+    alias = f" (its `{attr}`)" if attr != key else ""
+    return f"{cls.name}'s{alias}"
+
+
+# --- the estimate re-read ----------------------------------------------------------------------
+
+
+def _normalised(config: Mapping[str, JSONValue], knowledge: Knowledge) -> dict[str, JSONValue]:
+    """`config` with standard names renamed to the class's own attributes, as transformers sets them."""
+    out = dict(config)
+    cls = knowledge.class_at(config, ())
+    if cls is not None:
+        for std, attr in cls.attribute_map.items():
+            if std in out and attr not in out and std != attr:
+                out[attr] = out.pop(std)
+    return out
+
+
+def _estimate_facts(
+    config: Mapping[str, JSONValue], knowledge: Knowledge
+) -> Mapping[str, Any] | str:
+    try:
+        report = estimate(_normalised(config, knowledge)).report
+    except EstimateError as exc:
+        return str(exc)
+    params = report.get("params") or {}
+    structure = report.get("structure") or {}
+    return {
+        "params": {k: params.get(k) for k in ("total", "active", "embedding")},
+        "components": params.get("by_component"),
+        "layers": report.get("layers"),
+        "graph": _shapeless(structure.get("graph")) if isinstance(structure, Mapping) else None,
+        "pattern": (structure.get("pattern") or {}).get("summary")
+        if isinstance(structure, Mapping)
+        else None,
+    }
+
+
+def _shapeless(value: object) -> object:
+    """The structure graph without tensor shapes: sequence lengths are limits, not structure, and
+    width changes show in the counts."""
+    if isinstance(value, Mapping):
+        return {k: _shapeless(v) for k, v in value.items() if k != "shape"}
+    if isinstance(value, list):
+        return [_shapeless(v) for v in value]
+    return value
+
+
+def _with(config: Mapping[str, JSONValue], path: Sequence[str], value: object) -> dict[str, Any]:
+    out: dict[str, Any] = copy.deepcopy(dict(config))
+    node = out
+    for part in path[:-1]:
+        nxt = node.get(part)
+        if not isinstance(nxt, dict):
+            nxt = {}
+            node[part] = nxt
+        node = nxt
+    if value is MISSING:
+        node.pop(path[-1], None)
+    else:
+        node[path[-1]] = copy.deepcopy(value)
+    return out
+
+
+def _billions(n: object) -> str:
+    if isinstance(n, int) and not isinstance(n, bool):
+        return f"{n / 1e9:.3f}B" if n >= 1e8 else f"{n:,}"
+    return show(n)
+
+
+def _graph_types(graph: object) -> list[str]:
+    out: list[str] = []
+    if isinstance(graph, list):
+        for node in graph:
+            if not isinstance(node, Mapping):
+                continue
+            if "type" in node:
+                out.append(f"{node.get('node')}: {node['type']}")
+            out += _graph_types(node.get("block"))
+    return out
+
+
+def estimate_moves(change: Change, ctx: Context | None) -> str | None:
+    """Re-read the previous config with only this key changed: does the estimate's structure or
+    counts move? Evidence names what moved; None when nothing did or it cannot be told."""
+    if change.artifact is not Artifact.CONFIG or change.file != CONFIG_FILE or not change.key:
+        return None
+    sides = _config_sides(ctx)
+    if sides is None or ctx is None:
+        return None
+    path = path_of(change.key)
+    base = sides[0]
+    changed = _with(base, path, get_path(sides[1], path))
+    old, new = ctx.estimate_facts(base), ctx.estimate_facts(changed)
+    if isinstance(old, str):
+        return None  # the previous config cannot be estimated: nothing to compare with
+    if isinstance(new, str):
+        return (
+            f"with only `{change.key}` changed, the estimate can no longer read the config ({new})"
+        )
+    moved: list[str] = []
+    if old["params"] != new["params"] or old["components"] != new["components"]:
+        moved.append(
+            f"parameters {_billions(old['params']['total'])} → {_billions(new['params']['total'])}"
+            if old["params"]["total"] != new["params"]["total"]
+            else "the parameter split between components"
+        )
+    if old["layers"] != new["layers"]:
+        moved.append(f"layers {old['layers']} → {new['layers']}")
+    if old["graph"] != new["graph"] or old["pattern"] != new["pattern"]:
+        a, b = _graph_types(old["graph"]), _graph_types(new["graph"])
+        kinds = [f"{x} → {y.split(': ', 1)[1]}" for x, y in zip(a, b, strict=False) if x != y]
+        if kinds:
+            moved.append("structure " + "; ".join(dict.fromkeys(kinds)))
+        elif old["pattern"] != new["pattern"]:
+            moved.append(f"attention pattern {show(old['pattern'])} → {show(new['pattern'])}")
+        elif not moved:
+            moved.append("the model's structure")
+    if not moved:
+        return None
+    return (
+        f"re-reading the previous config with only `{change.key}` changed moves the estimate: "
+        + ", ".join(moved)
+    )
+
+
+# --- generation defaults --------------------------------------------------------------------------
+
+
+def _governs(side: Side | None, path: tuple[str, ...], knowledge: Knowledge) -> bool | None:
+    """Whether config.json's key at `path` sets a generation default at this revision.
+
+    transformers 5 reads generation_config.json when it can (and then ignores config.json's
+    generation keys entirely); only when the file is missing or unreadable does it build the
+    generation config from config.json: top-level keys, then keys of the first of `decoder`,
+    `generator`, `text_config` for what the top level leaves unset.
+    """
+    if side is None:
+        return False
+    gen = side.generation
+    if gen.state == "unknown":
+        return None
+    if gen.state == "ok":
+        return False
+    if len(path) == 1:
+        return True
+    conf = side.config.value if side.config.state == "ok" else None
+    if conf is None:
+        return None
+    first = next((k for k in DECODER_CONFIG_KEYS if isinstance(conf.get(k), Mapping)), None)
+    if len(path) != 2 or path[0] != first:
+        return False
+    top = conf.get(path[1], MISSING)
+    default = knowledge.generation_defaults.get(path[1], None)
+    return top is MISSING or top is None or same_json(top, default)
+
+
+def is_generation_key(change: Change, ctx: Context | None) -> bool:
+    knowledge = ctx.knowledge if ctx is not None else load()
+    path = path_of(change.key)
+    return (
+        bool(path)
+        and path[-1] in knowledge.generation_fields
+        and (len(path) == 1 or (len(path) == 2 and path[0] in DECODER_CONFIG_KEYS))
+    )
+
+
+def _generation_state(change: Change, ctx: Context | None) -> tuple[bool | None, bool | None]:
+    if ctx is None:
+        return None, None
+    path = path_of(change.key)
+    return (
+        _governs(ctx.before, path, ctx.knowledge),
+        _governs(ctx.after, path, ctx.knowledge),
+    )
+
+
+def generation_shadowed(change: Change, ctx: Context | None) -> str | None:
+    """A generation key of config.json that sets no generation default at either revision."""
+    if change.artifact is not Artifact.CONFIG or not is_generation_key(change, ctx) or ctx is None:
+        return None
+    before, after = _generation_state(change, ctx)
+    if before is False and after is False:
+        return (
+            f"generation_config.json can be read at both revisions, and transformers "
+            f"{ctx.knowledge.version} then takes every generation default from it and ignores "
+            f"config.json's `{change.key}`"
+        )
+    return None
+
+
+def generation_governs(change: Change, ctx: Context | None) -> str | None:
+    """A generation key (config.json's, or generation_config.json's) that sets a generation default."""
+    if not is_generation_key(change, ctx):
+        return None
+    version = (ctx.knowledge if ctx is not None else load()).version
+    if change.artifact is Artifact.GENERATION_CONFIG:
+        return (
+            f"generation_config.json governs: transformers {version} reads `{change.key}` from it "
+            "in preference to config.json"
+        )
+    if change.artifact is not Artifact.CONFIG:
+        return None
+    before, after = _generation_state(change, ctx)
+    if before is None or after is None:
+        return (
+            f"config.json governs `{change.key}` whenever generation_config.json is missing or "
+            "unreadable, and whether it is could not be known here"
+        )
+    if after:
+        return (
+            "config.json governs: this revision has no readable generation_config.json, so "
+            f"transformers {version} builds the model's generation defaults from config.json, "
+            f"`{change.key}` included"
+        )
+    if before:
+        return (
+            f"config.json governed `{change.key}` at the previous revision (no readable "
+            "generation_config.json); generation_config.json governs now"
+        )
+    return None
+
+
+# --- token ids -------------------------------------------------------------------------------------
+
+
+def _ids(value: object) -> list[int]:
+    if isinstance(value, bool):
+        return []
+    if isinstance(value, int):
+        return [value]
+    if isinstance(value, list):
+        return [i for v in value for i in _ids(v)]
+    if isinstance(value, Mapping):  # sequence_bias and the like: {"[1, 2]": -1.0}
+        return []
+    return []
+
+
+def _named(ids: list[int], tokens: Mapping[int, str] | None) -> str:
+    if tokens is None:
+        return ""
+    shown = ids[:MAX_NAMED_IDS]
+    parts = [
+        f"{i} = {json.dumps(tokens[i], ensure_ascii=False) if i in tokens else '(no such id)'}"
+        for i in shown
+    ]
+    more = f", … ({len(ids) - len(shown)} more)" if len(ids) > len(shown) else ""
+    return ", ".join(parts) + more
+
+
+def token_names(change: Change, ctx: Context | None) -> str:
+    """Which tokens the ids name before and after (by each revision's tokenizer), as evidence."""
+    before_ids, after_ids = _ids(change.before), _ids(change.after)
+    if not before_ids and not after_ids:
+        return ""
+    b_tokens = ctx.before.tokens if ctx is not None and ctx.before is not None else None
+    a_tokens = ctx.after.tokens if ctx is not None and ctx.after is not None else None
+    if b_tokens is None and a_tokens is None:
+        return "the tokenizer is not known at either revision, so the ids cannot be named"
+    parts = []
+    if before_ids:
+        parts.append(f"before: {_named(before_ids, b_tokens) or 'tokenizer unknown'}")
+    if after_ids:
+        parts.append(f"after: {_named(after_ids, a_tokens) or 'tokenizer unknown'}")
+    return "; ".join(parts)
+
+
+# --- classification heads -----------------------------------------------------------------------
+
+_HEAD_SUFFIXES = (
+    "ForSequenceClassification",
+    "ForTokenClassification",
+    "ForAudioClassification",
+    "ForImageClassification",
+    "ForVideoClassification",
+    "ForMultipleChoice",
+)
+
+
+def _architectures(ctx: Context | None) -> list[str] | None:
+    sides = _config_sides(ctx)
+    if sides is None:
+        return None
+    out: list[str] = []
+    for doc in sides:
+        arch = doc.get("architectures")
+        if isinstance(arch, list):
+            out += [str(a) for a in arch]
+    return out
+
+
+def classifier_head(change: Change, ctx: Context | None) -> str | None:
+    arch = _architectures(ctx)
+    heads = [a for a in arch or [] if a.endswith(_HEAD_SUFFIXES)]
+    return f"the checkpoint is a classifier ({', '.join(heads)})" if heads else None
+
+
+def no_classifier_head(change: Change, ctx: Context | None) -> str | None:
+    arch = _architectures(ctx)
+    if not arch or any(a.endswith(_HEAD_SUFFIXES) for a in arch):
+        return None
+    return f"the architectures ({', '.join(dict.fromkeys(arch))}) have no classification head"
+
+
+# --- chat templates ---------------------------------------------------------------------------------
+
+
+def _outcome(change: Change) -> Mapping[str, Any] | None:
+    rendered = change.facts.get("rendered") if change.facts else None
+    return rendered if isinstance(rendered, Mapping) else None
+
+
+def renders_the_same(change: Change, ctx: Context | None) -> str | None:
+    """A template source change after which every canonical conversation renders as before."""
+    out = _outcome(change)
+    if out is None or out.get("differs") or out.get("fails_both") or not out.get("same"):
+        return None
+    n = len(out["same"])
+    return (
+        f"rendered output unchanged for {n} conversation{'s' * (n != 1)} ({', '.join(out['same'])})"
+    )
+
+
+def renders_partly_unknown(change: Change, ctx: Context | None) -> str | None:
+    """A template source change with no rendered difference, but conversations it cannot render."""
+    out = _outcome(change)
+    if out is None or out.get("differs") or not out.get("fails_both"):
+        return None
+    fails = out["fails_both"]
+    n = len(out.get("same") or [])
+    listed = "; ".join(f"{k}: {v}" for k, v in sorted(fails.items()))
+    return (
+        f"rendered output unchanged for {n} conversation{'s' * (n != 1)}, but {len(fails)} could "
+        f"not be rendered in either revision, so the change's effect on them is unknown ({listed})"
+    )
+
+
+def renders_differently(change: Change, ctx: Context | None) -> str | None:
+    """A template source change whose rendered differences are reported as their own changes."""
+    out = _outcome(change)
+    if out is None or not out.get("differs"):
+        return None
+    fails = out.get("fails_both") or {}
+    tail = (
+        f"; {len(fails)} could not be rendered in either revision ("
+        + "; ".join(f"{k}: {v}" for k, v in sorted(fails.items()))
+        + ")"
+        if fails
+        else ""
+    )
+    return f"renders differently for {', '.join(out['differs'])}{tail}"
