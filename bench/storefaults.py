@@ -119,59 +119,67 @@ def poll(env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProce
 
 
 def _mask(value: Any) -> Any:
-    """JSON with every RFC 3339 time replaced (records carry the wall clock of their writer)."""
+    """JSON with every RFC 3339 time replaced (an advisory record carries its writer's clock)."""
     return json.loads(_TIME.sub("<time>", json.dumps(value, sort_keys=True)))
 
 
 def snapshot(url: str) -> dict[str, Any]:
-    """The store's content by natural keys: what two runs that did the same work agree on."""
+    """The store's content by natural keys: what two runs that did the same work agree on, read
+    through the store's own column types (so SQLite and PostgreSQL compare equal)."""
+    from tracker.store.schema import METADATA
+
+    t = METADATA.tables
+    repos, revs = t["repos"], t["revisions"]
+
+    def of_repo(name: str, *cols: str) -> sa.Select[Any]:
+        table = t[name]
+        return sa.select(repos.c.repo_id, *(table.c[c] for c in cols)).join(
+            repos, repos.c.id == table.c.repo_pk
+        )
+
+    files = t["revision_files"]
+    q: dict[str, sa.Select[Any]] = {
+        "repos": sa.select(repos.c.repo_id, repos.c.source_kind, repos.c.url, repos.c.ref),
+        "state": of_repo("ingestion_state", "cursor_sha", "consecutive_failures", "last_error",
+                         "state"),
+        "revisions": of_repo("revisions", "sha", "parents", "date", "title", "message", "authors",
+                             "seq", "previous_sha", "rewritten_away").add_columns(
+                                 revs.c.analysed_at.is_not(None)),
+        "trees": of_repo("revisions", "sha").add_columns(t["trees"].c.entry_ids).join(
+            t["trees"], t["trees"].c.tree_hash == revs.c.tree_hash),
+        "entries": sa.select(t["tree_entries"].c.id, t["tree_entries"].c.path,
+                             t["tree_entries"].c.blob_id, t["tree_entries"].c.size,
+                             t["tree_entries"].c.lfs_sha256, t["tree_entries"].c.security),
+        "files": sa.select(repos.c.repo_id, revs.c.sha, files.c.path, files.c.kind,
+                           files.c.blob_sha256, files.c.reason, files.c.fetched).join(
+                               revs, revs.c.id == files.c.revision_pk).join(
+                                   repos, repos.c.id == revs.c.repo_pk),
+        "blobs": sa.select(t["blobs"].c.sha256, t["blobs"].c.size),
+        "events": of_repo("events", "kind", "details"),
+        "advisories": of_repo("advisories", "id", "introduced", "grp", "severity", "state",
+                              "record", "pending"),
+        "versions": sa.select(t["advisory_versions"].c.advisory_id, t["advisory_versions"].c.sha,
+                              t["advisory_versions"].c.pos),
+        "counters": sa.select(t["advisory_counters"].c.prefix, t["advisory_counters"].c.next_n),
+        "published": of_repo("advisory_revisions", "sha"),
+        "suppressed": of_repo("suppressed_changes", "sha", "grp", "reason", "change"),
+        "diffs": of_repo("revision_diffs", "before_sha", "after_sha", "changes"),
+        "estimates": of_repo("revision_estimates", "sha", "report", "error"),
+    }  # fmt: skip
     engine = sa.create_engine(url)
-    q = {
-        "repos": "SELECT repo_id, source_kind, url, ref FROM repos",
-        "state": "SELECT r.repo_id, s.cursor_sha, s.consecutive_failures, s.last_error, s.state "
-        "FROM ingestion_state s JOIN repos r ON r.id = s.repo_pk",
-        "revisions": "SELECT r.repo_id, v.sha, v.parents, v.date, v.title, v.message, v.authors, "
-        "v.seq, v.previous_sha, v.analysed_at IS NOT NULL, v.rewritten_away FROM revisions v "
-        "JOIN repos r ON r.id = v.repo_pk",
-        "trees": "SELECT r.repo_id, v.sha, t.entry_ids FROM revisions v JOIN repos r ON "
-        "r.id = v.repo_pk JOIN trees t ON t.tree_hash = v.tree_hash",
-        "entries": "SELECT id, path, blob_id, size, lfs_sha256, security FROM tree_entries",
-        "files": "SELECT r.repo_id, v.sha, f.path, f.kind, f.blob_sha256, f.reason, f.fetched "
-        "FROM revision_files f JOIN revisions v ON v.id = f.revision_pk "
-        "JOIN repos r ON r.id = v.repo_pk",
-        "blobs": "SELECT sha256, size FROM blobs",
-        "events": "SELECT r.repo_id, e.kind, e.details FROM events e JOIN repos r ON "
-        "r.id = e.repo_pk",
-        "advisories": "SELECT a.id, r.repo_id, a.introduced, a.grp, a.severity, a.state, a.record, "
-        "a.pending FROM advisories a JOIN repos r ON r.id = a.repo_pk",
-        "versions": "SELECT advisory_id, sha, pos FROM advisory_versions",
-        "counters": "SELECT prefix, next_n FROM advisory_counters",
-        "published": "SELECT r.repo_id, p.sha FROM advisory_revisions p JOIN repos r ON "
-        "r.id = p.repo_pk",
-        "suppressed": "SELECT r.repo_id, s.sha, s.grp, s.reason, s.change FROM "
-        "suppressed_changes s JOIN repos r ON r.id = s.repo_pk",
-        "diffs": "SELECT r.repo_id, d.before_sha, d.after_sha, d.changes FROM revision_diffs d "
-        "JOIN repos r ON r.id = d.repo_pk",
-        "estimates": "SELECT r.repo_id, e.sha, e.report, e.error FROM revision_estimates e "
-        "JOIN repos r ON r.id = e.repo_pk",
-    }
     try:
         with engine.connect() as conn:
-            raw = {k: [list(r) for r in conn.execute(sa.text(v)).all()] for k, v in q.items()}
+            raw = {k: [list(r) for r in conn.execute(v).all()] for k, v in q.items()}
     finally:
         engine.dispose()
     entries = {row[0]: row[1:] for row in raw.pop("entries")}
-    raw["trees"] = [
-        [rid, sha, [entries[i] for i in (json.loads(ids) if isinstance(ids, str) else ids)]]
-        for rid, sha, ids in raw["trees"]
-    ]
-    for row in raw["advisories"]:
-        row[6] = _mask(json.loads(row[6]))
-    out: dict[str, Any] = {}
-    for key, rows in raw.items():
-        norm = [_mask(json.loads(json.dumps(r, default=str))) for r in rows]
-        out[key] = sorted(norm, key=lambda r: json.dumps(r, sort_keys=True))
-    return out
+    raw["trees"] = [[rid, sha, [entries[i] for i in ids]] for rid, sha, ids in raw["trees"]]
+    for row in raw["advisories"]:  # records (with their writer's clock) and pending lists
+        row[6], row[7] = _mask(json.loads(row[6])), json.loads(row[7])
+    return {
+        key: sorted(rows, key=lambda r: json.dumps(r, sort_keys=True, default=str))
+        for key, rows in raw.items()
+    }
 
 
 def check_integrity(url: str) -> list[str]:
@@ -460,8 +468,11 @@ def first_opens_trial(
         procs = [
             subprocess.Popen(
                 [str(TRACKER), "watch", "list", "--json"],
-                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-            )  # fmt: skip
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
             for _ in range(processes)
         ]
         errs = [p.communicate(timeout=300)[1] for p in procs]
@@ -511,7 +522,9 @@ def concurrent_trial(
         return ConcurrentResult(seed, kind, processes, exits, equal, errors)
 
 
-def reference_run(kind: str, workdir: Path, hub: Replica, watchlist: Path) -> tuple[dict[str, Any], float]:
+def reference_run(
+    kind: str, workdir: Path, hub: Replica, watchlist: Path
+) -> tuple[dict[str, Any], float]:
     """A clean `tracker poll --once` on an empty store: its snapshot and wall time."""
     with database(kind, workdir) as url:
         env = env_for(url, hub, watchlist, workdir / f"clean-{uuid.uuid4().hex[:6]}")
