@@ -120,11 +120,9 @@ def demo_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoRun]:
     from tracker.advisories.export import export
     from tracker.app import build
     from tracker.cli.demo import ensure_demo_hub
-    from tracker.pipeline import run_cycle
     from tracker.replica import Replica
     from tracker.replica.demo import DEMO_TOKEN
     from tracker.settings import load_settings
-    from tracker.store.advisories import AdvisoryStore
 
     root = tmp_path_factory.mktemp("demo-run")
     ensure_demo_hub(root / "hub")
@@ -138,9 +136,9 @@ def demo_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoRun]:
             hub_public_url="https://huggingface.co",
             advisory_prefix="TRACKER",
         )
-        app = build(settings)
+        app = build(settings, clock=lambda: DEMO_NOW)
         try:
-            first = run_cycle(app, now=lambda: DEMO_NOW)
+            first = app.pipeline.run_cycle()
             env = {
                 k: v
                 for k, v in os.environ.items()
@@ -156,8 +154,8 @@ def demo_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoRun]:
                 timeout=120,
             )
             assert done.returncode == 0, done.stderr
-            second = run_cycle(app, now=lambda: DEMO_NOW)
-            export(AdvisoryStore(app.engine).list_advisories(), root / "export-2")
+            second = app.pipeline.run_cycle()
+            export(app.advisories.list_advisories(), root / "export-2")
             yield DemoRun(
                 app=app,
                 root=root,

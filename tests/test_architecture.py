@@ -115,6 +115,25 @@ def test_only_the_hub_adapter_imports_huggingface_hub() -> None:
             assert rel == "tracker/sources/hub.py", f"{rel} imports huggingface_hub"
 
 
+ENVIRONMENT_API = {"environ", "environb", "getenv", "getenvb", "putenv", "unsetenv"}
+
+
+def test_only_settings_reads_the_environment() -> None:
+    """Every setting (TRACKER_*, the HF_* aliases, the log level) is read through Settings."""
+    for path in _all_modules():
+        rel = path.relative_to(PACKAGE_DIR.parent).as_posix()
+        if rel == "tracker/settings.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+                used = node.value.id == "os" and node.attr in ENVIRONMENT_API
+            elif isinstance(node, ast.ImportFrom) and node.module == "os":
+                used = any(a.name in ENVIRONMENT_API for a in node.names)
+            else:
+                continue
+            assert not used, f"{rel}:{node.lineno} reads the environment; use tracker.settings"
+
+
 def _module_name(path: Path) -> str:
     rel = path.relative_to(PACKAGE_DIR.parent).with_suffix("")
     parts = list(rel.parts)

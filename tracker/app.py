@@ -1,82 +1,105 @@
-"""The composition root: `build(settings)` wires the store, the watchlist loader and repo sources.
+"""The composition root: `build(settings)` creates every collaborator once and wires them.
 
-Nothing is created at import time; the CLI, the daemon, the bench and tests call `build`.
+The App holds the settings, the stores (snapshots `store`, `advisories`, `analysis`), the repo
+`sources`, the `clock` and the `pipeline` built from them; commands, the daemon, the API, the bench
+and tests take what they need from it and never build their own. Nothing is created at import time.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import cached_property
 from typing import TYPE_CHECKING
 
+from tracker.domain import Clock
 from tracker.settings import Settings
-from tracker.sources import RepoSource
+from tracker.sources import RepoSource, Sources
 from tracker.store import Store
+from tracker.store.advisories import AdvisoryStore
+from tracker.store.analysis import AnalysisStore
 
 if TYPE_CHECKING:
-    from tracker.store import Engine
+    from tracker.pipeline import Pipeline, Stages
     from tracker.watchlist import WatchedRepo, Watchlist
 
-DEFAULT_ENDPOINT = "https://huggingface.co"
+
+def utc_now() -> datetime:
+    """The real clock (the App's default)."""
+    return datetime.now(UTC)
 
 
 @dataclass(frozen=True)
 class App:
-    """Everything a command needs, built once from settings. Call `close()` when done."""
+    """Everything a command needs, built once from settings by `build`. Call `close()` when done."""
 
     settings: Settings
     store: Store
-
-    @property
-    def engine(self) -> Engine:
-        """The store's SQLAlchemy engine (for other store modules such as advisories)."""
-        return self.store.engine
-
-    @property
-    def hf_endpoint(self) -> str:
-        """Hub URL: settings, then HF_ENDPOINT, then the public Hub."""
-        return (
-            self.settings.hf_endpoint or os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT
-        ).rstrip("/")
-
-    @property
-    def hf_token(self) -> str | None:
-        """Hub token: settings, then HF_TOKEN (None: anonymous)."""
-        return self.settings.hf_token or os.environ.get("HF_TOKEN") or None
+    advisories: AdvisoryStore
+    analysis: AnalysisStore
+    sources: Sources
+    clock: Clock
+    stages: Stages | None = None
 
     def load_watchlist(self) -> Watchlist:
-        """Parse `settings.watchlist` (WatchlistError listing every problem)."""
+        """Parse `settings.watchlist` (WatchlistError listing every problem); re-read each call."""
         from tracker.watchlist import load_watchlist
 
         return load_watchlist(self.settings.watchlist)
 
     def source_for(self, repo: WatchedRepo) -> RepoSource:
-        """The source a watched repo is read from: its `git` URL/path if set, else the Hub."""
-        if repo.git:
-            from tracker.sources.git import GitSource
+        """The source a watched repo is read from (its own instance; see `Sources`)."""
+        return self.sources.for_repo(repo.repo_id, repo.git)
 
-            return GitSource(self.settings.state_dir / "git", url=repo.git)
-        return self.hub_source()
+    @cached_property
+    def pipeline(self) -> Pipeline:
+        """The poll-cycle pipeline over this App's collaborators (built on first use)."""
+        from tracker.pipeline import Pipeline
 
-    def hub_source(self) -> RepoSource:
-        """A Hub source on `hf_endpoint` with `hf_token` and the settings' timeouts and retries."""
-        from tracker.sources.hub import HubSource
-
-        return HubSource(
-            endpoint=self.hf_endpoint,
-            token=self.hf_token,
-            timeout_s=self.settings.http_timeout_s,
-            retry_attempts=self.settings.retry_attempts,
+        return Pipeline(
+            settings=self.settings,
+            store=self.store,
+            advisories=self.advisories,
+            analysis=self.analysis,
+            source_for=self.source_for,
+            watchlist=self.load_watchlist,
+            clock=self.clock,
+            stages=self.stages,
         )
 
     def close(self) -> None:
         self.store.close()
 
 
-def build(settings: Settings) -> App:
-    """Open (and migrate) the store named by `settings` and return the App; StoreError on failure."""
+def build(
+    settings: Settings,
+    *,
+    clock: Clock | None = None,
+    stages: Stages | None = None,
+    sources: Sources | None = None,
+) -> App:
+    """Open (and migrate) the store named by `settings` and wire the App; StoreError on failure.
+
+    `clock`, `stages` and `sources` replace the real ones (tests pass fakes here).
+    """
     from tracker.logs import configure
 
-    configure()
+    configure(level=settings.log_level, under_systemd=settings.under_systemd, force=True)
     settings.state_dir.mkdir(parents=True, exist_ok=True)
-    return App(settings=settings, store=Store.open(settings.effective_database_url))
+    store = Store.open(settings.effective_database_url)
+    return App(
+        settings=settings,
+        store=store,
+        advisories=AdvisoryStore(store.engine),
+        analysis=AnalysisStore(store.engine),
+        sources=sources
+        or Sources(
+            endpoint=settings.hf_endpoint,
+            token=settings.hf_token,
+            timeout_s=settings.http_timeout_s,
+            retry_attempts=settings.retry_attempts,
+            git_root=settings.state_dir / "git",
+        ),
+        clock=clock or utc_now,
+        stages=stages,
+    )

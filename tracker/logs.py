@@ -1,10 +1,12 @@
-"""structlog configuration, done once per process: JSON lines under systemd or when not a TTY,
-coloured console output otherwise; always to stderr so `--json` output on stdout stays clean."""
+"""structlog configuration: JSON lines under systemd or when not a TTY, coloured console output
+otherwise; always to stderr so `--json` output on stdout stays clean.
+
+The level and the systemd marker come from `Settings` (`log_level`, `under_systemd`): the CLI
+configures WARNING before settings are read, and `app.build(settings)` reconfigures from them."""
 
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import threading
 from typing import Any
@@ -20,29 +22,33 @@ def _stderr_logger(*_args: Any) -> structlog.PrintLogger:
     return structlog.PrintLogger(file=sys.stderr)
 
 
-def wants_json(stream: Any = None) -> bool:
-    """True under systemd (JOURNAL_STREAM/INVOCATION_ID set) or when `stream` is not a TTY."""
+def wants_json(stream: Any = None, *, under_systemd: bool = False) -> bool:
+    """True under systemd (`Settings.under_systemd`) or when `stream` is not a TTY."""
     stream = stream if stream is not None else sys.stderr
-    if os.environ.get("JOURNAL_STREAM") or os.environ.get("INVOCATION_ID"):
+    if under_systemd:
         return True
     isatty = getattr(stream, "isatty", None)
     return not (callable(isatty) and isatty())
 
 
 def configure(
-    *, level: str | None = None, json_output: bool | None = None, force: bool = False
+    *,
+    level: str = "WARNING",
+    json_output: bool | None = None,
+    under_systemd: bool = False,
+    force: bool = False,
 ) -> None:
     """Configure structlog once (later calls are no-ops unless `force`).
 
-    `level` defaults to TRACKER_LOG_LEVEL or INFO; `json_output` to `wants_json()`.
+    `level` is a logging level name (validated by `Settings.log_level`); `json_output` defaults
+    to `wants_json(under_systemd=...)`.
     """
     global _configured
     with _lock:
         if _configured and not force:
             return
-        name = (level or os.environ.get("TRACKER_LOG_LEVEL") or "INFO").upper()
-        numeric = logging.getLevelNamesMapping().get(name, logging.INFO)
-        as_json = wants_json() if json_output is None else json_output
+        numeric = logging.getLevelNamesMapping()[level.upper()]
+        as_json = wants_json(under_systemd=under_systemd) if json_output is None else json_output
         processors: list[Any] = [
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,

@@ -1,6 +1,6 @@
 """Where the stages meet: poll (sources → snapshots), then per new revision diff, estimate, advisories.
 
-One poll cycle = `run_cycle`: ingest every watched repo (`tracker.ingest`), withdraw advisories
+One poll cycle = `Pipeline.run_cycle`: ingest every watched repo (`tracker.ingest`), withdraw advisories
 whose introducing commits a history rewrite dropped, then analyse every ingested revision that is not
 yet analysed, oldest first. Analysing a revision: diff it against the revision ingested before it,
 rerun the estimate from its config.json (and safetensors headers), diff the estimates, store both in
@@ -12,18 +12,16 @@ idempotent (diffs/estimates replace, advisories are unique per revision and grou
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 
 import structlog
 
 from tracker.advisories.effects import Context
 from tracker.advisories.service import publish, restore_revived, withdraw_rewritten
-from tracker.app import App
 from tracker.diff import diff_snapshots
-from tracker.domain import Diff, Estimate, Severity, Sha, Snapshot
+from tracker.domain import Change, Clock, Diff, Estimate, Severity, Sha, Snapshot
 from tracker.errors import EstimateError, StoreNotFoundError, TrackerError
 from tracker.estimate import (
     EstimateSettings,
@@ -33,18 +31,14 @@ from tracker.estimate import (
     parse_config,
 )
 from tracker.ingest import Limits, PollReport, poll_all
-from tracker.store import RepoStatus
+from tracker.settings import Settings
+from tracker.sources import RepoSource
+from tracker.store import RepoStatus, Store
 from tracker.store.advisories import AdvisoryStore
 from tracker.store.analysis import AnalysisStore, StoredEstimate
-from tracker.watchlist import WatchedRepo
+from tracker.watchlist import WatchedRepo, Watchlist
 
 log = structlog.get_logger(__name__)
-
-Clock = Callable[[], datetime]
-
-
-def _utc_now() -> datetime:
-    return datetime.now(UTC)
 
 
 @dataclass(frozen=True)
@@ -87,14 +81,14 @@ class CycleReport:
         return tuple(a for r in self.repos for a in r.advisories)
 
 
-def repo_url(app: App, watched: WatchedRepo) -> str:
+def repo_url(watched: WatchedRepo, hub_public_url: str) -> str:
     """The URL advisories name as the repo (OSV `affected[].ranges[].repo`)."""
     if watched.git:
         # OSV wants a URI (`format: uri`): a local path becomes a file:// URL.
         if "://" in watched.git or watched.git.startswith("git@"):
             return watched.git
         return Path(watched.git).expanduser().resolve().as_uri()
-    return f"{app.settings.hub_public_url.rstrip('/')}/{watched.repo_id}"
+    return f"{hub_public_url.rstrip('/')}/{watched.repo_id}"
 
 
 def estimate_snapshot(
@@ -117,132 +111,165 @@ def estimate_snapshot(
         return None, str(exc)
 
 
-def analyse_revision(
-    app: App, watched: WatchedRepo, sha: Sha, *, now: Clock = _utc_now
-) -> RevisionAnalysis:
-    """Diff, estimate and publish one ingested revision, then mark it analysed (see module doc)."""
-    store = app.store
-    analysis = AnalysisStore(app.engine)
-    rid = watched.repo_id
-    revision = store.revision(rid, sha)
-    previous = revision.previous
-    before = store.snapshot(rid, previous) if previous else None
-    after = store.snapshot(rid, sha)
-    changes = diff_snapshots(before, after)
+@dataclass(frozen=True)
+class Stages:
+    """The analysis stages a Pipeline runs, passed in: the real ones by default, fakes in tests."""
 
-    settings = EstimateSettings.from_mapping(watched.estimate)
-    est_after, est_error = estimate_snapshot(after, settings)
-    # The previous revision is re-estimated under today's settings (milliseconds), so that a
-    # changed `estimate:` block in the watchlist never shows up as a delta of this commit.
-    est_before = estimate_snapshot(before, settings)[0] if before is not None else None
-    if est_before is not None and est_after is not None:
-        changes = changes + estimate_delta(est_before, est_after)
-
-    at = now()
-    analysis.save(
-        Diff(repo_id=rid, before=previous, after=sha, changes=changes),
-        StoredEstimate(repo_id=rid, sha=sha, estimate=est_after, error=est_error),
-        at,
+    diff: Callable[[Snapshot | None, Snapshot], Sequence[Change]] = diff_snapshots
+    estimate: Callable[[Snapshot, EstimateSettings], tuple[Estimate | None, str | None]] = (
+        estimate_snapshot
     )
-    advisories = publish(
-        AdvisoryStore(app.engine),
-        repo_id=rid,
-        commit=revision.commit,
-        previous=previous,
-        changes=changes,
-        estimate_before=est_before.report if est_before else None,
-        estimate_after=est_after.report if est_after else None,
-        repo_url=repo_url(app, watched),
-        overrides=watched.advisories,
-        prefix=app.settings.advisory_prefix,
-        now=at,
-        context=Context(before, after),
-    )
-    store.mark_analysed(rid, sha, now=at)
-    log.info(
-        "revision.analysed",
-        repo=rid,
-        sha=sha,
-        changes=len(changes),
-        advisories=[a.id for a in advisories],
-        estimate_error=est_error,
-    )
-    return RevisionAnalysis(
-        sha=sha,
-        changes=len(changes),
-        advisories=tuple(a.id for a in advisories),
-        severities=tuple(a.severity for a in advisories),
-        estimate_error=est_error,
-    )
+    estimate_delta: Callable[[Estimate, Estimate], Sequence[Change]] = estimate_delta
 
 
-def analyse_repo(
-    app: App, watched: WatchedRepo, *, now: Clock = _utc_now, new_revisions: bool = True
-) -> tuple[tuple[RevisionAnalysis, ...], tuple[str, ...], str | None]:
-    """Withdraw advisories of rewritten-away commits, then analyse every pending revision.
+class Pipeline:
+    """Poll cycles over the collaborators it is given (see the module docstring).
 
-    When the poll brought `new_revisions`, advisories withdrawn by an earlier rewrite whose
-    introducing commit is back on the ref are restored. Returns (analysed, withdrawn ids,
-    error). Revisions are analysed oldest first; the first one
-    that fails stops the repo's analysis there (later ones depend on it: estimate deltas, fixed
-    events), stays pending for the next cycle, and marks the repo failing with the reason, so
-    the failure is visible in `tracker watch list` while the other repos go on.
+    Built by `tracker.app.App.pipeline` from the App's settings, stores, sources and clock;
+    `stages` are the analysis functions (tests pass fakes instead of patching this module).
     """
-    rid = watched.repo_id
-    try:
-        revisions = app.store.revisions(rid)
-    except StoreNotFoundError:  # never polled successfully enough to be created
-        return (), (), None
-    done: list[RevisionAnalysis] = []
-    withdrawn: tuple[str, ...] = ()
-    sha: Sha | None = None
-    try:
-        dropped = [r.sha for r in revisions if r.rewritten_away]
-        if dropped:
-            advisories = AdvisoryStore(app.engine)
-            withdrawn = tuple(a.id for a in withdraw_rewritten(advisories, rid, dropped, now()))
-        if new_revisions:
-            # A push can bring dropped commits back: their advisories are live again.
-            live = [r.sha for r in revisions if not r.rewritten_away]
-            restore_revived(AdvisoryStore(app.engine), rid, live, now())
-        for sha in app.store.pending_analysis(rid):
-            done.append(analyse_revision(app, watched, sha, now=now))
-    except Exception as exc:  # one repo's bad revision must not stop the daemon or other repos
-        where = f"analysis of {sha}" if sha else "analysis"
-        error = f"{where} failed: {exc.__class__.__name__}: {exc}"
-        log.exception("repo.analysis_failed", repo=rid, sha=sha)
-        try:
-            app.store.record_poll(rid, status=RepoStatus.FAILING, error=error, now=now())
-        except TrackerError:
-            log.exception("repo.analysis_failure_not_recorded", repo=rid)
-        return tuple(done), withdrawn, error
-    return tuple(done), withdrawn, None
 
-
-def run_cycle(
-    app: App,
-    repos: Iterable[WatchedRepo] | None = None,
-    *,
-    now: Clock = _utc_now,
-) -> CycleReport:
-    """One full poll cycle over `repos` (default: the whole watchlist); see the module docstring.
-
-    A source failure marks that repo failing and the cycle goes on; so does an analysis failure
-    (see `analyse_repo`): it is logged, recorded on the repo, and its revisions stay pending.
-    """
-    watched = tuple(repos) if repos is not None else app.load_watchlist().repos
-    limits = Limits(
-        max_file_bytes=app.settings.max_file_bytes,
-        max_header_bytes=app.settings.max_safetensors_header_bytes,
-    )
-    polls = poll_all(app.store, watched, app.source_for, limits=limits, now=now)
-    out: list[RepoCycle] = []
-    for w, poll in zip(watched, polls, strict=True):
-        analysed, withdrawn, error = analyse_repo(
-            app, w, now=now, new_revisions=poll.revisions_ingested > 0
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        store: Store,
+        advisories: AdvisoryStore,
+        analysis: AnalysisStore,
+        source_for: Callable[[WatchedRepo], RepoSource],
+        watchlist: Callable[[], Watchlist],
+        clock: Clock,
+        stages: Stages | None = None,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.advisories = advisories
+        self.analysis = analysis
+        self.source_for = source_for
+        self.watchlist = watchlist
+        self.clock = clock
+        self.stages = stages or Stages()
+        self.limits = Limits(
+            max_file_bytes=settings.max_file_bytes,
+            max_header_bytes=settings.max_safetensors_header_bytes,
         )
-        out.append(RepoCycle(poll=poll, analysed=analysed, withdrawn=withdrawn, error=error))
-    return CycleReport(repos=tuple(out))
+
+    def analyse_revision(self, watched: WatchedRepo, sha: Sha) -> RevisionAnalysis:
+        """Diff, estimate and publish one ingested revision, then mark it analysed."""
+        store, stages = self.store, self.stages
+        rid = watched.repo_id
+        revision = store.revision(rid, sha)
+        previous = revision.previous
+        before = store.snapshot(rid, previous) if previous else None
+        after = store.snapshot(rid, sha)
+        changes = tuple(stages.diff(before, after))
+
+        settings = EstimateSettings.from_mapping(watched.estimate)
+        est_after, est_error = stages.estimate(after, settings)
+        # The previous revision is re-estimated under today's settings (milliseconds), so that a
+        # changed `estimate:` block in the watchlist never shows up as a delta of this commit.
+        est_before = stages.estimate(before, settings)[0] if before is not None else None
+        if est_before is not None and est_after is not None:
+            changes = changes + tuple(stages.estimate_delta(est_before, est_after))
+
+        at = self.clock()
+        self.analysis.save(
+            Diff(repo_id=rid, before=previous, after=sha, changes=changes),
+            StoredEstimate(repo_id=rid, sha=sha, estimate=est_after, error=est_error),
+            at,
+        )
+        advisories = publish(
+            self.advisories,
+            repo_id=rid,
+            commit=revision.commit,
+            previous=previous,
+            changes=changes,
+            estimate_before=est_before,
+            estimate_after=est_after,
+            repo_url=repo_url(watched, self.settings.hub_public_url),
+            overrides=watched.advisories,
+            prefix=self.settings.advisory_prefix,
+            now=at,
+            context=Context(before, after),
+        )
+        store.mark_analysed(rid, sha, now=at)
+        log.info(
+            "revision.analysed",
+            repo=rid,
+            sha=sha,
+            changes=len(changes),
+            advisories=[a.id for a in advisories],
+            estimate_error=est_error,
+        )
+        return RevisionAnalysis(
+            sha=sha,
+            changes=len(changes),
+            advisories=tuple(a.id for a in advisories),
+            severities=tuple(a.severity for a in advisories),
+            estimate_error=est_error,
+        )
+
+    def analyse_repo(
+        self, watched: WatchedRepo, *, new_revisions: bool = True
+    ) -> tuple[tuple[RevisionAnalysis, ...], tuple[str, ...], str | None]:
+        """Withdraw advisories of rewritten-away commits, then analyse every pending revision.
+
+        When the poll brought `new_revisions`, advisories withdrawn by an earlier rewrite whose
+        introducing commit is back on the ref are restored. Returns (analysed, withdrawn ids,
+        error). Revisions are analysed oldest first; the first one that fails stops the repo's
+        analysis there (later ones depend on it: estimate deltas, fixed events), stays pending
+        for the next cycle, and marks the repo failing with the reason, so the failure is
+        visible in `tracker watch list` while the other repos go on.
+        """
+        rid = watched.repo_id
+        try:
+            revisions = self.store.revisions(rid)
+        except StoreNotFoundError:  # never polled successfully enough to be created
+            return (), (), None
+        done: list[RevisionAnalysis] = []
+        withdrawn: tuple[str, ...] = ()
+        sha: Sha | None = None
+        try:
+            dropped = [r.sha for r in revisions if r.rewritten_away]
+            if dropped:
+                withdrawn = tuple(
+                    a.id for a in withdraw_rewritten(self.advisories, rid, dropped, self.clock())
+                )
+            if new_revisions:
+                # A push can bring dropped commits back: their advisories are live again.
+                live = [r.sha for r in revisions if not r.rewritten_away]
+                restore_revived(self.advisories, rid, live, self.clock())
+            for sha in self.store.pending_analysis(rid):
+                done.append(self.analyse_revision(watched, sha))
+        except Exception as exc:  # one repo's bad revision must not stop the daemon or other repos
+            where = f"analysis of {sha}" if sha else "analysis"
+            error = f"{where} failed: {exc.__class__.__name__}: {exc}"
+            log.exception("repo.analysis_failed", repo=rid, sha=sha)
+            try:
+                self.store.record_poll(
+                    rid, status=RepoStatus.FAILING, error=error, now=self.clock()
+                )
+            except TrackerError:
+                log.exception("repo.analysis_failure_not_recorded", repo=rid)
+            return tuple(done), withdrawn, error
+        return tuple(done), withdrawn, None
+
+    def run_cycle(self, repos: Iterable[WatchedRepo] | None = None) -> CycleReport:
+        """One full poll cycle over `repos` (default: the whole watchlist).
+
+        A source failure marks that repo failing and the cycle goes on; so does an analysis
+        failure (see `analyse_repo`): it is logged, recorded on the repo, and its revisions
+        stay pending.
+        """
+        watched = tuple(repos) if repos is not None else self.watchlist().repos
+        polls = poll_all(self.store, watched, self.source_for, limits=self.limits, now=self.clock)
+        out: list[RepoCycle] = []
+        for w, poll in zip(watched, polls, strict=True):
+            analysed, withdrawn, error = self.analyse_repo(
+                w, new_revisions=poll.revisions_ingested > 0
+            )
+            out.append(RepoCycle(poll=poll, analysed=analysed, withdrawn=withdrawn, error=error))
+        return CycleReport(repos=tuple(out))
 
 
 def cycle_json(report: CycleReport) -> str:
@@ -271,11 +298,11 @@ def cycle_json(report: CycleReport) -> str:
 
 __all__ = [
     "CycleReport",
+    "Pipeline",
     "RepoCycle",
     "RevisionAnalysis",
-    "analyse_repo",
-    "analyse_revision",
+    "Stages",
     "cycle_json",
     "estimate_snapshot",
-    "run_cycle",
+    "repo_url",
 ]

@@ -1,22 +1,38 @@
-"""Typed settings, prefix TRACKER_; precedence: CLI > environment > file > defaults.
+"""Typed settings, prefix TRACKER_; precedence: CLI > environment > defaults.
 
-Nothing is read at import time: `Settings()` (or `load_settings`) reads the environment when called.
+This is the one module that reads the process environment (`tests/test_architecture.py` checks
+it): every knob, the Hub's `HF_ENDPOINT`/`HF_TOKEN` aliases and the systemd markers that choose
+the log format are fields here. Nothing is read at import time: `load_settings` reads the
+environment when called. `child_env` is the environment a subprocess (git) inherits.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Literal
 
-from pydantic import Field, ValidationError
+from pydantic import AliasChoices, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from tracker.errors import ConfigError
+
+DEFAULT_HUB = "https://huggingface.co"
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+
+
+def _env(name: str, *aliases: str) -> AliasChoices:
+    """The environment variables of a field, first found wins (CLI overrides use the field name)."""
+    return AliasChoices(f"TRACKER_{name.upper()}", *aliases)
 
 
 class Settings(BaseSettings):
     """Every knob of tracker. All state lives under `state_dir`."""
 
-    model_config = SettingsConfigDict(env_prefix="TRACKER_", extra="forbid", frozen=True)
+    model_config = SettingsConfigDict(
+        env_prefix="TRACKER_", extra="forbid", frozen=True, populate_by_name=True
+    )
 
     state_dir: Path = Field(
         default=Path("state"), description="Where the store, blobs and demo data live."
@@ -26,12 +42,18 @@ class Settings(BaseSettings):
         description="SQLAlchemy URL; default sqlite:///<state_dir>/tracker.db (WAL). postgresql+psycopg://… for multi-worker.",
     )
     watchlist: Path = Field(default=Path("watchlist.yaml"), description="The watchlist file.")
-    hf_endpoint: str | None = Field(
-        default=None, description="Hub URL; falls back to HF_ENDPOINT, then the Hub."
+    hf_endpoint: str = Field(
+        default=DEFAULT_HUB,
+        validation_alias=_env("hf_endpoint", "HF_ENDPOINT"),
+        description="The Hub (or a mirror, or the replica): TRACKER_HF_ENDPOINT, then HF_ENDPOINT.",
     )
-    hf_token: str | None = Field(default=None, description="Hub token; falls back to HF_TOKEN.")
+    hf_token: str | None = Field(
+        default=None,
+        validation_alias=_env("hf_token", "HF_TOKEN"),
+        description="Token for gated and private repos: TRACKER_HF_TOKEN, then HF_TOKEN.",
+    )
     hub_public_url: str = Field(
-        default="https://huggingface.co",
+        default=DEFAULT_HUB,
         description="The Hub's public URL, used in advisories (stable even when reading through a mirror or replica).",
     )
     watchlist_sync_s: float = Field(
@@ -46,6 +68,34 @@ class Settings(BaseSettings):
         default=100_000_000, gt=0, description="Cap on a safetensors header's declared length."
     )
     advisory_prefix: str = Field(default="TRACKER", pattern=r"^[A-Z][A-Z0-9]{1,15}$")
+    log_level: LogLevel = Field(
+        default="WARNING", description="structlog level (the systemd units set INFO)."
+    )
+    under_systemd: bool = Field(
+        default=False,
+        validation_alias=AliasChoices("JOURNAL_STREAM", "INVOCATION_ID"),
+        description="Set by systemd (JOURNAL_STREAM/INVOCATION_ID): logs are JSON lines.",
+    )
+
+    @field_validator("hf_endpoint")
+    @classmethod
+    def _strip_slash(cls, value: str) -> str:
+        return value.rstrip("/")
+
+    @field_validator("hf_token")
+    @classmethod
+    def _blank_is_none(cls, value: str | None) -> str | None:
+        return value or None
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper(cls, value: object) -> object:
+        return value.strip().upper() if isinstance(value, str) else value
+
+    @field_validator("under_systemd", mode="before")
+    @classmethod
+    def _present(cls, value: object) -> bool:
+        return bool(value) and value not in ("0", "false", "False")
 
     @property
     def effective_database_url(self) -> str:
@@ -62,3 +112,14 @@ def load_settings(**overrides: object) -> Settings:
     except ValidationError as exc:
         problems = tuple(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
         raise ConfigError("invalid settings", problems) from exc
+
+
+def child_env(
+    *, keep: Iterable[str] | None = None, drop: Iterable[str] = (), **extra: str
+) -> dict[str, str]:
+    """The environment of a child process (git): this process's (only the names in `keep` when
+    given), without the names in `drop`, with `extra` set."""
+    names = set(os.environ) if keep is None else set(keep) & set(os.environ)
+    env = {k: os.environ[k] for k in names - set(drop)}
+    env.update(extra)
+    return env

@@ -59,7 +59,7 @@ def client(store: AdvisoryStore) -> TestClient:
             prefix="TRACKER",
             now=NOW + timedelta(hours=i),
         )
-    app = SimpleNamespace(settings=Settings(), engine=store.engine)
+    app = SimpleNamespace(settings=Settings(), advisories=store)
     return TestClient(create_app(app, page_size=2))
 
 

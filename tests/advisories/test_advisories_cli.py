@@ -13,7 +13,6 @@ from tracker.cli import main
 from tracker.domain import Artifact as A
 from tracker.domain import ChangeKind as K
 from tracker.settings import load_settings
-from tracker.store.advisories import AdvisoryStore
 
 M = MIXTRAL_SHAS
 
@@ -22,7 +21,7 @@ M = MIXTRAL_SHAS
 def published() -> None:
     app = build(load_settings())
     try:
-        store = AdvisoryStore(app.engine)
+        store = app.advisories
         for sha, prev, changes, overrides in [
             (M[1], M[0], (ch(A.CONFIG, K.CHANGED, "model_type", "mistral", "mixtral"),), None),
             (

@@ -10,7 +10,6 @@ from fastapi.testclient import TestClient
 from tracker.advisories.schema import validate_record
 from tracker.api import create_app
 from tracker.domain import RepoId
-from tracker.store.advisories import AdvisoryStore
 
 pytestmark = pytest.mark.slow
 
@@ -26,7 +25,7 @@ def _demo_repos(demo) -> list[RepoId]:  # type: ignore[no-untyped-def]
 
 
 def test_every_record_is_valid_and_polling_again_adds_nothing(demo) -> None:  # type: ignore[no-untyped-def]
-    store = AdvisoryStore(demo.app.engine)
+    store = demo.app.advisories
     advisories = store.list_advisories()
     assert len(advisories) == len(demo.first.advisories) > 0
     assert demo.second.advisories == ()
@@ -39,10 +38,9 @@ def test_every_record_is_valid_and_polling_again_adds_nothing(demo) -> None:  # 
 
 
 def test_no_advisory_for_a_revision_without_changes(demo) -> None:  # type: ignore[no-untyped-def]
-    from tracker.store.analysis import AnalysisStore
 
-    analysis = AnalysisStore(demo.app.engine)
-    store = AdvisoryStore(demo.app.engine)
+    analysis = demo.app.analysis
+    store = demo.app.advisories
     introduced = {(a.repo_id, a.introduced) for a in store.list_advisories()}
     quiet = 0
     for repo in _demo_repos(demo):
@@ -54,7 +52,7 @@ def test_no_advisory_for_a_revision_without_changes(demo) -> None:  # type: igno
 
 
 def test_query_by_commit_matches_ranges_from_history(demo) -> None:  # type: ignore[no-untyped-def]
-    store = AdvisoryStore(demo.app.engine)
+    store = demo.app.advisories
     client = TestClient(create_app(demo.app))
     checked = 0
     for repo in _demo_repos(demo):

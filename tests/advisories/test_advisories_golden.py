@@ -19,7 +19,7 @@ from tracker.advisories.effects import Context
 from tracker.advisories.export import export
 from tracker.advisories.schema import validate_record
 from tracker.advisories.service import withdraw_rewritten
-from tracker.domain import Change, RepoId, Sha
+from tracker.domain import Change, Estimate, RepoId, Sha
 from tracker.store.advisories import AdvisoryStore
 
 HERE = Path(__file__).parent
@@ -61,7 +61,7 @@ def replay(store: AdvisoryStore) -> dict[str, list[str]]:
         snaps = _snapshots(repo)
         for rev in INPUTS[repo]:
             sha, prev = Sha(rev["sha"]), rev["previous"]
-            after = rev.get("estimate")
+            after = Estimate.from_json(rev["estimate"]) if rev.get("estimate") else None
             advs = publish(
                 store,
                 repo_id=repo,

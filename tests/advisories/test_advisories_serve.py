@@ -15,7 +15,6 @@ from tracker.app import build
 from tracker.domain import Artifact as A
 from tracker.domain import ChangeKind as K
 from tracker.settings import load_settings
-from tracker.store.advisories import AdvisoryStore
 
 M = MIXTRAL_SHAS
 
@@ -24,7 +23,7 @@ def test_osv_api_over_http() -> None:
     app = build(load_settings())
     try:
         publish(
-            AdvisoryStore(app.engine),
+            app.advisories,
             repo_id=MIXTRAL,
             commit=commit(M[1], M[0]),
             previous=M[0],

@@ -25,7 +25,7 @@ def load(name: str) -> dict[str, Any]:
 
 
 def found(config: dict[str, Any], **kwargs: Any) -> list[dict[str, str]]:
-    result: list[dict[str, str]] = estimate(config, **kwargs).report["findings"]
+    result: list[dict[str, str]] = estimate(config, **kwargs).to_json()["findings"]
     return result
 
 

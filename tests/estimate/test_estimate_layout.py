@@ -65,7 +65,7 @@ def test_kv_formula_gqa_and_sliding(
     }
     held = 4096 if window is None else min(4096, window)
     expected = layers * 2 * kv * head_dim * 2 * held
-    assert estimate(cfg).report["memory_gb"]["kv_cache"] == round(expected / 1e9, 3)
+    assert estimate(cfg).to_json()["memory_gb"]["kv_cache"] == round(expected / 1e9, 3)
 
 
 @settings(max_examples=30, deadline=None)
@@ -85,7 +85,7 @@ def test_kv_formula_mla(layers: int, rank: int, rope: int) -> None:
         "v_head_dim": 64,
         "max_position_embeddings": 8192,
     }
-    assert estimate(cfg).report["memory_gb"]["kv_cache"] == round(
+    assert estimate(cfg).to_json()["memory_gb"]["kv_cache"] == round(
         layers * (rank + rope) * 2 * 4096 / 1e9, 3
     )
 
@@ -114,6 +114,6 @@ def test_hybrid_caches_only_full_attention_layers(layers: int, interval: int) ->
     linear = layers - full
     per_token = full * 2 * 2 * 64 * 2
     state = linear * (4 * 32 * 32 * 4 + (2 * 64 + 128) * 3 * 2)
-    r = estimate(cfg).report
+    r = estimate(cfg).to_json()
     assert r["memory_gb"]["kv_cache"] == round((per_token * 4096 + state) / 1e9, 3)
     assert r["structure"]["pattern"]["hybrid"] is (linear > 0)

@@ -45,7 +45,7 @@ def test_oracle_matches_meta_device_count(capsys: pytest.CaptureFixture[str]) ->
     skipped: list[str] = []
     for path in CONFIGS:
         config = json.loads(path.read_text())
-        derived = estimate(config).report["params"]["total"]  # every config is estimated
+        derived = estimate(config).to_json()["params"]["total"]  # every config is estimated
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             try:

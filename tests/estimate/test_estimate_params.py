@@ -58,7 +58,7 @@ def ground_truth_rows() -> list[tuple[str, int]]:
 
 @pytest.mark.parametrize(("model", "published"), ground_truth_rows())
 def test_ground_truth_within_half_percent_or_explained(model: str, published: int) -> None:
-    derived = estimate(load(GT_CONFIG[model])).report["params"]["total"]
+    derived = estimate(load(GT_CONFIG[model])).to_json()["params"]["total"]
     delta = abs(derived - published) / published
     if (model, published) in EXPLAINED:
         assert 0 < delta < 0.0001, EXPLAINED[(model, published)]
@@ -68,14 +68,14 @@ def test_ground_truth_within_half_percent_or_explained(model: str, published: in
 
 def test_exact_counts_of_custom_code_families() -> None:
     # Published totals that equal an analytic count exactly (ground_truth.tsv).
-    assert estimate(load("THUDM__chatglm2-6b")).report["params"]["total"] == 6243584000
-    assert estimate(load("tiiuae__falcon-40b")).report["params"]["total"] == 41835970560
-    assert estimate(load("internlm__internlm-20b")).report["params"]["total"] == 20088714240
-    assert estimate(load("Qwen__Qwen-72B")).report["params"]["total"] == 72287920128
+    assert estimate(load("THUDM__chatglm2-6b")).to_json()["params"]["total"] == 6243584000
+    assert estimate(load("tiiuae__falcon-40b")).to_json()["params"]["total"] == 41835970560
+    assert estimate(load("internlm__internlm-20b")).to_json()["params"]["total"] == 20088714240
+    assert estimate(load("Qwen__Qwen-72B")).to_json()["params"]["total"] == 72287920128
 
 
 def test_moe_active_and_components() -> None:
-    r = estimate(load("mistralai__Mixtral-8x7B-v0.1")).report
+    r = estimate(load("mistralai__Mixtral-8x7B-v0.1")).to_json()
     p = r["params"]
     assert p["total"] == 46702792704
     # 8 experts top-2: active = total − 6/8 of the routed experts.
@@ -84,7 +84,7 @@ def test_moe_active_and_components() -> None:
 
 
 def test_mtp_is_flagged_not_counted() -> None:
-    r = estimate(load("deepseek-ai__DeepSeek-V3")).report
+    r = estimate(load("deepseek-ai__DeepSeek-V3")).to_json()
     assert "mtp-not-built" in r["flags"]
     assert r["custom_code"] is True
     assert r["params"]["total"] == 671026404352
@@ -92,7 +92,7 @@ def test_mtp_is_flagged_not_counted() -> None:
 
 def test_unknown_architecture_is_flagged_best_effort() -> None:
     cfg = load("meta-llama__Meta-Llama-3.1-8B") | {"model_type": "nobody_knows"}
-    r = estimate(cfg).report
+    r = estimate(cfg).to_json()
     assert "unknown-architecture" in r["flags"]
     assert r["params"]["total"] == 8030261248
 
@@ -130,7 +130,7 @@ def test_hostile_inputs_not_objects_cyclic_and_huge() -> None:
         estimate([1, 2])  # type: ignore[arg-type]
     cyclic: dict[str, Any] = load("meta-llama__Meta-Llama-3.1-8B")
     cyclic["text_config"] = cyclic  # a dict can refer to itself; JSON cannot
-    r = estimate(cyclic).report  # reads the text config once, never recurses
+    r = estimate(cyclic).to_json()  # reads the text config once, never recurses
     assert r["params"]["total"] == 8030261248
     deep = b"[" * 100_000 + b"]" * 100_000
     with pytest.raises(EstimateError):
@@ -157,12 +157,12 @@ def test_worked_check_of_section_2() -> None:
 
 
 def test_kv_cache_per_attention_kind() -> None:
-    gqa = estimate(load("meta-llama__Meta-Llama-3.1-8B")).report["memory_gb"]["kv_cache"]
+    gqa = estimate(load("meta-llama__Meta-Llama-3.1-8B")).to_json()["memory_gb"]["kv_cache"]
     assert gqa == round(32 * 2 * 8 * 128 * 2 * 4096 / 1e9, 3)
-    mla = estimate(load("deepseek-ai__DeepSeek-V3")).report["memory_gb"]["kv_cache"]
+    mla = estimate(load("deepseek-ai__DeepSeek-V3")).to_json()["memory_gb"]["kv_cache"]
     assert mla == round(61 * (512 + 64) * 2 * 4096 / 1e9, 3)
     # Gemma 3 1B: 26 layers, 1 KV head of 256; full attention every 6th, others window 512.
-    g = estimate(load("google__gemma-3-1b-it")).report["memory_gb"]["kv_cache"]
+    g = estimate(load("google__gemma-3-1b-it")).to_json()["memory_gb"]["kv_cache"]
     full = sum(1 for i in range(26) if (i + 1) % 6 == 0)
     assert g == round((full * 4096 + (26 - full) * 512) * 2 * 256 * 2 / 1e9, 3)
 
@@ -184,12 +184,12 @@ def test_checkpoint_census_and_delta() -> None:
             "q.weight_scales": TensorInfo("U8", (10,), 10),
         }
     )
-    ck = estimate(load("Qwen__Qwen3-0.6B"), {"model.safetensors": h}).report["checkpoint"]
+    ck = estimate(load("Qwen__Qwen3-0.6B"), {"model.safetensors": h}).to_json()["checkpoint"]
     assert ck["dtypes"] == {"BF16": 1_000_000, "U8": 510}
     assert ck["params"] == 1_000_000 + 1000
     assert ck["bytes"] == 2_000_510
     assert ck["already_quantized"] is True
-    assert estimate(load("Qwen__Qwen3-0.6B")).report["checkpoint"] is None
+    assert estimate(load("Qwen__Qwen3-0.6B")).to_json()["checkpoint"] is None
 
 
 def test_delta_equal_is_empty_and_fit_lost_is_worded() -> None:
@@ -215,5 +215,5 @@ def test_delta_equal_is_empty_and_fit_lost_is_worded() -> None:
 def test_estimate_value_is_frozen_report() -> None:
     e = estimate(load("google-bert__bert-base-uncased"))
     assert isinstance(e, Estimate)
-    assert e.report["params"]["total"] == 109514298
-    assert e.report["structure"]["pattern"]["hybrid"] is False
+    assert e.to_json()["params"]["total"] == 109514298
+    assert e.to_json()["structure"]["pattern"]["hybrid"] is False

@@ -23,7 +23,7 @@ def tokenizer_config(name: str) -> dict[str, Any]:
 
 
 def vocab_findings(cfg: dict[str, Any], max_id: int | None) -> list[dict[str, str]]:
-    report = estimate(cfg, max_token_id=max_id).report
+    report = estimate(cfg, max_token_id=max_id).to_json()
     return [f for f in report["findings"] if f["id"] == "vocab-too-small"]
 
 

@@ -29,6 +29,7 @@ def test_daemon_polls_on_schedule_and_stops_on_sigterm(tmp_path: Path) -> None:
             TRACKER_STATE_DIR=str(tmp_path / "state"),
             TRACKER_WATCHLIST=str(tmp_path / "watchlist.yaml"),
             TRACKER_HF_ENDPOINT=hub.url,
+            TRACKER_LOG_LEVEL="INFO",  # as the systemd unit sets it
         )
         with subprocess.Popen(
             [sys.executable, "-c", "from tracker.cli import main; main()", "poll"],
@@ -73,6 +74,7 @@ def test_daemon_follows_watchlist_edits(tmp_path: Path) -> None:
             TRACKER_WATCHLIST=str(watchlist),
             TRACKER_HF_ENDPOINT=hub.url,
             TRACKER_WATCHLIST_SYNC_S="0.5",
+            TRACKER_LOG_LEVEL="INFO",
         )
         with subprocess.Popen(
             [sys.executable, "-c", "from tracker.cli import main; main()", "poll"],

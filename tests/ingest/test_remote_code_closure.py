@@ -10,11 +10,9 @@ import pytest
 
 from tracker.app import build
 from tracker.ingest import relative_imports
-from tracker.pipeline import run_cycle
 from tracker.replica import Replica
 from tracker.replica.repos import commit, init_repo
 from tracker.settings import load_settings
-from tracker.store.advisories import AdvisoryStore
 
 
 def test_relative_imports_resolve_within_the_repo() -> None:
@@ -59,8 +57,8 @@ def test_a_change_in_an_imported_helper_is_a_critical_advisory(tmp_path: Path) -
         app = build(load_settings(state_dir=tmp_path / "s", watchlist=tmp_path / "w.yaml",
                                   hf_endpoint=hub.url))  # fmt: skip
         try:
-            run_cycle(app)
-            by_sha = {a.introduced: a for a in AdvisoryStore(app.engine).list_advisories()}
+            app.pipeline.run_cycle()
+            by_sha = {a.introduced: a for a in app.advisories.list_advisories()}
             assert by_sha[helper].severity.value == "critical"
             assert "helper_x.py" in by_sha[helper].record["summary"]
             assert by_sha[proc].severity.value == "critical"

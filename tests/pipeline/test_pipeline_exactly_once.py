@@ -16,7 +16,6 @@ from tracker.app import build
 from tracker.replica import Replica
 from tracker.replica.repos import commit, init_repo
 from tracker.settings import load_settings
-from tracker.store.advisories import AdvisoryStore
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "configs"
 REPO = "acme/llama"
@@ -33,10 +32,10 @@ def crash_before_marking(self, repo_id, sha, now=None):
 if target:
     Store.mark_analysed = crash_before_marking
 from tracker.app import build
-from tracker.pipeline import run_cycle
+
 from tracker.settings import load_settings
 app = build(load_settings())
-report = run_cycle(app)
+report = app.pipeline.run_cycle()
 print(sum(r.poll.revisions_ingested for r in report.repos), len(report.advisories))
 """
 
@@ -86,7 +85,7 @@ def _advisories(state: Path) -> list[tuple[str, str, str, str, tuple[str, ...]]]
     app = build(load_settings(state_dir=state))
     try:
         out = []
-        for a in AdvisoryStore(app.engine).list_advisories(repo_id=REPO):
+        for a in app.advisories.list_advisories(repo_id=REPO):
             events = a.record["affected"][0]["ranges"][0]["events"]
             fixed = tuple(e["fixed"] for e in events if "fixed" in e)
             out.append((a.id, a.introduced, a.group, a.severity.value, fixed))

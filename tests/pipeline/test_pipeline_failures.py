@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-import tracker.pipeline as pipeline
 from tracker.app import build
-from tracker.domain import Snapshot
+from tracker.diff import diff_snapshots
+from tracker.domain import Change, Snapshot
+from tracker.pipeline import Stages
 from tracker.replica import Replica
 from tracker.replica.repos import commit, init_repo
 from tracker.settings import load_settings
@@ -29,28 +31,26 @@ def _repo(root: Path, repo_id: str) -> None:
 
 
 @pytest.mark.replica
-def test_analysis_failure_of_one_repo_is_recorded_and_retried(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_analysis_failure_of_one_repo_is_recorded_and_retried(tmp_path: Path) -> None:
     _repo(tmp_path / "hub", "acme/good")
     _repo(tmp_path / "hub", "acme/bad")
     watchlist = tmp_path / "watchlist.yaml"
     watchlist.write_text("repos:\n  - id: acme/bad\n  - id: acme/good\n")
-    real_diff = pipeline.diff_snapshots
+    broken = True
 
-    def broken_for_bad(before: Snapshot | None, after: Snapshot) -> object:
-        if after.repo_id == "acme/bad" and before is not None:
+    def diff(before: Snapshot | None, after: Snapshot) -> Sequence[Change]:
+        """The real differ, which explodes on acme/bad's second revision while `broken`."""
+        if broken and after.repo_id == "acme/bad" and before is not None:
             raise RuntimeError("differ exploded")
-        return real_diff(before, after)
+        return diff_snapshots(before, after)
 
     with Replica(tmp_path / "hub") as hub:
         settings = load_settings(
             state_dir=tmp_path / "state", watchlist=watchlist, hf_endpoint=hub.url
         )
-        app = build(settings)
+        app = build(settings, stages=Stages(diff=diff))
         try:
-            monkeypatch.setattr(pipeline, "diff_snapshots", broken_for_bad)
-            report = pipeline.run_cycle(app)
+            report = app.pipeline.run_cycle()
             bad, good = report.repos
             assert bad.error is not None and "differ exploded" in bad.error
             assert len(bad.analysed) == 1  # the first revision; the second stays pending
@@ -60,8 +60,8 @@ def test_analysis_failure_of_one_repo_is_recorded_and_retried(
             assert state.last_error is not None and "differ exploded" in state.last_error
             assert len(app.store.pending_analysis(bad.poll.repo_id)) == 1
 
-            monkeypatch.setattr(pipeline, "diff_snapshots", real_diff)
-            again = pipeline.run_cycle(app)
+            broken = False
+            again = app.pipeline.run_cycle()
             bad2, good2 = again.repos
             assert bad2.error is None and len(bad2.analysed) == 1 and bad2.advisories
             assert good2.analysed == () and good2.advisories == ()

@@ -3,16 +3,21 @@ rows belong to stored revisions."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from tracker.domain import Artifact, Change, ChangeKind, Commit, Diff, Estimate, RepoId, Sha
+from tracker.domain import Artifact, Change, ChangeKind, Commit, Diff, RepoId, Sha
 from tracker.errors import StoreNotFoundError
+from tracker.estimate import estimate
 from tracker.store import Store
 from tracker.store.analysis import AnalysisStore, StoredEstimate
 
+CONFIGS = Path(__file__).parents[1] / "data" / "configs"
+SMALL = estimate(json.loads((CONFIGS / "Qwen__Qwen3-0.6B.json").read_text()))
+LARGE = estimate(json.loads((CONFIGS / "Qwen__Qwen3-1.7B.json").read_text()))
 REPO = RepoId("acme/x")
 A, B = Sha("a" * 40), Sha("b" * 40)
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
@@ -38,17 +43,17 @@ def test_round_trip_and_replace(tmp_path: Path) -> None:
         first = Diff(REPO, None, A, ())
         analysis.save(first, StoredEstimate(REPO, A, None, "no config.json at this revision"), NOW)
         diff = Diff(REPO, A, B, (_change(2),))
-        analysis.save(diff, StoredEstimate(REPO, B, Estimate({"params": {"total": 7}}), None), NOW)
+        analysis.save(diff, StoredEstimate(REPO, B, SMALL, None), NOW)
         assert analysis.diff(REPO, None, A) == first
         assert analysis.diff(REPO, A, B) == diff
         assert analysis.estimate(REPO, A) == StoredEstimate(
             REPO, A, None, "no config.json at this revision"
         )
         again = Diff(REPO, A, B, (_change(3),))  # re-analysis replaces, never duplicates
-        analysis.save(again, StoredEstimate(REPO, B, Estimate({"params": {"total": 8}}), None), NOW)
+        analysis.save(again, StoredEstimate(REPO, B, LARGE, None), NOW)
         assert analysis.diffs_of(REPO) == [first, again]
         stored = analysis.estimate(REPO, B)
-        assert stored is not None and stored.estimate == Estimate({"params": {"total": 8}})
+        assert stored is not None and stored.estimate == LARGE
     finally:
         store.close()
 

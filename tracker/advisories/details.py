@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from tracker.domain import JSONValue, RepoId, Sha
+from tracker.domain import Estimate, JSONValue, RepoId, Sha
 
 if TYPE_CHECKING:
     from tracker.advisories.classify import Classified
@@ -46,26 +46,17 @@ ADVICE: Mapping[str, str] = {
     "estimate": "Re-check your hardware plan against the new estimate before upgrading.",
 }
 
-_ESTIMATE_ROWS = (
-    ("params.total", "parameters (total)"),
-    ("params.active", "parameters (active)"),
-    ("params.embedding", "parameters (embedding)"),
-    ("memory_gb.serve_weights", "serve weights (GB)"),
-    ("memory_gb.kv_cache", "KV cache (GB)"),
-    ("memory_gb.lora", "LoRA fine-tune (GB)"),
-    ("memory_gb.full_finetune", "full fine-tune (GB)"),
+_ESTIMATE_ROWS: tuple[tuple[str, Callable[[Estimate], int | float]], ...] = (
+    ("parameters (total)", lambda e: e.params.total),
+    ("parameters (active)", lambda e: e.params.active),
+    ("parameters (embedding)", lambda e: e.params.embedding),
+    ("serve weights (GB)", lambda e: e.memory.serve_weights),
+    ("KV cache (GB)", lambda e: e.memory.kv_cache),
+    ("LoRA fine-tune (GB)", lambda e: e.memory.lora),
+    ("full fine-tune (GB)", lambda e: e.memory.full_finetune),
 )
 MAX_EVIDENCE_LINES = 40
 MAX_CELL = 60
-
-
-def _get(report: Mapping[str, JSONValue] | None, dotted: str) -> JSONValue:
-    cur: JSONValue = report
-    for part in dotted.split("."):
-        if not isinstance(cur, Mapping):
-            return None
-        cur = cur.get(part)
-    return cur
 
 
 def _cell(value: JSONValue, skip: int = 0) -> str:
@@ -101,18 +92,24 @@ def _delta(before: JSONValue, after: JSONValue) -> str:
     return (f"{diff:+,}" if isinstance(diff, int) else f"{diff:+,.2f}") + pct
 
 
-def estimate_table(
-    before: Mapping[str, JSONValue] | None, after: Mapping[str, JSONValue] | None
-) -> str:
-    """A Markdown table of the headline estimate numbers before and after, with deltas."""
+def estimate_table(before: Estimate | None, after: Estimate | None) -> str:
+    """A Markdown table of the headline estimate numbers before and after, with deltas; under it,
+    why card-fit verdicts are withheld when either estimate cannot be vouched for."""
     if before is None and after is None:
         return "No estimate is available for either revision."
     lines = ["| Estimate | Before | After | Δ |", "|---|---:|---:|---:|"]
-    for key, label in _ESTIMATE_ROWS:
-        b, a = _get(before, key), _get(after, key)
-        if b is None and a is None:
-            continue
+    for label, get in _ESTIMATE_ROWS:
+        b = get(before) if before is not None else None
+        a = get(after) if after is not None else None
         lines.append(f"| {label} | {_num(b)} | {_num(a)} | {_delta(b, a)} |")
+    for side, est in (("before", before), ("after", after)):
+        if est is not None and not est.verification.vouched:
+            why = "; ".join(est.verification.reasons)
+            lines += [
+                "",
+                f"The estimate {side} this revision is **unverified** ({why}): its numbers are "
+                "shown for reference, and no card-fit verdict is given from them.",
+            ]
     return "\n".join(lines)
 
 
@@ -170,8 +167,8 @@ def render_details(
     group: ChangeGroup,
     introduced: Sha,
     previous: Sha | None,
-    estimate_before: Mapping[str, JSONValue] | None,
-    estimate_after: Mapping[str, JSONValue] | None,
+    estimate_before: Estimate | None,
+    estimate_after: Estimate | None,
     estimate_changes: Sequence[Classified],
 ) -> str:
     """The Markdown body of one advisory; deterministic for equal inputs; ends with a newline."""

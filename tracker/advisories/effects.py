@@ -250,19 +250,16 @@ def _estimate_facts(
     config: Mapping[str, JSONValue], knowledge: Knowledge
 ) -> Mapping[str, Any] | str:
     try:
-        report = estimate(_normalised(config, knowledge)).report
+        est = estimate(_normalised(config, knowledge))
     except EstimateError as exc:
         return str(exc)
-    params = report.get("params") or {}
-    structure = report.get("structure") or {}
+    p = est.params
     return {
-        "params": {k: params.get(k) for k in ("total", "active", "embedding")},
-        "components": params.get("by_component"),
-        "layers": report.get("layers"),
-        "graph": _shapeless(structure.get("graph")) if isinstance(structure, Mapping) else None,
-        "pattern": (structure.get("pattern") or {}).get("summary")
-        if isinstance(structure, Mapping)
-        else None,
+        "params": {"total": p.total, "active": p.active, "embedding": p.embedding},
+        "components": dict(p.by_component),
+        "layers": est.layers,
+        "graph": _shapeless(list(est.structure.graph)),
+        "pattern": est.structure.pattern.summary,
     }
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -20,10 +20,12 @@ from tracker.domain import (
     Artifact,
     Change,
     ChangeKind,
+    Estimate,
     JSONValue,
     RepoId,
     Severity,
     Sha,
+    VerificationStatus,
     is_full_sha,
     rfc3339,
 )
@@ -117,21 +119,33 @@ def change_json(c: Classified) -> dict[str, JSONValue]:
     return out
 
 
-def compact_estimate(report: Mapping[str, JSONValue] | None) -> JSONValue:
-    """The few headline numbers of an Estimate report (params, memory, architecture), or None."""
-    if report is None:
+def compact_estimate(est: Estimate | None) -> JSONValue:
+    """The few headline numbers of an estimate (params, memory, architecture), or None; with
+    `verification` (status and reasons) when the estimate is not verified."""
+    if est is None:
         return None
-    params = report.get("params") or {}
+    p, m = est.params, est.memory
     out: dict[str, JSONValue] = {
-        "architecture": report.get("architecture"),
-        "model_type": report.get("model_type"),
-        "params": {k: params.get(k) for k in ("total", "active", "embedding")}
-        if isinstance(params, Mapping)
-        else None,
-        "memory_gb": dict(report["memory_gb"])
-        if isinstance(report.get("memory_gb"), Mapping)
-        else None,
+        "architecture": est.architecture,
+        "model_type": est.model_type,
+        "params": {"total": p.total, "active": p.active, "embedding": p.embedding},
+        "memory_gb": {
+            "full_finetune": m.full_finetune,
+            "full_finetune_states": m.full_finetune_states,
+            "lora": m.lora,
+            "lora_adapter_params": m.lora_adapter_params,
+            "activations_per_sample": m.activations_per_sample,
+            "serve_weights": m.serve_weights,
+            "kv_cache": m.kv_cache,
+            "train_tokens": m.train_tokens,
+            "serve_tokens": m.serve_tokens,
+        },
     }
+    if est.verification.status is not VerificationStatus.VERIFIED:
+        out["verification"] = {
+            "status": est.verification.status.value,
+            "reasons": list(est.verification.reasons),
+        }
     return compact_value(out)
 
 
@@ -199,8 +213,8 @@ def build_record(
     group: ChangeGroup,
     introduced: Sha,
     previous: Sha | None,
-    estimate_before: Mapping[str, JSONValue] | None,
-    estimate_after: Mapping[str, JSONValue] | None,
+    estimate_before: Estimate | None,
+    estimate_after: Estimate | None,
     estimate_changes: Sequence[Classified],
     now: datetime,
 ) -> dict[str, JSONValue]:

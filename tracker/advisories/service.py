@@ -31,7 +31,17 @@ from tracker.advisories.osv import (
     group_changes,
 )
 from tracker.advisories.schema import validate_record
-from tracker.domain import Advisory, Artifact, Change, Commit, JSONValue, RepoId, Sha, is_full_sha
+from tracker.domain import (
+    Advisory,
+    Artifact,
+    Change,
+    Commit,
+    Estimate,
+    JSONValue,
+    RepoId,
+    Sha,
+    is_full_sha,
+)
 from tracker.errors import AdvisoryError
 from tracker.store.advisories import (
     AdvisoryConflictError,
@@ -57,8 +67,8 @@ def publish(
     commit: Commit,
     previous: Sha | None,
     changes: Sequence[Change],
-    estimate_before: Mapping[str, JSONValue] | None,
-    estimate_after: Mapping[str, JSONValue] | None,
+    estimate_before: Estimate | None,
+    estimate_after: Estimate | None,
     repo_url: str,
     overrides: Overrides | Mapping[str, JSONValue] | None,
     prefix: str,
@@ -108,8 +118,8 @@ def _publish(
     commit: Commit,
     previous: Sha | None,
     changes: Sequence[Change],
-    estimate_before: Mapping[str, JSONValue] | None,
-    estimate_after: Mapping[str, JSONValue] | None,
+    estimate_before: Estimate | None,
+    estimate_after: Estimate | None,
     repo_url: str,
     rules: Overrides,
     prefix: str,

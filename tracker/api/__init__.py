@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -14,18 +14,18 @@ from tracker.settings import Settings
 from tracker.store.advisories import AdvisoryStore
 
 
-class HasEngine(Protocol):
-    """What the API needs from `tracker.app.App`: settings and the database engine."""
+class HasAdvisories(Protocol):
+    """What the API needs from `tracker.app.App`: settings and the advisory store."""
 
     @property
     def settings(self) -> Settings: ...
 
     @property
-    def engine(self) -> Any: ...
+    def advisories(self) -> AdvisoryStore: ...
 
 
-def create_app(app: HasEngine, *, page_size: int = DEFAULT_PAGE_SIZE) -> FastAPI:
-    """A FastAPI app serving the OSV API over `app.engine`'s advisory store.
+def create_app(app: HasAdvisories, *, page_size: int = DEFAULT_PAGE_SIZE) -> FastAPI:
+    """A FastAPI app serving the OSV API over `app.advisories`.
 
     Bad requests answer OSV-style `400 {"code": 3, "message": ...}`; unknown ids `404 {"code": 5}`;
     store failures `503 {"code": 14}`. Nothing is created at import time.
@@ -33,7 +33,7 @@ def create_app(app: HasEngine, *, page_size: int = DEFAULT_PAGE_SIZE) -> FastAPI
     api = FastAPI(
         title="tracker", summary="OSV advisories for Hugging Face model repos", version="0.1.0"
     )
-    api.state.advisories = AdvisoryStore(app.engine)
+    api.state.advisories = app.advisories
     api.state.page_size = page_size
     api.include_router(router)
 

@@ -5,7 +5,6 @@ Each command group lives in its own module with a `register(app)` function.
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable
 
@@ -66,8 +65,8 @@ def main(argv: list[str] | None = None) -> None:
     _register_all()
     from tracker import logs
 
-    # Interactive commands log warnings and up; the daemon's unit sets TRACKER_LOG_LEVEL=INFO.
-    logs.configure(level=os.environ.get("TRACKER_LOG_LEVEL") or "WARNING")
+    # Until a command has read its settings (`app.build` reconfigures from them): warnings and up.
+    logs.configure(level="WARNING")
     try:
         # Without standalone mode, click returns (not raises) the code of a `typer.Exit(n)`.
         code = app(args=argv, standalone_mode=False)

@@ -15,10 +15,9 @@ from tracker.settings import load_settings
 
 def _store() -> tuple[Any, Any]:
     from tracker.app import build
-    from tracker.store.advisories import AdvisoryStore
 
     app = build(load_settings())
-    return app, AdvisoryStore(app.engine)
+    return app, app.advisories
 
 
 def _since(text: str | None) -> datetime | None:

@@ -62,12 +62,10 @@ def demo(
 ) -> None:
     """Poll the demo watchlist against the bundled Hub replica (real model histories) and summarise."""
     from tracker.app import build
-    from tracker.pipeline import cycle_json, run_cycle
+    from tracker.pipeline import cycle_json
     from tracker.replica import Replica
     from tracker.replica.demo import DEMO_TOKEN
     from tracker.settings import load_settings
-    from tracker.store.advisories import AdvisoryStore
-    from tracker.store.analysis import AnalysisStore
 
     base = load_settings()
     hub_root = base.state_dir / "demo-hub"
@@ -80,12 +78,11 @@ def demo(
         app = build(settings)
         try:
             console.print(f"Hub replica on {hub.url}; polling {settings.watchlist}")
-            report = run_cycle(app)
+            report = app.pipeline.run_cycle()
             if json_out:
                 typer.echo(cycle_json(report))
                 return
-            advisories = AdvisoryStore(app.engine)
-            analysis = AnalysisStore(app.engine)
+            advisories, analysis = app.advisories, app.analysis
             table = Table(title="tracker demo: one poll cycle")
             for col in (
                 "repo",
@@ -108,9 +105,9 @@ def demo(
                 if r.poll.head:
                     stored = analysis.estimate(r.poll.repo_id, r.poll.head)
                     if stored is not None and stored.estimate is not None:
-                        rep = stored.estimate.report
-                        params = f"{rep['params']['total'] / 1e9:,.2f} B"
-                        fft = f"{rep['memory_gb']['full_finetune']:,.1f}"
+                        est = stored.estimate
+                        params = f"{est.params.total / 1e9:,.2f} B"
+                        fft = f"{est.memory.full_finetune:,.1f}"
                     elif stored is not None:
                         params = "unreadable"
                 status = r.poll.status.value + (f": {r.poll.error}" if r.poll.error else "")

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from tracker.domain import RepoId, SafetensorsHeader, parse_repo_id
+from tracker.domain import Estimate, RepoId, SafetensorsHeader, parse_repo_id
 from tracker.errors import EstimateError
 from tracker.sources import RepoSource
 
@@ -66,7 +66,7 @@ def register(app: typer.Typer) -> None:
 
             application = build(load_settings())
             try:
-                source = application.hub_source()
+                source = application.sources.hub()
                 config, headers, tokenizer, label = fetch_from_source(
                     source, repo_id, rev or "main", with_headers=not no_headers
                 )
@@ -74,9 +74,9 @@ def register(app: typer.Typer) -> None:
                 application.close()
         result = estimate(config, headers, max_token_id=highest_token_id_from_files(tokenizer))
         if as_json:
-            typer.echo(json.dumps(result.report, indent=2, sort_keys=False))
+            typer.echo(json.dumps(result.to_json(), indent=2, sort_keys=False))
         else:
-            render(label, result.report)
+            render(label, result)
 
 
 def _read(path: Path, cap: int) -> bytes:
@@ -117,59 +117,60 @@ def fetch_from_source(
     return config, headers, tokenizer, f"{repo_id}@{sha[:12]}"
 
 
-def render(label: str, report: Mapping[str, Any]) -> None:
+def render(label: str, est: Estimate) -> None:
     """Print a readable rich report: summary lines, component table and the fit table."""
     from rich.console import Console
     from rich.table import Table
 
     console = Console()
-    p = report["params"]
+    p = est.params
     console.print(
-        f"[bold]{label}[/bold]  {report['architecture']} ({report['model_type']})"
-        + ("  [yellow]custom code[/yellow]" if report["custom_code"] else "")
+        f"[bold]{label}[/bold]  {est.architecture} ({est.model_type})"
+        + ("  [yellow]custom code[/yellow]" if est.custom_code else "")
     )
     console.print(
-        f"parameters: {p['total']:,} total, {p['active']:,} active per token, "
-        f"{p['embedding']:,} embedding; {report['layers']} layers"
+        f"parameters: {p.total:,} total, {p.active:,} active per token, "
+        f"{p.embedding:,} embedding; {est.layers} layers"
+    )
+    v = est.verification
+    console.print(
+        f"verification: {v.status.value}" + (f" ({'; '.join(v.reasons)})" if v.reasons else "")
     )
     comp = Table(title="where the parameters live")
     comp.add_column("component")
     comp.add_column("count", justify="right")
     comp.add_column("share", justify="right")
-    for name, count in p["by_component"].items():
-        comp.add_row(name, f"{count:,}", f"{p['shares'][name] * 100:.1f}%")
+    for name, count in p.by_component.items():
+        comp.add_row(name, f"{count:,}", f"{p.shares[name] * 100:.1f}%")
     console.print(comp)
-    m = report["memory_gb"]
+    m = est.memory
     console.print(
-        f"memory (GB): full fine-tune {m['full_finetune']} at batch 1 "
-        f"({m['full_finetune_states']} weights+grads+AdamW), LoRA {m['lora']}, "
-        f"serving weights {m['serve_weights']} + KV {m['kv_cache']} per "
-        f"{m['serve_tokens']}-token sequence"
+        f"memory (GB): full fine-tune {m.full_finetune} at batch 1 "
+        f"({m.full_finetune_states} weights+grads+AdamW), LoRA {m.lora}, "
+        f"serving weights {m.serve_weights} + KV {m.kv_cache} per "
+        f"{m.serve_tokens}-token sequence"
     )
     fit = Table(title="largest batch per card (VRAM / 1.15)")
     for col in ("card", "full fine-tune", "LoRA", "serving"):
         fit.add_column(col)
-    for card in report["cards"]:
-        fit.add_row(
-            card["name"],
-            card["full_finetune"]["summary"],
-            card["lora"]["summary"],
-            card["serve"]["summary"],
-        )
+    for card in est.cards:
+        fit.add_row(card.name, card.full_finetune.summary, card.lora.summary, card.serve.summary)
     console.print(fit)
-    cost = report["cost"]
+    if not v.vouched:
+        console.print("card fit: no verdict from an unverified estimate (numbers for reference)")
+    cost = est.cost
     console.print(
-        f"cost: {cost['hours']} h, ${cost['usd']} on {cost['assumptions']['gpu']} "
-        f"({cost['assumptions']['formula']})"
+        f"cost: {cost.hours} h, ${cost.usd} on {cost.assumptions['gpu']} "
+        f"({cost.assumptions['formula']})"
     )
-    console.print(f"layout: {report['structure']['pattern']['summary']}")
-    ck = report.get("checkpoint")
+    console.print(f"layout: {est.structure.pattern.summary}")
+    ck = est.checkpoint
     if ck:
         console.print(
-            f"checkpoint: {ck['params']:,} stored params, {ck['bytes']:,} bytes, "
-            f"delta {ck['delta_pct']}%, dtypes {ck['dtypes']}"
+            f"checkpoint: {ck.params:,} stored params, {ck.bytes:,} bytes, "
+            f"delta {ck.delta_pct}%, dtypes {dict(ck.dtypes)}"
         )
-    for f in report["findings"]:
-        console.print(f"[{f['level']}] {f['id']}: {f['evidence']} (fix: {f['fix']})")
-    for note in report.get("notes", []):
+    for f in est.findings:
+        console.print(f"[{f.level}] {f.id}: {f.evidence} (fix: {f.fix})")
+    for note in est.notes:
         console.print(f"note: {note}")

@@ -7,7 +7,6 @@ interval (first run at once), structlog context bound per job, clean stop on SIG
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sys
 from dataclasses import asdict
@@ -22,9 +21,8 @@ from rich.table import Table
 from tracker.app import App, build
 from tracker.domain import parse_repo_id
 from tracker.errors import UnreadableArtifactError, WatchlistError
-from tracker.ingest import Limits, PollReport
-from tracker.logs import configure as configure_logs
-from tracker.pipeline import cycle_json, run_cycle
+from tracker.ingest import PollReport
+from tracker.pipeline import cycle_json
 from tracker.settings import load_settings
 from tracker.store import FileKind
 from tracker.store.values import decode_header
@@ -72,10 +70,6 @@ def print_reports(reports: list[PollReport], as_json: bool) -> None:
         typer.echo("nothing new: no revisions ingested, nothing fetched")
 
 
-def _limits(app: App) -> Limits:
-    return Limits(app.settings.max_file_bytes, app.settings.max_safetensors_header_bytes)
-
-
 def _selected(app: App, repo: str | None) -> list[WatchedRepo]:
     watchlist = app.load_watchlist()
     if repo is None:
@@ -90,12 +84,11 @@ def run_daemon(app: App, repos: list[WatchedRepo], *, follow_watchlist: bool = T
     With `follow_watchlist`, the watchlist file is re-read every `settings.watchlist_sync_s` seconds, so
     `tracker watch add/remove` and edits take effect without a restart.
 
-    A daemon logs at INFO (one `repo.polled` event per job) unless TRACKER_LOG_LEVEL says otherwise.
+    It logs at `settings.log_level` (WARNING by default: failures only; the systemd unit sets
+    INFO, one `repo.polled` event per job).
     """
     from apscheduler.executors.pool import ThreadPoolExecutor
     from apscheduler.schedulers.blocking import BlockingScheduler
-
-    configure_logs(level=os.environ.get("TRACKER_LOG_LEVEL") or "INFO", force=True)
 
     scheduler = BlockingScheduler(
         executors={"default": ThreadPoolExecutor(4)},
@@ -106,7 +99,7 @@ def run_daemon(app: App, repos: list[WatchedRepo], *, follow_watchlist: bool = T
     def job(watched: WatchedRepo) -> None:
         with structlog.contextvars.bound_contextvars(repo=watched.repo_id, job="poll"):
             try:
-                run_cycle(app, [watched])
+                app.pipeline.run_cycle([watched])
             except Exception:  # keep the daemon alive; the error is logged with its traceback
                 log.exception("poll.crashed")
 
@@ -178,7 +171,7 @@ def poll(
                 f"{app.settings.watchlist} lists no repos; add one with `tracker watch add`"
             )
         if once:
-            report = run_cycle(app, repos)
+            report = app.pipeline.run_cycle(repos)
             if as_json:
                 typer.echo(cycle_json(report))
             else:

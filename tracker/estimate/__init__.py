@@ -1,7 +1,8 @@
 """The estimate stage: parameters, memory, card fit, cost, structure and findings from config.json.
 
 Pure: no torch, network, clock or logging. `estimate(config, headers, settings)` → Estimate
-whose report is the ESTIMATES.md §5 JSON; `estimate_delta(before, after)` → Changes.
+(typed; `Estimate.to_json()` is the ESTIMATES.md §5 JSON); `estimate_delta(before, after)` →
+Changes.
 """
 
 from __future__ import annotations
@@ -62,7 +63,6 @@ def estimate(
     s = settings or EstimateSettings()
     try:
         reading = read_config(config)
-        report = build_report(config, reading, headers, s, max_token_id=max_token_id)
+        return build_report(config, reading, headers, s, max_token_id=max_token_id)
     except RecursionError as exc:
         raise EstimateError("config is nested too deeply (cyclic?)") from exc
-    return Estimate(report=report)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from tracker.domain import CardFit
+from tracker.domain import Fit as FitJSON
 from tracker.estimate.memory import GB, Memory
 from tracker.estimate.reading import Reading
 from tracker.estimate.settings import Card, EstimateSettings
@@ -29,12 +31,14 @@ class Fit:
     split: tuple[int, int] | None  # layers per card when two cards are needed
     split_fails: bool = False
 
-    def as_json(self) -> dict[str, object]:
-        return {
-            "batch": self.batch,
-            "borderline": self.borderline,
-            "split": None if self.split is None else {"cards": 2, "layers": list(self.split)},
-        }
+    def typed(self) -> FitJSON:
+        return FitJSON(
+            batch=self.batch,
+            borderline=self.borderline,
+            split=self.split,
+            summary=self.words(),
+            split_cards=0 if self.split is None else len(self.split),
+        )
 
     def words(self) -> str:
         if self.batch >= 1:
@@ -135,14 +139,13 @@ def best_cut(r: Reading, m: Memory, s: EstimateSettings, setup: str) -> tuple[fl
     return best
 
 
-def card_table(r: Reading, m: Memory, s: EstimateSettings) -> list[dict[str, object]]:
+def card_table(r: Reading, m: Memory, s: EstimateSettings) -> tuple[CardFit, ...]:
     """The §5 `cards` list: one entry per configured card with each setup's fit."""
-    out: list[dict[str, object]] = []
+    out: list[CardFit] = []
     best_cuts: dict[str, tuple[float, int] | None] = {}
-    for card in s.cards:
-        entry: dict[str, object] = {"name": card.name, "vram_gb": card.vram_gb}
-        for setup in SETUPS:
-            f = fit(r, m, s, card, setup, best_cuts)
-            entry[setup] = f.as_json() | {"summary": f.words()}
-        out.append(entry)
-    return out
+    for card in s.all_cards:
+        fits = {setup: fit(r, m, s, card, setup, best_cuts).typed() for setup in SETUPS}
+        out.append(
+            CardFit(card.name, card.vram_gb, fits["full_finetune"], fits["lora"], fits["serve"])
+        )
+    return tuple(out)

@@ -7,13 +7,12 @@ on average for causal attention; linear-attention and SSM layers add no quadrati
 
 from __future__ import annotations
 
-from typing import Any
-
+from tracker.domain import CostEstimate
 from tracker.estimate.reading import Reading
 from tracker.estimate.settings import EstimateSettings
 
 
-def training_cost(r: Reading, s: EstimateSettings) -> dict[str, Any]:
+def training_cost(r: Reading, s: EstimateSettings) -> CostEstimate:
     """The §5 `cost` object: FLOPs, hours and USD with every assumption stated beside them."""
     seq = s.cost_seq_len
     tokens = s.cost_epochs * s.cost_samples * seq
@@ -29,12 +28,12 @@ def training_cost(r: Reading, s: EstimateSettings) -> dict[str, Any]:
     peak = card.bf16_tflops * 1e12 * s.cost_utilization
     hours = flops / peak / 3600 if peak > 0 else None
     usd = hours * card.price_per_hour if hours is not None else None
-    return {
-        "flops": flops,
-        "tokens": tokens,
-        "hours": None if hours is None else round(hours, 2),
-        "usd": None if usd is None else round(usd, 2),
-        "assumptions": {
+    return CostEstimate(
+        flops=flops,
+        tokens=tokens,
+        hours=None if hours is None else round(hours, 2),
+        usd=None if usd is None else round(usd, 2),
+        assumptions={
             "epochs": s.cost_epochs,
             "samples": s.cost_samples,
             "seq_len": seq,
@@ -46,4 +45,4 @@ def training_cost(r: Reading, s: EstimateSettings) -> dict[str, Any]:
             "formula": "6 x active params x tokens + 12 x attention width x attended tokens "
             "per layer per token; hours = FLOPs / (peak x utilization)",
         },
-    }
+    )

@@ -1,9 +1,12 @@
-"""The generic decoder-only transformer count: embeddings, per-layer attention and FFN, norms, head.
+"""The transformer-stack count: embeddings, per-layer mixer and FFN, norms, head.
 
-Families fill a `Dec` description from their config (see `families.py`); `build_decoder` walks
-the layers once (bounded by MAX_LAYERS) and returns the tally and per-layer specs. Counts follow
-transformers' module layout: each nn.Linear is in×out (+out with bias), each RMSNorm its width,
-each LayerNorm twice its width; fused expert tensors count E×in×out.
+The general reader (`general.py`) fills a `Dec` description from a config; `build_decoder` walks
+the layers once (bounded by MAX_LAYERS) and returns the per-layer specs while adding every
+parameter to the tally. Counts follow transformers' module layout: each nn.Linear is in×out
+(+out with bias), each RMSNorm its width, each LayerNorm twice its width; fused expert tensors
+count E×in×out. Mixers: full/sliding attention (MHA/GQA/MQA or MLA), gated-DeltaNet and Kimi
+delta attention (linear attention), Mamba2 and Mamba1 (SSM). FFNs: dense (gated or not), MoE with
+routed, shared and latent experts.
 """
 
 from __future__ import annotations
@@ -17,33 +20,77 @@ BF16 = 2
 FP32 = 4
 
 
-@dataclass
+@dataclass(frozen=True)
 class Mla:
-    """Multi-head latent attention dimensions (DeepSeek-V2/V3 style)."""
+    """Multi-head latent attention dimensions (DeepSeek-V2/V3 style).
+
+    `indexer`: (index_n_heads, index_head_dim) of a DSA indexer; `out_gate`: a sigmoid output
+    gate projecting the hidden state to heads × v_head.
+    """
 
     q_lora_rank: int | None
     kv_lora_rank: int
     qk_nope: int
     qk_rope: int
     v_head: int
-    indexer: tuple[int, int] | None = None  # (index_n_heads, index_head_dim): DSA indexer
+    indexer: tuple[int, int] | None = None
+    out_gate: bool = False
 
 
-@dataclass
-class LinearAttn:
-    """Gated DeltaNet dimensions (Qwen3-Next / Qwen3.5 linear-attention layers)."""
+@dataclass(frozen=True)
+class Gdn:
+    """Gated DeltaNet (Qwen3-Next / Qwen3.5 linear-attention layers)."""
 
     key_heads: int
     key_dim: int
     value_heads: int
     value_dim: int
     conv_kernel: int
-    split_proj: bool = False  # Qwen3.5: in_proj_qkv, in_proj_z, in_proj_b, in_proj_a
+
+
+@dataclass(frozen=True)
+class Kda:
+    """Kimi delta attention (Kimi-Linear's linear-attention layers): per-channel decay."""
+
+    heads: int
+    head_dim: int
+    conv_kernel: int
+
+
+@dataclass(frozen=True)
+class Mamba2:
+    """A Mamba2 mixer: `heads` × `head_dim` inner width, `groups` B/C groups of `state`."""
+
+    heads: int
+    head_dim: int
+    groups: int
+    state: int
+    conv_kernel: int
+    bias: bool = False
+    conv_bias: bool = True
+
+
+@dataclass(frozen=True)
+class Mamba1:
+    """A Mamba (v1) mixer: inner width `d_inner`, state `state`, Δ rank `dt_rank`."""
+
+    d_inner: int
+    state: int
+    conv_kernel: int
+    dt_rank: int
+    bias: bool = False
+    conv_bias: bool = True
 
 
 @dataclass
 class Dec:
-    """Everything the generic decoder count needs; defaults are the Llama layout."""
+    """Everything the stack count needs; defaults are the Llama layout.
+
+    `layer_kind(i)`: "full" | "sliding" | "linear" | "mamba" | "none" (no mixer in the layer);
+    `ffn_kind(i)`: "dense" | "moe" | "none" (default: "moe" where `is_moe(i)`, else "dense").
+    `norm_params`: parameters per norm (0: hidden, an RMSNorm); `norms_per_sublayer`: 2 where a
+    sublayer has a pre- and a post-norm; `parallel_norms`: norms of a parallel attention+MLP layer.
+    """
 
     hidden: int
     vocab: int
@@ -57,31 +104,40 @@ class Dec:
     kv_bias: bool = False
     o_bias: bool = False
     qk_norm: bool = False
-    q_gate: bool = False  # q_proj doubled for an output gate (Qwen3-Next)
-    fused_qkv: bool = False  # one qkv_proj (Phi-3): same count
+    q_gate: bool = False
     gated_mlp: bool = True
     mlp_bias: bool = False
-    norm_params: int = 0  # per norm; 0 means hidden (RMSNorm)
-    norms_per_layer: int = 2
+    norm_params: int = 0
+    norms_per_sublayer: int = 1
+    parallel: bool = False
+    parallel_norms: int = 1
     final_norm: bool = True
     learned_positions: int = 0
     embed_norm: bool = False
     sinks: bool = False
+    head_bias: bool = False
+    fused_qkv: bool = False
+    fused_gate_up: bool = False
     # MoE
     experts: int = 0
     top_k: int = 0
     moe_intermediate: int = 0
+    gated_experts: bool = True
     shared_intermediate: int = 0  # total width of the shared expert(s)
     shared_gate: bool = False  # a sigmoid gate h→1 on the shared expert
     router_bias: bool = False
     expert_bias: bool = False
+    latent: int = 0  # experts work in a latent width, with h→latent and latent→h projections
+    latent_norm: bool = False
     is_moe: Callable[[int], bool] = field(default=lambda i: False)
     dense_intermediate: int | None = None  # width of non-MoE layers' MLP (default intermediate)
-    # attention kinds
-    layer_kind: Callable[[int], str] = field(default=lambda i: "full")  # full|sliding|linear
+    # per-layer kinds
+    layer_kind: Callable[[int], str] = field(default=lambda i: "full")
+    ffn_kind: Callable[[int], str] | None = None
     window: int | None = None
     mla: Mla | None = None
-    linear: LinearAttn | None = None
+    linear: Gdn | Kda | None = None
+    ssm: Mamba2 | Mamba1 | None = None
     kv_heads_for: Callable[[int], int] | None = None
     has_indexer: Callable[[int], bool] = field(default=lambda i: True)
 
@@ -90,45 +146,100 @@ def _linear(n_in: int, n_out: int, bias: bool) -> int:
     return n_in * n_out + (n_out if bias else 0)
 
 
-def attention_params(d: Dec, kind: str, layer: int) -> tuple[int, int, int, str]:
-    """(params, lora in+out dims, kv bytes per token, attention type) for one attention block."""
+@dataclass(frozen=True)
+class Mixer:
+    """One layer's mixer: parameters, LoRA in+out dims, KV bytes per token, fixed state, type."""
+
+    params: int
+    lora: int
+    kv_bytes: int
+    state_bytes: int
+    kind: str
+    k_width: int = 0
+    v_width: int = 0
+    q_width: int = 0
+
+
+def _linear_attention(h: int, la: Gdn | Kda) -> Mixer:
+    if isinstance(la, Kda):
+        q = la.heads * la.head_dim
+        hd = la.head_dim
+        params = 3 * h * q + 3 * q * la.conv_kernel  # q/k/v projections, depthwise conv
+        params += h * hd + hd * q + q + la.heads  # forget gate (low rank), dt_bias, A_log
+        params += h * la.heads  # beta projection
+        params += h * hd + hd * q + hd + q * h  # output gate (low rank), gated norm, o_proj
+        lora = 3 * (h + q) + (h + hd) + (hd + q) + (h + la.heads) + (h + hd) + (hd + q) + (q + h)
+        state = la.heads * hd * hd * FP32 + 3 * q * (la.conv_kernel - 1) * BF16
+        return Mixer(params, lora, 0, state, "linear", q, q, q)
+    kd, vd = la.key_heads * la.key_dim, la.value_heads * la.value_dim
+    conv_dim = 2 * kd + vd
+    params = h * (2 * kd + 2 * vd) + h * 2 * la.value_heads  # in_proj_qkvz, in_proj_ba
+    params += conv_dim * la.conv_kernel + 2 * la.value_heads + la.value_dim + vd * h
+    lora = (h + 2 * kd + 2 * vd) + (h + 2 * la.value_heads) + vd + h
+    state = (
+        la.value_heads * la.key_dim * la.value_dim * FP32 + conv_dim * (la.conv_kernel - 1) * BF16
+    )
+    return Mixer(params, lora, 0, state, "linear", kd, vd, kd)
+
+
+def _ssm(h: int, m: Mamba2 | Mamba1) -> Mixer:
+    if isinstance(m, Mamba1):
+        di = m.d_inner
+        params = _linear(h, 2 * di, m.bias) + di * m.conv_kernel + (di if m.conv_bias else 0)
+        params += di * (m.dt_rank + 2 * m.state) + _linear(m.dt_rank, di, True)
+        params += di * m.state + di + _linear(di, h, m.bias)  # A_log, D, out_proj
+        lora = (h + 2 * di) + (di + m.dt_rank + 2 * m.state) + (m.dt_rank + di) + (di + h)
+        state = di * m.state * FP32 + di * (m.conv_kernel - 1) * BF16
+        return Mixer(params, lora, 0, state, "ssm", di, di, di)
+    di = m.heads * m.head_dim
+    conv_dim = di + 2 * m.groups * m.state
+    params = _linear(h, 2 * di + 2 * m.groups * m.state + m.heads, m.bias)
+    params += conv_dim * m.conv_kernel + (conv_dim if m.conv_bias else 0)
+    params += 3 * m.heads + di + _linear(di, h, m.bias)  # A_log, D, dt_bias, gated norm, out_proj
+    lora = (h + 2 * di + 2 * m.groups * m.state + m.heads) + di + h
+    state = m.heads * m.head_dim * m.state * FP32 + conv_dim * (m.conv_kernel - 1) * BF16
+    return Mixer(params, lora, 0, state, "ssm", di, di, di)
+
+
+def _mla(d: Dec, m: Mla, layer: int) -> Mixer:
     h = d.hidden
+    nh = d.heads
+    qk = m.qk_nope + m.qk_rope
+    params = lora = 0
+    if m.q_lora_rank:
+        params += _linear(h, m.q_lora_rank, d.q_bias) + m.q_lora_rank
+        params += m.q_lora_rank * nh * qk
+        lora += h + m.q_lora_rank + m.q_lora_rank + nh * qk
+    else:
+        params += h * nh * qk
+        lora += h + nh * qk
+    params += _linear(h, m.kv_lora_rank + m.qk_rope, d.q_bias) + m.kv_lora_rank
+    params += m.kv_lora_rank * nh * (m.qk_nope + m.v_head)
+    params += _linear(nh * m.v_head, h, d.o_bias)
+    lora += (h + m.kv_lora_rank + m.qk_rope) + (m.kv_lora_rank + nh * (m.qk_nope + m.v_head))
+    lora += nh * m.v_head + h
+    if m.out_gate:
+        params += h * nh * m.v_head
+        lora += h + nh * m.v_head
+    if m.indexer is not None and m.q_lora_rank and d.has_indexer(layer):
+        ih, idim = m.indexer
+        params += m.q_lora_rank * ih * idim + h * idim + 2 * idim + h * ih
+        lora += (m.q_lora_rank + ih * idim) + (h + idim) + (h + ih)
+    kv_bytes = (m.kv_lora_rank + m.qk_rope) * BF16
+    return Mixer(params, lora, kv_bytes, 0, "mla", nh * qk, nh * m.v_head, nh * qk)
+
+
+def mixer_params(d: Dec, kind: str, layer: int) -> Mixer:
+    """The mixer of layer `layer` of kind `kind` (see `Dec.layer_kind`)."""
+    h = d.hidden
+    if kind == "none":
+        return Mixer(0, 0, 0, 0, "none")
     if kind == "linear" and d.linear is not None:
-        la = d.linear
-        kd, vd = la.key_heads * la.key_dim, la.value_heads * la.value_dim
-        conv_dim = 2 * kd + vd
-        if la.split_proj:
-            proj = h * conv_dim + h * vd + 2 * h * la.value_heads
-            lora = (h + conv_dim) + (h + vd) + 2 * (h + la.value_heads)
-        else:
-            proj = h * (2 * kd + 2 * vd) + h * 2 * la.value_heads
-            lora = (h + 2 * kd + 2 * vd) + (h + 2 * la.value_heads)
-        params = proj + conv_dim * la.conv_kernel + 2 * la.value_heads + la.value_dim + vd * h
-        return params, lora + vd + h, 0, "linear"
+        return _linear_attention(h, d.linear)
+    if kind == "mamba" and d.ssm is not None:
+        return _ssm(h, d.ssm)
     if d.mla is not None:
-        m = d.mla
-        nh = d.heads
-        qk = m.qk_nope + m.qk_rope
-        params = 0
-        lora = 0
-        if m.q_lora_rank:
-            params += _linear(h, m.q_lora_rank, d.q_bias) + m.q_lora_rank
-            params += m.q_lora_rank * nh * qk
-            lora += h + m.q_lora_rank + m.q_lora_rank + nh * qk
-        else:
-            params += h * nh * qk
-            lora += h + nh * qk
-        params += _linear(h, m.kv_lora_rank + m.qk_rope, d.q_bias) + m.kv_lora_rank
-        params += m.kv_lora_rank * nh * (m.qk_nope + m.v_head)
-        params += _linear(nh * m.v_head, h, d.o_bias)
-        lora += (h + m.kv_lora_rank + m.qk_rope) + (m.kv_lora_rank + nh * (m.qk_nope + m.v_head))
-        lora += nh * m.v_head + h
-        if m.indexer is not None and m.q_lora_rank and d.has_indexer(layer):
-            ih, idim = m.indexer
-            params += m.q_lora_rank * ih * idim + h * idim + 2 * idim + h * ih
-            lora += (m.q_lora_rank + ih * idim) + (h + idim) + (h + ih)
-        kv_bytes = (m.kv_lora_rank + m.qk_rope) * BF16
-        return params, lora, kv_bytes, "mla"
+        return _mla(d, d.mla, layer)
     kvh = d.kv_heads_for(layer) if d.kv_heads_for else d.kv_heads
     hd = d.head_dim
     q_out = d.heads * hd * (2 if d.q_gate else 1)
@@ -138,8 +249,10 @@ def attention_params(d: Dec, kind: str, layer: int) -> tuple[int, int, int, str]
         params += 2 * hd
     if d.sinks:
         params += d.heads
-    lora = (h + q_out) + 2 * (h + kvh * hd) + (d.heads * hd + h)
-    kv_bytes = 2 * kvh * hd * BF16
+    if d.fused_qkv:
+        lora = (h + q_out + 2 * kvh * hd) + (d.heads * hd + h)
+    else:
+        lora = (h + q_out) + 2 * (h + kvh * hd) + (d.heads * hd + h)
     if kind == "sliding":
         atype = "sliding"
     elif kvh == d.heads:
@@ -148,25 +261,22 @@ def attention_params(d: Dec, kind: str, layer: int) -> tuple[int, int, int, str]
         atype = "mqa"
     else:
         atype = "gqa"
-    return params, lora, kv_bytes, atype
+    return Mixer(params, lora, 2 * kvh * hd * BF16, 0, atype, kvh * hd, kvh * hd, d.heads * hd)
 
 
-def _mlp(d: Dec, h: int, inter: int) -> tuple[int, int]:
-    mats = 3 if d.gated_mlp else 2
-    if d.gated_mlp:
-        params = 2 * _linear(h, inter, d.mlp_bias) + _linear(inter, h, d.mlp_bias)
-    else:
-        params = _linear(h, inter, d.mlp_bias) + _linear(inter, h, d.mlp_bias)
-    lora = mats * (h + inter)
-    return params, lora
+def _mlp(d: Dec, h: int, inter: int, gated: bool, bias: bool) -> tuple[int, int]:
+    if gated:
+        lora = (h + 2 * inter) + (inter + h) if d.fused_gate_up else 3 * (h + inter)
+        return 2 * _linear(h, inter, bias) + _linear(inter, h, bias), lora
+    return _linear(h, inter, bias) + _linear(inter, h, bias), 2 * (h + inter)
 
 
 def build_decoder(d: Dec, t: Tally) -> list[LayerSpec]:
-    """Add the whole decoder's parameters to `t`; return one LayerSpec per layer.
+    """Add the whole stack's parameters to `t`; return one LayerSpec per layer.
 
-    Layers that share (attention kind, MoE or dense, KV heads, indexer) are identical, so each
-    distinct kind is counted once and its tally contributions are multiplied by its layer count
-    (integer arithmetic: the totals are exactly those of a layer-by-layer walk).
+    Layers that share (mixer kind, FFN kind, KV heads, indexer) are identical, so each distinct
+    kind is counted once and its tally contributions are multiplied by its layer count (integer
+    arithmetic: the totals are exactly those of a layer-by-layer walk).
     """
     h = d.hidden
     norm = d.norm_params or h
@@ -176,17 +286,23 @@ def build_decoder(d: Dec, t: Tally) -> list[LayerSpec]:
     if d.embed_norm:
         t.add("norms", norm)
     mla_indexer = d.mla is not None and d.mla.indexer is not None and bool(d.mla.q_lora_rank)
-    kinds: dict[tuple[str, bool, int, bool], tuple[LayerSpec, list[tuple[str, int, int]]]] = {}
-    uses: dict[tuple[str, bool, int, bool], int] = {}
+    Key = tuple[str, str, int, bool]
+    kinds: dict[Key, tuple[LayerSpec, list[tuple[str, int, int]]]] = {}
+    uses: dict[Key, int] = {}
     specs: list[LayerSpec] = []
     for i in range(d.n_layers):
         kind = d.layer_kind(i)
-        moe = bool(d.experts) and d.is_moe(i)
+        if d.ffn_kind is not None:
+            ffn = d.ffn_kind(i)
+        else:
+            ffn = "moe" if bool(d.experts) and d.is_moe(i) else "dense"
+        if ffn == "moe" and not d.experts:
+            ffn = "dense"
         kvh = d.kv_heads_for(i) if d.kv_heads_for else d.kv_heads
-        key = (kind, moe, kvh, d.has_indexer(i) if mla_indexer else True)
+        key = (kind, ffn, kvh, d.has_indexer(i) if mla_indexer else True)
         known = kinds.get(key)
         if known is None:
-            known = kinds[key] = _layer(d, kind, i, moe, norm)
+            known = kinds[key] = _layer(d, kind, ffn, i, norm)
             uses[key] = 0
         uses[key] += 1
         specs.append(known[0])
@@ -198,81 +314,90 @@ def build_decoder(d: Dec, t: Tally) -> list[LayerSpec]:
         t.add("norms", norm)
     if not d.tied:
         t.add("head", d.vocab * h)
+    if d.head_bias:
+        t.add("head", d.vocab)
     return specs
 
 
 def _layer(
-    d: Dec, kind: str, i: int, moe: bool, norm: int
+    d: Dec, kind: str, ffn: str, i: int, norm: int
 ) -> tuple[LayerSpec, list[tuple[str, int, int]]]:
     """One layer's spec and its (component, params, active params) contributions, in order."""
     h = d.hidden
     adds: list[tuple[str, int, int]] = []
-    a_params, a_lora, kv, atype = attention_params(d, kind, i)
-    component = "linear_attention" if atype == "linear" else "attention"
-    adds.append((component, a_params, a_params))
-    layer_total = a_params
-    layer_active = a_params
-    lora = a_lora
-    n_params = d.norms_per_layer * norm
+    mx = mixer_params(d, kind, i)
+    if mx.params:
+        component = {"linear": "linear_attention", "ssm": "ssm"}.get(mx.kind, "attention")
+        adds.append((component, mx.params, mx.params))
+    layer_total = layer_active = mx.params
+    lora = mx.lora
+    sublayers = (kind != "none") + (ffn != "none")
+    n_norms = d.parallel_norms if d.parallel else sublayers * d.norms_per_sublayer
+    n_params = n_norms * norm
     adds.append(("norms", n_params, n_params))
     layer_total += n_params
     layer_active += n_params
     experts = top_k = 0
-    width = d.dense_intermediate or d.intermediate
-    if moe:
+    width = 0
+    ffn_type = "none"
+    if ffn == "moe":
         e, k, mi = d.experts, d.top_k, d.moe_intermediate
-        per_expert = (3 if d.gated_mlp else 2) * h * mi
+        w = d.latent or h
+        per_expert = (3 if d.gated_experts else 2) * w * mi
         if d.expert_bias:
-            per_expert += (2 * mi if d.gated_mlp else mi) + h
+            per_expert += (2 * mi if d.gated_experts else mi) + w
         routed = e * per_expert
         adds.append(("routed_experts", routed, k * per_expert))
         router = _linear(h, e, d.router_bias)
         adds.append(("router", router, router))
         layer_total += routed + router
         layer_active += k * per_expert + router
-        lora += e * (3 if d.gated_mlp else 2) * (h + mi)
+        lora += e * (3 if d.gated_experts else 2) * (w + mi)
+        if d.latent:
+            lat = 2 * h * d.latent + (d.latent if d.latent_norm else 0)
+            adds.append(("shared_experts", lat, lat))
+            layer_total += lat
+            layer_active += lat
+            lora += 2 * (h + d.latent)
         if d.shared_intermediate:
-            s_params, s_lora = _mlp(d, h, d.shared_intermediate)
+            s_params, s_lora = _mlp(d, h, d.shared_intermediate, d.gated_mlp, d.mlp_bias)
             if d.shared_gate:
                 s_params += h
             adds.append(("shared_experts", s_params, s_params))
             layer_total += s_params
             layer_active += s_params
             lora += s_lora
-        ffn = "moe"
+        ffn_type = "moe"
         experts, top_k = e, k
         width = k * mi + d.shared_intermediate
-    else:
-        inter = d.dense_intermediate or d.intermediate
-        m_params, m_lora = _mlp(d, h, inter)
+    elif ffn == "dense":
+        width = d.dense_intermediate or d.intermediate
+        m_params, m_lora = _mlp(d, h, width, d.gated_mlp, d.mlp_bias)
         adds.append(("dense_mlp", m_params, m_params))
         layer_total += m_params
         layer_active += m_params
         lora += m_lora
-        ffn = "swiglu" if d.gated_mlp else "gelu"
+        ffn_type = "swiglu" if d.gated_mlp else "gelu"
     spec = LayerSpec(
-        attention=atype,
-        ffn=ffn,
+        attention=mx.kind,
+        ffn=ffn_type,
         params=layer_total,
         active_params=layer_active,
-        kv_bytes_per_token=kv,
+        kv_bytes_per_token=mx.kv_bytes,
         window=d.window if kind == "sliding" else None,
-        state_bytes=_linear_state(d) if atype == "linear" else 0,
+        state_bytes=mx.state_bytes,
         lora_dims=lora,
         experts=experts,
         top_k=top_k,
         ffn_width=width,
-        q_width=d.heads * d.head_dim,
+        q_width=mx.q_width,
+        k_width=mx.k_width,
+        v_width=mx.v_width,
+        heads=d.heads,
+        moe_width=d.moe_intermediate if ffn == "moe" else 0,
+        gated=d.gated_experts if ffn == "moe" else d.gated_mlp,
+        norms=n_norms,
+        latent=d.latent if ffn == "moe" else 0,
+        shared_width=d.shared_intermediate if ffn == "moe" else 0,
     )
     return spec, adds
-
-
-def _linear_state(d: Dec) -> int:
-    """Per-sequence recurrent state of a gated-DeltaNet layer: fp32 k×v per value head + conv."""
-    la = d.linear
-    if la is None:
-        return 0
-    kd, vd = la.key_heads * la.key_dim, la.value_heads * la.value_dim
-    recurrent = la.value_heads * la.key_dim * la.value_dim * FP32
-    conv = (2 * kd + vd) * (la.conv_kernel - 1) * BF16
-    return recurrent + conv

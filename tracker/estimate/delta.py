@@ -1,116 +1,85 @@
-"""Deltas between two estimates as Changes: counts, memory figures and per-card fit moves."""
+"""Deltas between two estimates as Changes: counts, memory figures, per-card fit moves, and
+whether the estimate can still be vouched for.
+
+A fit verdict ("no longer fits", "now fits", a batch that moved) is only published when both
+estimates are vouched for (not unverified): a number we cannot vouch for never says a card fits.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-from tracker.domain import Artifact, Change, ChangeKind, Estimate
-from tracker.estimate.cards import SETUP_WORDS
+from tracker.domain import Artifact, Change, ChangeKind, Estimate, Fit
+from tracker.estimate.cards import SETUP_WORDS, SETUPS
 
 PARAM_KEYS = ("total", "active", "embedding")
 MEMORY_KEYS = ("full_finetune", "lora", "serve_weights", "kv_cache")
 
 
-def _setup_words(setup: str, report: Mapping[str, Any]) -> str:
+def _setup_words(setup: str, est: Estimate) -> str:
     if setup == "lora":
-        rank = report.get("settings", {}).get("lora_rank", 16)
+        rank = est.settings.get("lora_rank", 16)
         return f"LoRA r={rank}"
     return SETUP_WORDS.get(setup, setup)
 
 
-def _fit_words(fit: Mapping[str, Any]) -> str:
-    return str(fit.get("summary") or f"batch {fit.get('batch')}")
+def _change(kind: ChangeKind, key: str, before: object, after: object, summary: str) -> Change:
+    return Change(Artifact.ESTIMATE, kind, "", key, before, after, summary)
 
 
 def estimate_delta(before: Estimate, after: Estimate) -> tuple[Change, ...]:
     """Changes from `before` to `after` (ESTIMATE artifact, file ""); equal estimates → ().
 
     CHANGED for each parameter count (`params.total`...) and memory figure (`memory_gb.lora`...);
-    per card and setup FIT_LOST / FIT_GAINED when batch 1 stops / starts fitting, else CHANGED
-    when the batch moves (key `cards.<card>.<setup>`).
+    CHANGED `verification.status` when the estimate becomes (or stops being) unverified; per card
+    and setup, only when both estimates are vouched for, FIT_LOST / FIT_GAINED when batch 1 stops
+    / starts fitting, else CHANGED when the batch moves (key `cards.<card>.<setup>`).
     """
-    b, a = before.report, after.report
     out: list[Change] = []
     for key in PARAM_KEYS:
-        x, y = b.get("params", {}).get(key), a.get("params", {}).get(key)
+        x, y = getattr(before.params, key), getattr(after.params, key)
         if x != y:
             out.append(
-                Change(
-                    Artifact.ESTIMATE,
-                    ChangeKind.CHANGED,
-                    "",
-                    f"params.{key}",
-                    x,
-                    y,
-                    f"{key} parameters: {_num(x)} → {_num(y)}",
+                _change(
+                    ChangeKind.CHANGED, f"params.{key}", x, y, f"{key} parameters: {x:,} → {y:,}"
                 )
             )
     for key in MEMORY_KEYS:
-        x, y = b.get("memory_gb", {}).get(key), a.get("memory_gb", {}).get(key)
-        if x != y:
-            out.append(
-                Change(
-                    Artifact.ESTIMATE,
-                    ChangeKind.CHANGED,
-                    "",
-                    f"memory_gb.{key}",
-                    x,
-                    y,
-                    f"{key.replace('_', ' ')}: {x} GB → {y} GB",
-                )
+        gx, gy = getattr(before.memory, key), getattr(after.memory, key)
+        if gx != gy:
+            words = f"{key.replace('_', ' ')}: {gx} GB → {gy} GB"
+            out.append(_change(ChangeKind.CHANGED, f"memory_gb.{key}", gx, gy, words))
+    vb, va = before.verification, after.verification
+    if vb.status is not va.status:
+        why = "; ".join(va.reasons) if va.reasons else "nothing left unexplained"
+        out.append(
+            _change(
+                ChangeKind.CHANGED,
+                "verification.status",
+                vb.status.value,
+                va.status.value,
+                f"estimate {vb.status.value} → {va.status.value} ({why})",
             )
-    before_cards = {c.get("name"): c for c in b.get("cards", [])}
-    for card in a.get("cards", []):
-        name = card.get("name")
-        old = before_cards.get(name)
+        )
+    if not (vb.vouched and va.vouched):
+        return tuple(out)
+    for card in after.cards:
+        old = before.card(card.name)
         if old is None:
             continue
-        for setup in ("full_finetune", "lora", "serve"):
-            fo, fn = old.get(setup, {}), card.get(setup, {})
-            bo, bn = int(fo.get("batch", 0)), int(fn.get("batch", 0))
-            if bo == bn and fo.get("split") == fn.get("split"):
-                continue
-            words = _setup_words(setup, a)
-            key = f"cards.{name}.{setup}"
-            if bo >= 1 and bn == 0:
-                out.append(
-                    Change(
-                        Artifact.ESTIMATE,
-                        ChangeKind.FIT_LOST,
-                        "",
-                        key,
-                        bo,
-                        bn,
-                        f"{words} no longer fits {name} at batch 1 (now: {_fit_words(fn)})",
-                    )
-                )
-            elif bo == 0 and bn >= 1:
-                out.append(
-                    Change(
-                        Artifact.ESTIMATE,
-                        ChangeKind.FIT_GAINED,
-                        "",
-                        key,
-                        bo,
-                        bn,
-                        f"{words} now fits {name} at batch {bn}",
-                    )
-                )
-            else:
-                out.append(
-                    Change(
-                        Artifact.ESTIMATE,
-                        ChangeKind.CHANGED,
-                        "",
-                        key,
-                        bo,
-                        bn,
-                        f"{words} on {name}: {_fit_words(fo)} → {_fit_words(fn)}",
-                    )
-                )
+        for setup in SETUPS:
+            out += _fit_change(card.name, setup, old.fit(setup), card.fit(setup), after)
     return tuple(out)
 
 
-def _num(x: Any) -> str:
-    return f"{x:,}" if isinstance(x, int) else str(x)
+def _fit_change(name: str, setup: str, fo: Fit, fn: Fit, after: Estimate) -> list[Change]:
+    if fo.batch == fn.batch and fo.split == fn.split:
+        return []
+    words = _setup_words(setup, after)
+    key = f"cards.{name}.{setup}"
+    if fo.batch >= 1 and fn.batch == 0:
+        summary = f"{words} no longer fits {name} at batch 1 (now: {fn.summary})"
+        return [_change(ChangeKind.FIT_LOST, key, fo.batch, fn.batch, summary)]
+    if fo.batch == 0 and fn.batch >= 1:
+        summary = f"{words} now fits {name} at batch {fn.batch}"
+        return [_change(ChangeKind.FIT_GAINED, key, fo.batch, fn.batch, summary)]
+    summary = f"{words} on {name}: {fo.summary} → {fn.summary}"
+    return [_change(ChangeKind.CHANGED, key, fo.batch, fn.batch, summary)]

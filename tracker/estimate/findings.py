@@ -36,6 +36,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from tracker.domain import CheckpointCensus, Finding
 from tracker.estimate.reading import Reading
 from tracker.estimate.settings import EstimateSettings
 
@@ -65,11 +66,9 @@ CONTEXT_KEYS = ("n_ctx", "seq_length", "max_sequence_length", "max_seq_len", "mo
 SCALED_ROPE = ("linear", "dynamic", "yarn")
 TEXT_KEYS = ("text_config", "llm_config", "language_config")
 
-Finding = dict[str, str]
-
 
 def _finding(fid: str, level: str, evidence: str, fix: str) -> Finding:
-    return {"id": fid, "level": level, "evidence": evidence, "fix": fix}
+    return Finding(id=fid, level=level, evidence=evidence, fix=fix)
 
 
 def _int(value: Any) -> int | None:
@@ -106,7 +105,7 @@ def findings(
     config: Mapping[str, Any],
     r: Reading,
     s: EstimateSettings,
-    checkpoint: Mapping[str, Any] | None,
+    checkpoint: CheckpointCensus | None,
     max_token_id: int | None = None,
 ) -> list[Finding]:
     """Findings about `config` and its reading `r`; pure, in a fixed rule order."""
@@ -135,8 +134,9 @@ def findings(
                 f"resize the embeddings to at least {max_token_id + 1} (max token id + 1)",
             )
         )
-    for flag, note in zip(r.flags, r.notes, strict=False):
+    for flag in r.flags:
         if flag in ("unknown-architecture", "custom-code", "mtp-not-built"):
+            note = r.flag_notes.get(flag, flag)
             out.append(_finding(flag, "info", note, "treat the count as derived, not verified"))
     return out
 
@@ -268,11 +268,11 @@ def _rope(c: _Lookup, r: Reading) -> list[Finding]:
     return out
 
 
-def _dtype(c: _Lookup, checkpoint: Mapping[str, Any] | None) -> list[Finding]:
+def _dtype(c: _Lookup, checkpoint: CheckpointCensus | None) -> list[Finding]:
     declared = c.get("torch_dtype") or c.get("dtype")
     if not checkpoint or not isinstance(declared, str) or declared not in DTYPE_CENSUS:
         return []
-    census = dict(checkpoint.get("dtypes", {}))
+    census = dict(checkpoint.dtypes)
     if isinstance(c.get("quantization_config"), Mapping):
         census = {d: n for d, n in census.items() if d not in QUANTIZED_DTYPES}
     if not census:

@@ -1,128 +1,61 @@
-"""Irregular layer layouts read layer by layer: Nemotron-H (Mamba/attention/MoE pattern),
-DeciLM / Nemotron-NAS (per-layer block configs) and Gemma 4 text (sliding/full mix, MoE)."""
+"""Family readers for layouts no general rule describes, each saying what is irregular.
+
+- DeciLM / Nemotron-NAS: `block_configs` give every layer its own attention (or none, or a single
+  linear) and its own FFN width (`ffn_mult`, rounded up to a multiple of 256).
+- Gemma 4 text: sliding and full layers have different head sizes and KV head counts, full layers
+  may share K and V (`attention_k_eq_v`), the last `num_kv_shared_layers` reuse earlier layers'
+  K/V projections, a per-layer input embedding table (`hidden_size_per_layer_input`), and a dense
+  MLP next to the MoE block in the same layer.
+- BERT: token-type embeddings, an embedding LayerNorm, and task heads (pooler, MLM transform)
+  chosen by the architecture name, not by any size key.
+- T5: the relative position bias lives only in the first layer of each stack.
+"""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
-from tracker.estimate.decoder import BF16, FP32
-from tracker.estimate.families import Notes
-from tracker.estimate.others import Result, dims_of, lin
-from tracker.estimate.reading import MAX_EXPERTS, MAX_LAYERS, ConfigView, LayerSpec, Tally
+from tracker.estimate.decoder import BF16
+from tracker.estimate.reading import MAX_EXPERTS, MAX_LAYERS, ConfigView, LayerSpec, Notes, Tally
+
+Dims = dict[str, Any]
+Result = tuple[list[LayerSpec], Dims]
 
 
-def _nemotron_h(c: ConfigView, t: Tally, n: Notes) -> Result:
-    """Nemotron-H: a per-layer pattern of M (Mamba2), * (attention), - (MLP), E (MoE)."""
-    h = c.int("hidden_size")
-    v = c.int("vocab_size")
-    pattern = c.str("hybrid_override_pattern")
-    layers = c.int("num_hidden_layers", default=len(pattern) or 1, maximum=MAX_LAYERS)
-    if len(pattern) != layers:
-        n.flag(
-            "pattern-length",
-            f"hybrid_override_pattern has {len(pattern)} entries for {layers} layers",
-        )
-        pattern = (pattern or "*")[:layers].ljust(layers, "*")
-    heads = c.int("num_attention_heads")
-    kv = c.int("num_key_value_heads", default=heads)
-    hd = c.int("head_dim", default=h // heads)
-    abias = c.bool("attention_bias", False)
-    mbias = c.bool("mlp_bias", False)
-    m_heads = c.int("mamba_num_heads")
-    m_hd = c.int("mamba_head_dim")
-    groups = c.int("n_groups", default=1)
-    state = c.int("ssm_state_size")
-    kernel = c.int("conv_kernel", default=4)
-    d_inner = m_heads * m_hd
-    conv_dim = d_inner + 2 * groups * state
-    inter = c.int("intermediate_size")
-    e = c.int("n_routed_experts", default=0, minimum=0, maximum=MAX_EXPERTS)
-    k = c.int("num_experts_per_tok", default=1)
-    moe_i = c.int("moe_intermediate_size", default=inter)
-    shared_i = c.int("moe_shared_expert_intermediate_size", default=0, minimum=0)
-    latent = c.opt_int("moe_latent_size")
-    emb = t.add("embeddings", v * h)
-    Adds = list[tuple[str, int, int]]
+def lin(i: int, o: int, bias: bool = True) -> int:
+    """Parameters of an nn.Linear(i, o) with or without bias."""
+    return i * o + (o if bias else 0)
 
-    def layer(ch: str) -> tuple[LayerSpec, Adds]:
-        """One layer of kind `ch` and its (component, params, active) contributions."""
-        adds: Adds = [("norms", h, h)]
-        norm = h
-        if ch == "M":
-            p = lin(h, 2 * d_inner + 2 * groups * state + m_heads, c.bool("use_bias", False))
-            p += conv_dim * kernel + (conv_dim if c.bool("use_conv_bias", True) else 0)
-            p += 3 * m_heads + d_inner + lin(d_inner, h, c.bool("use_bias", False))
-            adds.append(("ssm", p, p))
-            st = m_heads * m_hd * state * FP32 + conv_dim * (kernel - 1) * BF16
-            spec = LayerSpec(
-                "ssm",
-                "none",
-                p + norm,
-                p + norm,
-                0,
-                state_bytes=st,
-                lora_dims=(h + 2 * d_inner + 2 * groups * state + m_heads) + d_inner + h,
-            )
-        elif ch == "*":
-            p = lin(h, heads * hd, abias) + 2 * lin(h, kv * hd, abias) + lin(heads * hd, h, abias)
-            adds.append(("attention", p, p))
-            spec = LayerSpec(
-                "gqa" if kv < heads else "mha",
-                "none",
-                p + norm,
-                p + norm,
-                2 * kv * hd * BF16,
-                lora_dims=(h + heads * hd) + 2 * (h + kv * hd) + heads * hd + h,
-            )
-        elif ch == "E":
-            width = latent or h
-            per = 2 * width * moe_i
-            routed = e * per
-            adds.append(("routed_experts", routed, k * per))
-            r = h * e
-            adds.append(("router", r, r))
-            s = lin(h, shared_i, mbias) + lin(shared_i, h, mbias)
-            adds.append(("shared_experts", s, s))
-            if latent:
-                extra = 2 * h * latent + (2 * latent if c.bool("moe_latent_use_norm", False) else 0)
-                adds.append(("shared_experts", extra, extra))
-                s += extra
-            spec = LayerSpec(
-                "none",
-                "moe",
-                routed + r + s + norm,
-                k * per + r + s + norm,
-                experts=e,
-                top_k=k,
-                lora_dims=e * 2 * (width + moe_i) + 2 * (h + shared_i),
-            )
-        else:
-            p = lin(h, inter, mbias) + lin(inter, h, mbias)
-            adds.append(("dense_mlp", p, p))
-            spec = LayerSpec("none", "relu", p + norm, p + norm, lora_dims=2 * (h + inter))
-        return spec, adds
 
-    # Layers of one kind are identical: count each kind once, multiply by its layer count.
-    kinds: dict[str, tuple[LayerSpec, Adds]] = {}
-    uses: dict[str, int] = {}
-    specs = []
-    for ch in pattern:
-        if ch not in kinds:
-            kinds[ch] = layer(ch)
-            uses[ch] = 0
-        uses[ch] += 1
-        specs.append(kinds[ch][0])
-    for ch, (_, adds) in kinds.items():
-        for component, count, active in adds:
-            t.add(component, uses[ch] * count, uses[ch] * active)
-    t.add("norms", h)
-    tied = c.bool("tie_word_embeddings", False)
-    if not tied:
-        t.add("head", v * h)
-    return specs, dims_of(
-        h, v, heads, kv, hd, inter, tied, emb, c.opt_int("max_position_embeddings")
-    )
+def dims_of(
+    h: int,
+    v: int,
+    heads: int,
+    kv: int,
+    hd: int,
+    inter: int,
+    tied: bool,
+    emb: int,
+    ctx: int | None,
+    **extra: Any,
+) -> Dims:
+    """The dims mapping `params._finish` reads (hidden, vocab, heads, ..., max_context)."""
+    return {
+        "hidden": h,
+        "vocab": v,
+        "heads": heads,
+        "kv_heads": kv,
+        "head_dim": hd,
+        "intermediate": inter,
+        "tied": tied,
+        "head_params": 0 if tied else v * h,
+        "pre_params": emb,
+        "embedding": emb,
+        "max_context": ctx,
+        **extra,
+    }
 
 
 def _ffn_mult_to_intermediate(mult: float, h: int) -> int:
@@ -200,6 +133,7 @@ def _gemma4(c: ConfigView, t: Tally, n: Notes) -> Result:
     mi = c.int("moe_intermediate_size", default=inter) if moe else 0
     shared_kv = c.int("num_kv_shared_layers", default=0, minimum=0, maximum=MAX_LAYERS)
     ple = c.int("hidden_size_per_layer_input", default=0, minimum=0)
+    c.mark("vocab_size_per_layer_input")
     window = c.opt_int("sliding_window")
     types = c.list("layer_types") or []
     emb = t.add("embeddings", v * h)
@@ -253,8 +187,102 @@ def _gemma4(c: ConfigView, t: Tally, n: Notes) -> Result:
     )
 
 
+def _bert(c: ConfigView, t: Tally, n: Notes) -> Result:
+    h = c.int("hidden_size")
+    heads = c.int("num_attention_heads")
+    layers = c.int("num_hidden_layers", maximum=MAX_LAYERS)
+    v = c.int("vocab_size")
+    inter = c.int("intermediate_size", default=4 * h)
+    pos = c.int("max_position_embeddings", default=512)
+    types = c.int("type_vocab_size", default=2)
+    if c.str("position_embedding_type", "absolute") != "absolute":
+        n.unknown(f"position_embedding_type {c.str('position_embedding_type')!r}")
+    emb = t.add("embeddings", (v + pos + types) * h)
+    t.add("norms", 2 * h)
+    # every layer is the same: count one and multiply
+    a = 4 * lin(h, h)
+    m = lin(h, inter) + lin(inter, h)
+    nn = 4 * h
+    spec = LayerSpec(
+        "mha",
+        "gelu",
+        a + m + nn,
+        a + m + nn,
+        0,
+        kind="encoder",
+        lora_dims=8 * h + 2 * (h + inter),
+    )
+    t.add("attention", layers * a)
+    t.add("dense_mlp", layers * m)
+    t.add("norms", layers * nn)
+    specs = [spec] * layers
+    archs = c.list("architectures") or []
+    arch = str(archs[0]) if archs else "BertModel"
+    if arch.endswith("ForMaskedLM") or arch.endswith("ForPreTraining"):
+        t.add("head", lin(h, h) + 2 * h + v)  # transform dense + LayerNorm; decoder tied + bias
+        if arch.endswith("ForPreTraining"):
+            t.add("head", lin(h, h) + lin(h, 2))
+    elif arch in ("BertModel", "") or "Classification" in arch:
+        t.add("head", lin(h, h))  # pooler
+        if "Classification" in arch:
+            labels = len(c.raw("id2label", {}) or {}) or 2
+            t.add("head", lin(h, labels))
+    return specs, dims_of(
+        h, v, heads, heads, h // heads, inter, True, emb, pos, encoder_layers=layers
+    )
+
+
+def _t5(c: ConfigView, t: Tally, n: Notes) -> Result:
+    d = c.int("d_model")
+    dkv = c.int("d_kv", default=64)
+    heads = c.int("num_heads")
+    dff = c.int("d_ff")
+    enc = c.int("num_layers", maximum=MAX_LAYERS)
+    dec = c.int("num_decoder_layers", default=enc, maximum=MAX_LAYERS)
+    v = c.int("vocab_size")
+    buckets = c.int("relative_attention_num_buckets", default=32)
+    gated = c.str("feed_forward_proj", "relu").startswith("gated")
+    inner = heads * dkv
+    emb = t.add("embeddings", v * d)
+    ff = (3 if gated else 2) * d * dff
+    specs = []
+    for stack, count in (("encoder", enc), ("decoder", dec)):
+        for i in range(count):
+            attn = 4 * d * inner + (buckets * heads if i == 0 else 0)
+            norms = 2 * d
+            if stack == "decoder":
+                attn += 4 * d * inner
+                norms += d
+            a = t.add("attention", attn)
+            m = t.add("dense_mlp", ff)
+            nn = t.add("norms", norms)
+            kv = 2 * inner * BF16 if stack == "decoder" else 0
+            specs.append(
+                LayerSpec(
+                    "mha",
+                    "gelu" if gated else "relu",
+                    a + m + nn,
+                    a + m + nn,
+                    kv,
+                    kind=stack,
+                    lora_dims=8 * (d + inner) + 3 * (d + dff),
+                )
+            )
+        t.add("norms", d)
+    if not c.bool("tie_word_embeddings", True):
+        n.flag(
+            "t5-head-tied",
+            "transformers 5 always ties T5's lm_head to the shared embedding "
+            "(tie_word_embeddings=false is read as a decoder-output scaling switch)",
+        )
+    return specs, dims_of(
+        d, v, heads, heads, dkv, dff, True, emb, c.opt_int("n_positions"), encoder_layers=enc
+    )
+
+
 READERS: dict[str, Callable[[ConfigView, Tally, Notes], Result]] = {
-    "nemotron_h": _nemotron_h,
     "nemotron-nas": _deci,
     "gemma4_text": _gemma4,
+    "bert": _bert,
+    "t5": _t5,
 }

@@ -103,8 +103,9 @@ def kv_bytes_per_sequence(layers: Sequence[LayerSpec], tokens: int, kv_scale: fl
     return total
 
 
-def compute(r: Reading, s: EstimateSettings) -> Memory:
-    """All memory figures of `r` under settings `s`."""
+def compute(r: Reading, s: EstimateSettings, serve_bytes: float | None = None) -> Memory:
+    """All memory figures of `r` under settings `s`; `serve_bytes` replaces the derived serving
+    weights (the checkpoint's bytes, when the count cannot be vouched for)."""
     ctx = r.max_context or s.train_seq_len
     train_tokens = min(s.train_seq_len, ctx)
     serve_tokens = s.serve_seq_len
@@ -128,7 +129,7 @@ def compute(r: Reading, s: EstimateSettings) -> Memory:
         full_fixed=r.total * s.full_ft_bytes_per_param * s.full_ft_overhead,
         lora_fixed=r.total * s.lora_base_bytes_per_param + adapter * s.lora_adapter_bytes_per_param,
         lora_adapter_params=adapter,
-        serve_fixed=r.total * s.serve_bytes_per_param,
+        serve_fixed=r.total * s.serve_bytes_per_param if serve_bytes is None else serve_bytes,
         act_per_sample=sum(layer_act) + logits,
         kv_per_sequence=sum(layer_kv),
         layer_act=layer_act,

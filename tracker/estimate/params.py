@@ -1,8 +1,13 @@
-"""Parameter count under transformers semantics: dispatch a config to its family and tally.
+"""Parameter count under transformers semantics: read a config and tally where parameters live.
 
-`read_config(config)` returns a `Reading` (total, active, embedding, by-component counts and the
-per-layer specs memory and structure use). Nested multimodal configs count their text model
-plus the vision/audio towers; unknown architectures get a flagged generic Llama-layout reading.
+`read_config(config)` returns a `Reading` (total, active, embedding, by-component counts, the
+per-layer specs memory and structure use, and what the reader could not interpret). A few
+families with layouts no general rule describes have their own reader (`irregular.py`); every
+other config, whatever its model_type, is read by the general reader (`general.py`,
+`encdec.py`) with the family's traits (`traits.py`) where the family is known. Nested
+multimodal configs count their text model plus the vision/audio towers (`vision.py`).
+`use_family=False` reads with the general reader alone (no family reader, no traits): the
+leave-one-family-out benchmark measures how far the config alone carries.
 """
 
 from __future__ import annotations
@@ -11,10 +16,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from tracker.errors import EstimateError
-from tracker.estimate import irregular, others, vision
+from tracker.estimate import irregular, vision
 from tracker.estimate.decoder import build_decoder
-from tracker.estimate.families import READERS, Notes, base
-from tracker.estimate.reading import ConfigView, LayerSpec, Reading, Tally
+from tracker.estimate.encdec import is_encoder_decoder, read_encdec
+from tracker.estimate.general import CONTEXT, read_decoder
+from tracker.estimate.reading import ConfigView, LayerSpec, Notes, Reading, Tally
+from tracker.estimate.traits import GENERAL, LLAMA, TRAITS, Traits
+from tracker.estimate.unread import unread_keys
 
 NATIVE_ALIASES = {
     "kimi_k2": "deepseek_v3",
@@ -25,13 +33,32 @@ NATIVE_ALIASES = {
     "RefinedWeb": "falcon",
     "RefinedWebModel": "falcon",
     "nemotron-nas": "llama",
+    "kimi_k3": "kimi_linear",
 }
 """Custom-code model types and the native model_type whose semantics we read them under."""
 
 TEXT_KEYS = ("text_config", "llm_config", "language_config")
 
+VERIFIED_FAMILIES = frozenset(
+    {
+        *TRAITS,
+        *irregular.READERS,
+        "llama",
+        "phi3",
+        "granitemoe",
+        "deepseek_v2",
+        "deepseek_v3",
+        "deepseek_v32",
+        "glm_moe_dsa",
+        "kimi_k2",
+        "kimi_linear",
+        "mistral",
+    }
+)
+"""Model types whose reading is checked (transformers' meta-device count or published counts)."""
 
-def read_config(config: Mapping[str, Any]) -> Reading:
+
+def read_config(config: Mapping[str, Any], *, use_family: bool = True) -> Reading:
     """Read `config` (a parsed config.json) into a Reading; EstimateError if it cannot be read."""
     if not isinstance(config, Mapping):
         raise EstimateError(f"config must be a JSON object, got {type(config).__name__}")
@@ -41,6 +68,7 @@ def read_config(config: Mapping[str, Any]) -> Reading:
     architecture = str(archs[0]) if archs and isinstance(archs[0], str) else ""
     model_type = root.str("model_type")
     custom = root.has("auto_map")
+    root.mark("auto_map", "transformers_version", "torch_dtype", "dtype")
     if custom:
         native = NATIVE_ALIASES.get(model_type, model_type)
         notes.flag(
@@ -57,13 +85,29 @@ def read_config(config: Mapping[str, Any]) -> Reading:
         data = dict(sub.data)
         if "tie_word_embeddings" not in data and root.has("tie_word_embeddings"):
             data["tie_word_embeddings"] = root.raw("tie_word_embeddings")
-        text = ConfigView(data, text_key)
-    text_type = text.str("model_type") if text is not root else model_type
-    text_type = _text_type(model_type, text_type)
-    layers, dims = _read_text(text, text_type, tally, notes, root)
+        text = root.view(data, text_key)
+        text.mark("model_type", "architectures", "auto_map", "transformers_version", "dtype")
+        # A wrapper may repeat the text model's sizes at its root; the text config's win.
+        root.mark("tie_word_embeddings", "vocab_size", "hidden_size", "pad_token_id")
+    text_type = _text_type(model_type, text.str("model_type") if text is not root else model_type)
+    layers, dims, family_known = _read_text(text, text_type, tally, notes, use_family)
     extra = vision.count_towers(root, model_type, tally, notes, dims)
+    unknown = list(notes.unknowns)
+    unknown += unread_keys(config, root.used)
+    if text_key is not None:
+        unknown += unread_keys(text.data, root.used, text_key)
     return _finish(
-        root, architecture, model_type, text_type, custom, tally, layers, dims, notes, extra
+        architecture,
+        model_type,
+        text_type,
+        custom,
+        tally,
+        layers,
+        dims,
+        notes,
+        extra,
+        family_known,
+        tuple(unknown),
     )
 
 
@@ -78,26 +122,39 @@ def _text_type(model_type: str, text_type: str) -> str:
     }.get(model_type, model_type)
 
 
+def family_traits(text_type: str) -> tuple[Traits, bool]:
+    """(traits, verified) of a text model_type, through the custom-code aliases."""
+    for name in (text_type, NATIVE_ALIASES.get(text_type, text_type)):
+        for key in (name, name.removesuffix("_text")):
+            if key in TRAITS:
+                return TRAITS[key], True
+            if key in VERIFIED_FAMILIES:
+                return LLAMA, True
+    return GENERAL, False
+
+
 def _read_text(
-    c: ConfigView, text_type: str, t: Tally, n: Notes, root: ConfigView
-) -> tuple[list[LayerSpec], dict[str, Any]]:
-    """Count the language model; return its layer specs and the dims memory needs."""
-    custom = others.READERS.get(text_type) or irregular.READERS.get(text_type)
-    if custom is not None:
-        return custom(c, t, n)
-    reader = READERS.get(text_type)
-    if reader is None:
-        key = text_type.removesuffix("_text")
-        reader = READERS.get(key)
-    if reader is None:
+    c: ConfigView, text_type: str, t: Tally, n: Notes, use_family: bool
+) -> tuple[list[LayerSpec], dict[str, Any], bool]:
+    """Count the language model; return its layer specs, the dims memory needs, and whether the
+    family is one whose reading is verified."""
+    reader = irregular.READERS.get(text_type) if use_family else None
+    if reader is not None:
+        specs, dims = reader(c, t, n)
+        return specs, dims, True
+    traits, known = family_traits(text_type) if use_family else (GENERAL, False)
+    if not known:
         n.flag(
             "unknown-architecture",
-            f"model_type {text_type!r} is not a known family: best-effort generic reading "
-            "(Llama layout: q/k/v/o, SwiGLU MLP, RMSNorm)",
+            f"model_type {text_type!r} has no family reader: read by the general reader from "
+            "what its config says",
         )
-        reader = base
-    d = reader(c, n)
+    if is_encoder_decoder(c):
+        specs, dims = read_encdec(c, traits, t, n)
+        return specs, dims, known
+    d = read_decoder(c, traits, n)
     specs = build_decoder(d, t)
+    emb = d.vocab * d.hidden + d.learned_positions * d.hidden
     dims = {
         "hidden": d.hidden,
         "vocab": d.vocab,
@@ -106,16 +163,15 @@ def _read_text(
         "head_dim": d.head_dim,
         "intermediate": d.intermediate,
         "tied": d.tied,
-        "head_params": 0 if d.tied else d.vocab * d.hidden,
-        "pre_params": d.vocab * d.hidden + d.learned_positions * d.hidden,
-        "embedding": d.vocab * d.hidden + d.learned_positions * d.hidden,
-        "max_context": c.opt_int("max_position_embeddings", "n_positions", "seq_length"),
+        "head_params": (0 if d.tied else d.vocab * d.hidden) + (d.vocab if d.head_bias else 0),
+        "pre_params": emb,
+        "embedding": emb,
+        "max_context": c.opt_int(*CONTEXT),
     }
-    return specs, dims
+    return specs, dims, known
 
 
 def _finish(
-    root: ConfigView,
     architecture: str,
     model_type: str,
     family: str,
@@ -125,6 +181,8 @@ def _finish(
     dims: dict[str, Any],
     n: Notes,
     extra: int,
+    known: bool,
+    unknown: tuple[str, ...],
 ) -> Reading:
     total = t.total
     if total <= 0:
@@ -153,4 +211,7 @@ def _finish(
         notes=tuple(n.notes),
         extra_params=extra,
         encoder_layers=dims.get("encoder_layers", 0),
+        known_family=known,
+        unknown=unknown,
+        flag_notes=dict(n.flag_notes),
     )

@@ -39,25 +39,41 @@ COMPONENTS = (
 
 
 class ConfigView:
-    """Read-only typed access to one (sub)config mapping; `path` names it in error messages."""
+    """Read-only typed access to one (sub)config mapping; `path` names it in error messages.
 
-    def __init__(self, data: Mapping[str, Any], path: str = "") -> None:
+    Every key the reader consults (present or not) is recorded in `used`, shared with the views
+    of sub-mappings, so that after reading, the keys of the config that no reader looked at are
+    known (`unread_keys`): the estimate names them rather than silently ignoring them.
+    """
+
+    def __init__(
+        self, data: Mapping[str, Any], path: str = "", used: builtins.set[str] | None = None
+    ) -> None:
         self.data = data
         self.path = path
+        self.used: builtins.set[str] = used if used is not None else builtins.set()
 
     def _name(self, key: str) -> str:
         return f"{self.path}.{key}" if self.path else key
 
+    def mark(self, *keys: str) -> None:
+        """Record `keys` as understood without reading them (their meaning is accounted for)."""
+        self.used.update(self._name(k) for k in keys)
+
     def has(self, key: str) -> bool:
+        self.used.add(self._name(key))
         return key in self.data and self.data[key] is not None
 
     def raw(self, key: str, default: Any = None) -> Any:
+        self.used.add(self._name(key))
         value = self.data.get(key, default)
         return default if value is None else value
 
     def first_key(self, *keys: str) -> str | None:
+        """The first of `keys` present (an alias set: all of them count as consulted)."""
+        self.mark(*keys)
         for key in keys:
-            if self.has(key):
+            if key in self.data and self.data[key] is not None:
                 return key
         return None
 
@@ -122,16 +138,22 @@ class ConfigView:
         return value if isinstance(value, str) else default
 
     def list(self, key: builtins.str) -> builtins.list[Any] | None:
+        self.used.add(self._name(key))
         value = self.data.get(key)
         return value if isinstance(value, list) else None
 
     def sub(self, key: builtins.str) -> ConfigView | None:
+        self.used.add(self._name(key))
         value = self.data.get(key)
         if value is None:
             return None
         if not isinstance(value, Mapping):
             raise EstimateError(f"config {self._name(key)} must be an object")
-        return ConfigView(value, self._name(key))
+        return ConfigView(value, self._name(key), self.used)
+
+    def view(self, data: Mapping[builtins.str, Any], path: builtins.str) -> ConfigView:
+        """A view of `data` named `path` that shares this view's record of consulted keys."""
+        return ConfigView(data, path, self.used)
 
 
 def _short(value: Any) -> str:
@@ -146,8 +168,12 @@ class LayerSpec:
     `attention`: "mha" | "gqa" | "mqa" | "mla" | "sliding" | "linear" | "ssm" | "none";
     `ffn`: "swiglu" | "gelu" | "relu" | "moe" | "none"; `params` the layer's parameter count;
     `kv_bytes_per_token` the bf16 cache per token (0 for linear/SSM); `window` the sliding window;
-    `state_bytes` the fixed per-sequence state (linear attention / SSM); `lora_params` the LoRA
-    adapter parameters per rank unit (sum of in+out over the layer's linears, experts included).
+    `state_bytes` the fixed per-sequence state (linear attention / SSM); `lora_dims` the sum of
+    in+out over the layer's linears (experts included), so LoRA at rank r adds r × lora_dims.
+    Widths for the activation formula: `q_width`, `k_width`, `v_width` (per token, all heads),
+    `heads`, `ffn_width` (active FFN width: top-k × expert width + shared), `moe_width` (one
+    expert), `gated` (gated FFN), `norms` (norms in the layer), `latent` (latent-MoE width),
+    `shared_width` (shared experts' total width).
     """
 
     attention: str
@@ -163,6 +189,40 @@ class LayerSpec:
     kind: str = "decoder"
     ffn_width: int = 0
     q_width: int = 0
+    k_width: int = 0
+    v_width: int = 0
+    heads: int = 0
+    moe_width: int = 0
+    gated: bool = True
+    norms: int = 2
+    latent: int = 0
+    shared_width: int = 0
+    cross_kv_width: int = 0
+
+
+class Notes:
+    """Flags (machine ids), notes (human lines) and things not understood, gathered while reading."""
+
+    def __init__(self) -> None:
+        self.flags: list[str] = []
+        self.notes: list[str] = []
+        self.flag_notes: dict[str, str] = {}
+        self.unknowns: list[str] = []
+
+    def flag(self, flag: str, note: str) -> None:
+        if flag not in self.flags:
+            self.flags.append(flag)
+            self.notes.append(note)
+            self.flag_notes[flag] = note
+
+    def note(self, note: str) -> None:
+        if note not in self.notes:
+            self.notes.append(note)
+
+    def unknown(self, what: str) -> None:
+        """Something in the config the reader could not interpret (makes the estimate unverified)."""
+        if what not in self.unknowns:
+            self.unknowns.append(what)
 
 
 @dataclass
@@ -209,3 +269,6 @@ class Reading:
     notes: tuple[str, ...]
     extra_params: int = 0
     encoder_layers: int = 0
+    known_family: bool = True
+    unknown: tuple[str, ...] = ()
+    flag_notes: Mapping[str, str] = field(default_factory=dict)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from tracker.errors import ConfigError
@@ -48,6 +48,7 @@ class EstimateSettings:
     borderline_factor: float = 1.43
     activation_bytes: float = 2.0  # bf16 activations
     cards: tuple[Card, ...] = DEFAULT_CARDS
+    extra_cards: tuple[Card, ...] = ()
     cost_epochs: int = 10
     cost_samples: int = 50_000
     cost_seq_len: int = 2048
@@ -55,6 +56,23 @@ class EstimateSettings:
     cost_card: Card = Card("A10G 24 GB", 24.0, 1.006, 125.0)
     cost_utilization: float = 0.35
     huge_linear_threshold: int = 1_000_000_000
+
+    @property
+    def all_cards(self) -> tuple[Card, ...]:
+        """`cards` followed by `extra_cards` (extend the default list without restating it)."""
+        return self.cards + self.extra_cards
+
+    def to_json(self) -> dict[str, Any]:
+        """Every setting by name (cards as objects): the `settings` part of the report."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, Card):
+                value = asdict(value)
+            elif isinstance(value, tuple):
+                value = [asdict(v) for v in value]
+            out[f.name] = value
+        return out
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any] | None) -> EstimateSettings:
@@ -114,8 +132,8 @@ def _card(value: Any) -> Card:
 
 
 def _coerce(key: str, value: Any, default: Any) -> Any:
-    if key == "cards":
-        if not isinstance(value, list) or not value:
+    if key in ("cards", "extra_cards"):
+        if not isinstance(value, list) or (key == "cards" and not value):
             raise ValueError("must be a non-empty list of cards")
         return tuple(_card(v) for v in value)
     if key == "cost_card":

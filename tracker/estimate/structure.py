@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tracker.domain import LayoutPattern, Structure
 from tracker.estimate.layout import pattern
 from tracker.estimate.reading import LayerSpec, Reading
 
@@ -48,7 +49,7 @@ def _layer_nodes(spec: LayerSpec, seq: int, h: int) -> list[dict[str, Any]]:
     return nodes
 
 
-def structure(r: Reading) -> dict[str, Any]:
+def structure(r: Reading) -> Structure:
     """The §5 `structure` object: the folded graph plus the attention-layout facts."""
     seq = r.max_context or 0
     h = r.hidden
@@ -77,17 +78,17 @@ def structure(r: Reading) -> dict[str, Any]:
         {"node": "output", "shape": [seq, r.vocab]},
     ]
     p = pattern(spec.attention for spec in layers)
-    return {
-        "graph": graph,
-        "pattern": {
-            "hybrid": p.hybrid,
-            "full_attention_layers": p.full,
-            "linear_layers": p.linear,
-            "period": p.period,
-            "ratio": p.ratio,
-            "summary": p.describe(),
-        },
-    }
+    return Structure(
+        graph=tuple(graph),
+        pattern=LayoutPattern(
+            hybrid=p.hybrid,
+            full_attention_layers=p.full,
+            linear_layers=p.linear,
+            period=p.period,
+            ratio=p.ratio,
+            summary=p.describe(),
+        ),
+    )
 
 
 def _signature(spec: LayerSpec) -> tuple[object, ...]:

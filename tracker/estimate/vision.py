@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracker.estimate.families import Notes
-from tracker.estimate.reading import MAX_LAYERS, ConfigView, Tally
+from tracker.estimate.reading import MAX_LAYERS, ConfigView, Notes, Tally
 
 
 def _lin(i: int, o: int, bias: bool = True) -> int:
@@ -87,6 +86,49 @@ def _gemma4_vit(v: ConfigView, text_hidden: int) -> int:
     return total
 
 
+def _moonvit(v: ConfigView, text_hidden: int) -> int:
+    """MoonViT (Kimi-K2.5 / K3) in transformers' Kimi-K2.5 layout: patch conv, a learned 2-D
+    position grid, LayerNorm blocks with q/k/v/proj and a two-matrix MLP, then a projector that
+    merges `merge_kernel_size` patches (pre-norm, in_proj, out_proj to the text width). Switches
+    K2.5 does not have (`attn_bias`, `linear_bias`, `norm_type`, `qkv_hidden_size`) are applied
+    where they name a size or a bias."""
+    hv = v.int("vt_hidden_size")
+    iv = v.int("vt_intermediate_size", default=4 * hv)
+    layers = v.int("vt_num_hidden_layers", maximum=MAX_LAYERS)
+    p = v.int("patch_size", default=14)
+    qkv = v.int("qkv_hidden_size", default=hv)
+    attn_bias = v.bool("attn_bias", True)
+    lin_bias = v.bool("linear_bias", True)
+    norm = hv if v.str("norm_type", "layernorm") == "rmsnorm" else 2 * hv
+    merge = v.list("merge_kernel_size") or [2, 2]
+    m = 1
+    for x in merge[:2]:
+        m *= int(x) if isinstance(x, int) and not isinstance(x, bool) and 0 < x < 64 else 1
+    grid = v.int("init_pos_emb_height", default=64) * v.int("init_pos_emb_width", default=64)
+    total = 3 * p * p * hv + (hv if v.bool("patch_embed_proj_bias", True) else 0) + grid * hv
+    per = 3 * _lin(hv, qkv, attn_bias) + _lin(qkv, hv, attn_bias)
+    per += _lin(hv, iv, lin_bias) + _lin(iv, hv, lin_bias) + 2 * norm
+    total += layers * per + norm
+    merged = hv * m
+    mm = v.int("mm_hidden_size", default=hv)
+    total += 2 * mm + _lin(merged, merged, True) + _lin(merged, text_hidden, True)
+    v.mark("vt_num_attention_heads", "text_hidden_size", "init_pos_emb_time", "mm_projector_type")
+    return total
+
+
+def _generic_vit(v: ConfigView, text_hidden: int) -> int:
+    """A ViT read from its sizes alone (patch conv, pre-norm blocks, a linear projector)."""
+    hv = v.int("hidden_size", "embed_dim", "width", "d_model")
+    layers = v.int("num_hidden_layers", "depth", "num_layers", maximum=MAX_LAYERS)
+    iv = v.int("intermediate_size", "mlp_dim", default=4 * hv)
+    p = v.int("patch_size", default=14)
+    ch = v.int("num_channels", "in_channels", "in_chans", default=3)
+    total = ch * p * p * hv + hv
+    total += layers * (4 * _lin(hv, hv) + _lin(hv, iv) + _lin(iv, hv) + 4 * hv) + 2 * hv
+    total += _lin(v.int("out_hidden_size", "projection_dim", default=hv), text_hidden)
+    return total
+
+
 def count_towers(
     root: ConfigView, model_type: str, t: Tally, n: Notes, dims: dict[str, Any]
 ) -> int:
@@ -109,10 +151,25 @@ def count_towers(
         total = _llama4_vit(v, text_hidden)
     elif vtype == "gemma4_vision":
         total = _gemma4_vit(v, text_hidden)
+    elif v.has("vt_hidden_size"):
+        total = _moonvit(v, text_hidden)
+        if model_type != "kimi_k25":
+            n.flag(
+                "vision-tower-approximate",
+                f"vision tower of {model_type!r} read in Kimi-K2.5's MoonViT layout: approximate",
+            )
+    elif v.first_key("hidden_size", "embed_dim", "width", "d_model") and v.first_key(
+        "num_hidden_layers", "depth", "num_layers"
+    ):
+        total = _generic_vit(v, text_hidden)
+        n.flag(
+            "vision-tower-approximate",
+            f"vision tower of type {vtype or 'unknown'!r} read as a generic ViT: approximate",
+        )
     else:
         n.flag(
             "vision-tower-not-counted",
-            f"vision tower of type {vtype or 'unknown'!r} is not modelled: not counted",
+            f"vision tower of type {vtype or 'unknown'!r} has no sizes we can read: not counted",
         )
         return 0
     t.add("vision_tower", total, 0)

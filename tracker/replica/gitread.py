@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from tracker.settings import child_env
+
 LFS_POINTER_MAX = 1024
 """Git LFS pointer files are always smaller than this (git-lfs spec, "pointer files")."""
 
@@ -130,10 +132,12 @@ class GitRepo:
     # -- plumbing ---------------------------------------------------------------------------
 
     def _git(self, *args: str, stdin: bytes | None = None, check: bool = True) -> bytes:
-        env = dict(os.environ)
-        env.update(GIT_CONFIG_NOSYSTEM="1", GIT_TERMINAL_PROMPT="0", LC_ALL="C")
-        env.pop("GIT_DIR", None)
-        env.pop("GIT_WORK_TREE", None)
+        env = child_env(
+            drop=("GIT_DIR", "GIT_WORK_TREE"),
+            GIT_CONFIG_NOSYSTEM="1",
+            GIT_TERMINAL_PROMPT="0",
+            LC_ALL="C",
+        )
         proc = subprocess.run(
             ["git", "-c", "safe.directory=*", "--git-dir", str(self.git_dir), *args],
             input=stdin,

@@ -21,6 +21,7 @@ from pathlib import Path, PurePosixPath
 
 from tracker.domain import Sha, is_full_sha, parse_repo_id
 from tracker.errors import TrackerError
+from tracker.settings import child_env
 
 DEFAULT_AUTHOR = "tracker-test <test@example.invalid>"
 
@@ -92,14 +93,14 @@ HUB_GITATTRIBUTES = (
 
 
 def _git_env() -> dict[str, str]:
-    return {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_CONFIG_GLOBAL": os.devnull,
-        "GIT_TERMINAL_PROMPT": "0",
-        "LC_ALL": "C",
-        "TZ": "UTC",
-    }
+    return child_env(
+        keep=("PATH",),
+        GIT_CONFIG_NOSYSTEM="1",
+        GIT_CONFIG_GLOBAL=os.devnull,
+        GIT_TERMINAL_PROMPT="0",
+        LC_ALL="C",
+        TZ="UTC",
+    )
 
 
 def _git(git_dir: Path, *args: str, stdin: bytes | None = None, check: bool = True) -> bytes:

@@ -6,6 +6,8 @@ only tracker.errors types (SourceError subtree); transient failures are retried 
 
 from __future__ import annotations
 
+import threading
+from pathlib import Path
 from typing import Protocol
 
 from tracker.domain import Commit, RepoId, SafetensorsHeader, Sha, TreeEntry
@@ -41,3 +43,63 @@ class RepoSource(Protocol):
     ) -> SafetensorsHeader:
         """The parsed header of the .safetensors file `path` at `sha`."""
         ...
+
+
+class Sources:
+    """The repo sources of one App, built by `tracker.app.build` from the settings.
+
+    `for_repo` gives each watched repo its own source instance, created on first use and kept
+    (so per-poll request counts are exact even while daemon jobs overlap): the Hub on `endpoint`
+    with `token`, or a git mirror under `git_root` when the repo has a `git:` URL or path. `hub`
+    is one shared Hub source for one-off reads (`tracker estimate ORG/NAME`).
+    """
+
+    def __init__(
+        self,
+        *,
+        endpoint: str,
+        token: str | None,
+        timeout_s: float,
+        retry_attempts: int,
+        git_root: Path,
+    ) -> None:
+        self.endpoint = endpoint
+        self._token = token
+        self._timeout_s = timeout_s
+        self._retry_attempts = retry_attempts
+        self._git_root = git_root
+        self._lock = threading.Lock()
+        self._by_repo: dict[tuple[RepoId, str | None], RepoSource] = {}
+        self._hub: RepoSource | None = None
+
+    def _new_hub(self) -> RepoSource:
+        from tracker.sources.hub import HubSource
+
+        return HubSource(
+            endpoint=self.endpoint,
+            token=self._token,
+            timeout_s=self._timeout_s,
+            retry_attempts=self._retry_attempts,
+        )
+
+    def hub(self) -> RepoSource:
+        """The shared Hub source (for reads outside a poll)."""
+        with self._lock:
+            if self._hub is None:
+                self._hub = self._new_hub()
+            return self._hub
+
+    def for_repo(self, repo_id: RepoId, git: str | None = None) -> RepoSource:
+        """The source `repo_id` is read from: its `git` URL or path if set, else the Hub."""
+        key = (repo_id, git)
+        with self._lock:
+            source = self._by_repo.get(key)
+            if source is None:
+                if git:
+                    from tracker.sources.git import GitSource
+
+                    source = GitSource(self._git_root, url=git)
+                else:
+                    source = self._new_hub()
+                self._by_repo[key] = source
+            return source

@@ -9,7 +9,6 @@ unreadable with a clear reason. Subprocess failures become tracker.errors in `_t
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 from datetime import datetime
@@ -26,6 +25,7 @@ from tracker.errors import (
     TransientSourceError,
     UnreadableArtifactError,
 )
+from tracker.settings import child_env
 from tracker.sources.safetensors import header_length, parse_file_prefix, parse_header
 
 _POINTER = re.compile(
@@ -36,9 +36,7 @@ MAX_POINTER = 1024
 
 
 def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(GIT_TERMINAL_PROMPT="0", GIT_LFS_SKIP_SMUDGE="1", LC_ALL="C")
-    return env
+    return child_env(GIT_TERMINAL_PROMPT="0", GIT_LFS_SKIP_SMUDGE="1", LC_ALL="C")
 
 
 def _translate(

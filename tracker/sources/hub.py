@@ -18,6 +18,7 @@ import json
 import re
 import threading
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 import httpx2
@@ -50,43 +51,46 @@ PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".ckpt")
 TRANSIENT_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 _RATELIMIT_T = re.compile(r";\s*t=(\d+)")
 
-_lock = threading.Lock()
+_install_lock = threading.Lock()
 _installed_timeout: float | None = None
-_requests = 0
+_active: ContextVar[HubSource | None] = ContextVar("tracker_hub_source", default=None)
+"""The HubSource whose call is running in this thread: the request hook counts for it."""
 
 
 def _count_request(request: httpx2.Request) -> None:
-    global _requests
-    with _lock:
-        _requests += 1
+    source = _active.get()
+    if source is not None:
+        source._count_request()
 
 
 def install_client(timeout_s: float) -> None:
-    """Give huggingface_hub's shared client a timeout and a request counter (public
-    `set_client_factory`; the client has no timeout on most JSON calls, HUB-PROTOCOL.md §14.10)."""
+    """Give huggingface_hub's shared client a timeout and the request-counting hook.
+
+    The client has one process-wide HTTP session by design (public `set_client_factory`), and no
+    timeout on most JSON calls (HUB-PROTOCOL.md §14.10), so this is installed once per process
+    (again only if the timeout changes). The hook attributes each request to the HubSource whose
+    call is running (`_active`), so counts are per source instance.
+    """
     global _installed_timeout
     # No telemetry: with it on, the client's first request of the day is a GET of
     # `<public Hub>/api/agent-harnesses` (HUB-PROTOCOL.md §1, §14.12), which would leave the
-    # mirror or replica the daemon was pointed at. The client reads this constant per request.
+    # mirror or replica the daemon was pointed at. The client offers no per-call or per-instance
+    # switch for it (it reads this constant per request), so this is the one library constant
+    # tracker sets; the endpoint and token are passed explicitly on every call instead.
     hf_constants.HF_HUB_DISABLE_TELEMETRY = True
-    with _lock:
+    with _install_lock:
         if _installed_timeout == timeout_s:
             return
         _installed_timeout = timeout_s
 
-    def factory() -> httpx2.Client:
-        return httpx2.Client(
-            event_hooks={"request": [hf_request_event_hook, _count_request]},
-            follow_redirects=True,
-            timeout=httpx2.Timeout(timeout_s),
-        )
+        def factory() -> httpx2.Client:
+            return httpx2.Client(
+                event_hooks={"request": [hf_request_event_hook, _count_request]},
+                follow_redirects=True,
+                timeout=httpx2.Timeout(timeout_s),
+            )
 
-    set_client_factory(factory)
-
-
-def request_count() -> int:
-    """HTTP requests sent through huggingface_hub's shared client since the adapter was installed."""
-    return _requests
+        set_client_factory(factory)
 
 
 def _retry_after(response: Any) -> float | None:
@@ -163,18 +167,28 @@ class HubSource:
         self._attempts = retry_attempts
         self._base = retry_base_s
         self._sleep = sleep
+        self._lock = threading.Lock()
+        self._requests = 0
         self.bytes_received = 0
 
     @property
     def request_count(self) -> int:
-        return request_count()
+        """HTTP requests this source has sent (redirects and retries included)."""
+        return self._requests
+
+    def _count_request(self) -> None:
+        with self._lock:
+            self._requests += 1
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         def once() -> T:
+            token = _active.set(self)
             try:
                 return fn()
             except Exception as exc:
                 raise _translate(exc, what) from exc
+            finally:
+                _active.reset(token)
 
         kwargs: dict[str, Any] = {"attempts": self._attempts, "base_s": self._base}
         if self._sleep is not None:
@@ -333,4 +347,4 @@ class HubSource:
             raise UnreadableArtifactError(f"{path}: {exc}") from exc
 
 
-__all__ = ["HubSource", "SourceError", "install_client", "request_count"]
+__all__ = ["HubSource", "SourceError", "install_client"]

@@ -124,7 +124,7 @@ class AnalysisStore:
                 ["before_sha", "changes"],
             )
             report = (
-                json.dumps(dict(estimate.estimate.report), sort_keys=True)
+                json.dumps(estimate.estimate.to_json(), sort_keys=True)
                 if estimate.estimate is not None
                 else None
             )
@@ -162,7 +162,7 @@ class AnalysisStore:
             row = None if pk is None else s.get(RevisionEstimateRow, (pk, sha))
             if row is None:
                 return None
-            est = Estimate(report=json.loads(row.report)) if row.report is not None else None
+            est = Estimate.from_json(json.loads(row.report)) if row.report is not None else None
             return StoredEstimate(repo_id=repo_id, sha=sha, estimate=est, error=row.error)
 
     def diffs_of(self, repo_id: RepoId) -> list[Diff]:

@@ -58,7 +58,7 @@ def _changes(repo: str, file: str, history: list[tuple[str, bytes]]) -> list[dic
 
 def main() -> None:
     mixtral = _history("mistralai__Mixtral-8x7B-v0.1", "config.json")
-    reports = [estimate(parse_config(data)).report for _, data in mixtral]
+    reports = [estimate(parse_config(data)).to_json() for _, data in mixtral]
     revs = _changes("mistralai/Mixtral-8x7B-v0.1", "config.json", mixtral)
     for i, rev in enumerate(revs):
         rev["estimate"] = reports[i]

@@ -1,0 +1,318 @@
+"""The general reader on architectures it has no family reader for (issue 9), Kimi-K3 as the hybrid
+it is, and the self-check against the checkpoint census.
+
+Stand-ins: where a test needs a config of an unknown type, it takes a real corpus config and changes
+only what the test is about (its model_type, the name of a key), and says so.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tracker.domain import SafetensorsHeader, TensorInfo, VerificationStatus
+from tracker.estimate import estimate
+from tracker.estimate.params import read_config
+
+CONFIGS = Path(__file__).parents[1] / "data" / "configs"
+
+
+def load(name: str) -> dict[str, Any]:
+    return json.loads((CONFIGS / f"{name}.json").read_text())
+
+
+def renamed(name: str, **changes: Any) -> dict[str, Any]:
+    """A real config under a model_type no reader knows (the only change besides `changes`)."""
+    return (
+        load(name) | {"model_type": "acme_unseen", "architectures": ["AcmeForCausalLM"]} | changes
+    )
+
+
+# --- Kimi-K3: 24 full-attention MLA layers and 69 Kimi-delta-attention layers ------------------
+
+H, VOCAB, HEADS = 7168, 163840, 96
+Q_LORA, KV_LORA, NOPE, ROPE, V = 1536, 512, 128, 64, 128
+KDA = 96 * 128  # linear-attention width: 96 heads × 128
+EXPERTS, TOP_K, MOE_I, LATENT, SHARED_I, DENSE_I = 896, 16, 3072, 3584, 2 * 3072, 33792
+
+
+def kimi_k3_text_count() -> tuple[int, int]:
+    """(total, active) of Kimi-K3's language model written out from its layer shapes.
+
+    MLA layer: q_a (h→1536) + its norm, q_b (1536→96·192), kv_a (h→512+64) + its norm,
+    kv_b (512→96·(128+128)), o (96·128→h), output gate (h→96·128).
+    KDA layer: q/k/v (h→12288 each), depthwise conv (3·12288 × 4), forget gate (h→128→12288,
+    dt_bias 12288, A_log 96), beta (h→96), output gate (h→128→12288), gated norm (128), o (12288→h).
+    MoE layer: 896 experts of gate/up/down at the 3584 latent width (3584↔3072), router (h→896),
+    latent projections h→3584→h and the latent norm, 2 shared experts (h↔6144, gated).
+    Layer 0 is dense: gate/up/down h↔33792. Two RMSNorms per layer, a final norm, untied head.
+    """
+    mla = (H * Q_LORA + Q_LORA) + Q_LORA * HEADS * (NOPE + ROPE)
+    mla += H * (KV_LORA + ROPE) + KV_LORA + KV_LORA * HEADS * (NOPE + V)
+    mla += HEADS * V * H + H * HEADS * V
+    kda = 3 * H * KDA + 3 * KDA * 4
+    kda += H * 128 + 128 * KDA + KDA + 96
+    kda += H * 96
+    kda += H * 128 + 128 * KDA + 128 + KDA * H
+    expert = 3 * LATENT * MOE_I
+    moe_fixed = H * EXPERTS + 2 * H * LATENT + LATENT + 3 * H * SHARED_I
+    dense = 3 * H * DENSE_I
+    full_layers = [i for i in range(1, 94) if i % 4 == 0 or i == 93]  # 1-indexed, as listed
+    assert len(full_layers) == 24
+    total = 2 * VOCAB * H + H  # embeddings, head, final norm
+    active = total
+    for layer in range(1, 94):
+        mixer = mla if layer in full_layers else kda
+        ffn_total = dense if layer == 1 else EXPERTS * expert + moe_fixed
+        ffn_active = dense if layer == 1 else TOP_K * expert + moe_fixed
+        total += mixer + ffn_total + 2 * H
+        active += mixer + ffn_active + 2 * H
+    return total, active
+
+
+def test_kimi_k3_is_read_as_the_hybrid_it_is() -> None:
+    config = load("moonshotai__Kimi-K3")
+    r = read_config(config)
+    kinds = [spec.attention for spec in r.layers]
+    assert (kinds.count("mla"), kinds.count("linear"), len(kinds)) == (24, 69, 93)
+    assert [i + 1 for i, k in enumerate(kinds) if k == "mla"] == config["text_config"][
+        "linear_attn_config"
+    ]["full_attn_layers"]
+    total, active = kimi_k3_text_count()
+    text_total = r.total - r.by_component["vision_tower"]
+    assert text_total == total
+    assert r.active == active
+    report = estimate(config).to_json()
+    # ~98% of the parameters are routed experts, of which 16 of 896 are active per token.
+    routed = 92 * EXPERTS * 3 * LATENT * MOE_I
+    assert report["params"]["by_component"]["routed_experts"] == routed
+    share = report["params"]["shares"]["routed_experts"]
+    assert share == round(routed / report["params"]["total"], 6) and 0.98 < share < 0.99
+    assert report["params"]["active"] == active
+    pattern = report["structure"]["pattern"]
+    assert (pattern["hybrid"], pattern["full_attention_layers"], pattern["linear_layers"]) == (
+        True,
+        24,
+        69,
+    )
+    assert (pattern["period"], pattern["ratio"]) == (4, "2.9")
+    # KV cache only over the 24 MLA layers (one 512+64 latent per token, bf16) plus the fixed
+    # linear-attention state of the 69 KDA layers (fp32 96×128×128, conv 3·12288×3 bf16).
+    state = 96 * 128 * 128 * 4 + 3 * KDA * 3 * 2
+    kv = 24 * (KV_LORA + ROPE) * 2 * 4096 + 69 * state
+    assert report["memory_gb"]["kv_cache"] == round(kv / 1e9, 3)
+    # Its config has keys beyond what any reader understands: the estimate says so.
+    v = report["verification"]
+    assert v["status"] == "unverified"
+    assert v["unknown_keys"] == [
+        "text_config.attn_res_block_size",
+        "text_config.linear_attn_config.use_full_rank_gate",
+    ]
+
+
+@pytest.mark.slow
+def test_kimi_k3_text_matches_transformers_kimi_linear_without_its_own_keys() -> None:
+    """Kimi-K3's text config is a KimiLinear config plus keys transformers does not know; without
+    those keys (latent experts, MLA output gate) our count equals the meta-device count."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    text = dict(load("moonshotai__Kimi-K3")["text_config"])
+    for key in ("routed_expert_hidden_size", "latent_moe_use_norm", "mla_use_output_gate"):
+        text.pop(key)
+    text.pop("auto_map")
+    text["hidden_act"] = "silu"  # K3's "situ" is not in transformers' table; no parameters
+    cfg = transformers.KimiLinearConfig(**text)
+    with torch.device("meta"):
+        model = transformers.KimiLinearForCausalLM(cfg)
+    assert read_config(text).total == sum(p.numel() for p in model.parameters())
+
+
+# --- families beyond the corpus: transformers' own default configs -----------------------------
+
+NATIVE_DEFAULTS = (
+    ("bart", "BartForConditionalGeneration"),
+    ("mbart", "MBartForConditionalGeneration"),
+    ("marian", "MarianMTModel"),
+    ("pegasus", "PegasusForConditionalGeneration"),
+    ("whisper", "WhisperForConditionalGeneration"),
+    ("falcon", "FalconForCausalLM"),
+    ("gptj", "GPTJForCausalLM"),
+    ("codegen", "CodeGenForCausalLM"),
+    ("gpt_bigcode", "GPTBigCodeForCausalLM"),
+    ("opt", "OPTForCausalLM"),
+    ("starcoder2", "Starcoder2ForCausalLM"),
+    ("bamba", "BambaForCausalLM"),
+    ("granitemoehybrid", "GraniteMoeHybridForCausalLM"),
+    ("kimi_linear", "KimiLinearForCausalLM"),
+    ("qwen2_moe", "Qwen2MoeForCausalLM"),
+    ("deepseek_v2", "DeepseekV2ForCausalLM"),
+    ("stablelm", "StableLmForCausalLM"),
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("model_type", "arch"), NATIVE_DEFAULTS)
+def test_default_configs_of_native_families_are_exact(model_type: str, arch: str) -> None:
+    """No corpus config exists for these families; transformers' default config of each class (a
+    stand-in, the class's reference sizes) is read exactly as transformers builds it."""
+    import warnings
+
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cfg = CONFIG_MAPPING[model_type]()
+        with torch.device("meta"):
+            model = getattr(transformers, arch)._from_config(cfg)
+    truth = sum(p.numel() for p in model.parameters())
+    data = cfg.to_dict() | {"architectures": [arch]}
+    assert read_config(data).total == truth
+
+
+# --- what the issue found silently wrong -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["Qwen__Qwen3-30B-A3B", "mistralai__Mixtral-8x7B-v0.1", "deepseek-ai__DeepSeek-V3"],
+)
+def test_moe_of_an_unknown_type_is_read_from_its_keys(name: str) -> None:
+    known = read_config(load(name))
+    unseen = read_config(renamed(name))
+    assert "unknown-architecture" in unseen.flags
+    assert abs(unseen.total - known.total) / known.total < 1e-6  # Qwen3's q/k norms: a trait
+    assert abs(unseen.active - known.active) / known.active < 1e-5
+    assert unseen.by_component["routed_experts"] == known.by_component["routed_experts"]
+
+
+def test_unknown_moe_keys_are_named_and_make_the_estimate_unverified() -> None:
+    # Stand-in: Qwen3-30B-A3B with its expert keys renamed to names no reader knows.
+    config = renamed("Qwen__Qwen3-30B-A3B")
+    config["n_expert_slots"] = config.pop("num_experts")
+    config["expert_ffn_width"] = config.pop("moe_intermediate_size")
+    config["experts_routed_per_token"] = config.pop("num_experts_per_tok")
+    v = estimate(config).verification
+    assert v.status is VerificationStatus.UNVERIFIED and not v.vouched
+    # decoder_sparse_step too: a MoE key left without experts to apply it to
+    assert v.unknown_keys == (
+        "decoder_sparse_step",
+        "expert_ffn_width",
+        "experts_routed_per_token",
+        "n_expert_slots",
+    )
+    assert "expert_ffn_width, experts_routed_per_token, n_expert_slots" in v.reasons[0]
+
+
+def test_hybrid_listed_under_layers_block_type_without_a_layer_count() -> None:
+    # Stand-in: Qwen3-Next with its layer kinds under Jamba/Zamba's key and no num_hidden_layers.
+    known = read_config(load("Qwen__Qwen3-Next-80B-A3B-Thinking"))
+    config = renamed("Qwen__Qwen3-Next-80B-A3B-Thinking")
+    del config["num_hidden_layers"], config["full_attention_interval"]
+    config["layers_block_type"] = [
+        "linear_attention" if (i + 1) % 4 else "full_attention" for i in range(48)
+    ]
+    unseen = read_config(config)
+    assert len(unseen.layers) == 48
+    assert [s.attention for s in unseen.layers] == [s.attention for s in known.layers]
+    assert abs(unseen.total - known.total) / known.total < 0.002  # q_gate: a Qwen3-Next trait
+
+
+def test_encoder_decoder_of_an_unknown_type_is_estimated() -> None:
+    known = read_config(load("google-t5__t5-base"))
+    unseen = estimate(renamed("google-t5__t5-base"))
+    assert abs(unseen.params.total - known.total) / known.total < 0.01
+    assert unseen.layers == 24
+
+
+def test_parallel_attention_and_mla_without_head_dim() -> None:
+    # Falcon-40B (parallel attention+MLP, grouped KV): exact but for the head, which its config
+    # does not say is untied, so an unknown type takes transformers' base default (tied).
+    falcon = read_config(load("tiiuae__falcon-40b"))
+    unseen = read_config(renamed("tiiuae__falcon-40b"))
+    assert unseen.tied and unseen.total == falcon.total - falcon.vocab * falcon.hidden
+    deepseek = load("deepseek-ai__DeepSeek-V3")
+    assert "head_dim" not in deepseek
+    assert read_config(renamed("deepseek-ai__DeepSeek-V3")).total == 671026404352
+
+
+def test_tie_default_is_the_familys_then_transformers_base_default() -> None:
+    gemma = load("unsloth__codegemma-7b-it")
+    assert "tie_word_embeddings" not in gemma
+    assert read_config(gemma).tied  # GemmaConfig ties by default
+    assert read_config(renamed("unsloth__codegemma-7b-it")).tied  # PreTrainedConfig's default
+    llama4 = load("meta-llama__Llama-4-Scout-17B-16E-Instruct")
+    assert not read_config(llama4).tied  # Llama4TextConfig does not
+
+
+# --- the self-check against the checkpoint ----------------------------------------------------
+
+
+def header(tensors: dict[str, tuple[str, tuple[int, ...]]]) -> dict[str, SafetensorsHeader]:
+    size = {"BF16": 2, "F32": 4, "U8": 1, "I32": 4, "F8_E4M3": 1}
+    infos = {}
+    for name, (dtype, shape) in tensors.items():
+        n = 1
+        for d in shape:
+            n *= d
+        infos[name] = TensorInfo(dtype, shape, n * size[dtype])
+    return {"model.safetensors": SafetensorsHeader(infos)}
+
+
+def test_census_leaves_out_buffers_scales_and_unbuilt_layers_and_unpacks_quantized() -> None:
+    from tracker.estimate.checkpoint import compare
+
+    h = header(
+        {
+            "model.layers.0.self_attn.q_proj.weight": ("F8_E4M3", (64, 64)),
+            "model.layers.0.self_attn.q_proj.weight_scale_inv": ("F32", (1, 1)),
+            "model.layers.0.self_attn.rotary_emb.inv_freq": ("F32", (32,)),
+            "model.layers.0.mlp.gate.e_score_correction_bias": ("F32", (8,)),
+            "model.layers.0.mlp.down_proj.qweight": ("I32", (8, 64)),  # 8 × 4-bit per int32
+            "model.layers.0.mlp.down_proj.qzeros": ("I32", (1, 8)),
+            "model.layers.0.mlp.down_proj.scales": ("BF16", (1, 64)),
+            "model.layers.0.mlp.up_proj.weight": ("U8", (64, 32)),  # NF4: 2 per byte
+            "model.layers.0.mlp.up_proj.weight.absmax": ("F32", (32,)),
+            "model.layers.0.mlp.up_proj.weight.quant_state.bitsandbytes__nf4": ("U8", (100,)),
+            "model.layers.1.mlp.up_proj.weight": ("BF16", (64, 64)),  # an MTP layer (not built)
+            "transformer.h.0.attn.bias": ("BF16", (1, 1, 16, 16)),  # GPT-2's causal mask
+        }
+    )
+    ck = compare(h, 64 * 64 * 3, layers=1)
+    assert ck is not None
+    assert ck.params == 64 * 64 + 8 * 64 * 8 + 64 * 32 * 2
+    assert ck.scale_elements == 1 + 8 + 64 + 32 + 100
+    assert ck.bookkeeping_elements == 32 + 8 + 256
+    assert ck.not_built_elements == 64 * 64
+    assert ck.already_quantized and ck.delta_pct == 0.0
+
+
+def _census_of(config: dict[str, Any], factor: float) -> dict[str, SafetensorsHeader]:
+    """One BF16 tensor holding `factor` × the config's derived count (a stand-in census)."""
+    n = int(read_config(config).total * factor)
+    return header({"model.embed_tokens.weight": ("BF16", (n,))})
+
+
+def test_verification_statuses_and_serving_from_checkpoint_bytes() -> None:
+    known = load("Qwen__Qwen3-0.6B")
+    assert estimate(known).verification.status is VerificationStatus.VERIFIED
+    unseen = renamed("Qwen__Qwen3-0.6B")
+    bare = estimate(unseen).verification
+    assert bare.status is VerificationStatus.UNVERIFIED
+    assert "no checkpoint census" in bare.reasons[0]
+    checked = estimate(unseen, _census_of(unseen, 1.0))
+    assert checked.verification.status is VerificationStatus.CHECKED
+    assert checked.memory.serve_weights_source == "derived"
+    off = estimate(unseen, _census_of(unseen, 1.05))
+    v = off.verification
+    assert v.status is VerificationStatus.UNVERIFIED
+    assert v.reasons == ("our count differs from the checkpoint census by -4.76% (tolerance ±1%)",)
+    assert off.checkpoint is not None
+    assert off.memory.serve_weights_source == "checkpoint"
+    assert off.memory.serve_weights == round(off.checkpoint.bytes / 1e9, 3)
+    # a known family whose checkpoint disagrees is not vouched for either
+    assert not estimate(known, _census_of(known, 0.9)).verification.vouched

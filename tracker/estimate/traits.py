@@ -1,0 +1,180 @@
+"""What a family's modelling code fixes that its config does not say: defaults and layouts.
+
+The general reader (`general.py`) reads everything a config states. Some facts are not in any
+config key: Qwen2 always puts a bias on q/k/v and never on o_proj; Gemma ties its head unless told
+otherwise; GPT-2 learns a position table of `n_positions` rows. `TRAITS` records those facts per
+model_type, each with the reason, as transformers 5.24.0 defines them. A family absent from the
+table is read with `Traits()`, the Llama layout, and nothing else changes: the traits are not
+readers, they only supply what the config is silent about. The leave-one-family-out benchmark
+reads every corpus config with `Traits()` to measure how far the config alone carries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+
+@dataclass(frozen=True)
+class Traits:
+    """Defaults a family's code applies where its config is silent (None: take the config's word).
+
+    `tie`: head tied to the input embeddings when `tie_word_embeddings` is absent (the family's
+    config class default).
+    `qkv_bias` / `o_bias` / `mlp_bias`: biases the code always (True) or never (False) builds.
+    `norm`: "rms" (weight only) or "layer" (weight and bias); None lets the config's epsilon key
+    decide. `gated`: gated MLP (gate/up/down) or a two-matrix MLP; None lets the activation decide.
+    `norms_per_sublayer`: 2 where each sublayer has a pre- and a post-norm (Gemma 2/3).
+    `parallel_norms`: norms per layer of a parallel attention+MLP block (None: one shared norm).
+    `positions`: config key of a learned absolute position table, `position_offset` extra rows.
+    `embed_norm`: a norm right after the token embeddings. `qk_norm`: per-head q/k RMSNorms.
+    `q_gate`: q_proj doubled for a sigmoid output gate. `shared_gate`: a sigmoid h→1 gate on the
+    shared expert. `router_bias` / `expert_bias`: biases of the router and of every expert linear.
+    `sinks`: one learned attention-sink logit per head. `halved_intermediate`: the config's
+    intermediate size counts both halves of the gated MLP. `sliding_all`: every layer attends
+    through `sliding_window` unless layer_types say otherwise. `alternate_sliding`: even layers
+    sliding, odd layers full. `one_norm_per_mixer`: a per-layer list names one mixer per layer
+    (Nemotron-H), each with its own single pre-norm. `parallel`: attention and MLP always read
+    the same input (no config key says so). `bias_covers_mlp`: the config's `bias` switch also
+    covers the MLP. `shared_expert`: config key holding the width of a shared expert the code
+    always builds. `qk_norm_key_has_params`: False where `use_qk_norm` is a parameter-free norm.
+    `k_bias`: False where k_proj alone has no bias (Whisper). `head_bias`: the LM head has a bias.
+    `fused_qkv` / `fused_gate_up`: one linear module for q/k/v (for gate and up): the same
+    parameters, but one LoRA adapter instead of three (two).
+    """
+
+    tie: bool = False
+    qkv_bias: bool | None = None
+    o_bias: bool | None = None
+    mlp_bias: bool | None = None
+    norm: str | None = None
+    gated: bool | None = None
+    norms_per_sublayer: int = 1
+    parallel_norms: int | None = None
+    positions: str | None = None
+    position_offset: int = 0
+    embed_norm: bool = False
+    qk_norm: bool = False
+    q_gate: bool = False
+    shared_gate: bool = False
+    router_bias: bool = False
+    expert_bias: bool = False
+    sinks: bool = False
+    halved_intermediate: bool = False
+    sliding_all: bool = False
+    alternate_sliding: bool = False
+    one_norm_per_mixer: bool = False
+    final_norm: bool = True
+    parallel: bool = False
+    bias_covers_mlp: bool = False
+    shared_expert: str | None = None
+    qk_norm_key_has_params: bool = True
+    k_bias: bool = True
+    head_bias: bool = False
+    fused_qkv: bool = False
+    fused_gate_up: bool = False
+
+
+LLAMA = Traits()
+"""The Llama layout (untied head unless the config ties it): the families read with no traits."""
+
+GENERAL = Traits(tie=True)
+"""What a family without traits is read as: the Llama layout, and where `tie_word_embeddings`
+is absent, transformers' base default (`PreTrainedConfig.tie_word_embeddings = True`)."""
+
+_QWEN2 = Traits(qkv_bias=True, o_bias=False)  # Qwen2Attention: q/k/v bias=True, o_proj bias=False
+_QWEN3 = Traits(qk_norm=True)  # Qwen3Attention: q_norm/k_norm RMSNorm(head_dim)
+_QWEN_NEXT = replace(_QWEN3, q_gate=True, shared_gate=True)  # attn_output_gate; gated shared expert
+_GEMMA = Traits(tie=True)  # GemmaConfig(tie_word_embeddings=True)
+_GEMMA2 = replace(_GEMMA, norms_per_sublayer=2, alternate_sliding=True)  # pre+post norms
+_GEMMA3 = replace(_GEMMA, norms_per_sublayer=2, qk_norm=True)
+_GPT = Traits(
+    tie=True,
+    qkv_bias=True,
+    o_bias=True,
+    mlp_bias=True,
+    norm="layer",
+    gated=False,
+    fused_qkv=True,
+)
+
+TRAITS: dict[str, Traits] = {
+    "qwen2": _QWEN2,
+    "mimo": _QWEN2,  # custom code over Qwen2's layout
+    "qwen2_moe": replace(_QWEN2, shared_gate=True),  # shared_expert_gate: Linear(h, 1)
+    "qwen3": _QWEN3,
+    "qwen3_moe": _QWEN3,
+    "qwen3_vl": _QWEN3,
+    "qwen3_vl_text": _QWEN3,
+    "qwen3_vl_moe_text": _QWEN3,
+    "qwen3_next": _QWEN_NEXT,
+    "qwen3_5_text": _QWEN_NEXT,
+    "qwen3_5_moe_text": _QWEN_NEXT,
+    # Mistral's config carries one sliding_window for every layer (no layer list, no switch).
+    "mistral": Traits(sliding_all=True),
+    "mixtral": Traits(sliding_all=True),
+    "gemma": _GEMMA,
+    "gemma2": _GEMMA2,
+    "gemma3_text": _GEMMA3,
+    # GptOssAttention: q/k/v/o with bias and a sink per head; router and experts with biases.
+    "gpt_oss": Traits(qkv_bias=True, o_bias=True, sinks=True, router_bias=True, expert_bias=True),
+    # GPT-2: Conv1D with bias everywhere, LayerNorm, GELU MLP, a learned table of n_positions.
+    "gpt2": replace(_GPT, positions="n_positions"),
+    # BLOOM: ALiBi (no position table), a LayerNorm after the embeddings.
+    "bloom": replace(_GPT, embed_norm=True),
+    # GPT-NeoX: parallel residual still keeps two LayerNorms per layer; untied by default.
+    "gpt_neox": replace(_GPT, tie=False, parallel_norms=2),
+    # Phi-3: qkv_proj and gate_up_proj are single linears.
+    "phi3": Traits(fused_qkv=True, fused_gate_up=True),
+    # Falcon (and its custom-code RefinedWeb): LayerNorm, GELU MLP, untied head in the checkpoints
+    # we read; the new decoder architecture normalises attention and MLP inputs separately.
+    "falcon": Traits(tie=True, norm="layer", gated=False, bias_covers_mlp=True, fused_qkv=True),
+    "RefinedWeb": Traits(norm="layer", gated=False, bias_covers_mlp=True, fused_qkv=True),
+    "RefinedWebModel": Traits(norm="layer", gated=False, bias_covers_mlp=True, fused_qkv=True),
+    # GPT-BigCode (StarCoder): GPT-2's layout with multi-query attention.
+    "gpt_bigcode": replace(_GPT, positions="n_positions"),
+    # OPT: learned positions with 2 extra rows, LayerNorm, ReLU MLP, biases everywhere, tied.
+    "opt": replace(_GPT, positions="max_position_embeddings", position_offset=2),
+    # StarCoder2: LayerNorm (its config names the epsilon `norm_epsilon`), GELU two-matrix MLP,
+    # `use_bias` on every linear.
+    "starcoder2": Traits(norm="layer", gated=False, qkv_bias=True, o_bias=True, mlp_bias=True),
+    # GPT-J: attention and MLP in parallel off one LayerNorm; MLP biases, none on q/k/v/o.
+    "gptj": Traits(
+        norm="layer", gated=False, mlp_bias=True, parallel=True, tie=False, head_bias=True
+    ),
+    "codegen": Traits(
+        norm="layer",
+        gated=False,
+        mlp_bias=True,
+        parallel=True,
+        tie=False,
+        head_bias=True,
+        fused_qkv=True,
+    ),
+    # Llama 4 text: a shared expert as wide as intermediate_size in every MoE layer; its
+    # `use_qk_norm` is an L2 norm without parameters.
+    "llama4_text": Traits(shared_expert="intermediate_size", qk_norm_key_has_params=False),
+    # ChatGLM: RMSNorm unless `rmsnorm: false`, SwiGLU; output_layer never tied.
+    "chatglm": Traits(norm="rms", gated=True, fused_qkv=True, fused_gate_up=True),
+    # QWen (v1, custom code): c_attn with bias, c_proj without; its intermediate_size is the width
+    # of w1 and w2 together, so each half is intermediate_size / 2; RMSNorm despite the
+    # `layer_norm_epsilon` key.
+    "qwen": Traits(
+        qkv_bias=True, o_bias=False, norm="rms", halved_intermediate=True, fused_qkv=True
+    ),
+    # InternLM (v1, custom code): q/k/v/o biases unless `bias: false`.
+    "internlm": Traits(qkv_bias=True, o_bias=True),
+    # Nemotron-H: RMSNorm (its config names the epsilon layer_norm_epsilon), squared-ReLU MLP with
+    # two matrices, one mixer (Mamba2, attention, MLP or MoE) and one norm per layer.
+    "nemotron_h": Traits(norm="rms", gated=False, one_norm_per_mixer=True),
+}
+
+
+# Encoder-decoders (read by `encdec.py`): what each stack adds besides the shared layout.
+_BART = Traits(tie=True, position_offset=2, embed_norm=True)  # learned positions start at 2
+TRAITS |= {
+    "bart": replace(_BART, final_norm=False),  # post-norm layers, no final norm per stack
+    "mbart": _BART,  # pre-norm with a final LayerNorm per stack
+    "marian": Traits(tie=True, final_norm=False),  # sinusoidal tables are (frozen) parameters
+    "pegasus": Traits(tie=True),
+    "whisper": Traits(tie=True, k_bias=False),  # k_proj alone without bias
+}

@@ -1,0 +1,60 @@
+"""Whether an estimate can be vouched for (ESTIMATES.md §1 self-check, issue 9).
+
+An estimate is **unverified** when the reader met keys it did not understand, when our count and
+the checkpoint census disagree by more than `TOLERANCE_PCT`, or when no family reader exists for
+the model type and there is no census to check the general reading against; its numbers are still
+shown, but no fit verdict is published from it. With no such reason it is **verified** (a family
+reader whose reading is checked by the oracle or published counts) or **checked** (the general
+reader, confirmed by the checkpoint census within tolerance).
+"""
+
+from __future__ import annotations
+
+from tracker.domain import CheckpointCensus, Verification, VerificationStatus
+from tracker.estimate.reading import Reading
+
+TOLERANCE_PCT = 1.0
+"""How far our count may sit from the checkpoint census (stored parameters, bookkeeping out)."""
+
+TOWER_SHARE = 0.01
+"""A vision tower read only approximately matters once it holds more than this share."""
+
+
+def verify(r: Reading, ck: CheckpointCensus | None) -> Verification:
+    """The verification of reading `r` against census `ck` (None without safetensors headers)."""
+    reasons: list[str] = []
+    if r.unknown:
+        reasons.append(
+            f"{len(r.unknown)} config key(s) the reader did not understand: {', '.join(r.unknown)}"
+        )
+    delta = ck.delta_pct if ck is not None else None
+    if delta is not None and abs(delta) > TOLERANCE_PCT:
+        reasons.append(
+            f"our count differs from the checkpoint census by {delta:+.2f}% "
+            f"(tolerance ±{TOLERANCE_PCT:g}%)"
+        )
+    if not r.known_family and delta is None:
+        reasons.append(
+            f"no family reader for model_type {r.family!r} and no checkpoint census to check "
+            "the general reading against"
+        )
+    tower = r.by_component.get("vision_tower", 0)
+    if "vision-tower-approximate" in r.flags and tower > TOWER_SHARE * r.total and delta is None:
+        reasons.append(f"vision tower read approximately ({tower / r.total:.1%} of the count)")
+    if "vision-tower-not-counted" in r.flags:
+        reasons.append("vision tower not counted")
+    reader = "family" if r.known_family else "general"
+    if reasons:
+        status = VerificationStatus.UNVERIFIED
+    elif r.known_family:
+        status = VerificationStatus.VERIFIED
+    else:
+        status = VerificationStatus.CHECKED
+    return Verification(
+        status=status,
+        reader=reader,
+        reasons=tuple(reasons),
+        unknown_keys=r.unknown,
+        census_delta_pct=delta,
+        tolerance_pct=TOLERANCE_PCT,
+    )
