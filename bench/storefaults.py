@@ -10,7 +10,8 @@
 - `concurrent_trial`: N `tracker poll --once` processes started at once on one empty store (their
   first opens race too): every one exits 0 and the store equals a clean run's.
 Both on SQLite and PostgreSQL, over real demo data: three of the demo repos (granite, Qwen-7B-Chat,
-bloom-560m; 21 revisions, 23 advisories) replayed into a Hub replica served from this process.
+bloom-560m; 21 revisions, 20 advisories; the short forms use the first two, 9 revisions) replayed
+into a Hub replica served from this process.
 Short forms run in `make test` (tests/store); the long forms in `make soak` (`python -m bench.run
 soak`), which prints every seed.
 """
@@ -27,7 +28,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,19 +44,21 @@ PG_ADMIN = os.environ.get(
     "TRACKER_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 )
 REPOS = ("ibm-granite/granite-3.1-1b-a400m-instruct", "Qwen/Qwen-7B-Chat", "bigscience/bloom-560m")
+SHORT_REPOS = REPOS[:2]
+"""The short forms in `make test` poll two of the three repos (9 revisions)."""
 _TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)")
 
 
 @contextmanager
-def demo_hub(workdir: Path) -> Iterator[tuple[Replica, Path]]:
-    """The three demo repos in a replica on a loopback port, and a watchlist naming them."""
+def demo_hub(workdir: Path, repos: Sequence[str] = REPOS) -> Iterator[tuple[Replica, Path]]:
+    """Demo repos (default: all three) in a replica on a loopback port, and a watchlist of them."""
     root = workdir / "hub"
     cache = OidCache(DEMO_DIR / "lfs-oids.tsv")
     cache.path = None  # never write the checked-in cache
-    for rid in REPOS:
+    for rid in repos:
         build_repo(root, rid, DEMO_DIR / "repos" / rid.replace("/", "__"), cache)
     watchlist = workdir / "watchlist.yaml"
-    watchlist.write_text("repos:\n" + "".join(f"  - id: {r}\n" for r in REPOS))
+    watchlist.write_text("repos:\n" + "".join(f"  - id: {r}\n" for r in repos))
     with Replica(root) as hub:
         yield hub, watchlist
 

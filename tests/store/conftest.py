@@ -14,7 +14,7 @@ from tracker.replica import Replica
 
 @dataclass(frozen=True)
 class Faults:
-    """Three demo repos served by a replica, their watchlist, and a clean SQLite run's snapshot."""
+    """Two demo repos served by a replica, their watchlist, and a clean SQLite run's snapshot."""
 
     workdir: Path
     hub: Replica
@@ -25,9 +25,9 @@ class Faults:
 
 @pytest.fixture(scope="session")
 def faults(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Faults]:
-    from bench.storefaults import demo_hub, reference_run
+    from bench.storefaults import SHORT_REPOS, demo_hub, reference_run
 
     workdir = tmp_path_factory.mktemp("store-faults")
-    with demo_hub(workdir) as (hub, watchlist):
+    with demo_hub(workdir, SHORT_REPOS) as (hub, watchlist):
         reference, seconds = reference_run("sqlite", workdir, hub, watchlist)
         yield Faults(workdir, hub, watchlist, reference, seconds)
