@@ -22,6 +22,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("HF_HUB_DISABLE_XET", "1")
 
+from tracker.artifacts import DEFAULT_TRACKED, is_header_only, is_pickle
 from tracker.domain import parse_repo_id
 from tracker.ingest import poll_all, poll_repo
 from tracker.logs import configure as configure_logs
@@ -31,7 +32,7 @@ from tracker.replica.stgen import build_shards, index_json, model_tensors, shard
 from tracker.sources.fake import FakeSource
 from tracker.sources.hub import HubSource
 from tracker.store import Store
-from tracker.watchlist import DEFAULT_TRACKED, WatchedRepo, is_header_only, is_pickle
+from tracker.watchlist import WatchedRepo
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "models"

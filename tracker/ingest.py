@@ -11,7 +11,6 @@ gated/private repos and source errors set the repo's state; other repos are unaf
 from __future__ import annotations
 
 import ast
-import fnmatch
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from datetime import UTC, datetime
 
 import structlog
 
+from tracker.artifacts import AUTO_MAP_FILES, Fetch, Limits, fetch_mode, is_tracked
 from tracker.bounded import DOCUMENT, BoundsError, load_json
 from tracker.domain import Commit, RepoId, Sha, TreeEntry
 from tracker.errors import (
@@ -33,16 +33,9 @@ from tracker.errors import (
 )
 from tracker.sources import RepoSource
 from tracker.store import EventKind, FileKind, FileVersion, RepoStatus, Store
-from tracker.watchlist import WatchedRepo, is_header_only, is_pickle
+from tracker.watchlist import WatchedRepo
 
 log = structlog.get_logger(__name__)
-
-AUTO_MAP_FILES = (
-    "config.json",
-    "tokenizer_config.json",
-    "preprocessor_config.json",
-    "processor_config.json",
-)
 
 
 @dataclass(frozen=True)
@@ -67,19 +60,6 @@ class PollReport:
     error: str | None = None
     new_revisions: tuple[Sha, ...] = field(default_factory=tuple)
     seconds: float = 0.0
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Hard caps applied while fetching."""
-
-    max_file_bytes: int = 64_000_000
-    max_header_bytes: int = 100_000_000
-
-
-def is_tracked(path: str, patterns: Iterable[str], extra: Iterable[str] = ()) -> bool:
-    """True when `path` matches a tracked glob (fnmatch, `*` crosses `/`) or is in `extra`."""
-    return path in set(extra) or any(fnmatch.fnmatchcase(path, p) for p in patterns)
 
 
 def auto_map_modules(files: Mapping[str, bytes]) -> set[str]:
@@ -194,18 +174,18 @@ def _fetch_revision(
         carried = unchanged(entry)
         if carried is not None:
             return carried
+        mode = fetch_mode(entry.path)
+        cap = limits.cap(mode)
         try:
-            if is_header_only(entry.path):
-                header = source.read_safetensors_header(
-                    rid, commit.sha, entry.path, limits.max_header_bytes
-                )
+            if mode is Fetch.HEADER:
+                header = source.read_safetensors_header(rid, commit.sha, entry.path, cap)
                 fv = FileVersion.header(header)
             else:
-                if entry.size > limits.max_file_bytes:
+                if entry.size > cap:
                     return FileVersion.unreadable(
-                        f"{entry.size} bytes, over the cap of {limits.max_file_bytes} bytes"
+                        f"{entry.size} bytes, over the cap of {cap} bytes"
                     )
-                data = source.read_file(rid, commit.sha, entry.path, limits.max_file_bytes)
+                data = source.read_file(rid, commit.sha, entry.path, cap)
                 fv = FileVersion.content(data)
                 counters.bytes += len(data)
         except (ArtifactError, EntryNotFoundError) as exc:
@@ -215,7 +195,7 @@ def _fetch_revision(
 
     by_path = {e.path: e for e in tree}
     for entry in tree:
-        if entry.path.endswith(".py") or is_pickle(entry.path):
+        if entry.path.endswith(".py") or fetch_mode(entry.path) is Fetch.IDENTITY:
             continue  # *.py only when auto_map names it (below); pickles by tree identity only
         if is_tracked(entry.path, watched.tracked):
             out[entry.path] = fetch(entry)
@@ -440,4 +420,4 @@ def poll_all(
     return reports
 
 
-__all__ = ["Limits", "PollReport", "StoreError", "auto_map_modules", "poll_all", "poll_repo"]
+__all__ = ["PollReport", "StoreError", "auto_map_modules", "poll_all", "poll_repo"]

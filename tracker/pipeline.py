@@ -30,7 +30,7 @@ from tracker.estimate import (
     highest_token_id_from_files,
     parse_config,
 )
-from tracker.ingest import Limits, PollReport, poll_all
+from tracker.ingest import PollReport, poll_all
 from tracker.settings import Settings
 from tracker.sources import RepoSource
 from tracker.store import RepoStatus, Store
@@ -149,10 +149,7 @@ class Pipeline:
         self.watchlist = watchlist
         self.clock = clock
         self.stages = stages or Stages()
-        self.limits = Limits(
-            max_file_bytes=settings.max_file_bytes,
-            max_header_bytes=settings.max_safetensors_header_bytes,
-        )
+        self.limits = settings.limits
 
     def analyse_revision(self, watched: WatchedRepo, sha: Sha) -> RevisionAnalysis:
         """Diff, estimate and publish one ingested revision, then mark it analysed."""

@@ -16,6 +16,7 @@ from typing import Literal
 from pydantic import AliasChoices, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from tracker.artifacts import MAX_FILE_BYTES, MAX_HEADER_BYTES, Limits
 from tracker.errors import ConfigError
 
 DEFAULT_HUB = "https://huggingface.co"
@@ -62,10 +63,10 @@ class Settings(BaseSettings):
     http_timeout_s: float = Field(default=20.0, gt=0)
     retry_attempts: int = Field(default=4, ge=1, le=20)
     max_file_bytes: int = Field(
-        default=64_000_000, gt=0, description="Cap on one tracked file's size."
+        default=MAX_FILE_BYTES, gt=0, description="Cap on one tracked file's size."
     )
     max_safetensors_header_bytes: int = Field(
-        default=100_000_000, gt=0, description="Cap on a safetensors header's declared length."
+        default=MAX_HEADER_BYTES, gt=0, description="Cap on a safetensors header's declared length."
     )
     advisory_prefix: str = Field(default="TRACKER", pattern=r"^[A-Z][A-Z0-9]{1,15}$")
     log_level: LogLevel = Field(
@@ -96,6 +97,11 @@ class Settings(BaseSettings):
     @classmethod
     def _present(cls, value: object) -> bool:
         return bool(value) and value not in ("0", "false", "False")
+
+    @property
+    def limits(self) -> Limits:
+        """The fetch caps (`tracker.artifacts.Limits`)."""
+        return Limits(self.max_file_bytes, self.max_safetensors_header_bytes)
 
     @property
     def effective_database_url(self) -> str:

@@ -8,53 +8,24 @@ keys. `add_repo`/`remove_repo` edit the file as text, so comments and the rest a
 
 from __future__ import annotations
 
-import difflib
 import fnmatch
 import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
+from tracker.advisories.classify import OverridesBlock
+from tracker.artifacts import DEFAULT_TRACKED
 from tracker.domain import JSONValue, RepoId, parse_repo_id
-from tracker.errors import ConfigError, InvalidRepoIdError, WatchlistError
+from tracker.errors import InvalidRepoIdError, WatchlistError
+from tracker.estimate.settings import EstimateBlock
+from tracker.problems import collect, validate
 
-DEFAULT_TRACKED: tuple[str, ...] = (
-    "config.json",
-    "generation_config.json",
-    "tokenizer_config.json",
-    "tokenizer.json",
-    "special_tokens_map.json",
-    "chat_template.jinja",
-    "chat_template.json",
-    "additional_chat_templates/*",
-    "model.safetensors.index.json",
-    "pytorch_model.bin.index.json",
-    "*.safetensors",
-    "README.md",
-    "preprocessor_config.json",
-    "processor_config.json",
-    "feature_extractor_config.json",
-    "video_preprocessor_config.json",
-    "*.bin",
-    "*.pt",
-    "*.pth",
-    "*.pkl",
-    "*.ckpt",
-)
-"""Tracked by default; plus every `*.py` that `auto_map` names (found at ingest time)."""
-
-PICKLE_PATTERNS: tuple[str, ...] = ("*.bin", "*.pt", "*.pth", "*.pkl", "*.ckpt")
-"""Pickle-based files: tracked by tree identity (and scan status) only, never downloaded."""
-
-HEADER_PATTERNS: tuple[str, ...] = ("*.safetensors",)
-"""Files whose header only is read (HTTP Range), never the weights."""
-
-REPO_KEYS = ("ref", "poll_interval", "tracked", "backfill", "git", "estimate", "advisories")
-TOP_KEYS = ("defaults", "rules", "repos")
 _INTERVAL = re.compile(r"^\s*(\d+)\s*(s|m|h|d)\s*$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 DEFAULT_POLL_S = 600
@@ -97,62 +68,86 @@ def parse_interval(text: object) -> int:
     return int(m.group(1)) * _UNITS[m.group(2)]
 
 
-def _unknown(key: str, allowed: tuple[str, ...], where: str) -> str:
-    close = difflib.get_close_matches(key, allowed, n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return f"{where}: unknown key {key!r}{hint}; allowed: {', '.join(allowed)}"
+def _ref(value: str) -> str:
+    if not value.strip() or any(c in value for c in " ~^:?*[\\"):
+        raise ValueError(f"must be a branch, tag or commit name, not {value!r}")
+    return value
 
 
-def _check_layer(
-    layer: Any, where: str, extra: tuple[str, ...], problems: list[str]
-) -> dict[str, Any]:
-    """Validate one mapping of repo-level keys; append problems; return the valid keys."""
-    if not isinstance(layer, dict):
-        problems.append(f"{where}: must be a mapping, not {type(layer).__name__}")
-        return {}
-    out: dict[str, Any] = {}
-    allowed = REPO_KEYS + extra
-    for key, value in layer.items():
-        if key not in allowed:
-            problems.append(_unknown(str(key), allowed, where))
-            continue
-        if key in extra:
-            continue
-        try:
-            out[key] = _check_value(key, value)
-        except ValueError as exc:
-            problems.append(f"{where}.{key}: {exc}")
-    return out
+def _tracked(value: object) -> object:
+    if not isinstance(value, list) or not value or not all(isinstance(p, str) and p for p in value):
+        raise ValueError("must be a non-empty list of glob patterns")
+    return tuple(value)
 
 
-def _check_value(key: str, value: Any) -> Any:
-    if key == "ref":
-        if not isinstance(value, str) or not value.strip() or any(c in value for c in " ~^:?*[\\"):
-            raise ValueError(f"must be a branch, tag or commit name, not {value!r}")
-        return value
-    if key == "poll_interval":
-        return parse_interval(value)
-    if key == "tracked":
-        if (
-            not isinstance(value, list)
-            or not value
-            or not all(isinstance(p, str) and p for p in value)
-        ):
-            raise ValueError("must be a non-empty list of glob patterns")
-        return tuple(value)
-    if key == "backfill":
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"must be an integer >= 1, not {value!r}")
-        return value
-    if key == "git":
-        if not isinstance(value, str) or not value.strip():
-            raise ValueError("must be a git URL or a local path")
-        return value
-    if key in ("estimate", "advisories"):
-        if not isinstance(value, dict):
-            raise ValueError("must be a mapping")
-        return dict(value)
-    raise ValueError(f"unknown key {key!r}")  # pragma: no cover - filtered by _check_layer
+def _nonblank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must be a git URL or a local path")
+    return value
+
+
+def _repo_id(value: str) -> str:
+    try:
+        return parse_repo_id(value)
+    except InvalidRepoIdError as exc:
+        raise ValueError(str(exc)) from exc
+
+
+def _entry(value: object) -> object:
+    """A repo entry may be just its id."""
+    return {"id": value} if isinstance(value, str) else value
+
+
+_Str = Annotated[str, Field(strict=True)]
+
+
+class RepoFields(BaseModel):
+    """The repo-level keys of a watchlist layer (`defaults`, a rule, a repo entry)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ref: Annotated[_Str, AfterValidator(_ref)] | None = None
+    poll_interval: Annotated[int, BeforeValidator(parse_interval)] | None = None
+    tracked: Annotated[tuple[str, ...], BeforeValidator(_tracked)] | None = None
+    backfill: Annotated[int, Field(strict=True, ge=1)] | None = None
+    git: Annotated[_Str, AfterValidator(_nonblank)] | None = None
+    estimate: EstimateBlock | None = None
+    advisories: OverridesBlock | None = None
+
+    def layer(self, raw: Mapping[str, Any]) -> dict[str, Any]:
+        """The keys this layer sets: parsed scalars; `estimate`/`advisories` as written (`raw`),
+        since layers merge them key by key and rule by rule (`_merge`)."""
+        out: dict[str, Any] = {}
+        for key in self.model_fields_set & set(REPO_KEYS):
+            out[key] = raw[key] if key in ("estimate", "advisories") else getattr(self, key)
+        return {k: v for k, v in out.items() if v is not None}
+
+
+REPO_KEYS = tuple(RepoFields.model_fields)
+
+
+class RuleFields(RepoFields):
+    """A `rules:` item: repo-level keys for every repo whose id matches the glob `match`."""
+
+    match: Annotated[_Str, Field(min_length=1)] = Field(
+        description="a 'match' glob such as 'deepseek-ai/*'"
+    )
+
+
+class EntryFields(RepoFields):
+    """A `repos:` item: a repo id and its own repo-level keys."""
+
+    id: Annotated[_Str, AfterValidator(_repo_id)] = Field(description="'id: ORG/NAME'")
+
+
+class WatchlistFile(BaseModel):
+    """The whole watchlist file."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    defaults: RepoFields | None = None
+    rules: list[RuleFields] | None = None
+    repos: list[Annotated[EntryFields, BeforeValidator(_entry)]] | None = None
 
 
 def _merge(base: dict[str, Any], layer: Mapping[str, Any]) -> dict[str, Any]:
@@ -172,77 +167,49 @@ def _merge(base: dict[str, Any], layer: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _stage_problems(where: str, merged: Mapping[str, Any]) -> list[str]:
-    """Problems in a repo's `estimate:` and `advisories:` blocks, found at load time, not at publish."""
-    from tracker.advisories.classify import parse_overrides
-    from tracker.estimate.settings import EstimateSettings
-
+def _duplicates(data: Mapping[str, Any]) -> list[str]:
+    """`repos[i]: X is listed twice` for every repeated (valid) id."""
+    raw = data.get("repos")
+    seen: set[str] = set()
     out: list[str] = []
-    try:
-        EstimateSettings.from_mapping(merged.get("estimate") or None)
-    except ConfigError as exc:
-        out.extend(f"{where}: {p}" for p in exc.problems or (str(exc),))
-    try:
-        parse_overrides(merged.get("advisories") or None, where=f"{where}.advisories")
-    except ConfigError as exc:
-        out.extend(exc.problems or (str(exc),))
+    for i, entry in enumerate(raw if isinstance(raw, list) else []):
+        value = _entry(entry)
+        rid = value.get("id") if isinstance(value, dict) else None
+        try:
+            repo_id = parse_repo_id(rid) if isinstance(rid, str) else None
+        except InvalidRepoIdError:
+            repo_id = None
+        if repo_id is not None and repo_id in seen:
+            out.append(f"repos[{i}]: {repo_id} is listed twice")
+        elif repo_id is not None:
+            seen.add(repo_id)
     return out
 
 
 def parse_watchlist(data: Any, source: str = "watchlist") -> Watchlist:
-    """Validate parsed YAML `data` and resolve every repo; WatchlistError lists all problems."""
-    problems: list[str] = []
+    """Validate parsed YAML `data` (`WatchlistFile`) and resolve every repo; WatchlistError lists
+    every problem at once."""
     if data is None:
         data = {}
-    if not isinstance(data, dict):
-        raise WatchlistError(f"{source}: must be a mapping with defaults, rules, repos")
-    for key in data:
-        if key not in TOP_KEYS:
-            problems.append(_unknown(str(key), TOP_KEYS, source))
-    defaults = _check_layer(data.get("defaults") or {}, "defaults", (), problems)
-    rules: list[tuple[str, dict[str, Any]]] = []
-    raw_rules = data.get("rules") or []
-    if not isinstance(raw_rules, list):
-        problems.append("rules: must be a list")
-        raw_rules = []
-    for i, rule in enumerate(raw_rules):
-        where = f"rules[{i}]"
-        checked = _check_layer(rule, where, ("match",), problems)
-        match = rule.get("match") if isinstance(rule, dict) else None
-        if not isinstance(match, str) or not match:
-            problems.append(f"{where}: needs a 'match' glob such as 'deepseek-ai/*'")
-            continue
-        rules.append((match, checked))
-    raw_repos = data.get("repos") or []
-    if not isinstance(raw_repos, list):
-        problems.append("repos: must be a list")
-        raw_repos = []
+    problems: list[str] = []
+    model = collect(WatchlistFile, data, "", problems, name=source)
+    if isinstance(data, dict):
+        problems.extend(_duplicates(data))
+    if model is None or problems:
+        raise WatchlistError(f"{source} is invalid", tuple(problems))
+    defaults = model.defaults.layer(data["defaults"]) if model.defaults else {}
+    rules = [
+        (rule.match, rule.layer(raw))
+        for rule, raw in zip(model.rules or (), data.get("rules") or (), strict=True)
+    ]
     repos: list[WatchedRepo] = []
-    seen: set[str] = set()
-    for i, entry in enumerate(raw_repos):
-        where = f"repos[{i}]"
-        if isinstance(entry, str):
-            entry = {"id": entry}
-        checked = _check_layer(entry, where, ("id",), problems)
-        raw_id = entry.get("id") if isinstance(entry, dict) else None
-        if not isinstance(raw_id, str):
-            problems.append(f"{where}: needs 'id: ORG/NAME'")
-            continue
-        try:
-            repo_id = parse_repo_id(raw_id)
-        except InvalidRepoIdError as exc:
-            problems.append(f"{where}: {exc}")
-            continue
-        if repo_id in seen:
-            problems.append(f"{where}: {repo_id} is listed twice")
-            continue
-        seen.add(repo_id)
+    for entry, raw in zip(model.repos or (), data.get("repos") or (), strict=True):
+        repo_id = RepoId(entry.id)
         merged = dict(defaults)
         for pattern, layer in rules:
             if fnmatch.fnmatchcase(repo_id, pattern):
                 merged = _merge(merged, layer)
-        merged = _merge(merged, checked)
-        problems.extend(_stage_problems(where, merged))
+        merged = _merge(merged, entry.layer(_entry(raw)))  # type: ignore[arg-type]
         repos.append(
             WatchedRepo(
                 repo_id=repo_id,
@@ -255,8 +222,6 @@ def parse_watchlist(data: Any, source: str = "watchlist") -> Watchlist:
                 advisories=merged.get("advisories", {}),
             )
         )
-    if problems:
-        raise WatchlistError(f"{source} is invalid", tuple(problems))
     return Watchlist(tuple(repos))
 
 
@@ -315,10 +280,7 @@ def add_repo(path: Path, repo_id: str, **fields: Any) -> Watchlist:
     if any(r.repo_id == rid for r in current.repos):
         raise WatchlistError(f"{rid} is already in {path}")
     clean = {k: v for k, v in fields.items() if v is not None}
-    problems: list[str] = []
-    _check_layer(clean, rid, (), problems)
-    if problems:
-        raise WatchlistError(f"cannot add {rid}", tuple(problems))
+    validate(RepoFields, clean, where=rid, message=f"cannot add {rid}", error=WatchlistError)
     text = path.read_text(encoding="utf-8") if path.exists() else ""
     lines = text.splitlines()
     block = _repos_block(lines)
@@ -382,11 +344,3 @@ def remove_repo(path: Path, repo_id: str) -> Watchlist:
         path.write_text(new_text, encoding="utf-8")
         return result
     raise WatchlistError(f"{path}: could not find the entry of {rid} to remove; edit it by hand")
-
-
-def is_pickle(path: str) -> bool:
-    return any(fnmatch.fnmatchcase(path, p) for p in PICKLE_PATTERNS)
-
-
-def is_header_only(path: str) -> bool:
-    return any(fnmatch.fnmatchcase(path, p) for p in HEADER_PATTERNS)

@@ -665,14 +665,14 @@ def test_invalid_overrides_report_every_problem_at_once() -> None:
             }
         )
     assert exc.value.problems == (
-        "advisories: unknown key 'rule' (did you mean 'rules'?); expected one of rules, suppress",
-        "advisories.rules[0].match: unknown key 'kynd' (did you mean 'kind'?); expected one of artifact, kind, key, file",
-        "advisories.rules[0].match.artifact: 'confg' is not one of config, generation_config, tokenizer, special_tokens, chat_template, weights, custom_code, executable, model_card, processor, estimate (did you mean 'config'?)",
+        "advisories.rules[0].match.artifact[0]: 'confg' is not one of config, generation_config, tokenizer, special_tokens, chat_template, weights, custom_code, executable, model_card, processor, estimate (did you mean 'config'?)",
+        "advisories.rules[0].match: unknown key 'kynd' (did you mean 'kind'?); allowed: artifact, kind, key, file",
         "advisories.rules[0].severity: 'urgent' is not one of critical, high, moderate, low",
-        "advisories.rules[1].match: must be a non-empty mapping with any of artifact, kind, key, file",
-        "advisories.rules[2]: must be a mapping",
-        "advisories.suppress[0].match.key: must be a glob string, got int",
-        "advisories.suppress[0].reason: a non-empty reason is required (suppressions are recorded)",
+        "advisories.rules[1].match: must name any of artifact, kind, key, file",
+        "advisories.rules[2]: must be a mapping, not str",
+        "advisories.suppress[0].match.key: must be a string, got 3",
+        "advisories.suppress[0]: needs a non-empty 'reason' (suppressions are recorded)",
+        "advisories: unknown key 'rule' (did you mean 'rules'?); allowed: rules, suppress",
     )
 
 

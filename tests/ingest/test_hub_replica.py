@@ -304,3 +304,32 @@ def test_pickle_files_carry_their_scan_status_and_are_never_downloaded(
         r for r in hub.requests if "/resolve/" in r.path and r.path.endswith((".bin", ".pt"))
     ]
     assert len([r for r in hub.requests if "/paths-info/" in r.path]) == 1
+
+
+def test_every_pickle_suffix_gets_its_scan_and_is_diffed(
+    root: Path, hub: Replica, store: Store
+) -> None:
+    """`tracker.artifacts` is the one pickle list: a `.pickle` file and an upper-case `.PT` are
+    scanned by the Hub source, never fetched by ingest, and diffed as executables."""
+    import pickle
+
+    from tracker.diff import diff_snapshots
+    from tracker.domain import Artifact
+
+    repo = init_repo(root, RID)
+    first = commit(repo, {"config.json": CONFIG}, "config", date=T0)
+    blob = pickle.dumps({"a": 1}, protocol=4)
+    sha = commit(repo, {"extra/state.pickle": blob, "OPTIM.PT": blob}, "pickles", date=T0)
+    report = poll_repo(store, src_for(hub), WatchedRepo(RID))
+    assert report.status is RepoStatus.OK and report.revisions_ingested == 2
+    snap = store.snapshot(RID, sha)
+    for path in ("extra/state.pickle", "OPTIM.PT"):
+        entry = snap.entry(path)
+        assert entry is not None and entry.security is not None, path
+        assert entry.security["status"] == "safe"
+        assert path not in snap.files
+    changes = diff_snapshots(store.snapshot(RID, first), snap)
+    assert [(c.artifact, c.kind.value, c.key) for c in changes] == [
+        (Artifact.EXECUTABLE, "added", "OPTIM.PT"),
+        (Artifact.EXECUTABLE, "added", "extra/state.pickle"),
+    ]

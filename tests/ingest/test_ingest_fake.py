@@ -255,7 +255,7 @@ def test_huge_declared_header_and_malformed_json_are_recorded(store: Store) -> N
 def test_oversized_file_is_unreadable_not_fetched(store: Store) -> None:
     src = FakeSource()
     sha = src.commit(RID, {"tokenizer.json": b"x" * 5000}, "big")
-    from tracker.ingest import Limits
+    from tracker.artifacts import Limits
 
     poll_repo(store, src, WatchedRepo(RID), limits=Limits(max_file_bytes=1000))
     assert src.calls["read_file"] == 0

@@ -90,12 +90,12 @@ def test_every_problem_is_reported_at_once_with_did_you_mean() -> None:
         "defaults: unknown key 'poll_intervall' (did you mean 'poll_interval'?)",
         "rules[0]: needs a 'match' glob",
         "rules[1]: unknown key 'backfil' (did you mean 'backfill'?)",
-        "repos[0]: repo id 'acme/../etc'",
+        "repos[0].id: repo id 'acme/../etc'",
         "repos[1].ref: must be a branch, tag or commit name",
-        "repos[1].backfill: must be an integer >= 1",
+        "repos[1].backfill: must be >= 1, got 0",
         "repos[1].poll_interval: poll_interval 'soon' must look like",
         "repos[2].tracked: must be a non-empty list",
-        "repos[3]: repo id 'a/b/c' must be ORG/NAME",
+        "repos[3].id: repo id 'a/b/c' must be ORG/NAME",
         "repos[5]: acme/dup is listed twice",
         "repos[6]: unknown key 'name'",
         "watchlist: unknown key 'repo' (did you mean 'repos'?)",
@@ -190,7 +190,7 @@ def test_estimate_and_advisory_blocks_are_validated_at_load_time() -> None:
     with pytest.raises(WatchlistError) as err:
         parse_watchlist(data)
     problems = err.value.problems
-    assert "repos[0]: estimate.train_seq_len: must be > 0, got -5" in problems
+    assert "repos[0].estimate.train_seq_len: must be > 0, got -5" in problems
     assert any("lora_rnak" in p and "did you mean 'lora_rank'" in p for p in problems)
     assert any(p.startswith("repos[0].advisories.rules[0].match.artifact") for p in problems)
     assert any(p.startswith("repos[0].advisories.rules[0].severity") for p in problems)

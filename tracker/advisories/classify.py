@@ -7,16 +7,18 @@ data in `tracker.advisories.rules`; transformers' knowledge is in `tracker.advis
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from tracker.advisories.effects import Context
 from tracker.advisories.knowledge import Knowledge, load
 from tracker.advisories.rules import DEFAULT_RULES, SEVERITY_RANK, Match, Rule
 from tracker.domain import Artifact, Change, ChangeKind, JSONValue, Severity
-from tracker.errors import ConfigError
+from tracker.problems import validate
 
 __all__ = [
     "DEFAULT_RULES",
@@ -123,62 +125,86 @@ def highest(severities: Sequence[Severity]) -> Severity:
     return max(severities, key=lambda s: SEVERITY_RANK[s])
 
 
-_MATCH_KEYS = ("artifact", "kind", "key", "file")
-_RULE_KEYS = ("match", "severity", "rationale", "name")
-_SUPPRESS_KEYS = ("match", "reason")
-_TOP_KEYS = ("rules", "suppress")
+def _listed(value: object) -> object:
+    """One value or a list of values: always a list."""
+    return value if isinstance(value, list) else [value]
 
 
-def _unknown(
-    where: str, given: Mapping[str, JSONValue], known: Sequence[str], problems: list[str]
-) -> None:
-    for k in given:
-        if k not in known:
-            near = difflib.get_close_matches(str(k), known, n=1)
-            hint = f" (did you mean {near[0]!r}?)" if near else ""
-            problems.append(f"{where}: unknown key {k!r}{hint}; expected one of {', '.join(known)}")
+def _reason(value: str) -> str:
+    if not value.strip():
+        raise ValueError("a non-empty reason is required (suppressions are recorded)")
+    return value
 
 
-def _enum_set(
-    where: str, value: JSONValue, enum: type[Artifact] | type[ChangeKind], problems: list[str]
-) -> frozenset:  # type: ignore[type-arg]
-    values = value if isinstance(value, list) else [value]
-    out = []
-    for v in values:
-        try:
-            out.append(enum(v))
-        except ValueError:
-            known = [e.value for e in enum]
-            near = difflib.get_close_matches(str(v), known, n=1)
-            hint = f" (did you mean {near[0]!r}?)" if near else ""
-            problems.append(f"{where}: {v!r} is not one of {', '.join(known)}{hint}")
-    return frozenset(out)
+class MatchBlock(BaseModel):
+    """`match:` of a watchlist rule or suppression: any of artifact, kind (a value or a list),
+    key and file (fnmatch globs)."""
 
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
-def _parse_match(where: str, raw: JSONValue, problems: list[str]) -> Match:
-    if not isinstance(raw, Mapping) or not raw:
-        problems.append(
-            f"{where}: must be a non-empty mapping with any of {', '.join(_MATCH_KEYS)}"
+    artifact: Annotated[list[Artifact], BeforeValidator(_listed)] | None = None
+    kind: Annotated[list[ChangeKind], BeforeValidator(_listed)] | None = None
+    key: Annotated[str, Field(strict=True)] | None = None
+    file: Annotated[str, Field(strict=True)] | None = None
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> MatchBlock:
+        if not self.model_fields_set:
+            raise ValueError("must name any of artifact, kind, key, file")
+        return self
+
+    def match(self) -> Match:
+        return Match(
+            None if self.artifact is None else frozenset(self.artifact),
+            None if self.kind is None else frozenset(self.kind),
+            self.key,
+            self.file,
         )
-        return Match()
-    _unknown(where, raw, _MATCH_KEYS, problems)
-    for g in ("key", "file"):
-        if g in raw and not isinstance(raw[g], str):
-            problems.append(f"{where}.{g}: must be a glob string, got {type(raw[g]).__name__}")
-    return Match(
-        artifact=_enum_set(f"{where}.artifact", raw["artifact"], Artifact, problems)
-        if "artifact" in raw
-        else None,
-        kind=_enum_set(f"{where}.kind", raw["kind"], ChangeKind, problems)
-        if "kind" in raw
-        else None,
-        key=raw["key"] if isinstance(raw.get("key"), str) else None,
-        file=raw["file"] if isinstance(raw.get("file"), str) else None,
+
+
+class RuleBlock(BaseModel):
+    """A watchlist rule: changes matching `match` get `severity` (tried before the defaults)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    match: MatchBlock = Field(description="'match: {artifact, kind, key, file}'")
+    severity: Severity = Field(description="'severity: critical|high|moderate|low'")
+    rationale: Annotated[str, Field(strict=True)] = "severity set by the watchlist"
+    name: Annotated[str, Field(strict=True)] | None = None
+
+
+class SuppressBlock(BaseModel):
+    """A watchlist suppression: matching changes are recorded with `reason`, never published."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    match: MatchBlock = Field(description="'match: {artifact, kind, key, file}'")
+    reason: Annotated[str, Field(strict=True), AfterValidator(_reason)] = Field(
+        description="a non-empty 'reason' (suppressions are recorded)"
     )
 
 
+class OverridesBlock(BaseModel):
+    """A repo's `advisories:` block in the watchlist."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    rules: list[RuleBlock] | None = None
+    suppress: list[SuppressBlock] | None = None
+
+    def overrides(self) -> Overrides:
+        rules = tuple(
+            Rule(r.name or f"watchlist-rule-{i}", r.match.match(), r.severity, r.rationale)
+            for i, r in enumerate(self.rules or ())
+        )
+        return Overrides(
+            rules, tuple(Suppression(s.match.match(), s.reason) for s in self.suppress or ())
+        )
+
+
 def parse_overrides(raw: Mapping[str, JSONValue] | None, *, where: str = "advisories") -> Overrides:
-    """Validate a repo's `advisories:` mapping into Overrides; raise ConfigError listing every problem.
+    """Validate a repo's `advisories:` mapping (`OverridesBlock`) into Overrides; raise ConfigError
+    listing every problem.
 
     Shape: `{rules: [{match: {artifact, kind, key, file}, severity, rationale?, name?}],
     suppress: [{match: {...}, reason}]}`; `artifact`/`kind` may be a value or a list of values,
@@ -186,55 +212,7 @@ def parse_overrides(raw: Mapping[str, JSONValue] | None, *, where: str = "adviso
     """
     if raw is None:
         return Overrides()
-    problems: list[str] = []
-    if not isinstance(raw, Mapping):
-        raise ConfigError(f"{where}: invalid", (f"{where}: must be a mapping",))
-    _unknown(where, raw, _TOP_KEYS, problems)
-    rules: list[Rule] = []
-    suppress: list[Suppression] = []
-    raw_rules = raw.get("rules") or []
-    if not isinstance(raw_rules, list):
-        problems.append(f"{where}.rules: must be a list")
-        raw_rules = []
-    for i, item in enumerate(raw_rules):
-        at = f"{where}.rules[{i}]"
-        if not isinstance(item, Mapping):
-            problems.append(f"{at}: must be a mapping")
-            continue
-        _unknown(at, item, _RULE_KEYS, problems)
-        match = _parse_match(f"{at}.match", item.get("match"), problems)
-        sev_raw = item.get("severity")
-        try:
-            severity = Severity(str(sev_raw))
-        except ValueError:
-            problems.append(
-                f"{at}.severity: {sev_raw!r} is not one of {', '.join(s.value for s in Severity)}"
-            )
-            severity = Severity.LOW
-        rationale = item.get("rationale", "severity set by the watchlist")
-        if not isinstance(rationale, str):
-            problems.append(f"{at}.rationale: must be a string")
-            rationale = ""
-        name = item.get("name", f"watchlist-rule-{i}")
-        rules.append(Rule(str(name), match, severity, rationale))
-    raw_sup = raw.get("suppress") or []
-    if not isinstance(raw_sup, list):
-        problems.append(f"{where}.suppress: must be a list")
-        raw_sup = []
-    for i, item in enumerate(raw_sup):
-        at = f"{where}.suppress[{i}]"
-        if not isinstance(item, Mapping):
-            problems.append(f"{at}: must be a mapping")
-            continue
-        _unknown(at, item, _SUPPRESS_KEYS, problems)
-        match = _parse_match(f"{at}.match", item.get("match"), problems)
-        reason = item.get("reason")
-        if not isinstance(reason, str) or not reason.strip():
-            problems.append(
-                f"{at}.reason: a non-empty reason is required (suppressions are recorded)"
-            )
-            reason = ""
-        suppress.append(Suppression(match, reason))
-    if problems:
-        raise ConfigError(f"{where}: invalid advisory overrides", tuple(problems))
-    return Overrides(tuple(rules), tuple(suppress))
+    block = validate(
+        OverridesBlock, raw, where=where, message=f"{where}: invalid advisory overrides"
+    )
+    return block.overrides()

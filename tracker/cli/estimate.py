@@ -9,14 +9,12 @@ from typing import Annotated, Any
 
 import typer
 
+from tracker.artifacts import Limits, is_header_only
 from tracker.domain import Estimate, RepoId, SafetensorsHeader, parse_repo_id
 from tracker.errors import EstimateError
 from tracker.sources import RepoSource
 
-MAX_CONFIG_BYTES = 16 * 1024 * 1024
-MAX_HEADER_BYTES = 100 * 1024 * 1024
 MAX_SHARDS = 512
-MAX_TOKENIZER_BYTES = 64 * 1024 * 1024
 
 
 def register(app: typer.Typer) -> None:
@@ -46,29 +44,35 @@ def register(app: typer.Typer) -> None:
             highest_token_id_from_files,
             parse_config,
         )
+        from tracker.settings import load_settings
 
+        settings = load_settings()
+        cap = settings.limits.max_file_bytes
         path = Path(target)
         headers: Mapping[str, SafetensorsHeader] | None = None
         if path.suffix == ".json" or path.exists():
-            config = parse_config(_read(path, MAX_CONFIG_BYTES))
+            config = parse_config(_read(path, cap))
             tokenizer: dict[str, bytes] = {}
             if path.name == "config.json":
                 for name in TOKENIZER_FILES:
                     sibling = path.with_name(name)
                     if sibling.is_file():
-                        tokenizer[name] = _read(sibling, MAX_TOKENIZER_BYTES)
+                        tokenizer[name] = _read(sibling, cap)
             label = str(path)
         else:
             repo, _, rev = target.partition("@")
             repo_id = parse_repo_id(repo)
             from tracker.app import build
-            from tracker.settings import load_settings
 
-            application = build(load_settings())
+            application = build(settings)
             try:
                 source = application.sources.hub()
                 config, headers, tokenizer, label = fetch_from_source(
-                    source, repo_id, rev or "main", with_headers=not no_headers
+                    source,
+                    repo_id,
+                    rev or "main",
+                    settings.limits,
+                    with_headers=not no_headers,
                 )
             finally:
                 application.close()
@@ -92,7 +96,7 @@ def _read(path: Path, cap: int) -> bytes:
 
 
 def fetch_from_source(
-    source: RepoSource, repo_id: RepoId, rev: str, *, with_headers: bool = True
+    source: RepoSource, repo_id: RepoId, rev: str, limits: Limits, *, with_headers: bool = True
 ) -> tuple[Mapping[str, Any], Mapping[str, SafetensorsHeader], dict[str, bytes], str]:
     """config.json, safetensors headers and tokenizer files of `repo_id` at `rev`.
 
@@ -102,18 +106,18 @@ def fetch_from_source(
     from tracker.estimate import TOKENIZER_FILES, parse_config
 
     sha = source.resolve_ref(repo_id, rev)
-    config = parse_config(source.read_file(repo_id, sha, "config.json", MAX_CONFIG_BYTES))
+    config = parse_config(source.read_file(repo_id, sha, "config.json", limits.max_file_bytes))
     paths = {e.path for e in source.list_tree(repo_id, sha)}
     tokenizer = {
-        name: source.read_file(repo_id, sha, name, MAX_TOKENIZER_BYTES)
+        name: source.read_file(repo_id, sha, name, limits.max_file_bytes)
         for name in TOKENIZER_FILES
         if name in paths
     }
     headers: dict[str, SafetensorsHeader] = {}
     if with_headers:
-        shards = sorted(p for p in paths if p.endswith(".safetensors"))
+        shards = sorted(p for p in paths if is_header_only(p))
         for p in shards[:MAX_SHARDS]:
-            headers[p] = source.read_safetensors_header(repo_id, sha, p, MAX_HEADER_BYTES)
+            headers[p] = source.read_safetensors_header(repo_id, sha, p, limits.max_header_bytes)
     return config, headers, tokenizer, f"{repo_id}@{sha[:12]}"
 
 

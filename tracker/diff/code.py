@@ -6,16 +6,11 @@ import ast
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from tracker.artifacts import AUTO_MAP_FILES
 from tracker.diff._common import decode_text, digest, load_json_object, read_side, show, unified
 from tracker.domain import Artifact, Change, ChangeKind, JSONValue, Snapshot
 from tracker.errors import UnreadableArtifactError
 
-AUTO_MAP_FILES = (
-    "config.json",
-    "tokenizer_config.json",
-    "preprocessor_config.json",
-    "processor_config.json",
-)
 _ART = Artifact.CUSTOM_CODE
 
 

@@ -4,16 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from tracker.artifacts import is_pickle
 from tracker.domain import Artifact, Change, ChangeKind, JSONValue, Snapshot, TreeEntry
 
-PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
-"""Files that run code when loaded with pickle (torch.load, joblib, ...)."""
 _ART = Artifact.EXECUTABLE
-
-
-def is_executable(path: str) -> bool:
-    """True for a pickle-based file name (by suffix)."""
-    return path.lower().endswith(PICKLE_SUFFIXES)
 
 
 def scan_status(security: Mapping[str, JSONValue] | None) -> str:
@@ -45,8 +39,8 @@ def diff_executable(before: Snapshot | None, after: Snapshot) -> list[Change]:
     """Pickle-based files added, removed, with new content, or with a changed scan status (key = path)."""
     if before is None:
         return []
-    old = {e.path: e for e in before.tree if is_executable(e.path)}
-    new = {e.path: e for e in after.tree if is_executable(e.path)}
+    old = {e.path: e for e in before.tree if is_pickle(e.path)}
+    new = {e.path: e for e in after.tree if is_pickle(e.path)}
     out: list[Change] = []
     for path in sorted(old.keys() | new.keys()):
         a, b = old.get(path), new.get(path)

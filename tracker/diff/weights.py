@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from tracker.artifacts import is_header_only
 from tracker.diff._common import load_json_object, read_side
 from tracker.domain import Artifact, Change, ChangeKind, Snapshot
 from tracker.errors import UnreadableArtifactError
@@ -118,7 +119,7 @@ def _manifest_or_none(snap: Snapshot | None) -> tuple[Manifest | None, str, str]
 def _weight_state(snap: Snapshot) -> tuple[object, ...]:
     """Everything the weights diff reads, by identity: index bytes, unreadable reasons, and the
     tree identity (content hash) of every .safetensors file and of every file a header came from."""
-    ids = {e.path: e.identity for e in snap.tree if e.path.endswith(".safetensors")}
+    ids = {e.path: e.identity for e in snap.tree if is_header_only(e.path)}
     return (
         snap.files.get(INDEX_FILE),
         snap.files.get(BIN_INDEX_FILE),
@@ -154,7 +155,7 @@ def diff_weights(before: Snapshot | None, after: Snapshot) -> list[Change]:
         out.append(
             Change(_ART, ChangeKind.UNREADABLE, index_file, "", None, new_reason, new_reason)
         )
-    for path in sorted(p for p in after.unreadable if p.endswith(".safetensors")):
+    for path in sorted(p for p in after.unreadable if is_header_only(p)):
         reason = after.unreadable[path]
         if before is None or before.unreadable.get(path) != reason:
             summary = (

@@ -3,12 +3,13 @@ watchlist.yaml's `estimate:` mapping (all problems reported at once as ConfigErr
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any
+from typing import TYPE_CHECKING, Annotated, Any, get_type_hints
 
-from tracker.errors import ConfigError
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from tracker.problems import validate
 
 
 @dataclass(frozen=True)
@@ -76,72 +77,75 @@ class EstimateSettings:
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any] | None) -> EstimateSettings:
-        """Defaults overridden by `data`; ConfigError listing every unknown key or bad value."""
+        """Defaults overridden by `data` (validated by `EstimateBlock`); ConfigError listing every
+        unknown key or bad value."""
         if not data:
             return cls()
-        if not isinstance(data, Mapping):
-            raise ConfigError("estimate settings must be a mapping")
-        problems: list[str] = []
-        known = {f.name: f for f in fields(cls)}
-        values: dict[str, Any] = {}
-        for key, value in data.items():
-            if key not in known:
-                hint = _did_you_mean(str(key), list(known))
-                problems.append(f"estimate.{key}: unknown setting{hint}")
-                continue
-            default = getattr(cls(), key)
-            try:
-                values[key] = _coerce(key, value, default)
-            except ValueError as exc:
-                problems.append(f"estimate.{key}: {exc}")
-        if problems:
-            raise ConfigError("invalid estimate settings", tuple(problems))
-        return replace(cls(), **values)
+        block = validate(EstimateBlock, data, where="estimate", message="invalid estimate settings")
+        return block.settings()
 
 
-def _did_you_mean(key: str, known: list[str]) -> str:
-    import difflib
+class CardBlock(BaseModel):
+    """A card in the watchlist's `estimate:` block (`cards:` or `cost_card:`)."""
 
-    close = difflib.get_close_matches(key, known, n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
-
-def _number(value: Any, *, integer: bool, positive: bool = True) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"must be a number, got {value!r}")
-    if not math.isfinite(float(value)):
-        raise ValueError(f"must be finite, got {value!r}")
-    if integer and float(value) != int(value):
-        raise ValueError(f"must be an integer, got {value!r}")
-    if positive and value <= 0:
-        raise ValueError(f"must be > 0, got {value!r}")
-    return value
-
-
-def _card(value: Any) -> Card:
-    if not isinstance(value, Mapping) or "name" not in value or "vram_gb" not in value:
-        raise ValueError("each card needs at least name and vram_gb")
-    return Card(
-        name=str(value["name"]),
-        vram_gb=float(_number(value["vram_gb"], integer=False)),
-        price_per_hour=float(
-            _number(value.get("price_per_hour", 0.0), integer=False, positive=False)
-        ),
-        bf16_tflops=float(_number(value.get("bf16_tflops", 0.0), integer=False, positive=False)),
+    name: str = Field(description="the card's 'name'")
+    vram_gb: Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False)] = Field(
+        description="'vram_gb' (decimal GB)"
     )
+    price_per_hour: Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)] = 0.0
+    bf16_tflops: Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)] = 0.0
+
+    def card(self) -> Card:
+        return Card(self.name, self.vram_gb, self.price_per_hour, self.bf16_tflops)
 
 
-def _coerce(key: str, value: Any, default: Any) -> Any:
-    if key in ("cards", "extra_cards"):
-        if not isinstance(value, list) or (key == "cards" and not value):
-            raise ValueError("must be a non-empty list of cards")
-        return tuple(_card(v) for v in value)
-    if key == "cost_card":
-        return _card(value)
-    if isinstance(default, str):
-        if not isinstance(value, str):
-            raise ValueError(f"must be a string, got {value!r}")
-        return value
-    if isinstance(default, int):
-        return int(_number(value, integer=True))
-    return float(_number(value, integer=False))
+def _block_type(annotation: Any, default: Any) -> Any:
+    """The schema type of an EstimateSettings field: numbers strictly positive and finite; a
+    list of cards not empty when its default is not (`cards`; `extra_cards` may be)."""
+    if annotation is int:
+        return Annotated[int, Field(strict=True, gt=0)]
+    if annotation is float:
+        return Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False)]
+    if annotation is str:
+        return Annotated[str, Field(strict=True)]
+    if annotation is Card:
+        return CardBlock
+    if annotation == tuple[Card, ...]:
+        return Annotated[list[CardBlock], Field(min_length=1 if default else 0)]
+    raise TypeError(f"EstimateSettings field type {annotation!r} has no schema")  # pragma: no cover
+
+
+class _EstimateBlockBase(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def settings(self) -> EstimateSettings:
+        """The defaults with every key this block sets."""
+        values: dict[str, Any] = {}
+        for name in self.model_fields_set:
+            value = getattr(self, name)
+            if isinstance(value, CardBlock):
+                value = value.card()
+            elif isinstance(value, list):
+                value = tuple(v.card() for v in value)
+            values[name] = value
+        return replace(EstimateSettings(), **values)
+
+
+if TYPE_CHECKING:
+
+    class EstimateBlock(_EstimateBlockBase):
+        """The watchlist's `estimate:` block (built from EstimateSettings' fields below)."""
+
+else:
+    _HINTS = get_type_hints(EstimateSettings)
+    EstimateBlock = create_model(
+        "EstimateBlock",
+        __base__=_EstimateBlockBase,
+        __doc__="The watchlist's `estimate:` block: any EstimateSettings field, each optional.",
+        **{
+            f.name: (_block_type(_HINTS[f.name], f.default) | None, None)
+            for f in fields(EstimateSettings)
+        },
+    )

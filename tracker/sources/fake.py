@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from tracker.artifacts import is_header_only, is_pickle
 from tracker.domain import Commit, RepoId, SafetensorsHeader, Sha, TreeEntry, is_full_sha
 from tracker.errors import (
     EntryNotFoundError,
@@ -25,8 +26,13 @@ from tracker.errors import (
 )
 from tracker.sources.safetensors import parse_file_prefix
 
-# Stored as LFS on the Hub (a subset of the default LFS rule), so their tree entries carry an oid.
-LFS_PATTERNS = (".safetensors", ".bin", ".pt", ".pth", ".pkl", ".ckpt", ".gguf", ".onnx")
+OTHER_LFS_SUFFIXES = (".gguf", ".onnx")
+
+
+def _stored_as_lfs(path: str) -> bool:
+    """Stored as LFS on the Hub (a subset of its default LFS rule): weights, pickles, exports;
+    their tree entries carry an oid."""
+    return is_header_only(path) or is_pickle(path) or path.endswith(OTHER_LFS_SUFFIXES)
 
 
 def _git_blob_id(data: bytes) -> str:
@@ -156,7 +162,7 @@ class FakeSource:
         out = []
         for path in sorted(files):
             data = files[path]
-            if path.endswith(LFS_PATTERNS):
+            if _stored_as_lfs(path):
                 pointer = (
                     "version https://git-lfs.github.com/spec/v1\n"
                     f"oid sha256:{hashlib.sha256(data).hexdigest()}\nsize {len(data)}\n"

@@ -28,6 +28,7 @@ from huggingface_hub import errors as hf_errors
 from huggingface_hub.utils._headers import build_hf_headers
 from huggingface_hub.utils._http import hf_raise_for_status, hf_request_event_hook
 
+from tracker.artifacts import is_pickle
 from tracker.domain import Commit, RepoId, SafetensorsHeader, Sha, TreeEntry, is_full_sha
 from tracker.errors import (
     AccessDeniedError,
@@ -47,7 +48,6 @@ from tracker.sources.retry import call_with_retry
 from tracker.sources.safetensors import header_length, parse_header
 
 T = TypeVar("T")
-PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".ckpt")
 TRANSIENT_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 _RATELIMIT_T = re.compile(r";\s*t=(\d+)")
 
@@ -249,7 +249,7 @@ class HubSource:
         )
         files = [f for f in items if hasattr(f, "blob_id") and hasattr(f, "size")]
         security: dict[str, dict[str, Any]] = {}
-        pickles = [f.path for f in files if f.path.endswith(PICKLE_SUFFIXES)]
+        pickles = [f.path for f in files if is_pickle(f.path)]
         if pickles:
             infos = self._call(
                 f"{repo_id} paths-info@{sha}",
