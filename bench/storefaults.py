@@ -231,6 +231,8 @@ def schema_state(url: str) -> str:
     """`none` (no table), `full` (every table and the version at head) or `partial: ...`."""
     from tracker.store.schema import ALL_TABLES
 
+    if url.startswith("sqlite") and not Path(sa.make_url(url).database or "").exists():
+        return "none"  # killed before the first open created the file
     engine = sa.create_engine(url)
     try:
         with engine.connect() as conn:
