@@ -389,6 +389,12 @@ _RENDERED_SAME = {
 _T5 = json.loads((CONFIGS / "google__t5-v1_1-base.json").read_text())
 _GPT2 = json.loads((CONFIGS / "openai-community__gpt2-xl.json").read_text())
 _LLAMA = json.loads((CONFIGS / "meta-llama__Llama-2-7b-hf.json").read_text())
+_CHATGLM = json.loads((CONFIGS / "THUDM__chatglm2-6b.json").read_text())
+_BERT = json.loads((CONFIGS / "google-bert__bert-base-uncased.json").read_text())
+_LLAMA_TOKENIZER = (
+    Path(__file__).resolve().parents[2].parent
+    / "shared/corpus/pairs/meta-llama__Llama-2-7b-hf/rev-637a748/tokenizer.json"
+).read_bytes()
 
 # Cases that need the revision's context (the two snapshots): (before files, after files, change,
 # severity, rule, words the rationale must contain).
@@ -430,8 +436,26 @@ CONTEXT_CASES = [
         {"config.json": {**_T5, "relative_attention_num_buckets": 64, "foo_width": 3}},
         ch(A.CONFIG, K.ADDED, "foo_width", None, 3),
         S.MODERATE,
+        "undeclared-key",
+        "T5Config in transformers 5.24.0 neither declares `foo_width` nor converts it",
+    ),
+    (
+        # remote code (auto_map.AutoConfig): what the repo's own class reads is not known
+        {"config.json": _CHATGLM},
+        {"config.json": {**_CHATGLM, "foo_width": 3}},
+        ch(A.CONFIG, K.ADDED, "foo_width", None, 3),
+        S.MODERATE,
         "effect-unknown",
         "no rule knows what `foo_width` does",
+    ),
+    (
+        # BERT in transformers 5 has absolute positions only: the switch is not read
+        {"config.json": _BERT},
+        {"config.json": {**_BERT, "position_embedding_type": "relative_key"}},
+        ch(A.CONFIG, K.ADDED, "position_embedding_type", None, "relative_key"),
+        S.MODERATE,
+        "undeclared-key",
+        "BertConfig in transformers 5.24.0 neither declares `position_embedding_type`",
     ),
     (
         {"config.json": _GPT2},
@@ -523,6 +547,24 @@ CONTEXT_CASES = [
         S.HIGH,
         "special-token-ids:forced_bos_token_id",
         'before: 0 = "<pad>"; after: 2 = "<en>"',
+    ),
+    (
+        # the real Llama-2 tokenizer names the ids: 32000 is past its 32,000-token vocabulary
+        {"tokenizer.json": _LLAMA_TOKENIZER, "generation_config.json": {"eos_token_id": 2}},
+        {"tokenizer.json": _LLAMA_TOKENIZER, "generation_config.json": {"eos_token_id": 32000}},
+        ch(A.SPECIAL_TOKENS, K.CHANGED, "eos_token_id", 2, 32000, file="generation_config.json"),
+        S.HIGH,
+        "special-token-ids:eos_token_id",
+        'before: 2 = "</s>"; after: 32000 = (no such id)',
+    ),
+    (
+        # T5's decoder start token: also what training shifts labels with
+        {"config.json": _T5, "tokenizer.json": _LLAMA_TOKENIZER},
+        {"config.json": {**_T5, "decoder_start_token_id": 1}, "tokenizer.json": _LLAMA_TOKENIZER},
+        ch(A.SPECIAL_TOKENS, K.CHANGED, "decoder_start_token_id", 0, 1),
+        S.HIGH,
+        "special-token-ids:decoder_start_token_id",
+        'before: 0 = "<unk>"; after: 1 = "<s>"',
     ),
     (
         {_TEMPLATE: {}},

@@ -232,6 +232,43 @@ def _owner(cls: ConfigClass, key: str) -> str:
     return f"{cls.name}'s{alias}"
 
 
+def _reading_class(change: Change, ctx: Context | None) -> tuple[ConfigClass | None, bool]:
+    """(the built-in config class that reads the object holding the key, whether it is known).
+
+    Unknown (False) without both configs, for remote code and for model types transformers does
+    not have; then nothing can be said about what the class reads.
+    """
+    sides = _config_sides(ctx)
+    path = path_of(change.key)
+    if sides is None or ctx is None or not path or not _from_config(change):
+        return None, False
+    doc = sides[0] if change.kind is ChangeKind.REMOVED else sides[1]
+    cls = ctx.knowledge.class_at(doc, path[:-1])
+    return cls, cls is not None
+
+
+def read_by_class(change: Change, ctx: Context | None) -> str | None:
+    """Empty evidence unless a built-in config class is known not to read the key (then None:
+    the rule that needs it to be read does not apply)."""
+    cls, known = _reading_class(change, ctx)
+    if not known or cls is None:
+        return ""
+    return "" if path_of(change.key)[-1] in cls.reads else None
+
+
+def not_read_by_class(change: Change, ctx: Context | None) -> str | None:
+    """A key the built-in config class neither declares nor takes from its kwargs."""
+    cls, known = _reading_class(change, ctx)
+    if not known or cls is None or path_of(change.key)[-1] in cls.reads:
+        return None
+    version = ctx.knowledge.version if ctx is not None else ""
+    return (
+        f"{cls.name} in transformers {version} neither declares `{path_of(change.key)[-1]}` "
+        "nor converts it; it is kept as an extra attribute that only code asking for it by name "
+        "reads"
+    )
+
+
 # --- the estimate re-read ----------------------------------------------------------------------
 
 

@@ -37,6 +37,9 @@ class ConfigClass:
     attribute_map: Mapping[str, str]
     defaults: Mapping[str, JSONValue]
     sub_configs: Mapping[str, str]
+    reads: frozenset[str] = frozenset()
+    """Every key the class reads: its fields, both names of its aliases, and the keys it (or a
+    transformers base class) takes out of its kwargs."""
 
     def attribute(self, key: str) -> str:
         """The class's own attribute for `key` (`num_attention_heads` → T5's `num_heads`)."""
@@ -82,8 +85,9 @@ class Knowledge:
         """The config class that reads the object at `path` inside `config` (None: unknown).
 
         Top level: the class of `model_type`, unless `auto_map` names a remote `AutoConfig` (then
-        the repo's own code decides and nothing is known). A nested object is read by the class
-        of its own `model_type`, else by the sub-config class its parent declares for that key.
+        the repo's own code decides and nothing is known). A nested object is read by the
+        sub-config class its parent declares for that key (saved sub-configs often repeat the
+        parent's `model_type`), else, for an AutoConfig sub-config, by its own `model_type`.
         """
         auto_map = config.get("auto_map")
         if isinstance(auto_map, Mapping) and "AutoConfig" in auto_map:
@@ -96,9 +100,11 @@ class Knowledge:
             node = node.get(part)
             if not isinstance(node, Mapping):
                 return None
-            own = self.classes.get(str(node.get("model_type", "")))
             declared = cls.sub_configs.get(part) if cls is not None else None
-            cls = own or (self.classes.get(declared) if declared else None)
+            if declared:  # the parent's sub-config class reads it, whatever the object says
+                cls = self.classes.get(declared)
+            else:  # AutoConfig (or no declaration): the object's own model_type decides
+                cls = self.classes.get(str(node.get("model_type", "")))
         return cls
 
 
@@ -123,13 +129,18 @@ def _groups(classes: Mapping[str, ConfigClass]) -> dict[str, frozenset[str]]:
     return {name: frozenset(members[find(name)]) for name in parent}
 
 
-@lru_cache(maxsize=4)
 def load(version: str = PINNED) -> Knowledge:
     """The knowledge of transformers `version` from its checked-in table (cached per version).
 
     Raises FileNotFoundError when no table was generated for `version`.
     """
+    return _load(version)
+
+
+@lru_cache(maxsize=4)
+def _load(version: str) -> Knowledge:
     raw = json.loads((_HERE / f"transformers-{version}.json").read_text())
+    base = frozenset(raw["base_consumed"])
     classes = {
         mt: ConfigClass(
             model_type=mt,
@@ -137,6 +148,13 @@ def load(version: str = PINNED) -> Knowledge:
             attribute_map=dict(facts["attribute_map"]),
             defaults=dict(facts["defaults"]),
             sub_configs=dict(facts["sub_configs"]),
+            reads=base
+            | frozenset(facts["defaults"])
+            | frozenset(facts["other_fields"])
+            | frozenset(facts["consumed"])
+            | frozenset(facts["attribute_map"])
+            | frozenset(facts["attribute_map"].values())
+            | frozenset(facts["sub_configs"]),
         )
         for mt, facts in raw["model_types"].items()
     }

@@ -15,7 +15,9 @@ installed and gives the same answer on every machine.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -55,6 +57,31 @@ def _defaults(cls: type) -> tuple[list[str], dict[str, Any]]:
     return sorted(other), defaults
 
 
+_KWARG = re.compile(r"kwargs\.(?:pop|get)\(\s*[\"']([A-Za-z_0-9]+)[\"']")
+
+
+_OWN: dict[type, frozenset[str]] = {}
+
+
+def _own_consumed(klass: type) -> frozenset[str]:
+    if klass not in _OWN:  # inspect.getsource parses the module: once per class
+        try:
+            _OWN[klass] = frozenset(_KWARG.findall(inspect.getsource(klass)))
+        except (OSError, TypeError):  # pragma: no cover - classes without source
+            _OWN[klass] = frozenset()
+    return _OWN[klass]
+
+
+def _consumed(cls: type) -> set[str]:
+    """Keys the class (or a transformers base) takes out of its kwargs: not fields, but read
+    (`rope_scaling` → `rope_parameters`, T5's `tie_word_embeddings` → `scale_decoder_outputs`)."""
+    out: set[str] = set()
+    for klass in cls.__mro__:
+        if klass.__module__.startswith("transformers"):
+            out |= _own_consumed(klass)
+    return out
+
+
 def extract() -> dict[str, Any]:
     """The table of the installed transformers (imports it, with torch made unimportable)."""
     if "torch" not in sys.modules:
@@ -66,6 +93,9 @@ def extract() -> dict[str, Any]:
     auto = importlib.import_module("transformers.models.auto.configuration_auto")
     generation_config: Any = importlib.import_module("transformers").GenerationConfig
 
+    base = auto.CONFIG_MAPPING["llama"].__mro__
+    pretrained = next(k for k in base if k.__name__ == "PreTrainedConfig")
+    base_consumed = _consumed(pretrained)
     model_types: dict[str, Any] = {}
     for model_type in sorted(auto.CONFIG_MAPPING_NAMES):
         cls = auto.CONFIG_MAPPING[model_type]
@@ -79,6 +109,7 @@ def extract() -> dict[str, Any]:
             "attribute_map": dict(sorted(cls.attribute_map.items())),
             "defaults": defaults,
             "other_fields": other,
+            "consumed": sorted(_consumed(cls) - base_consumed),
             "sub_configs": subs,
         }
     fields = sorted(generation_config().to_dict())
@@ -90,6 +121,7 @@ def extract() -> dict[str, Any]:
         "transformers": transformers.__version__,
         "generated_by": "python -m tracker.advisories.knowledge_gen",
         "generation": {"fields": fields, "defaults": dict(sorted(plain.items()))},
+        "base_consumed": sorted(base_consumed),
         "model_types": model_types,
     }
 

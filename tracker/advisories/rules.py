@@ -31,6 +31,8 @@ from tracker.advisories.effects import (
     generation_governs,
     generation_shadowed,
     no_classifier_head,
+    not_read_by_class,
+    read_by_class,
     renders_differently,
     renders_partly_unknown,
     renders_the_same,
@@ -133,11 +135,12 @@ def _each(
     sev: Severity,
     *,
     nested: bool = True,
+    when: Effect | None = None,
 ) -> tuple[Rule, ...]:
     out: list[Rule] = []
     for key, why in whys.items():
         for pattern in _keys((key,), children=True) if nested else (key,):
-            out.append(Rule(f"{prefix}:{pattern}", _m(arts, key=pattern), sev, why))
+            out.append(Rule(f"{prefix}:{pattern}", _m(arts, key=pattern), sev, why, when))
     return tuple(out)
 
 
@@ -655,7 +658,8 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         "automatic bos/eos insertion changed: every encoded prompt gets different ids",
     ),
     *_rules("architecture", A.CONFIG, _keys(_ARCH_KEYS), S.HIGH, _ARCH_WHY),
-    *_each("computation", A.CONFIG, _COMPUTATION, S.HIGH),
+    # a switch the config class does not read switches nothing (`undeclared-key` says so below)
+    *_each("computation", A.CONFIG, _COMPUTATION, S.HIGH, when=read_by_class),
     *_rules("weight-dtype", A.CONFIG, _keys(_DTYPE_KEYS, children=True), S.HIGH, _DTYPE_WHY),
     Rule(
         "architecture-effect",
@@ -693,6 +697,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         _keys(_POSITION_LIMIT_KEYS),
         S.MODERATE,
         "maximum context changed: longer inputs are now accepted or refused, and cache sizing follows",
+        read_by_class,
     ),
     *_rules(
         "norm-epsilon",
@@ -778,6 +783,13 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         S.MODERATE,
         "effect unknown: `{key}` is not a GenerationConfig field; transformers keeps it as a "
         "custom entry that only custom generation code reads",
+    ),
+    Rule(
+        "undeclared-key",
+        _m(A.CONFIG, _KEYED),
+        S.MODERATE,
+        "effect unknown",
+        not_read_by_class,
     ),
     Rule(
         "effect-unknown",
