@@ -241,6 +241,60 @@ def _bench_tokenizer() -> list[str]:
     ]
 
 
+_SPIN_SHAPES = {
+    "nested empty loops": "{% for i in range(1000) %}{% for j in range(1000) %}{% endfor %}{% endfor %}",
+    "items a loop filter skips": "{% for i in range(1000) %}{% for j in range(1000) if j < 0 %}{% endfor %}{% endfor %}",
+    "exponential macro recursion": "{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(40) }}",
+    "recursive loop": "{% for x in range(1000) recursive %}{% if loop.depth < 10 %}{{ loop(range(1000)) }}{% endif %}{% endfor %}",
+    "900 kB string compares": "{% set a = 'a' * 900000 %}{% set b = 'a' * 899999 ~ 'b' %}{% for i in range(1000) %}{% for j in range(1000) %}{% if a == b %}x{% endif %}{% endfor %}{% endfor %}",
+    "900 kB slices": "{% set a = 'a' * 900000 %}{% for i in range(1000) %}{% for j in range(1000) %}{% set c = a[1:] %}{% endfor %}{% endfor %}",
+    "join of a 19,000-item list": "{% set l = range(19000)|list %}{% for i in range(1000) %}{% for j in range(1000) %}{% set c = l|join(',') %}{% endfor %}{% endfor %}",
+    "namespace counter (ns.n + 1)": "{% set ns = namespace(n=0) %}{% for i in range(1000) %}{% for j in range(1000) %}{% set ns.n = ns.n + 1 %}{% endfor %}{% endfor %}",
+}
+
+
+def _bench_render() -> list[str]:
+    """CPU time of renders that spend the whole step budget, and of the heaviest real template."""
+    from tracker.diff.conversations import CONVERSATIONS, template_variables
+    from tracker.diff.sandbox import DEFAULT_LIMITS, render_in_process
+
+    def cpu_ms(source: str, variables: list[dict[str, object]]) -> tuple[float, int]:
+        times, steps = [], 0
+        for _ in range(3):
+            t = time.process_time()
+            results = render_in_process(source, variables)
+            times.append((time.process_time() - t) * 1000)
+            steps = max(r.steps for r in results)
+        return statistics.median(times), steps
+
+    rows = []
+    for name, source in _SPIN_SHAPES.items():
+        ms, steps = cpu_ms(source, [{}])
+        rows.append(f"| {name} | {ms:.0f} | {steps:,} |")
+    tokens = {"bos_token": "<BOS>", "eos_token": "<EOS>"}
+    nemotron = (
+        ROOT.parent / "shared" / "corpus" / "models" / "nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"
+    )
+    conversations = [template_variables(c, tokens) for c in CONVERSATIONS]
+    ms, steps = cpu_ms((nemotron / "chat_template.jinja").read_text(), conversations)
+    rows.append(
+        f"| real: NVIDIA-Nemotron-3-Nano chat template, 6 conversations (compile + render) | {ms:.0f} | {steps:,} (most of one render) |"
+    )
+    return [
+        "",
+        f"### Chat-template render budget ({DEFAULT_LIMITS.steps:,} steps)",
+        "",
+        "CPU milliseconds (median of 3, `time.process_time`) of one render that runs until the step",
+        "budget stops it, per kind of unbounded work; the budget, not the clock, decides the outcome,",
+        f"and the backstop's CPU allowance ({DEFAULT_LIMITS.backstop_cpu_s} s per request of 6 renders) sits far above these.",
+        "The last row is the heaviest real chat template in ../shared/corpus by step count.",
+        "",
+        "| template | CPU ms | steps |",
+        "| --- | ---: | ---: |",
+        *rows,
+    ]
+
+
 def run() -> str:
     """The diff section of bench/RESULTS.md (median of RUNS runs each, milliseconds)."""
     rows = _bench_manifest() + _bench_tokenizer()
@@ -263,6 +317,7 @@ def run() -> str:
                 "standard library's source (150,000 vocab: the entry count of Qwen2's 151k or Llama-3's 128k",
                 "tokenizers, but about half their bytes, as code tokens are short), and the newer revision adds 4",
                 "special tokens and a post-processor. No 10 MB tokenizer.json was measured.",
+                *_bench_render(),
             ]
         )
         + "\n"

@@ -497,6 +497,20 @@ class Severity(StrEnum):
     LOW = "low"
 
 
+class AdvisoryState(StrEnum):
+    """Where an advisory is in its lifecycle (stored beside the record)."""
+
+    OPEN = "open"  # affects the commits in its versions list and every later one so far
+    FIXED = "fixed"  # a later commit undid its changes (a `fixed` event)
+    WITHDRAWN = "withdrawn"  # no longer stands (OSV `withdrawn`); see WithdrawnBy
+
+
+class WithdrawnBy(StrEnum):
+    """What withdrew an advisory: decides whether and when it may be restored."""
+
+    REWRITE = "rewrite"  # a history rewrite dropped its introducing commit; restored if it returns
+
+
 @dataclass(frozen=True)
 class Advisory:
     """One OSV advisory; `record` is the OSV JSON object, valid against the official schema."""
@@ -504,6 +518,6 @@ class Advisory:
     id: str
     repo_id: RepoId
     introduced: Sha
-    group: str
+    group: Artifact
     severity: Severity
     record: Mapping[str, JSONValue]

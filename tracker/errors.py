@@ -21,6 +21,8 @@
     ├── StoreError                  the database refused or is inconsistent
     │   └── StoreNotFoundError      a repo, revision or advisory the store does not hold (a store
     │                               miss: never a statement about the source)
+    ├── RetryLaterError             work stopped for a reason outside its input (a render backstop):
+    │                               the revision stays pending and is retried next cycle
     └── AdvisoryError               an advisory that is invalid (e.g. fails the OSV schema)
 
 Third-party exceptions are translated into this tree in exactly one place per adapter
@@ -122,6 +124,12 @@ class StoreNotFoundError(StoreError):
     Distinct from the sources' NotFoundError on purpose: a store miss says nothing about the
     upstream repo (it must never be recorded as "the repo is gone upstream").
     """
+
+
+class RetryLaterError(TrackerError):
+    """Analysis stopped for a reason that is not a property of the revision (a chat-template render
+    hit its CPU, memory or wall-clock backstop): nothing about it is recorded as a change; the
+    revision stays pending and the next cycle retries it."""
 
 
 class AdvisoryError(TrackerError):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import structlog
@@ -21,8 +21,9 @@ import structlog
 from tracker.advisories.effects import Context
 from tracker.advisories.service import publish, restore_revived, withdraw_rewritten
 from tracker.diff import diff_snapshots
+from tracker.diff.sandbox import RenderLimits
 from tracker.domain import Change, Clock, Diff, Estimate, Severity, Sha, Snapshot
-from tracker.errors import EstimateError, StoreNotFoundError, TrackerError
+from tracker.errors import EstimateError, RetryLaterError, StoreNotFoundError, TrackerError
 from tracker.estimate import (
     EstimateSettings,
     estimate,
@@ -31,6 +32,7 @@ from tracker.estimate import (
     parse_config,
 )
 from tracker.ingest import PollReport, poll_all
+from tracker.render_backstop import render_batch
 from tracker.settings import Settings
 from tracker.sources import RepoSource
 from tracker.store import RepoStatus, Store
@@ -91,6 +93,26 @@ def repo_url(watched: WatchedRepo, hub_public_url: str) -> str:
     return f"{hub_public_url.rstrip('/')}/{watched.repo_id}"
 
 
+def render_limits(settings: Settings) -> RenderLimits:
+    """The chat-template render limits under `settings` (only the backstop is configurable: the
+    step budget decides outcomes, and must be the same for every worker)."""
+    return RenderLimits(
+        backstop_cpu_s=settings.render_backstop_cpu_s,
+        backstop_wall_s=settings.render_backstop_wall_s,
+    )
+
+
+def backstop_diff(settings: Settings) -> Callable[[Snapshot | None, Snapshot], Sequence[Change]]:
+    """`diff_snapshots` with chat templates rendered in the backstop worker (`tracker.render_backstop`)
+    under `settings`' limits: the differ a Pipeline runs unless its stages say otherwise."""
+    limits = render_limits(settings)
+
+    def diff(before: Snapshot | None, after: Snapshot) -> Sequence[Change]:
+        return diff_snapshots(before, after, render_limits=limits, renderer=render_batch)
+
+    return diff
+
+
 def estimate_snapshot(
     snapshot: Snapshot, settings: EstimateSettings
 ) -> tuple[Estimate | None, str | None]:
@@ -113,9 +135,13 @@ def estimate_snapshot(
 
 @dataclass(frozen=True)
 class Stages:
-    """The analysis stages a Pipeline runs, passed in: the real ones by default, fakes in tests."""
+    """The analysis stages a Pipeline runs, passed in: the real ones by default, fakes in tests.
 
-    diff: Callable[[Snapshot | None, Snapshot], Sequence[Change]] = diff_snapshots
+    `diff` None: `backstop_diff` under the pipeline's settings (chat templates render in the
+    killable worker); `diff_snapshots` itself renders in this process.
+    """
+
+    diff: Callable[[Snapshot | None, Snapshot], Sequence[Change]] | None = None
     estimate: Callable[[Snapshot, EstimateSettings], tuple[Estimate | None, str | None]] = (
         estimate_snapshot
     )
@@ -148,7 +174,10 @@ class Pipeline:
         self.source_for = source_for
         self.watchlist = watchlist
         self.clock = clock
-        self.stages = stages or Stages()
+        stages = stages or Stages()
+        if stages.diff is None:
+            stages = replace(stages, diff=backstop_diff(settings))
+        self.stages = stages
         self.limits = settings.limits
 
     def analyse_revision(self, watched: WatchedRepo, sha: Sha) -> RevisionAnalysis:
@@ -159,6 +188,7 @@ class Pipeline:
         previous = revision.previous
         before = store.snapshot(rid, previous) if previous else None
         after = store.snapshot(rid, sha)
+        assert stages.diff is not None  # set in __init__
         changes = tuple(stages.diff(before, after))
 
         settings = EstimateSettings.from_mapping(watched.estimate)
@@ -216,7 +246,9 @@ class Pipeline:
         error). Revisions are analysed oldest first; the first one that fails stops the repo's
         analysis there (later ones depend on it: estimate deltas, fixed events), stays pending
         for the next cycle, and marks the repo failing with the reason, so the failure is
-        visible in `tracker watch list` while the other repos go on.
+        visible in `tracker watch list` while the other repos go on. A RetryLaterError (a
+        chat-template render hit its backstop) is recorded the same way, as "deferred (retry
+        later)": nothing about the revision was published.
         """
         rid = watched.repo_id
         try:
@@ -240,8 +272,12 @@ class Pipeline:
                 done.append(self.analyse_revision(watched, sha))
         except Exception as exc:  # one repo's bad revision must not stop the daemon or other repos
             where = f"analysis of {sha}" if sha else "analysis"
-            error = f"{where} failed: {exc.__class__.__name__}: {exc}"
-            log.exception("repo.analysis_failed", repo=rid, sha=sha)
+            if isinstance(exc, RetryLaterError):  # not a property of the revision
+                error = f"{where} deferred (retry later): {exc}"
+                log.warning("repo.analysis_deferred", repo=rid, sha=sha, reason=str(exc))
+            else:
+                error = f"{where} failed: {exc.__class__.__name__}: {exc}"
+                log.exception("repo.analysis_failed", repo=rid, sha=sha)
             try:
                 self.store.record_poll(
                     rid, status=RepoStatus.FAILING, error=error, now=self.clock()
@@ -299,7 +335,9 @@ __all__ = [
     "RepoCycle",
     "RevisionAnalysis",
     "Stages",
+    "backstop_diff",
     "cycle_json",
     "estimate_snapshot",
+    "render_limits",
     "repo_url",
 ]

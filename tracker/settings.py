@@ -69,6 +69,16 @@ class Settings(BaseSettings):
         default=MAX_HEADER_BYTES, gt=0, description="Cap on a safetensors header's declared length."
     )
     advisory_prefix: str = Field(default="TRACKER", pattern=r"^[A-Z][A-Z0-9]{1,15}$")
+    render_backstop_cpu_s: int = Field(
+        default=30,
+        ge=1,
+        description="CPU seconds a chat-template render request may use before its worker is killed and the revision is retried later (a backstop: render outcomes come from a deterministic step budget).",
+    )
+    render_backstop_wall_s: float = Field(
+        default=120.0,
+        gt=0,
+        description="Seconds to wait for a chat-template render request before the worker is killed and the revision is retried later.",
+    )
     log_level: LogLevel = Field(
         default="WARNING", description="structlog level (the systemd units set INFO)."
     )

@@ -8,6 +8,7 @@ import pytest
 from advkit import MIXTRAL, MIXTRAL_SHAS, NOW, ch
 
 from tracker.advisories.classify import classify
+from tracker.advisories.groups import Subject, group_changes
 from tracker.advisories.lifecycle import (
     add_version,
     advance,
@@ -16,10 +17,11 @@ from tracker.advisories.lifecycle import (
     mark_fixed,
     withdraw,
 )
-from tracker.advisories.osv import build_record, group_changes
+from tracker.advisories.osv import build_record
 from tracker.advisories.schema import SCHEMA_VERSION, osv_schema, validate_record
 from tracker.domain import Artifact as A
 from tracker.domain import ChangeKind as K
+from tracker.domain import Sha
 from tracker.errors import AdvisoryError
 
 M = MIXTRAL_SHAS
@@ -30,13 +32,8 @@ def _record() -> dict:
     [group] = group_changes([classify(ch(A.CONFIG, K.CHANGED, "model_type", "mistral", "mixtral"))])
     return build_record(
         advisory_id="x_TRACKER-2026-1",
-        repo_id=MIXTRAL,
-        repo_url=URL,
+        subject=Subject(MIXTRAL, URL, M[1], M[0], None, None),
         group=group,
-        introduced=M[1],
-        previous=M[0],
-        estimate_before=None,
-        estimate_after=None,
         estimate_changes=(),
         now=NOW,
     )
@@ -129,13 +126,8 @@ def test_build_record_rejects_short_shas() -> None:
     with pytest.raises(AdvisoryError):
         build_record(
             advisory_id="x_TRACKER-2026-1",
-            repo_id=MIXTRAL,
-            repo_url=URL,
+            subject=Subject(MIXTRAL, URL, Sha(M[1][:12]), None, None, None),
             group=group,
-            introduced=M[1][:12],
-            previous=None,
-            estimate_before=None,
-            estimate_after=None,
             estimate_changes=(),
             now=NOW,
         )

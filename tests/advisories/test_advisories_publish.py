@@ -10,10 +10,10 @@ from advkit import HUB, MIXTRAL, MIXTRAL_SHAS, NOW, R1, R1_SHAS, ch, commit, mak
 from tracker.advisories import service
 from tracker.advisories.schema import validate_record
 from tracker.advisories.service import withdraw_rewritten
+from tracker.domain import AdvisoryState, Severity, WithdrawnBy
 from tracker.domain import Artifact as A
 from tracker.domain import ChangeKind as K
-from tracker.domain import Severity
-from tracker.errors import AdvisoryError, ConfigError
+from tracker.errors import AdvisoryError, ConfigError, StoreError
 from tracker.store.advisories import AdvisoryStore
 
 M = MIXTRAL_SHAS
@@ -283,6 +283,59 @@ def test_force_push_dropping_the_introducing_commit_withdraws(store: AdvisorySto
     assert store.get(adv.id).record.get("withdrawn") is None  # type: ignore[union-attr]
     assert store.counts()["advisories"] == 2  # nothing deleted
     assert [a.id for a in store.affecting_commit(M[2])] == [adv.id]
+
+
+def test_a_rewrite_withdrawal_is_recorded_as_such_and_undone_by_that_alone(
+    store: AdvisoryStore,
+) -> None:
+    """Restoring reads `withdrawn_by`, never the human-readable reason: a reworded (or translated)
+    reason still restores; an advisory withdrawn for no recorded reason never comes back."""
+    import sqlalchemy as sa
+
+    _pub(store, M[1], M[0], MIXTRAL_02)
+    [other] = _pub(
+        store, M[2], M[1], (ch(A.CONFIG, K.CHANGED, "output_router_logits", True, False),)
+    )
+    later = NOW + timedelta(days=2)
+    withdraw_rewritten(store, MIXTRAL, [M[2]], later)
+    with store.transaction() as tx:
+        stored = tx.get(other.id)
+    assert stored is not None
+    assert (stored.state, stored.withdrawn_by) == (AdvisoryState.WITHDRAWN, WithdrawnBy.REWRITE)
+    # the reason is for people: rewording it changes nothing
+    with store.engine.begin() as conn:
+        conn.execute(
+            sa.text("UPDATE advisories SET record = replace(record, :a, :b) WHERE id = :id"),
+            {"a": "introducing commit", "b": "Einführungs-Commit", "id": other.id},
+        )
+    back = service.restore_revived(store, MIXTRAL, [M[0], M[1], M[2]], later + timedelta(hours=1))
+    assert [a.id for a in back] == [other.id]
+    with store.transaction() as tx:
+        stored = tx.get(other.id)
+    assert stored is not None
+    assert (stored.state, stored.withdrawn_by) == (AdvisoryState.OPEN, None)
+    assert "withdrawn" not in stored.advisory.record
+
+    # withdrawn, but not by a rewrite (no withdrawn_by): the commit being live restores nothing
+    withdraw_rewritten(store, MIXTRAL, [M[2]], later + timedelta(hours=2))
+    with store.engine.begin() as conn:
+        conn.execute(
+            sa.text("UPDATE advisories SET withdrawn_by = NULL WHERE id = :id"), {"id": other.id}
+        )
+    assert (
+        service.restore_revived(store, MIXTRAL, [M[0], M[1], M[2]], later + timedelta(hours=3))
+        == []
+    )
+    assert store.get(other.id).record["withdrawn"] == "2026-12-02T11:30:00Z"  # type: ignore[union-attr]
+
+
+def test_withdrawn_by_goes_with_the_withdrawn_state_only(store: AdvisoryStore) -> None:
+    [adv] = _pub(store, M[1], M[0], MIXTRAL_02)
+    wrong = "withdrawn_by goes with state withdrawn only"
+    with pytest.raises(StoreError, match=wrong), store.transaction() as tx:
+        tx.update(adv, state=AdvisoryState.OPEN, pending=[], withdrawn_by=WithdrawnBy.REWRITE)
+    with pytest.raises(StoreError, match=wrong), store.transaction() as tx:
+        tx.update(adv, state=AdvisoryState.WITHDRAWN, pending=[])
 
 
 def test_suppressed_changes_are_recorded_not_published(store: AdvisoryStore) -> None:

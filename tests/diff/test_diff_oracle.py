@@ -2,7 +2,7 @@
 
 Every real chat template in tests/diff/data/templates (copied from ../shared/corpus/models: the
 `chat_template*.jinja` files and the `chat_template` fields of tokenizer_config.json files), over
-every canonical conversation: same output, or both fail (and then with the same category).
+every canonical conversation: same output, or both fail (and then with the same outcome).
 Slow: imports transformers.
 """
 
@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from tracker.diff.conversations import CONVERSATIONS, template_variables
-from tracker.diff.sandbox import FIXED_NOW, render_template
+from tracker.diff.sandbox import FIXED_NOW
+from tracker.render_backstop import render_template
 
 TEMPLATES = sorted((Path(__file__).parent / "data" / "templates").glob("*.jinja"))
 TOKENS = {"bos_token": "<BOS>", "eos_token": "<EOS>", "unk_token": "<UNK>", "pad_token": "<PAD>"}
@@ -59,7 +60,7 @@ def test_render_matches_transformers(path: Path, transformers_render: object) ->
         if failed:
             assert not ours.ok, (conv.id, failed)
             expected = {"TemplateError": "raised", "SecurityError": "security"}.get(failed, "error")
-            assert ours.category == expected, (conv.id, failed, ours)
+            assert ours.outcome == expected, (conv.id, failed, ours)
         else:
             assert ours.ok, (conv.id, ours)
             assert ours.output == theirs, conv.id

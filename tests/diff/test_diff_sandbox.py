@@ -1,4 +1,8 @@
-"""Hostile chat templates: each contained, bounded in time and memory, reported as a clear failure."""
+"""Hostile chat templates: each contained, bounded in steps and memory, reported as a clear failure.
+
+Renders go through the backstop worker (`render_template`), as the diff does; the memory check runs
+the same renderer in this process, where it can be measured.
+"""
 
 from __future__ import annotations
 
@@ -10,10 +14,11 @@ from diffkit import make_snapshot
 
 from tracker.diff import diff_snapshots
 from tracker.diff.conversations import CONVERSATIONS
-from tracker.diff.sandbox import RenderLimits, render_template
+from tracker.diff.sandbox import DEFAULT_LIMITS, RenderOutcome, render_bounded
 from tracker.domain import ChangeKind
+from tracker.render_backstop import render_template
 
-LIMITS = RenderLimits(seconds=1.0)
+LIMITS = DEFAULT_LIMITS
 VARS = {"messages": [{"role": "user", "content": "hi"}], "bos_token": "<s>"}
 
 # a list whose repr doubles 100 times while its weight in memory stays tiny (shared halves)
@@ -36,7 +41,7 @@ HOSTILE: list[tuple[str, str, str]] = [
     (
         "infinite_nested_loop",
         "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
-        "timeout",
+        "budget",
     ),
     ("huge_range", "{% for i in range(10**12) %}{% endfor %}", "limit"),
     ("string_repeat", "{{ 'a' * 10**9 }}", "limit"),
@@ -94,7 +99,7 @@ HOSTILE: list[tuple[str, str, str]] = [
 @pytest.mark.parametrize(("name", "source", "category"), HOSTILE, ids=[h[0] for h in HOSTILE])
 def test_hostile_template_is_contained(name: str, source: str, category: str) -> None:
     result = render_template(source, VARS, LIMITS)
-    assert result.category == category, (name, result)
+    assert result.outcome == category, (name, result)
     assert result.output == ""
     assert result.error
 
@@ -123,8 +128,8 @@ def test_no_escape_reads_files_or_runs_commands(tmp_path: Path) -> None:
 
 def test_hostile_corpus_stays_within_memory() -> None:
     peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    for _name, source, _category in HOSTILE:
-        render_template(source, VARS, LIMITS)
+    for _name, source, category in HOSTILE:
+        assert render_bounded(source, VARS, LIMITS).outcome == category
     grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak_before) / 1024
     assert grown_mib < 256
 
@@ -142,10 +147,14 @@ def test_hostile_template_in_a_repo_is_reported_not_raised() -> None:
     assert all(c.after == "<limit: repetition over the size limit (1000000)>" for c in broken)
 
 
-def test_a_template_that_spins_is_stopped_and_reported_as_timeout() -> None:
+def test_a_template_that_spins_runs_out_of_steps() -> None:
     spin = "{% for i in range(100000) %}{% for j in range(100000) %}{% if i == -1 %}x{% endif %}{% endfor %}{% endfor %}"
-    result = render_template(spin, VARS, RenderLimits(seconds=0.3))
-    assert (result.category, result.error) == ("timeout", "rendering took over 0.3 s")
+    result = render_template(spin, VARS, LIMITS)
+    assert (result.outcome, result.error) == (
+        RenderOutcome.BUDGET,
+        "rendering needs over 1,000,000 steps",
+    )
+    assert result.shown() == "<budget: rendering needs over 1,000,000 steps>"
 
 
 BENIGN = [
@@ -171,13 +180,15 @@ BENIGN = [
 @pytest.mark.parametrize(("source", "expected"), BENIGN)
 def test_benign_templates_render_as_transformers_would(source: str, expected: str) -> None:
     result = render_template(source, VARS, LIMITS)
-    assert (result.category, result.output) == ("ok", expected)
+    assert (result.outcome, result.output) == ("ok", expected)
 
 
-def test_a_spinning_template_costs_one_deadline_per_revision() -> None:
+def test_a_spinning_template_runs_out_of_steps_in_every_conversation() -> None:
     from tracker.diff.chat_template import render_all
 
     spin = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
-    results = render_all(spin, {}, RenderLimits(seconds=0.3))
-    assert {r.category for r in results.values()} == {"timeout"}
-    assert len(results) == len(CONVERSATIONS)
+    results = render_all(spin, {}, LIMITS)
+    assert list(results) == [c.id for c in CONVERSATIONS]
+    assert {r.shown() for r in results.values()} == {
+        "<budget: rendering needs over 1,000,000 steps>"
+    }

@@ -143,3 +143,64 @@ def test_pickle_classification(tmp_path: Path) -> None:
     junk = tmp_path / "junk.bin"
     junk.write_bytes(b"\0" * 64)
     assert scan(junk) is None
+
+
+def test_every_route_names_a_handler_taking_exactly_its_parameters() -> None:
+    import inspect
+    import re
+
+    from tracker.replica.routes import ROUTES, Routes
+
+    for route in ROUTES:
+        handler = getattr(Routes, route.handler)
+        params = [p for p in inspect.signature(handler).parameters if p not in ("self", "req")]
+        named = [n.partition(":")[0] for n in re.findall(r"\{([^}]+)\}", route.pattern)]
+        wanted = [n for n in named if not n.startswith("_")]
+        required = [
+            p
+            for p, v in inspect.signature(handler).parameters.items()
+            if p not in ("self", "req") and v.default is inspect.Parameter.empty
+        ]
+        assert set(required) <= set(wanted) <= set(params), route
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "handler", "params"),
+    [
+        ("GET", "/api/models/org/name", "model_info_main", {"org": "org", "name": "name"}),
+        ("GET", "/api/models/o/n/revision/refs%2Fpr%2F1", "model_info",
+         {"org": "o", "name": "n", "rev": "refs/pr/1"}),
+        ("GET", "/api/models/o/n/revision/refs/pr/1", "model_info",
+         {"org": "o", "name": "n", "rev": "refs/pr/1"}),
+        ("GET", "/api/models/o/n/tree/main", "tree",
+         {"org": "o", "name": "n", "rev": "main", "path": ""}),
+        ("GET", "/api/models/o/n/tree/refs%2Fpr%2F1/sub%2Fdir/x", "tree",
+         {"org": "o", "name": "n", "rev": "refs/pr/1", "path": "sub/dir/x"}),
+        ("POST", "/api/models/o/n/paths-info/main", "paths_info",
+         {"org": "o", "name": "n", "rev": "main"}),
+        ("HEAD", "/o%2Fx/n/resolve/main/a%20b.json", "resolve",
+         {"org": "o%2Fx", "name": "n", "rev": "main", "path": "a b.json"}),
+        ("GET", "/cdn-lfs/o/n/" + "a" * 64, "cdn", {"org": "o", "name": "n", "oid": "a" * 64}),
+        ("POST", "/api/spaces/o/n", "not_a_model", {}),
+        ("GET", "/api/models/resolve/main/x", "resolve",  # no api route fits: a file URL
+         {"org": "api", "name": "models", "rev": "main", "path": "x"}),
+        ("POST", "/api/models/o/n", None, None),  # no route: 404
+        ("GET", "/api/spaces", None, None),
+        ("GET", "/o/n/resolve/main", None, None),
+    ],
+)  # fmt: skip
+def test_route_table_matching(
+    method: str, path: str, handler: str | None, params: dict[str, str] | None
+) -> None:
+    from tracker.replica.routes import ROUTES
+
+    segments = path.split("/")[1:]
+    found = next(
+        (
+            (r.handler, m)
+            for r in ROUTES
+            if method in r.methods and (m := r.match(segments)) is not None
+        ),
+        (None, None),
+    )
+    assert found == (handler, params)

@@ -41,3 +41,14 @@ def tracker(
         timeout=timeout,
         check=False,
     )
+
+
+def head_revision() -> str:
+    """The newest migration of this tree (what a migrated store's `alembic_version` must say)."""
+    from alembic.script import ScriptDirectory
+
+    from tracker.store.engine import MIGRATIONS
+
+    head = ScriptDirectory(str(MIGRATIONS)).get_current_head()
+    assert head is not None
+    return head

@@ -1,15 +1,18 @@
-"""Migration 0004 carries a database of the previous release over: every row, same values, same output.
+"""Migrations 0004 and 0005 carry a database of the previous release over: every row, same values, same
+output; 0005 records what withdrew each withdrawn advisory (`withdrawn_by`).
 
 The fixture is made by the previous release itself, not by a stand-in: its code (tracker/, demo/ and
 watchlist.yaml at commit PREVIOUS_RELEASE, the last one whose migrations end at 0003) is taken from
-git history with `git archive` into a temp dir, and run as a process (`tracker demo`, then a small
+git history with `git archive` into a temp dir, and run as a process (`tracker demo` over the
+demo's watchlist less DeepSeek-R1, whose 170 files take most of the demo's time; then a small
 script on its own API that adds what the demo does not make: a force-push with a withdrawn
 advisory, a suppressed change, a failing poll and an event). So every table has rows. Then the
 installed `tracker` of this tree opens the store (which migrates it) and:
 - every row of every table is there with the same values (timestamps now aware UTC datetimes);
 - `advisories export`, `advisories list --json`, `--suppressed --json`, `watch list --json` and
   `history --json` print byte for byte what the previous release printed on the same database;
-- the migrated store takes new writes (`tracker demo` again: the force-pushed commit comes back).
+- the migrated store takes new writes (`tracker demo` again: the force-pushed commit comes back,
+  and the advisories its rewrite withdrew are restored through the migrated `withdrawn_by`).
 On SQLite and on PostgreSQL. Needs the git history of this repository (a clean clone has it).
 """
 
@@ -27,7 +30,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from storekit import tracker, tracker_env
+from storekit import head_revision, tracker, tracker_env
 
 from tracker.store.schema import ALL_TABLES, METADATA
 
@@ -251,7 +254,11 @@ def test_previous_release_database_migrates_with_every_row(
 ) -> None:
     state = tmp_path / "state"
     env = tracker_env(state, TRACKER_DATABASE_URL=database)
-    env["TRACKER_WATCHLIST"] = str(old_release / "watchlist.yaml")
+    # The demo's watchlist but DeepSeek-R1 (170 files, most of the demo's time): eight real repos.
+    watchlist = tmp_path / "watchlist.yaml"
+    lines = (old_release / "watchlist.yaml").read_text().splitlines(keepends=True)
+    watchlist.write_text("".join(line for line in lines if "id: deepseek-ai/" not in line))
+    env["TRACKER_WATCHLIST"] = str(watchlist)
 
     demo = old_tracker(old_release, env, "demo", "--json")
     assert demo.returncode == 0, demo.stderr[-2000:]
@@ -296,10 +303,18 @@ def test_previous_release_database_migrates_with_every_row(
 
     engine = sa.create_engine(database)
     try:
-        assert _version(engine) == "0004"
+        assert _version(engine) == head_revision()
         after = canonical_new(engine)
+        with engine.connect() as conn:  # 0005: what withdrew each advisory, from the old reason
+            causes = conn.execute(
+                sa.text("SELECT DISTINCT state, withdrawn_by FROM advisories ORDER BY state")
+            ).all()
     finally:
         engine.dispose()
+    assert ("withdrawn", "rewrite") in causes
+    assert sorted(map(tuple, causes)) == sorted(
+        {(r[6], "rewrite" if r[6] == "withdrawn" else None) for r in before["advisories"]}
+    )
     for table in ALL_TABLES:
         assert after[table] == before[table], table
 
@@ -311,3 +326,8 @@ def test_previous_release_database_migrates_with_every_row(
     revisions = json.loads(history.stdout)["revisions"]
     [row] = [r for r in revisions if r["sha"] == rewritten_sha]
     assert row["rewritten_away"] is False
+    # ... and the advisories the rewrite withdrew are live again: restored by the migrated
+    # `withdrawn_by`, not by reading the reason
+    listed = tracker(env, "advisories", "list", "--repo", rewritten_repo, "--json")
+    revived = [a for a in json.loads(listed.stdout) if a["introduced"] == rewritten_sha]
+    assert revived and {a["state"] for a in revived} <= {"open", "fixed"}

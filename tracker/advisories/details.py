@@ -4,46 +4,44 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
 
-from tracker.domain import Estimate, JSONValue, RepoId, Sha
+from tracker.advisories.classify import Classified
+from tracker.advisories.groups import ChangeGroup, Subject
+from tracker.domain import Artifact, Estimate, JSONValue
 
-if TYPE_CHECKING:
-    from tracker.advisories.classify import Classified
-    from tracker.advisories.osv import ChangeGroup
-
-GROUP_LABELS: Mapping[str, str] = {
-    "config": "config",
-    "generation_config": "generation defaults",
-    "tokenizer": "tokenizer",
-    "special_tokens": "special tokens",
-    "chat_template": "chat template",
-    "weights": "weights",
-    "custom_code": "custom code",
-    "executable": "pickle files",
-    "model_card": "model card",
-    "processor": "processor config",
-    "estimate": "estimate",
+GROUP_LABELS: Mapping[Artifact, str] = {
+    Artifact.CONFIG: "config",
+    Artifact.GENERATION_CONFIG: "generation defaults",
+    Artifact.TOKENIZER: "tokenizer",
+    Artifact.SPECIAL_TOKENS: "special tokens",
+    Artifact.CHAT_TEMPLATE: "chat template",
+    Artifact.WEIGHTS: "weights",
+    Artifact.CUSTOM_CODE: "custom code",
+    Artifact.EXECUTABLE: "pickle files",
+    Artifact.MODEL_CARD: "model card",
+    Artifact.PROCESSOR: "processor config",
+    Artifact.ESTIMATE: "estimate",
 }
+"""How an advisory's text names each group (every Artifact can be a group)."""
 
-ADVICE: Mapping[str, str] = {
-    "config": "Pin the previous revision (`revision=` in `from_pretrained`) until you have checked "
+ADVICE: Mapping[Artifact, str] = {
+    Artifact.CONFIG: "Pin the previous revision (`revision=` in `from_pretrained`) until you have checked "
     "that your code, adapters and serving configuration still match the new config.",
-    "generation_config": "Pass your own generation settings explicitly, or pin the previous revision.",
-    "tokenizer": "Do not mix the new tokenizer with weights, caches or fine-tunes made with the old "
+    Artifact.GENERATION_CONFIG: "Pass your own generation settings explicitly, or pin the previous revision.",
+    Artifact.TOKENIZER: "Do not mix the new tokenizer with weights, caches or fine-tunes made with the old "
     "one; pin the previous revision until you have re-validated tokenization.",
-    "special_tokens": "Check stop/pad handling in your generation and training code; pin the "
+    Artifact.SPECIAL_TOKENS: "Check stop/pad handling in your generation and training code; pin the "
     "previous revision until you have.",
-    "chat_template": "Re-run your prompt tests: prompts the model sees have changed. Pin the "
+    Artifact.CHAT_TEMPLATE: "Re-run your prompt tests: prompts the model sees have changed. Pin the "
     "previous revision or ship your own template if you depend on the old format.",
-    "weights": "Re-validate outputs and memory before upgrading; pin the previous revision until then.",
-    "custom_code": "Review the new code before loading with `trust_remote_code=True`, or pin the "
+    Artifact.WEIGHTS: "Re-validate outputs and memory before upgrading; pin the previous revision until then.",
+    Artifact.CUSTOM_CODE: "Review the new code before loading with `trust_remote_code=True`, or pin the "
     "previous revision.",
-    "executable": "Do not load pickle-based files you have not reviewed; prefer safetensors, or "
+    Artifact.EXECUTABLE: "Do not load pickle-based files you have not reviewed; prefer safetensors, or "
     "pin the previous revision.",
-    "model_card": "Review the model card changes (license and access terms in particular).",
-    "processor": "Re-run your preprocessing tests; pin the previous revision until you have.",
-    "estimate": "Re-check your hardware plan against the new estimate before upgrading.",
+    Artifact.MODEL_CARD: "Review the model card changes (license and access terms in particular).",
+    Artifact.PROCESSOR: "Re-run your preprocessing tests; pin the previous revision until you have.",
+    Artifact.ESTIMATE: "Re-check your hardware plan against the new estimate before upgrading.",
 }
 
 _ESTIMATE_ROWS: tuple[tuple[str, Callable[[Estimate], int | float]], ...] = (
@@ -161,20 +159,14 @@ def _evidence(items: Sequence[Classified]) -> list[str]:
 
 
 def render_details(
-    *,
-    repo_id: RepoId,
-    repo_url: str,
-    group: ChangeGroup,
-    introduced: Sha,
-    previous: Sha | None,
-    estimate_before: Estimate | None,
-    estimate_after: Estimate | None,
-    estimate_changes: Sequence[Classified],
+    *, subject: Subject, group: ChangeGroup, estimate_changes: Sequence[Classified]
 ) -> str:
     """The Markdown body of one advisory; deterministic for equal inputs; ends with a newline."""
+    repo_id, repo_url, introduced = subject.repo_id, subject.url, subject.introduced
+    previous = subject.previous
     top = next(c for c in group.published if c.severity is group.severity)
     since = f"since `{previous}`" if previous else "(first ingested revision)"
-    label = GROUP_LABELS.get(group.name, group.name)
+    label = GROUP_LABELS[group.name]
     out = [
         f"**Severity: {group.severity.value}**: {top.rationale}.",
         "",
@@ -193,7 +185,12 @@ def render_details(
     evidence = _evidence(group.published)
     if evidence:
         out += ["", "## Evidence", *evidence]
-    out += ["", "## Estimate", "", estimate_table(estimate_before, estimate_after)]
+    out += [
+        "",
+        "## Estimate",
+        "",
+        estimate_table(subject.estimate_before, subject.estimate_after),
+    ]
     if estimate_changes:
         out += ["", *(f"- {' '.join(c.change.summary.split())}" for c in estimate_changes)]
     if group.suppressed:
@@ -206,7 +203,7 @@ def render_details(
         "",
         "## What to do",
         "",
-        ADVICE.get(group.name, "Review the change before upgrading."),
+        ADVICE[group.name],
         "",
     ]
     return "\n".join(out)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from tracker.advisories.osv import commit_url
-from tracker.domain import Change, ChangeKind, JSONValue, Sha, is_full_sha, rfc3339
+from tracker.domain import AdvisoryState, Change, ChangeKind, JSONValue, Sha, is_full_sha, rfc3339
 from tracker.errors import AdvisoryError
 
 Location = tuple[str, str, str]
@@ -152,6 +152,13 @@ def is_open(record: Mapping[str, JSONValue]) -> bool:
             if any("fixed" in ev for ev in rng.get("events") or []):
                 return False
     return True
+
+
+def state_of(record: Mapping[str, JSONValue]) -> AdvisoryState:
+    """The lifecycle state a record shows: withdrawn, else fixed (a `fixed` event), else open."""
+    if record.get("withdrawn"):
+        return AdvisoryState.WITHDRAWN
+    return AdvisoryState.OPEN if is_open(record) else AdvisoryState.FIXED
 
 
 def add_version(record: Mapping[str, JSONValue], sha: Sha, now: datetime) -> dict[str, JSONValue]:

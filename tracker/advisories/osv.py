@@ -1,4 +1,4 @@
-"""Build OSV records from classified changes: grouping, ids, summary, affected ranges (pure; `now` passed in).
+"""Build OSV records from grouped, classified changes: ids, summary, affected ranges (pure; `now` passed in).
 
 OSV git rules followed (https://ossf.github.io/osv-schema/#affectedranges-field): a `GIT` range
 carries `repo` and full 40-hex commit ids in its events, and GIT ranges do not remove the need for
@@ -10,11 +10,11 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 
-from tracker.advisories.classify import SEVERITY_RANK, Classified, highest
+from tracker.advisories.classify import SEVERITY_RANK, Classified
 from tracker.advisories.details import GROUP_LABELS, render_details
+from tracker.advisories.groups import ESTIMATE_GROUP, ChangeGroup, Subject
 from tracker.advisories.schema import SCHEMA_VERSION
 from tracker.domain import (
     Artifact,
@@ -23,7 +23,6 @@ from tracker.domain import (
     Estimate,
     JSONValue,
     RepoId,
-    Severity,
     Sha,
     VerificationStatus,
     is_full_sha,
@@ -31,60 +30,12 @@ from tracker.domain import (
 )
 from tracker.errors import AdvisoryError
 
-ESTIMATE_GROUP = "estimate"
-_ESTIMATE_TRIGGERS = (ChangeKind.FIT_LOST, ChangeKind.FIT_GAINED)
-_GROUP_ORDER = [a.value for a in Artifact]
 MAX_VALUE_CHARS = 2000
-
-
-@dataclass(frozen=True)
-class ChangeGroup:
-    """The changes of one revision that make one advisory; `severity` is the highest published one."""
-
-    name: str
-    published: tuple[Classified, ...]
-    suppressed: tuple[Classified, ...]
-
-    @property
-    def severity(self) -> Severity:
-        return highest([c.severity for c in self.published])
 
 
 def advisory_id(prefix: str, year: int, n: int) -> str:
     """`x_<PREFIX>-<YEAR>-<N>`, the OSV id form for a local database (the `x_` prefix)."""
     return f"x_{prefix}-{year}-{n}"
-
-
-def _group_of(c: Classified) -> str | None:
-    ch = c.change
-    if ch.artifact is Artifact.ESTIMATE:
-        if ch.kind in _ESTIMATE_TRIGGERS or ch.key.startswith("params."):
-            return ESTIMATE_GROUP
-        return None  # rides along as the estimate table in every advisory's details
-    return ch.artifact.value
-
-
-def group_changes(classified: Sequence[Classified]) -> tuple[ChangeGroup, ...]:
-    """Group one revision's classified changes; groups with no unsuppressed change are dropped.
-
-    Order: groups in `Artifact` declaration order; changes keep their input order. Estimate
-    changes form the `estimate` group only for FIT_LOST/FIT_GAINED or `params.*` keys.
-    Returns (groups to publish). Suppressed changes stay attached to their group's advisory if it
-    has one; callers record all suppressions separately as well.
-    """
-    buckets: dict[str, list[Classified]] = {}
-    for c in classified:
-        g = _group_of(c)
-        if g is not None:
-            buckets.setdefault(g, []).append(c)
-    out = []
-    for name in sorted(buckets, key=_GROUP_ORDER.index):
-        items = buckets[name]
-        pub = tuple(c for c in items if c.suppressed is None)
-        sup = tuple(c for c in items if c.suppressed is not None)
-        if pub:
-            out.append(ChangeGroup(name, pub, sup))
-    return tuple(out)
 
 
 def compact_value(value: JSONValue) -> JSONValue:
@@ -157,8 +108,8 @@ def _one_line(text: str, limit: int = 160) -> str:
 def summary_line(repo_id: RepoId, group: ChangeGroup) -> str:
     """One line: `<repo>: <what changed>`, e.g. `org/name: chat template renders differently (3 conversations)`."""
     changes = [c.change for c in group.published]
-    label = GROUP_LABELS.get(group.name, group.name)
-    if group.name == Artifact.CHAT_TEMPLATE.value:
+    label = GROUP_LABELS[group.name]
+    if group.name is Artifact.CHAT_TEMPLATE:
         rendered = [c for c in changes if c.kind is ChangeKind.RENDERED]
         if any(c.kind is ChangeKind.BROKEN for c in changes):
             return f"{repo_id}: chat template no longer renders"
@@ -167,7 +118,7 @@ def summary_line(repo_id: RepoId, group: ChangeGroup) -> str:
             return (
                 f"{repo_id}: chat template renders differently ({n} conversation{'s' * (n != 1)})"
             )
-    if group.name == ESTIMATE_GROUP:
+    if group.name is ESTIMATE_GROUP:
         return _one_line(f"{repo_id}: estimate: {_estimate_phrase(changes)}")
     if len(changes) == 1:
         return _one_line(f"{repo_id}: {label}: {changes[0].summary or changes[0].key}")
@@ -208,37 +159,24 @@ def commit_url(repo_url: str, sha: Sha) -> str:
 def build_record(
     *,
     advisory_id: str,
-    repo_id: RepoId,
-    repo_url: str,
+    subject: Subject,
     group: ChangeGroup,
-    introduced: Sha,
-    previous: Sha | None,
-    estimate_before: Estimate | None,
-    estimate_after: Estimate | None,
     estimate_changes: Sequence[Classified],
     now: datetime,
 ) -> dict[str, JSONValue]:
-    """The OSV record of a new (open) advisory introduced at `introduced`.
+    """The OSV record of a new (open) advisory introduced at `subject.introduced`.
 
     Invariants: `published == modified == rfc3339(now)`; one affected package with one GIT range
     whose only event is `introduced`; `versions == [introduced]`; `database_specific` holds the
     severity word, the structured changes (values over MAX_VALUE_CHARS compacted to a digest),
     suppressed changes with reasons, and the compact estimate before and after.
     """
+    repo_id, introduced, previous = subject.repo_id, subject.introduced, subject.previous
     if not is_full_sha(introduced) or (previous is not None and not is_full_sha(previous)):
         raise AdvisoryError(f"{advisory_id}: commit ids must be full 40-hex shas")
     stamp = rfc3339(now)
-    url = repo_url.rstrip("/")
-    details = render_details(
-        repo_id=repo_id,
-        repo_url=url,
-        group=group,
-        introduced=introduced,
-        previous=previous,
-        estimate_before=estimate_before,
-        estimate_after=estimate_after,
-        estimate_changes=estimate_changes,
-    )
+    url = subject.url
+    details = render_details(subject=subject, group=group, estimate_changes=estimate_changes)
     return {
         "schema_version": SCHEMA_VERSION,
         "id": advisory_id,
@@ -259,15 +197,15 @@ def build_record(
         ],
         "database_specific": {
             "severity": group.severity.value,
-            "group": group.name,
+            "group": group.name.value,
             "repo": repo_id,
             "previous": previous,
             "changes": [change_json(c) for c in group.published],
             "suppressed": [change_json(c) for c in group.suppressed],
             "estimate_changes": [change_json(c) for c in estimate_changes],
             "estimate": {
-                "before": compact_estimate(estimate_before),
-                "after": compact_estimate(estimate_after),
+                "before": compact_estimate(subject.estimate_before),
+                "after": compact_estimate(subject.estimate_after),
             },
         },
     }

@@ -10,29 +10,26 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from typing import assert_never
 
 from tracker.advisories.classify import Classified, Context, Overrides, classify, parse_overrides
+from tracker.advisories.groups import ESTIMATE_GROUP, Subject, group_changes
 from tracker.advisories.lifecycle import (
     PendingChange,
     advance,
     initial_pending,
-    is_open,
     mark_fixed,
     reopen,
     reopened_pending,
+    state_of,
     unwithdraw,
     withdraw,
 )
-from tracker.advisories.osv import (
-    ESTIMATE_GROUP,
-    advisory_id,
-    build_record,
-    change_json,
-    group_changes,
-)
+from tracker.advisories.osv import advisory_id, build_record, change_json
 from tracker.advisories.schema import validate_record
 from tracker.domain import (
     Advisory,
+    AdvisoryState,
     Artifact,
     Change,
     Commit,
@@ -40,6 +37,7 @@ from tracker.domain import (
     JSONValue,
     RepoId,
     Sha,
+    WithdrawnBy,
     is_full_sha,
 )
 from tracker.errors import AdvisoryError
@@ -89,23 +87,11 @@ def publish(
     the OSV schema (nothing is written), ConfigError for invalid overrides.
     """
     rules = _overrides(overrides)
+    subject = Subject(repo_id, repo_url, commit.sha, previous, estimate_before, estimate_after)
     for attempt in range(_ATTEMPTS):
         try:
             with store.transaction() as tx:
-                return _publish(
-                    tx,
-                    repo_id,
-                    commit,
-                    previous,
-                    changes,
-                    estimate_before,
-                    estimate_after,
-                    repo_url,
-                    rules,
-                    prefix,
-                    now,
-                    context,
-                )
+                return _publish(tx, subject, changes, rules, prefix, now, context)
         except AdvisoryConflictError:
             if attempt == _ATTEMPTS - 1:
                 raise
@@ -114,19 +100,14 @@ def publish(
 
 def _publish(
     tx: AdvisoryTx,
-    repo_id: RepoId,
-    commit: Commit,
-    previous: Sha | None,
+    subject: Subject,
     changes: Sequence[Change],
-    estimate_before: Estimate | None,
-    estimate_after: Estimate | None,
-    repo_url: str,
     rules: Overrides,
     prefix: str,
     now: datetime,
     context: Context | None,
 ) -> list[Advisory]:
-    sha = commit.sha
+    repo_id, sha, previous = subject.repo_id, subject.introduced, subject.previous
     if tx.revision_done(repo_id, sha):
         return tx.introduced_at(repo_id, sha)
     restoring: set[int] = set()
@@ -146,7 +127,7 @@ def _publish(
         validate_record(record)
         old = stored.advisory
         fixed = Advisory(old.id, repo_id, old.introduced, old.group, old.severity, record)
-        tx.update(fixed, state="fixed", pending=[p.to_json() for p in step.pending])
+        tx.update(fixed, state=AdvisoryState.FIXED, pending=[p.to_json() for p in step.pending])
     # Extending is appending one full sha (checked) to each versions list and moving `modified`:
     # stored as one row per advisory, without rewriting (or re-validating) whole records.
     if not is_full_sha(sha):
@@ -162,23 +143,20 @@ def _publish(
     for group in group_changes(classified):
         n = tx.allocate(prefix, now.year)
         adv_id = advisory_id(prefix, now.year, n)
-        extra = [c for c in ride_along if group.name != ESTIMATE_GROUP or c not in group.published]
+        extra = [
+            c for c in ride_along if group.name is not ESTIMATE_GROUP or c not in group.published
+        ]
         record = build_record(
             advisory_id=adv_id,
-            repo_id=repo_id,
-            repo_url=repo_url,
+            subject=subject,
             group=group,
-            introduced=sha,
-            previous=previous,
-            estimate_before=estimate_before,
-            estimate_after=estimate_after,
             estimate_changes=extra,
             now=now,
         )
         validate_record(record)
         adv = Advisory(adv_id, repo_id, sha, group.name, group.severity, record)
         first = initial_pending([c.change for c in group.published])
-        tx.insert(adv, package_name=repo_url.rstrip("/"), pending=[p.to_json() for p in first])
+        tx.insert(adv, package_name=subject.url, pending=[p.to_json() for p in first])
         out.append(adv)
     for c in classified:
         if c.suppressed is not None:
@@ -192,9 +170,8 @@ def _dump_pending(pending: Sequence[PendingChange]) -> str:
 
 
 def _suppressed(repo_id: RepoId, sha: Sha, c: Classified, now: datetime) -> SuppressedChange:
-    group = c.change.artifact.value
     return SuppressedChange(
-        repo_id, sha, group, c.severity, c.suppressed or "", change_json(c), now
+        repo_id, sha, c.change.artifact, c.severity, c.suppressed or "", change_json(c), now
     )
 
 
@@ -216,11 +193,16 @@ def withdraw_rewritten(
             record = withdraw(
                 adv.record,
                 now,
-                f"{REWRITE_REASON_PREFIX}{adv.introduced} was removed by a history rewrite",
+                f"introducing commit {adv.introduced} was removed by a history rewrite",
             )
             validate_record(record)
             new = Advisory(adv.id, adv.repo_id, adv.introduced, adv.group, adv.severity, record)
-            tx.update(new, state="withdrawn", pending=list(stored.pending))
+            tx.update(
+                new,
+                state=AdvisoryState.WITHDRAWN,
+                pending=list(stored.pending),
+                withdrawn_by=WithdrawnBy.REWRITE,
+            )
             out.append(new)
         # A fix whose commit the rewrite removed no longer fixes anything: reopen the advisory.
         for stored in tx.fixed_of(repo_id):
@@ -234,32 +216,39 @@ def withdraw_rewritten(
             validate_record(record)
             new = Advisory(adv.id, adv.repo_id, adv.introduced, adv.group, adv.severity, record)
             pending = reopened_pending([PendingChange.from_json(p) for p in stored.pending])
-            tx.update(new, state="open", pending=[p.to_json() for p in pending])
+            tx.update(new, state=AdvisoryState.OPEN, pending=[p.to_json() for p in pending])
     return out
-
-
-REWRITE_REASON_PREFIX = "introducing commit "
 
 
 def restore_revived(
     store: AdvisoryStore, repo_id: RepoId, live_shas: Sequence[Sha], now: datetime
 ) -> list[Advisory]:
-    """Make live again the advisories withdrawn by a rewrite whose introducing commit is back on
-    the ref (a later push restored it); returns those restored by this call."""
+    """Make live again the advisories withdrawn by a rewrite (`WithdrawnBy.REWRITE`) whose
+    introducing commit is back on the ref (a later push restored it); returns those restored by
+    this call. Advisories withdrawn for any other reason stay withdrawn."""
     live = set(live_shas)
     out: list[Advisory] = []
     with store.transaction() as tx:
-        for stored in tx.in_state(repo_id, "withdrawn"):
+        for stored in tx.in_state(repo_id, AdvisoryState.WITHDRAWN):
             adv = stored.advisory
-            reason = str((adv.record.get("database_specific") or {}).get("withdrawn_reason", ""))
-            if adv.introduced not in live or not reason.startswith(REWRITE_REASON_PREFIX):
+            if adv.introduced not in live or not _revivable(stored.withdrawn_by):
                 continue
             record = unwithdraw(
                 adv.record, now, f"introducing commit {adv.introduced} is on the ref again"
             )
             validate_record(record)
             new = Advisory(adv.id, adv.repo_id, adv.introduced, adv.group, adv.severity, record)
-            state = "open" if is_open(record) else "fixed"
-            tx.update(new, state=state, pending=list(stored.pending))
+            tx.update(new, state=state_of(record), pending=list(stored.pending))
             out.append(new)
     return out
+
+
+def _revivable(withdrawn_by: WithdrawnBy | None) -> bool:
+    """Whether an advisory withdrawn by `withdrawn_by` comes back with its introducing commit."""
+    match withdrawn_by:
+        case WithdrawnBy.REWRITE:
+            return True
+        case None:  # withdrawn before withdrawn_by was recorded, not by a rewrite
+            return False
+        case _:
+            assert_never(withdrawn_by)

@@ -56,6 +56,7 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     ) -> None:
         """List advisories (id, severity, state, summary), ordered by id."""
+        from tracker.advisories.lifecycle import state_of
         from tracker.domain import Severity, parse_repo_id, rfc3339
 
         sev = None
@@ -103,7 +104,7 @@ def register(app: typer.Typer) -> None:
                     "group": a.group,
                     "severity": a.severity.value,
                     "modified": a.record["modified"],
-                    "state": _state(a.record),
+                    "state": state_of(a.record).value,
                     "summary": a.record.get("summary", ""),
                 }
                 for a in advs
@@ -132,8 +133,12 @@ def register(app: typer.Typer) -> None:
         if as_json:
             typer.echo(json.dumps(adv.record, indent=2, sort_keys=True, ensure_ascii=False))
             return
+        from tracker.advisories.lifecycle import state_of
+
         rec = adv.record
-        typer.echo(f"{adv.id}  [{adv.severity.value}, {_state(rec)}]  modified {rec['modified']}")
+        typer.echo(
+            f"{adv.id}  [{adv.severity.value}, {state_of(rec).value}]  modified {rec['modified']}"
+        )
         typer.echo(rec.get("summary", ""))
         typer.echo("")
         typer.echo(rec.get("details", ""))
@@ -149,11 +154,3 @@ def register(app: typer.Typer) -> None:
         finally:
             built.close()
         typer.echo(f"wrote {len(paths) - 1} advisories to {directory}")
-
-
-def _state(record: Any) -> str:
-    from tracker.advisories.lifecycle import is_open
-
-    if record.get("withdrawn"):
-        return "withdrawn"
-    return "open" if is_open(record) else "fixed"

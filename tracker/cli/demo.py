@@ -66,6 +66,7 @@ def demo(
     from tracker.replica import Replica
     from tracker.replica.demo import DEMO_TOKEN
     from tracker.settings import load_settings
+    from tracker.store import RepoStatus
 
     base = load_settings()
     hub_root = base.state_dir / "demo-hub"
@@ -138,7 +139,7 @@ def demo(
                     f"({_fmt_bytes(nbytes)}), published {len(report.advisories)} advisories; "
                     f"store: {settings.effective_database_url}"
                 )
-            failing = [r for r in report.repos if r.poll.status.value != "ok" or r.error]
+            failing = [r for r in report.repos if r.poll.status is not RepoStatus.OK or r.error]
             if failing:
                 raise typer.Exit(1)
         finally:

@@ -52,11 +52,14 @@ def diff_command(
     from tracker.app import build
     from tracker.diff import diff_snapshots
     from tracker.diff.render import render_json, render_text
+    from tracker.pipeline import render_limits
+    from tracker.render_backstop import render_batch
     from tracker.settings import load_settings
 
     repo_id = parse_repo_id(repo)
     kinds = _parse_kinds(kind)
-    app = build(load_settings())
+    settings = load_settings()
+    app = build(settings)
     try:
         sha_a = app.store.resolve(repo_id, a)
         sha_b = app.store.resolve(repo_id, b)
@@ -64,7 +67,10 @@ def diff_command(
         after = app.store.snapshot(repo_id, sha_b)
     finally:
         app.close()
-    diff = Diff(repo_id, sha_a, sha_b, diff_snapshots(before, after, kinds=kinds))
+    changes = diff_snapshots(
+        before, after, kinds=kinds, render_limits=render_limits(settings), renderer=render_batch
+    )
+    diff = Diff(repo_id, sha_a, sha_b, changes)
     if as_json:
         typer.echo(render_json(diff), nl=False)
         return

@@ -24,7 +24,7 @@ from tracker.errors import UnreadableArtifactError, WatchlistError
 from tracker.ingest import PollReport
 from tracker.pipeline import cycle_json
 from tracker.settings import load_settings
-from tracker.store import FileKind
+from tracker.store import FileKind, RepoStatus
 from tracker.store.values import decode_header
 from tracker.watchlist import WatchedRepo
 
@@ -179,12 +179,8 @@ def poll(
                 for r in report.repos:
                     if r.error:
                         typer.echo(f"{r.poll.repo_id}: {r.error} (its revisions stay pending)")
-            if any(r.poll.status.value != "ok" or r.error for r in report.repos):
+            if any(r.poll.status is not RepoStatus.OK or r.error for r in report.repos):
                 raise typer.Exit(1)  # for cron and scripts: some repo failed (see the table)
-                typer.echo(
-                    f"analysed {sum(len(r.analysed) for r in report.repos)} revisions, "
-                    f"published {len(report.advisories)} advisories"
-                )
         else:
             run_daemon(app, repos, follow_watchlist=repo is None)
     finally:

@@ -19,6 +19,7 @@ Whole-file events (added, removed, readable again) use the key "".
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 from tracker.diff.card import diff_card
@@ -27,6 +28,7 @@ from tracker.diff.code import diff_code
 from tracker.diff.config import diff_config, diff_generation_config
 from tracker.diff.executable import diff_executable
 from tracker.diff.processor import diff_processor
+from tracker.diff.sandbox import DEFAULT_LIMITS, Renderer, RenderLimits, render_in_process
 from tracker.diff.special_tokens import diff_special_tokens
 from tracker.diff.tokenizer import diff_tokenizer
 from tracker.diff.weights import diff_weights
@@ -54,17 +56,27 @@ _ORDER = {artifact: i for i, artifact in enumerate(Artifact)}
 
 
 def diff_snapshots(
-    before: Snapshot | None, after: Snapshot, *, kinds: frozenset[Artifact] | None = None
+    before: Snapshot | None,
+    after: Snapshot,
+    *,
+    kinds: frozenset[Artifact] | None = None,
+    render_limits: RenderLimits = DEFAULT_LIMITS,
+    renderer: Renderer = render_in_process,
 ) -> tuple[Change, ...]:
     """Every semantic change from `before` to `after`, in artifact, then file, then key order.
 
-    Pure and deterministic: no I/O, clock or logging (chat templates render in a bounded worker
-    thread at a fixed time). `before=None` is the first revision: only UNREADABLE changes are
-    reported for it. `kinds` restricts the differs run (None: all). Never raises for bad content:
-    unparseable files become UNREADABLE (or BROKEN for templates) changes.
+    Pure and deterministic: no I/O, clock or logging; chat templates render at a fixed time under
+    a step budget (`tracker.diff.sandbox`) with `renderer`: in this process by default, or the
+    backstop's (`tracker.render_backstop.render_batch`: a killable worker process, which gives the
+    same results or raises RetryLaterError, never a different change). `before=None` is the first
+    revision: only UNREADABLE changes are reported for it. `kinds` restricts the differs run (None:
+    all). Never raises for bad content: unparseable files become UNREADABLE (or BROKEN for
+    templates) changes.
     """
     changes: list[Change] = []
     for artifact, differ in DIFFERS:
+        if artifact is Artifact.CHAT_TEMPLATE:
+            differ = functools.partial(diff_chat_template, limits=render_limits, render=renderer)
         if kinds is None or artifact in kinds:
             changes.extend(differ(before, after))
     ordered = sorted(

@@ -6,7 +6,9 @@ import difflib
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, assert_never
 
 from deepdiff import DeepDiff
 
@@ -269,37 +271,84 @@ def unreadable_change(artifact: Artifact, file: str, reason: str, key: str = "")
     return Change(artifact, ChangeKind.UNREADABLE, file, key, None, reason, summary)
 
 
+class SideState(StrEnum):
+    """What one revision says about one tracked file."""
+
+    ABSENT = "absent"  # not in the tree
+    UNTRACKED = "untracked"  # in the tree but not fetched: nothing is known
+    UNREADABLE = "unreadable"  # the snapshot says so, or parsing failed
+    OK = "ok"  # parsed: `Side.value`
+
+
+@dataclass(frozen=True)
 class Side:
-    """What one revision says about one tracked file: `state` is absent, untracked, unreadable or ok."""
+    """One revision's side of a tracked file: its state, the parsed value (OK) or why not (UNREADABLE)."""
 
-    __slots__ = ("reason", "state", "value")
-
-    def __init__(self, state: str, value: Any = None, reason: str = "") -> None:
-        self.state = state
-        self.value = value
-        self.reason = reason
+    state: SideState
+    value: Any = None
+    reason: str = ""
 
 
 def read_side(snap: Snapshot | None, tree_paths: frozenset[str], path: str, parse: Any) -> Side:
-    """Load `path` from `snap` through `parse(path, bytes)`.
-
-    States: `absent` (not in the tree), `untracked` (in the tree but not fetched: nothing known),
-    `unreadable` (the snapshot says so, or `parse` raised UnreadableArtifactError), `ok` (value).
-    """
+    """Load `path` from `snap` through `parse(path, bytes)`: ABSENT, UNTRACKED, UNREADABLE (the
+    snapshot says so, or `parse` raised UnreadableArtifactError) or OK with the parsed value."""
     if snap is None:
-        return Side("absent")
+        return Side(SideState.ABSENT)
     if path in snap.unreadable:
         reason = snap.unreadable[path]
         if not reason.startswith("could not"):
             reason = f"could not read {path}: {reason}"
-        return Side("unreadable", reason=reason)
+        return Side(SideState.UNREADABLE, reason=reason)
     data = snap.files.get(path)
     if data is None:
-        return Side("untracked" if path in tree_paths else "absent")
+        return Side(SideState.UNTRACKED if path in tree_paths else SideState.ABSENT)
     try:
-        return Side("ok", parse(path, data))
+        return Side(SideState.OK, parse(path, data))
     except UnreadableArtifactError as exc:
-        return Side("unreadable", reason=str(exc))
+        return Side(SideState.UNREADABLE, reason=str(exc))
+
+
+def path_change(
+    artifact: Artifact,
+    kind: ChangeKind,
+    path: str,
+    before: JSONValue,
+    after: JSONValue,
+    summary: str,
+    detail: str = "",
+) -> Change:
+    """A change to one whole file, keyed by its path (remote code and pickle files)."""
+    return Change(artifact, kind, path, path, before, after, summary, detail)
+
+
+class Transition(StrEnum):
+    """What happened to a file between two sides, from their states alone."""
+
+    NONE = "none"  # nothing to report (also: nothing can be known)
+    UNREADABLE = "unreadable"  # unreadable now (and not for the same reason before)
+    READABLE_AGAIN = "readable_again"
+    ADDED = "added"
+    REMOVED = "removed"
+    COMPARE = "compare"  # readable at both sides: compare the values
+
+
+def transition(first: bool, old: Side, new: Side) -> Transition:
+    """What the two sides' states say happened; on the first revision only UNREADABLE counts."""
+    if new.state is SideState.UNREADABLE:
+        same = old.state is SideState.UNREADABLE and old.reason == new.reason
+        return Transition.NONE if same and not first else Transition.UNREADABLE
+    if first or SideState.UNTRACKED in (old.state, new.state):
+        return Transition.NONE
+    match (old.state, new.state):
+        case (SideState.UNREADABLE, SideState.OK):
+            return Transition.READABLE_AGAIN
+        case (SideState.ABSENT, SideState.OK):
+            return Transition.ADDED
+        case (SideState.OK | SideState.UNREADABLE, SideState.ABSENT):
+            return Transition.REMOVED
+        case (SideState.OK, SideState.OK):
+            return Transition.COMPARE
+    return Transition.NONE  # absent at both sides
 
 
 def lifecycle(
@@ -310,28 +359,26 @@ def lifecycle(
     `compare_values` is True only when both sides are ok and the caller should diff the values.
     On the first revision (`first`), only an unreadable file is reported.
     """
-    if new.state == "unreadable":
-        if old.state == "unreadable" and old.reason == new.reason and not first:
+    step = transition(first, old, new)
+    match step:
+        case Transition.NONE:
             return False, []
-        return False, [unreadable_change(artifact, path, new.reason)]
-    if first or new.state == "untracked" or old.state == "untracked":
-        return False, []
-    if new.state == "ok" and old.state == "unreadable":
-        return False, [
-            Change(
-                artifact,
-                ChangeKind.CHANGED,
-                path,
-                "",
-                old.reason,
-                None,
-                f"{path} is readable again (was: {old.reason})",
-            )
-        ]
-    if new.state == "ok" and old.state == "absent":
-        return False, [Change(artifact, ChangeKind.ADDED, path, "", None, path, f"{path} added")]
-    if new.state == "absent" and old.state in ("ok", "unreadable"):
-        return False, [
-            Change(artifact, ChangeKind.REMOVED, path, "", path, None, f"{path} removed")
-        ]
-    return new.state == "ok" and old.state == "ok", []
+        case Transition.COMPARE:
+            return True, []
+        case Transition.UNREADABLE:
+            return False, [unreadable_change(artifact, path, new.reason)]
+        case Transition.READABLE_AGAIN:
+            summary = f"{path} is readable again (was: {old.reason})"
+            return False, [
+                Change(artifact, ChangeKind.CHANGED, path, "", old.reason, None, summary)
+            ]
+        case Transition.ADDED:
+            return False, [
+                Change(artifact, ChangeKind.ADDED, path, "", None, path, f"{path} added")
+            ]
+        case Transition.REMOVED:
+            return False, [
+                Change(artifact, ChangeKind.REMOVED, path, "", path, None, f"{path} removed")
+            ]
+        case _:
+            assert_never(step)

@@ -31,16 +31,18 @@ MAX_STEPS = 20_000
 """weight() looks at no more than this many values: anything larger counts as over the budget."""
 
 
-def weight(value: Any, budget: int) -> int:
-    """An upper-bound-ish size of `value` once rendered (characters, items, digits), computed
-    iteratively and stopping as soon as it exceeds `budget` (so it costs O(budget) at most).
+def weigh(value: Any, budget: int) -> tuple[int, int]:
+    """(size, visits): an upper-bound-ish size of `value` once rendered (characters, items, digits),
+    and how many values were looked at to find it. Computed iteratively, stopping as soon as the
+    size exceeds `budget` (so it costs O(budget) at most).
 
     Strings count their length, containers their items plus their elements' weights, namespaces
     their attributes, ints their decimal digits; more than MAX_STEPS values count as over the
     budget (a check stays cheap). A container referenced twice counts twice (its repr is printed
     twice: `[x, x]` doubling must not look small); every visit adds at least 1, so cycles and
     shared structure end when the budget runs out. Types are tested with `type()`, never
-    `isinstance`, which would run a Namespace's own `__getattribute__`.
+    `isinstance`, which would run a Namespace's own `__getattribute__`. `visits` is what the
+    sandbox charges to the render's step budget for the check itself (it is Python work).
     """
     total = 0
     steps = 0
@@ -48,7 +50,7 @@ def weight(value: Any, budget: int) -> int:
     while stack:
         steps += 1
         if steps > MAX_STEPS:
-            return budget + 1
+            return budget + 1, steps
         v = stack.pop()
         t = type(v)
         if issubclass(t, str | bytes):
@@ -64,7 +66,7 @@ def weight(value: Any, budget: int) -> int:
                 v = object.__getattribute__(v, "_Namespace__attrs")
             total += 1 + len(v)
             if total > budget:
-                return total
+                return total, steps
             if isinstance(v, dict):
                 stack.extend(v.keys())
                 stack.extend(v.values())
@@ -73,8 +75,13 @@ def weight(value: Any, budget: int) -> int:
         else:
             total += 1
         if total > budget:
-            return total
-    return total
+            return total, steps
+    return total, steps
+
+
+def weight(value: Any, budget: int) -> int:
+    """The size part of `weigh(value, budget)`."""
+    return weigh(value, budget)[0]
 
 
 def estimate(name: str, args: list[Any], kwargs: Mapping[str, Any], budget: int) -> int:

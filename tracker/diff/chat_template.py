@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import assert_never
 
 from tracker.diff._common import (
+    SideState,
     decode_text,
     digest,
     load_json_object,
@@ -15,7 +17,14 @@ from tracker.diff._common import (
     unified,
 )
 from tracker.diff.conversations import CONVERSATIONS, template_variables
-from tracker.diff.sandbox import DEFAULT_LIMITS, RenderLimits, RenderResult, render_template
+from tracker.diff.sandbox import (
+    DEFAULT_LIMITS,
+    Renderer,
+    RenderLimits,
+    RenderOutcome,
+    RenderResult,
+    render_in_process,
+)
 from tracker.diff.special_tokens import effective_special_tokens
 from tracker.diff.tokenizer import TOKENIZER_CONFIG_FILE
 from tracker.domain import Artifact, Change, ChangeKind, JSONValue, Snapshot
@@ -81,11 +90,11 @@ def resolve_templates(snap: Snapshot) -> Templates:
 
     def side(path: str, parse: object) -> object:
         s = read_side(snap, paths, path, parse)
-        if s.state == "unreadable":
+        if s.state is SideState.UNREADABLE:
             raise _Unknown(path, s.reason)
-        if s.state == "untracked":
+        if s.state is SideState.UNTRACKED:
             raise _Unknown(path, f"{path} was not fetched", untracked=True)
-        return s.value if s.state == "ok" else None
+        return s.value if s.state is SideState.OK else None
 
     jinja = side(TEMPLATE_FILE, decode_text)
     if isinstance(jinja, str):
@@ -120,26 +129,26 @@ def _key(name: str) -> str:
 
 
 def render_all(
-    source: str, special_tokens: Mapping[str, object], limits: RenderLimits
+    source: str,
+    special_tokens: Mapping[str, object],
+    limits: RenderLimits,
+    render: Renderer = render_in_process,
 ) -> dict[str, RenderResult]:
     """Render `source` over every canonical conversation: conversation id → RenderResult.
 
-    Once one conversation times out, the rest are reported as the same timeout without running
-    (a hostile template costs one deadline per revision, not one per conversation).
+    One `render` call per template and side; every outcome is deterministic (`tracker.diff.sandbox`);
+    the backstop renderer raises RetryLaterError instead of returning when it is hit.
     """
-    out: dict[str, RenderResult] = {}
-    timed_out: RenderResult | None = None
-    for conv in CONVERSATIONS:
-        if timed_out is None:
-            result = render_template(source, template_variables(conv, special_tokens), limits)
-            if result.category == "timeout":
-                timed_out = result
-        out[conv.id] = timed_out or result
-    return out
+    variables = [template_variables(conv, special_tokens) for conv in CONVERSATIONS]
+    results = render(source, variables, limits)
+    return {conv.id: r for conv, r in zip(CONVERSATIONS, results, strict=True)}
 
 
 def diff_chat_template(
-    before: Snapshot | None, after: Snapshot, limits: RenderLimits = DEFAULT_LIMITS
+    before: Snapshot | None,
+    after: Snapshot,
+    limits: RenderLimits = DEFAULT_LIMITS,
+    render: Renderer = render_in_process,
 ) -> list[Change]:
     """Template source changes (unified diff), BROKEN templates, and RENDERED prompt changes.
 
@@ -183,7 +192,7 @@ def diff_chat_template(
     names = sorted(set(old.sources) | set(new.sources), key=lambda n: (n != DEFAULT, n))
     out: list[Change] = []
     for name in names:
-        out.extend(_diff_one(name, old, new, old_tokens, new_tokens, limits))
+        out.extend(_diff_one(name, old, new, old_tokens, new_tokens, limits, render))
     return out
 
 
@@ -194,6 +203,7 @@ def _diff_one(
     old_tokens: Mapping[str, object],
     new_tokens: Mapping[str, object],
     limits: RenderLimits,
+    render: Renderer,
 ) -> list[Change]:
     key = _key(name)
     label = "chat template" if name == DEFAULT else f"chat template {name!r}"
@@ -228,9 +238,10 @@ def _diff_one(
     out: list[Change] = []
     if a == b and dict(old_tokens) == dict(new_tokens):
         return out
-    before_r, after_r = render_all(a, old_tokens, limits), render_all(b, new_tokens, limits)
-    if all(r.category == "syntax" for r in after_r.values()):
-        if not all(r.category == "syntax" for r in before_r.values()):
+    before_r = render_all(a, old_tokens, limits, render)
+    after_r = render_all(b, new_tokens, limits, render)
+    if all(r.outcome is RenderOutcome.SYNTAX for r in after_r.values()):
+        if not all(r.outcome is RenderOutcome.SYNTAX for r in before_r.values()):
             err = next(iter(after_r.values())).error
             out.append(
                 Change(
@@ -285,7 +296,7 @@ def _rendered_changes(
         if old_r.shown() == new_r.shown():
             continue
         ckey = conv_id if name == DEFAULT else f"{name}:{conv_id}"
-        if old_r.ok and not new_r.ok and new_r.category != "raised":
+        if old_r.ok and _breaks(new_r.outcome):
             out.append(
                 Change(
                     _ART,
@@ -294,7 +305,7 @@ def _rendered_changes(
                     ckey,
                     short_value(old_r.output),
                     new_r.shown(),
-                    f"{label} no longer renders `{conv_id}`: {new_r.category}: {new_r.error}",
+                    f"{label} no longer renders `{conv_id}`: {new_r.outcome.value}: {new_r.error}",
                 )
             )
             continue
@@ -313,6 +324,24 @@ def _rendered_changes(
     return out
 
 
+def _breaks(outcome: RenderOutcome) -> bool:
+    """Whether a render that used to work and now ends with `outcome` is a BROKEN template (a
+    deliberate raise_exception is the template speaking: a RENDERED change, not a breakage)."""
+    match outcome:
+        case RenderOutcome.OK | RenderOutcome.RAISED:
+            return False
+        case (
+            RenderOutcome.SYNTAX
+            | RenderOutcome.ERROR
+            | RenderOutcome.SECURITY
+            | RenderOutcome.LIMIT
+            | RenderOutcome.BUDGET
+        ):
+            return True
+        case _:
+            assert_never(outcome)
+
+
 def render_outcome(
     before_r: Mapping[str, RenderResult],
     after_r: Mapping[str, RenderResult],
@@ -326,7 +355,7 @@ def render_outcome(
     """
     same = [c for c in before_r if c not in differs and before_r[c].ok and after_r[c].ok]
     fails = {
-        c: f"{after_r[c].category}: {after_r[c].error}"
+        c: f"{after_r[c].outcome.value}: {after_r[c].error}"
         for c in before_r
         if c not in differs and not before_r[c].ok and not after_r[c].ok
     }

@@ -5,9 +5,22 @@ from __future__ import annotations
 import ast
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import assert_never
 
 from tracker.artifacts import AUTO_MAP_FILES
-from tracker.diff._common import decode_text, digest, load_json_object, read_side, show, unified
+from tracker.diff._common import (
+    Side,
+    SideState,
+    Transition,
+    decode_text,
+    digest,
+    load_json_object,
+    path_change,
+    read_side,
+    show,
+    transition,
+    unified,
+)
 from tracker.domain import Artifact, Change, ChangeKind, JSONValue, Snapshot
 from tracker.errors import UnreadableArtifactError
 
@@ -65,9 +78,9 @@ def _auto_map(snap: Snapshot | None) -> dict[str, tuple[JSONValue, str]] | None:
     out: dict[str, tuple[JSONValue, str]] = {}
     for path in AUTO_MAP_FILES:
         side = read_side(snap, paths, path, load_json_object)
-        if side.state in ("unreadable", "untracked"):
+        if side.state in (SideState.UNREADABLE, SideState.UNTRACKED):
             return None
-        if side.state == "ok":
+        if side.state is SideState.OK:
             raw = side.value.get("auto_map")
             if isinstance(raw, list):  # old tokenizer_config format
                 raw = {"AutoTokenizer": raw}
@@ -134,54 +147,45 @@ def _diff_py_files(before: Snapshot | None, after: Snapshot) -> list[Change]:
     for path in sorted(_py_paths(before) | _py_paths(after)):
         old = read_side(before, old_paths, path, analyse_source)
         new = read_side(after, new_paths, path, analyse_source)
-        if new.state == "unreadable":
-            if before is None or old.state != "unreadable" or old.reason != new.reason:
-                out.append(
-                    Change(_ART, ChangeKind.UNREADABLE, path, path, None, new.reason, new.reason)
-                )
-            continue
-        if before is None or "untracked" in (old.state, new.state):
-            continue
-        if new.state == "ok" and old.state == "absent":
+        change = _py_change(path, transition(before is None, old, new), old, new, before, after)
+        if change is not None:
+            out.append(change)
+    return out
+
+
+def _py_change(
+    path: str,
+    step: Transition,
+    old: Side,
+    new: Side,
+    before: Snapshot | None,
+    after: Snapshot,
+) -> Change | None:
+    match step:
+        case Transition.NONE:
+            return None
+        case Transition.UNREADABLE:
+            return path_change(_ART, ChangeKind.UNREADABLE, path, None, new.reason, new.reason)
+        case Transition.ADDED:
             f: CodeFacts = new.value
-            out.append(
-                Change(
-                    _ART,
-                    ChangeKind.ADDED,
-                    path,
-                    path,
-                    None,
-                    _facts(f),
-                    f"remote code file {path} added" + _tf_note((), f.transformers),
-                    _text(after, path),
-                )
+            summary = f"remote code file {path} added" + _tf_note((), f.transformers)
+            return path_change(
+                _ART, ChangeKind.ADDED, path, None, _facts(f), summary, _text(after, path)
             )
-        elif new.state == "absent" and old.state in ("ok", "unreadable"):
-            out.append(
-                Change(
-                    _ART,
-                    ChangeKind.REMOVED,
-                    path,
-                    path,
-                    _facts(old.value) if old.state == "ok" else None,
-                    None,
-                    f"remote code file {path} removed",
-                )
+        case Transition.REMOVED:
+            was = _facts(old.value) if old.state is SideState.OK else None
+            return path_change(
+                _ART, ChangeKind.REMOVED, path, was, None, f"remote code file {path} removed"
             )
-        elif new.state == "ok" and old.state == "unreadable":
-            out.append(
-                Change(
-                    _ART,
-                    ChangeKind.CHANGED,
-                    path,
-                    path,
-                    old.reason,
-                    _facts(new.value),
-                    f"{path} parses again (was: {old.reason})",
-                )
+        case Transition.READABLE_AGAIN:
+            summary = f"{path} parses again (was: {old.reason})"
+            return path_change(
+                _ART, ChangeKind.CHANGED, path, old.reason, _facts(new.value), summary
             )
-        elif new.state == "ok" and old.state == "ok" and old.value.sha256 != new.value.sha256:
+        case Transition.COMPARE:
             ob, nb = old.value, new.value
+            if ob.sha256 == nb.sha256:
+                return None
             plus = sorted(set(nb.imports) - set(ob.imports))
             minus = sorted(set(ob.imports) - set(nb.imports))
             notes = []
@@ -190,19 +194,17 @@ def _diff_py_files(before: Snapshot | None, after: Snapshot) -> list[Change]:
             if minus:
                 notes.append("imports removed: " + ", ".join(minus))
             summary = f"remote code {path} changed" + (f" ({'; '.join(notes)})" if notes else "")
-            out.append(
-                Change(
-                    _ART,
-                    ChangeKind.CHANGED,
-                    path,
-                    path,
-                    _facts(ob),
-                    _facts(nb),
-                    summary + _tf_note(ob.transformers, nb.transformers),
-                    unified(_text(before, path), _text(after, path), path),
-                )
+            return path_change(
+                _ART,
+                ChangeKind.CHANGED,
+                path,
+                _facts(ob),
+                _facts(nb),
+                summary + _tf_note(ob.transformers, nb.transformers),
+                unified(_text(before, path), _text(after, path), path),
             )
-    return out
+        case _:
+            assert_never(step)
 
 
 def _text(snap: Snapshot | None, path: str) -> str:

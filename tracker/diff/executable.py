@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from tracker.artifacts import is_pickle
+from tracker.diff._common import path_change
 from tracker.domain import Artifact, Change, ChangeKind, JSONValue, Snapshot, TreeEntry
 
 _ART = Artifact.EXECUTABLE
@@ -44,55 +45,19 @@ def diff_executable(before: Snapshot | None, after: Snapshot) -> list[Change]:
     out: list[Change] = []
     for path in sorted(old.keys() | new.keys()):
         a, b = old.get(path), new.get(path)
-        if a is None and b is not None:
-            out.append(
-                Change(
-                    _ART,
-                    ChangeKind.ADDED,
-                    path,
-                    path,
-                    None,
-                    _state(b),
-                    f"pickle file {path} added ({b.size} bytes; scan: {scan_status(b.security)})",
-                )
-            )
-        elif b is None and a is not None:
-            out.append(
-                Change(
-                    _ART,
-                    ChangeKind.REMOVED,
-                    path,
-                    path,
-                    _state(a),
-                    None,
-                    f"pickle file {path} removed",
-                )
-            )
+        if b is not None and a is None:
+            summary = f"pickle file {path} added ({b.size} bytes; scan: {scan_status(b.security)})"
+            out.append(path_change(_ART, ChangeKind.ADDED, path, None, _state(b), summary))
+        elif a is not None and b is None:
+            summary = f"pickle file {path} removed"
+            out.append(path_change(_ART, ChangeKind.REMOVED, path, _state(a), None, summary))
         elif a is not None and b is not None:
+            scan_a, scan_b = scan_status(a.security), scan_status(b.security)
             if a.identity != b.identity:
-                out.append(
-                    Change(
-                        _ART,
-                        ChangeKind.CHANGED,
-                        path,
-                        path,
-                        _state(a),
-                        _state(b),
-                        f"pickle file {path} has new content ({a.size} → {b.size} bytes;"
-                        f" scan: {scan_status(b.security)})",
-                    )
-                )
-            elif scan_status(a.security) != scan_status(b.security):
-                out.append(
-                    Change(
-                        _ART,
-                        ChangeKind.CHANGED,
-                        path,
-                        path,
-                        _state(a),
-                        _state(b),
-                        f"pickle file {path} scan status changed: {scan_status(a.security)}"
-                        f" → {scan_status(b.security)}",
-                    )
-                )
+                summary = f"pickle file {path} has new content ({a.size} → {b.size} bytes; scan: {scan_b})"
+            elif scan_a != scan_b:
+                summary = f"pickle file {path} scan status changed: {scan_a} → {scan_b}"
+            else:
+                continue
+            out.append(path_change(_ART, ChangeKind.CHANGED, path, _state(a), _state(b), summary))
     return out

@@ -3,24 +3,26 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from itertools import groupby
 
-from tracker.domain import Diff
+from tracker.domain import ChangeKind, Diff
 
-_MARK = {
-    "added": "+",
-    "removed": "-",
-    "changed": "~",
-    "type_changed": "~",
-    "renamed": ">",
-    "reshaped": "~",
-    "retyped": "~",
-    "rendered": "~",
-    "broken": "!",
-    "unreadable": "!",
-    "fit_lost": "!",
-    "fit_gained": "+",
+CHANGE_MARKS: Mapping[ChangeKind, str] = {
+    ChangeKind.ADDED: "+",
+    ChangeKind.REMOVED: "-",
+    ChangeKind.CHANGED: "~",
+    ChangeKind.TYPE_CHANGED: "~",
+    ChangeKind.RENAMED: ">",
+    ChangeKind.RESHAPED: "~",
+    ChangeKind.RETYPED: "~",
+    ChangeKind.RENDERED: "~",
+    ChangeKind.BROKEN: "!",
+    ChangeKind.UNREADABLE: "!",
+    ChangeKind.FIT_LOST: "!",
+    ChangeKind.FIT_GAINED: "+",
 }
+"""The one-character mark of each change kind in the text rendering."""
 DETAIL_LINES = 60
 """Text output shows at most this many detail lines per change (JSON output keeps all of it)."""
 
@@ -51,7 +53,7 @@ def render_text(diff: Diff, *, detail_lines: int = DETAIL_LINES) -> str:
         lines.append(f"{artifact.value} ({_count(len(changes))})")
         for c in changes:
             where = c.file + (f" {c.key}" if c.key and c.key != c.file else "")
-            lines.append(f"  {_MARK.get(c.kind.value, '?')} {c.kind.value} {where}: {c.summary}")
+            lines.append(f"  {CHANGE_MARKS[c.kind]} {c.kind.value} {where}: {c.summary}")
             if c.detail:
                 detail = c.detail.splitlines()
                 shown = detail[:detail_lines]

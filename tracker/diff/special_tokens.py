@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracker.diff._common import Side, json_type, lifecycle, load_json_object, read_side, show
+from tracker.diff._common import (
+    Side,
+    SideState,
+    json_type,
+    lifecycle,
+    load_json_object,
+    read_side,
+    show,
+)
 from tracker.diff.config import CONFIG_FILE, GENERATION_CONFIG_FILE, TOKEN_ID_KEYS
 from tracker.diff.tokenizer import SPECIAL_TOKEN_NAMES, TOKENIZER_CONFIG_FILE
 from tracker.domain import Artifact, Change, ChangeKind, JSONValue, Snapshot
@@ -38,9 +46,9 @@ def _resolve(sides: dict[str, Side], key: str, sources: tuple[str, ...]) -> tupl
     """
     for path in sources:
         side = sides[path]
-        if side.state in ("unreadable", "untracked"):
+        if side.state in (SideState.UNREADABLE, SideState.UNTRACKED):
             return _UNKNOWN, ""
-        if side.state == "ok" and key in side.value:
+        if side.state is SideState.OK and key in side.value:
             return _token_value(side.value[key]), path
     return _UNSET, ""
 
@@ -62,7 +70,7 @@ def effective_special_tokens(snap: Snapshot) -> dict[str, JSONValue]:
 
 
 def _source_value(side: Side, key: str) -> Any:
-    if side.state != "ok":
+    if side.state is not SideState.OK:
         return _UNKNOWN
     return _token_value(side.value[key]) if key in side.value else _UNSET
 
@@ -96,7 +104,8 @@ def _map_unreadable(before: Snapshot | None, after: Snapshot) -> list[Change]:
     return [
         c
         for c in changes
-        if c.kind is ChangeKind.UNREADABLE or (c.kind is ChangeKind.CHANGED and old.state != "ok")
+        if c.kind is ChangeKind.UNREADABLE
+        or (c.kind is ChangeKind.CHANGED and old.state is not SideState.OK)
     ]
 
 

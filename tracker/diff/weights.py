@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from tracker.artifacts import is_header_only
-from tracker.diff._common import load_json_object, read_side
+from tracker.diff._common import SideState, load_json_object, read_side
 from tracker.domain import Artifact, Change, ChangeKind, Snapshot
 from tracker.errors import UnreadableArtifactError
 
@@ -104,16 +104,16 @@ def _manifest_or_none(snap: Snapshot | None) -> tuple[Manifest | None, str, str]
     paths = frozenset(e.path for e in snap.tree)
     index_file = INDEX_FILE
     side = read_side(snap, paths, INDEX_FILE, _parse_index)
-    if side.state == "absent" and not snap.headers:
+    if side.state is SideState.ABSENT and not snap.headers:
         index_file = BIN_INDEX_FILE
         side = read_side(snap, paths, BIN_INDEX_FILE, _parse_index)
-    if side.state == "unreadable":
+    if side.state is SideState.UNREADABLE:
         return None, index_file, side.reason
-    if side.state == "untracked":
+    if side.state is SideState.UNTRACKED:
         return None, index_file, "untracked"
-    if side.state == "absent" and not snap.headers:
+    if side.state is SideState.ABSENT and not snap.headers:
         return None, index_file, ""
-    return build_manifest(snap, side.value if side.state == "ok" else None), index_file, ""
+    return build_manifest(snap, side.value if side.state is SideState.OK else None), index_file, ""
 
 
 def _weight_state(snap: Snapshot) -> tuple[object, ...]:

@@ -38,10 +38,11 @@ import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from enum import StrEnum
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
-from typing import Any
+from http.server import BaseHTTPRequestHandler
+from typing import Any, Self
 from urllib.parse import unquote, urlsplit
+
+from tracker.replica.httpserver import BackgroundServer, LoopbackServer
 
 _HOP_BY_HOP = frozenset(
     {
@@ -117,36 +118,12 @@ class ProxyRecord:
     fault: Mode | None
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def __init__(self, address: tuple[str, int], proxy: FaultProxy) -> None:
-        self.proxy = proxy
-        self.open_sockets: set[socket.socket] = set()
-        self.sockets_lock = threading.Lock()
-        super().__init__(address, _Handler)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        with self.sockets_lock:
-            self.open_sockets.add(request)
-        super().process_request(request, client_address)
-
-    def shutdown_request(self, request: Any) -> None:
-        with self.sockets_lock:
-            self.open_sockets.discard(request)
-        super().shutdown_request(request)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass  # clients that go away mid-answer are what this server is for
-
-
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "tracker-fault-proxy/1"
     timeout = 60
     disable_nagle_algorithm = True
-    server: _Server
+    server: LoopbackServer[FaultProxy]
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -161,7 +138,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._proxy()
 
     def _proxy(self) -> None:
-        proxy = self.server.proxy
+        proxy = self.server.owner
         raw_path = urlsplit(self.path).path
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(min(length, _MAX_REQUEST_BODY)) if length else b""
@@ -199,7 +176,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _broken(
         self, fault: Fault, status: int, reason: str, headers: list[tuple[str, str]], data: bytes
     ) -> None:
-        proxy = self.server.proxy
+        proxy = self.server.owner
         mode = fault.mode
         if mode is Mode.SHORT_BODY:
             cut = proxy._cut(len(data))
@@ -243,7 +220,7 @@ class _Handler(BaseHTTPRequestHandler):
             for i in range(0, len(data), max(1, step)):
                 self.wfile.write(data[i : i + step])
                 self.wfile.flush()
-                if self.server.proxy._stopping.wait(interval):
+                if self.server.owner._stopping.wait(interval):
                     break
         except OSError:
             self.close_connection = True
@@ -257,9 +234,13 @@ class _Handler(BaseHTTPRequestHandler):
             self.connection.close()
 
 
-class FaultProxy:
+class FaultProxy(BackgroundServer):
     """A fault-injecting proxy to `upstream` on http://host:port (0: a free port); see the module
     docstring. Thread-safe; a context manager (or `.start()` / `.stop()`)."""
+
+    handler = _Handler
+    name = "fault-proxy"
+    not_running = "the fault proxy is not running"
 
     def __init__(
         self, upstream: str, *, seed: int = 0, host: str = "127.0.0.1", port: int = 0
@@ -269,66 +250,20 @@ class FaultProxy:
             raise ValueError(f"upstream must be an http:// URL, got {upstream!r}")
         self.upstream_host = parts.hostname
         self.upstream_port = parts.port or 80
-        self.host = host
-        self.port = port
+        super().__init__(host, port)
         self.seed = seed
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self._faults: list[Fault] = []
         self._records: list[ProxyRecord] = []
         self._stopping = threading.Event()
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
 
-    # -- lifecycle --------------------------------------------------------------------------
-
-    def start(self) -> FaultProxy:
-        if self._server is not None:
-            return self
+    def start(self) -> Self:
         self._stopping.clear()
-        server = _Server((self.host, self.port), self)
-        self.port = server.server_address[1]
-        self._server = server
-        self._thread = threading.Thread(
-            target=server.serve_forever,
-            kwargs={"poll_interval": 0.05},
-            daemon=True,
-            name=f"fault-proxy-{self.port}",
-        )
-        self._thread.start()
-        return self
+        return super().start()
 
-    def stop(self) -> None:
-        server, self._server = self._server, None
-        if server is None:
-            return
-        self._stopping.set()
-        server.shutdown()
-        with server.sockets_lock:
-            sockets = list(server.open_sockets)
-        for sock in sockets:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-        server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-    def __enter__(self) -> FaultProxy:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    @property
-    def url(self) -> str:
-        if self._server is None:
-            raise RuntimeError("the fault proxy is not running")
-        return f"http://{self.host}:{self.port}"
+    def _stopping_now(self) -> None:
+        self._stopping.set()  # trickling answers stop waiting
 
     # -- faults -----------------------------------------------------------------------------
 

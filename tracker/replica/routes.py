@@ -11,7 +11,8 @@ import hashlib
 import hmac
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlencode
@@ -40,6 +41,77 @@ TREE_PER_PAGE_EXPANDED = 50
 _BAD_CREDENTIALS = "Invalid credentials in Authorization header"
 
 
+@dataclass(frozen=True)
+class Route:
+    """One endpoint: the HTTP methods it answers, a path pattern and the `Routes` method to call.
+
+    A pattern is `/`-separated; each part is a literal segment, `{name}` (one raw, still
+    percent-encoded segment), `{name:seg}` (one segment, percent-decoded), `{name:a|b|c}` (one of
+    these literal segments), `{name:path}` (one or more remaining segments, each percent-decoded,
+    joined by `/`) or `{name:path?}` (zero or more). The handler gets the named parts as keyword
+    arguments (names starting with `_` are matched but not passed).
+    """
+
+    methods: frozenset[str]
+    pattern: str
+    handler: str
+
+    def match(self, segments: Sequence[str]) -> dict[str, str] | None:
+        """The handler's arguments when `segments` fit the pattern, else None (methods aside)."""
+        params: dict[str, str] = {}
+        parts = self.pattern.split("/")
+        for i, part in enumerate(parts):
+            name, _, kind = part[1:-1].partition(":") if part.startswith("{") else ("", "", "")
+            if kind in ("path", "path?"):
+                rest = segments[i:]
+                if kind == "path" and not rest:
+                    return None
+                params[name] = "/".join(unquote(s) for s in rest)
+                break
+            if i >= len(segments):
+                return None
+            seg = segments[i]
+            if not name:
+                if seg != part:
+                    return None
+            elif kind == "seg":
+                params[name] = unquote(seg)
+            elif kind:
+                if seg not in kind.split("|"):
+                    return None
+                params[name] = seg
+            else:
+                params[name] = seg
+        else:
+            if len(segments) != len(parts):
+                return None
+        return {k: v for k, v in params.items() if not k.startswith("_")}
+
+
+def _route(methods: str, pattern: str, handler: str) -> Route:
+    return Route(frozenset(methods.split()), pattern, handler)
+
+
+ANY = "GET HEAD POST PUT PATCH DELETE OPTIONS"
+ROUTES: tuple[Route, ...] = (
+    _route(ANY, "api/agent-harnesses", "agent_harnesses"),
+    _route(ANY, "api/{_kind:datasets|spaces|kernels}/{_rest:path}", "not_a_model"),
+    _route("GET", "api/models/{org}/{name}", "model_info_main"),
+    # Revisions are one encoded segment (refs%2Fpr%2F1); an unencoded refs/pr/1 works too.
+    _route("GET", "api/models/{org}/{name}/revision/{rev:path}", "model_info"),
+    _route("GET", "api/models/{org}/{name}/refs", "refs"),
+    _route("GET", "api/models/{org}/{name}/commits/{rev:path}", "commits"),
+    _route("GET", "api/models/{org}/{name}/tree/{rev:seg}/{path:path?}", "tree"),
+    _route("POST", "api/models/{org}/{name}/paths-info/{rev:path}", "paths_info"),
+    _route(
+        "GET", "api/models/{org}/{name}/safetensors-metadata/{path:path}", "safetensors_metadata"
+    ),
+    _route("GET HEAD", "{org}/{name}/resolve/{rev:seg}/{path:path}", "resolve"),
+    _route("GET HEAD", "cdn-lfs/{org}/{name}/{oid}", "cdn"),
+)
+"""Every endpoint, tried in order; the first whose methods and pattern fit answers (else 404)."""
+
+
 class Routes:
     """Every endpoint, over the repositories under `root`; `repo_for(path)` gives the cached GitRepo."""
 
@@ -59,38 +131,23 @@ class Routes:
             return exc.response()
 
     def _dispatch(self, req: Request) -> Response:
-        seg = req.path.split("/")[1:]
-        method = req.method
-        if seg == ["api", "agent-harnesses"]:
-            return json_response({"standardEnvVars": [], "harnesses": {}})
-        if len(seg) >= 3 and seg[0] == "api" and seg[1] in ("datasets", "spaces", "kernels"):
-            raise HubError(404, "Repository not found", "RepoNotFound")
-        if len(seg) >= 4 and seg[:2] == ["api", "models"]:
-            org, name, rest = seg[2], seg[3], seg[4:]
-            if not rest and method == "GET":
-                return self.model_info(req, org, name, "main", default=True)
-            # Revisions are one encoded segment (refs%2Fpr%2F1); an unencoded refs/pr/1 works too.
-            rev = "/".join(unquote(s) for s in rest[1:])
-            if len(rest) >= 2 and rest[0] == "revision" and method == "GET":
-                return self.model_info(req, org, name, rev, default=False)
-            if rest == ["refs"] and method == "GET":
-                return self.refs(req, org, name)
-            if len(rest) >= 2 and rest[0] == "commits" and method == "GET":
-                return self.commits(req, org, name, rev)
-            if len(rest) >= 2 and rest[0] == "tree" and method == "GET":
-                path = "/".join(unquote(s) for s in rest[2:]).strip("/")
-                return self.tree(req, org, name, unquote(rest[1]), path)
-            if len(rest) >= 2 and rest[0] == "paths-info" and method == "POST":
-                return self.paths_info(req, org, name, rev)
-            if len(rest) >= 2 and rest[0] == "safetensors-metadata" and method == "GET":
-                path = "/".join(unquote(s) for s in rest[1:])
-                return self.safetensors_metadata(req, org, name, path)
-        if len(seg) >= 5 and seg[2] == "resolve" and method in ("GET", "HEAD"):
-            path = "/".join(unquote(s) for s in seg[4:])
-            return self.resolve(req, seg[0], seg[1], unquote(seg[3]), path)
-        if len(seg) == 4 and seg[0] == "cdn-lfs" and method in ("GET", "HEAD"):
-            return self.cdn(req, seg[1], seg[2], seg[3])
+        segments = req.path.split("/")[1:]
+        for route in ROUTES:
+            if req.method not in route.methods:
+                continue
+            params = route.match(segments)
+            if params is not None:
+                handler: Callable[..., Response] = getattr(self, route.handler)
+                return handler(req, **params)
         raise HubError(404, "Not Found")
+
+    @staticmethod
+    def agent_harnesses(req: Request) -> Response:
+        return json_response({"standardEnvVars": [], "harnesses": {}})
+
+    @staticmethod
+    def not_a_model(req: Request) -> Response:
+        raise HubError(404, "Repository not found", "RepoNotFound")
 
     # -- access -----------------------------------------------------------------------------
 
@@ -173,7 +230,12 @@ class Routes:
 
     # -- JSON API ---------------------------------------------------------------------------
 
-    def model_info(self, req: Request, org: str, name: str, rev: str, default: bool) -> Response:
+    def model_info_main(self, req: Request, org: str, name: str) -> Response:
+        return self.model_info(req, org, name, "main", default=True)
+
+    def model_info(
+        self, req: Request, org: str, name: str, rev: str, default: bool = False
+    ) -> Response:
         repo, repo_id, settings = self._open(req, org, name, files=False)
         if default:
             head = next((r for r in repo.refs() if r.ref == "refs/heads/main"), None)
@@ -215,6 +277,7 @@ class Routes:
         return json_response([hubjson.commit_json(c, formatted) for c in chunk], headers)
 
     def tree(self, req: Request, org: str, name: str, rev: str, path: str) -> Response:
+        path = path.strip("/")
         repo, _, _ = self._open(req, org, name, files=False)
         sha = self._revision(repo, rev)
         items = repo.tree(sha)
@@ -260,8 +323,9 @@ class Routes:
         found = [by_path[p] for p in wanted if p in by_path]
         return json_response([hubjson.tree_entry(repo, sha, i, expand) for i in found])
 
-    def safetensors_metadata(self, req: Request, org: str, name: str, index_path: str) -> Response:
+    def safetensors_metadata(self, req: Request, org: str, name: str, path: str) -> Response:
         """The Hub's sharded-safetensors shortcut (always `main`): index metadata plus shard headers."""
+        index_path = path
         repo, _, _ = self._open(req, org, name, files=True)
         sha = self._revision(repo, "main")
         by_path = {i.path: i for i in repo.tree(sha) if not i.is_dir}

@@ -6,20 +6,18 @@ so the unmodified `huggingface_hub` client (HfApi(endpoint=hub.url) or HF_ENDPOI
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import socket
 import threading
 import time
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from tracker.replica.gitread import GitReadError, GitRepo
+from tracker.replica.httpserver import BackgroundServer, LoopbackServer
 from tracker.replica.responses import HubError, Request, Response
 from tracker.replica.routes import Routes
 
@@ -58,36 +56,12 @@ class _Fault:
         return bool(self.pattern.search(path) or self.pattern.search(unquote(path)))
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def __init__(self, address: tuple[str, int], replica: Replica) -> None:
-        self.replica = replica
-        self.open_sockets: set[socket.socket] = set()
-        self.sockets_lock = threading.Lock()
-        super().__init__(address, _Handler)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        with self.sockets_lock:
-            self.open_sockets.add(request)
-        super().process_request(request, client_address)
-
-    def shutdown_request(self, request: Any) -> None:
-        with self.sockets_lock:
-            self.open_sockets.discard(request)
-        super().shutdown_request(request)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass  # a client that went away is not our problem; route errors are answered as 500s
-
-
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "tracker-hub-replica/1"
     timeout = _IDLE_TIMEOUT_S
     disable_nagle_algorithm = True  # headers and body go out in separate writes
-    server: _Server
+    server: LoopbackServer[Replica]
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -102,7 +76,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._serve()
 
     def _serve(self) -> None:
-        replica = self.server.replica
+        replica = self.server.owner
         split = urlsplit(self.path)
         raw_path, raw_query = split.path, split.query
         range_header = self.headers.get("Range")
@@ -177,55 +151,27 @@ class _Handler(BaseHTTPRequestHandler):
         return sent
 
 
-class Replica:
+class Replica(BackgroundServer):
     """A Hub replica over the git repositories under `root`, served on http://host:port (0 = free port).
 
     Use as a context manager (or `.start()` / `.stop()`). Thread-safe: `requests` is a snapshot list
     of RequestRecord in arrival order; faults are consumed in injection order.
     """
 
+    handler = _Handler
+    name = "hub-replica"
+    not_running = "the replica is not running; use `with Replica(root) as hub:`"
+
     def __init__(self, root: Path, host: str = "127.0.0.1", port: int = 0) -> None:
+        super().__init__(host, port)
         self.root = Path(root)
-        self.host = host
-        self.port = port
         self._lock = threading.Lock()
         self._records: list[RequestRecord] = []
         self._faults: list[_Fault] = []
         self._repos: dict[Path, GitRepo] = {}
         self._routes = Routes(self.root, self._repo_for, os.urandom(32))
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
-
-    def start(self) -> Replica:
-        """Bind and serve in a background thread; returns self. Idempotent."""
-        if self._server is not None:
-            return self
-        server = _Server((self.host, self.port), self)
-        self.port = server.server_address[1]
-        self._server = server
-        self._thread = threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True,
-            name=f"hub-replica-{self.port}",
-        )  # fmt: skip
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving, close the listening socket and every open client connection."""
-        server, self._server = self._server, None
-        if server is None:
-            return
-        server.shutdown()
-        with server.sockets_lock:
-            open_sockets = list(server.open_sockets)
-        for sock in open_sockets:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-        server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
 
     def serve_forever(self) -> None:
         """Serve in the calling thread until interrupted (the CLI's `replica serve`)."""
@@ -235,24 +181,6 @@ class Replica:
                 self._thread.join(timeout=0.5)
         finally:
             self.stop()
-
-    def __enter__(self) -> Replica:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    @property
-    def url(self) -> str:
-        """`http://host:port` of the running server (no trailing slash)."""
-        if self._server is None:
-            raise RuntimeError("the replica is not running; use `with Replica(root) as hub:`")
-        return f"http://{self.host}:{self.port}"
 
     # -- recording and faults ---------------------------------------------------------------
 

@@ -18,7 +18,17 @@ import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 from sqlmodel import Session, col, select
 
-from tracker.domain import Advisory, RepoId, Severity, Sha, parse_rfc3339, rfc3339
+from tracker.domain import (
+    Advisory,
+    AdvisoryState,
+    Artifact,
+    RepoId,
+    Severity,
+    Sha,
+    WithdrawnBy,
+    parse_rfc3339,
+    rfc3339,
+)
 from tracker.errors import StoreError, StoreNotFoundError
 from tracker.store.advisories.tables import (
     ADVISORY_TABLES,
@@ -36,6 +46,7 @@ from tracker.store.advisories.values import (
     id_key,
 )
 from tracker.store.base import whole_seconds
+from tracker.store.engine import writer
 from tracker.store.tables import RepoRow, RevisionRow
 
 _CHUNK = 500
@@ -58,7 +69,7 @@ def _to_advisory(row: AdvisoryRow, repo_id: str, versions: Sequence[str]) -> Adv
         id=row.id,
         repo_id=RepoId(repo_id),
         introduced=Sha(row.introduced),
-        group=row.grp,
+        group=Artifact(row.grp),
         severity=Severity(row.severity),
         record=record,
     )
@@ -85,10 +96,12 @@ def _load(session: Session, rows: Sequence[AdvisoryRow]) -> list[Advisory]:
 
 def _stored(session: Session, rows: Sequence[AdvisoryRow]) -> list[StoredAdvisory]:
     by_id = {r.id: r for r in rows}
-    return [
-        StoredAdvisory(a, by_id[a.id].state, tuple(json.loads(by_id[a.id].pending)))
-        for a in _load(session, rows)
-    ]
+    out = []
+    for a in _load(session, rows):
+        row = by_id[a.id]
+        by = WithdrawnBy(row.withdrawn_by) if row.withdrawn_by is not None else None
+        out.append(StoredAdvisory(a, AdvisoryState(row.state), tuple(json.loads(row.pending)), by))
+    return out
 
 
 def _dump(record: Any) -> str:
@@ -111,6 +124,15 @@ def _record_time(record: Mapping[str, Any], key: str) -> datetime:
         return parse_rfc3339(str(record[key]))
     except (KeyError, ValueError) as exc:
         raise StoreError(f"advisory record has no valid {key!r} timestamp: {exc}") from exc
+
+
+_RETRYABLE_SQLSTATES = ("40001", "40P01")  # serialization failure, deadlock detected
+
+
+def _conflict(exc: sa_exc.DBAPIError) -> bool:
+    if isinstance(exc, sa_exc.IntegrityError):
+        return True
+    return getattr(exc.orig, "sqlstate", None) in _RETRYABLE_SQLSTATES
 
 
 class AdvisoryTx:
@@ -176,7 +198,11 @@ class AdvisoryTx:
         q = (
             sa.select(a.c.id, a.c.pending, n)
             .join(v, sa.and_(v.c.advisory_id == a.c.id, v.c.sha == previous))
-            .where(a.c.repo_pk == self._repo_pk(repo_id), a.c.state == "open", ~has_sha)
+            .where(
+                a.c.repo_pk == self._repo_pk(repo_id),
+                a.c.state == AdvisoryState.OPEN.value,
+                ~has_sha,
+            )
         )
         out = [
             OpenCandidate(i, tuple(json.loads(p)), int(c)) for i, p, c in self._s.execute(q).all()
@@ -194,7 +220,7 @@ class AdvisoryTx:
             rows = self._s.exec(
                 select(AdvisoryRow).where(
                     AdvisoryRow.repo_pk == pk,
-                    AdvisoryRow.state != "withdrawn",
+                    AdvisoryRow.state != AdvisoryState.WITHDRAWN.value,
                     col(AdvisoryRow.introduced).in_(wanted[start : start + _CHUNK]),
                 )
             ).all()
@@ -202,14 +228,14 @@ class AdvisoryTx:
         return sorted(out, key=lambda s: id_key(s.advisory.id))
 
     def fixed_of(self, repo_id: RepoId) -> list[StoredAdvisory]:
-        """Advisories of `repo_id` in state "fixed", by id."""
-        return self.in_state(repo_id, "fixed")
+        """Advisories of `repo_id` in state FIXED, by id."""
+        return self.in_state(repo_id, AdvisoryState.FIXED)
 
-    def in_state(self, repo_id: RepoId, state: str) -> list[StoredAdvisory]:
-        """Advisories of `repo_id` in `state` (open, fixed, withdrawn), by id."""
+    def in_state(self, repo_id: RepoId, state: AdvisoryState) -> list[StoredAdvisory]:
+        """Advisories of `repo_id` in `state`, by id."""
         rows = self._s.exec(
             select(AdvisoryRow).where(
-                AdvisoryRow.repo_pk == self._repo_pk(repo_id), AdvisoryRow.state == state
+                AdvisoryRow.repo_pk == self._repo_pk(repo_id), AdvisoryRow.state == state.value
             )
         ).all()
         return _stored(self._s, rows)
@@ -236,9 +262,9 @@ class AdvisoryTx:
                 repo_pk=pk,
                 package_name=package_name,
                 introduced=adv.introduced,
-                grp=adv.group,
+                grp=adv.group.value,
                 severity=adv.severity.value,
-                state="open",
+                state=AdvisoryState.OPEN.value,
                 published=_record_time(rec, "published"),
                 modified=_record_time(rec, "modified"),
                 record=_stored_record(rec),
@@ -248,8 +274,18 @@ class AdvisoryTx:
         self._s.flush()
         self._add_versions(adv.id, pk, _versions(rec), 0)
 
-    def update(self, adv: Advisory, *, state: str, pending: Sequence[dict[str, str]]) -> None:
-        """Replace a record (fixed, withdrawn); its versions list may only grow."""
+    def update(
+        self,
+        adv: Advisory,
+        *,
+        state: AdvisoryState,
+        pending: Sequence[dict[str, str]],
+        withdrawn_by: WithdrawnBy | None = None,
+    ) -> None:
+        """Replace a record and its state; its versions list may only grow. `withdrawn_by` is
+        required for WITHDRAWN and must be None otherwise (restoring clears it)."""
+        if (state is AdvisoryState.WITHDRAWN) != (withdrawn_by is not None):
+            raise StoreError(f"advisory {adv.id}: withdrawn_by goes with state withdrawn only")
         row = self._s.get(AdvisoryRow, adv.id)
         if row is None:
             raise StoreNotFoundError(f"advisory {adv.id} does not exist")
@@ -265,7 +301,8 @@ class AdvisoryTx:
             raise StoreError(f"advisory {adv.id}: the versions list may only grow")
         row.record = _stored_record(adv.record)
         row.modified = _record_time(adv.record, "modified")
-        row.state = state
+        row.state = state.value
+        row.withdrawn_by = withdrawn_by.value if withdrawn_by is not None else None
         row.pending = _dump(list(pending))
         self._s.add(row)
         self._s.flush()
@@ -319,7 +356,7 @@ class AdvisoryTx:
             SuppressedChangeRow(
                 repo_pk=self._repo_pk(s.repo_id),
                 sha=s.sha,
-                grp=s.group,
+                grp=s.group.value,
                 severity=s.severity.value,
                 reason=s.reason,
                 change=_dump(s.change),
@@ -346,19 +383,19 @@ class AdvisoryStore:
     def transaction(self) -> Iterator[AdvisoryTx]:
         """One transaction: committed when the block exits normally, rolled back on any exception.
 
-        An integrity conflict (another writer got there first) becomes AdvisoryConflictError;
-        other database failures become StoreError.
+        An integrity conflict (another writer got there first), a deadlock or a serialization
+        failure becomes AdvisoryConflictError (retrying sees the other writer's result); other
+        database failures become StoreError.
         """
-        session = Session(self.engine, expire_on_commit=False)
+        # A writing transaction: on SQLite it holds the write lock from the start (see `engine`).
+        session = Session(writer(self.engine), expire_on_commit=False)
         try:
-            if self.engine.dialect.name == "sqlite":
-                # Take SQLite's write lock first (waiting under busy_timeout) so that two writers
-                # cannot both read and then deadlock on upgrading to a write (SQLITE_BUSY at once).
-                session.exec(sa.text("UPDATE advisory_counters SET next_n = next_n WHERE 0 = 1"))  # type: ignore[call-overload]
             yield AdvisoryTx(session)
             session.commit()
-        except sa_exc.IntegrityError as exc:
+        except (sa_exc.IntegrityError, sa_exc.OperationalError) as exc:
             session.rollback()
+            if not _conflict(exc):
+                raise StoreError(f"advisory store failed: {exc}") from exc
             raise AdvisoryConflictError(f"advisory write conflict: {exc.orig}") from exc
         except sa_exc.SQLAlchemyError as exc:
             session.rollback()
@@ -394,7 +431,7 @@ class AdvisoryStore:
         if since is not None:
             q = q.where(AdvisoryRow.modified >= since)
         if not include_withdrawn:
-            q = q.where(AdvisoryRow.state != "withdrawn")
+            q = q.where(AdvisoryRow.state != AdvisoryState.WITHDRAWN.value)
         with self._read() as s:
             return _load(s, s.exec(q).all())
 
@@ -412,7 +449,7 @@ class AdvisoryStore:
         """Ids of non-withdrawn advisories matching all given filters (`commit`: its versions list
         contains it), ordered by id; cheap, for paginating before loading records."""
         a = AdvisoryRow.__table__  # type: ignore[attr-defined]
-        q = sa.select(a.c.id).where(a.c.state != "withdrawn")
+        q = sa.select(a.c.id).where(a.c.state != AdvisoryState.WITHDRAWN.value)
         if commit is not None:
             v = AdvisoryVersionRow.__table__  # type: ignore[attr-defined]
             q = q.join(v, v.c.advisory_id == a.c.id).where(v.c.sha == commit)
@@ -462,7 +499,7 @@ class AdvisoryStore:
             SuppressedChange(
                 RepoId(rid),
                 Sha(r.sha),
-                r.grp,
+                Artifact(r.grp),
                 Severity(r.severity),
                 r.reason,
                 json.loads(r.change),

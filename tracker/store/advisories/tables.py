@@ -1,6 +1,6 @@
 """Tables of the advisory store: records, versions lists, id counters, per-revision markers, suppressions.
 
-Migration 0004 creates exactly these (0002 made their first form). Every row that belongs to a
+Migration 0004 creates exactly these (0002 made their first form; 0005 adds `withdrawn_by`). Every row that belongs to a
 repo carries its `repo_pk` (foreign key to `repos`), and every row that names one of its commits
 references that revision by `(repo_pk, sha)`, so an advisory can only exist for a stored
 revision. Times are `UtcDateTime` (see `tracker.store.base`); `published`/`modified` have the
@@ -34,6 +34,9 @@ class AdvisoryRow(StoreModel, table=True):
     grp: str = Field(sa_column=sa.Column(sa.String(32), nullable=False))
     severity: str = Field(sa_column=sa.Column(sa.String(16), nullable=False))
     state: str = Field(sa_column=sa.Column(sa.String(16), nullable=False))
+    withdrawn_by: str | None = Field(
+        default=None, sa_column=sa.Column(sa.String(16), nullable=True)
+    )
     published: datetime = Field(sa_column=sa.Column(UtcDateTime, nullable=False))
     modified: datetime = Field(sa_column=sa.Column(UtcDateTime, nullable=False, index=True))
     record: str = Field(sa_column=sa.Column(sa.Text, nullable=False))

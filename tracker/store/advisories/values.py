@@ -5,17 +5,28 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from tracker.domain import Advisory, JSONValue, RepoId, Severity, Sha
+from tracker.domain import (
+    Advisory,
+    AdvisoryState,
+    Artifact,
+    JSONValue,
+    RepoId,
+    Severity,
+    Sha,
+    WithdrawnBy,
+)
 from tracker.errors import StoreError
 
 
 @dataclass(frozen=True)
 class StoredAdvisory:
-    """An advisory with its lifecycle state (`open`, `fixed`, `withdrawn`) and pending list."""
+    """An advisory with its lifecycle state, its pending list and, when withdrawn, what withdrew it
+    (None for an advisory withdrawn before migration 0005 for a reason other than a rewrite)."""
 
     advisory: Advisory
-    state: str
+    state: AdvisoryState
     pending: tuple[dict[str, str], ...]
+    withdrawn_by: WithdrawnBy | None = None
 
 
 @dataclass(frozen=True)
@@ -25,7 +36,7 @@ class SuppressedChange:
 
     repo_id: RepoId
     sha: Sha
-    group: str
+    group: Artifact
     severity: Severity
     reason: str
     change: dict[str, JSONValue]

@@ -1,0 +1,84 @@
+"""Group one revision's classified changes into the advisories they make (pure).
+
+One advisory per (repo, revision, group); a group is an artifact kind (`Artifact`), and estimate
+changes form the `estimate` group only when a setup stops or starts fitting a card or the parameter
+counts change (the rest ride along as the estimate table of every advisory's details). Both the
+record builder (`osv`) and the details renderer (`details`) take the `ChangeGroup` made here, and the
+`Subject` (the revision) every advisory of a revision shares.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tracker.advisories.classify import Classified, highest
+from tracker.domain import Artifact, ChangeKind, Estimate, RepoId, Severity, Sha
+
+ESTIMATE_GROUP = Artifact.ESTIMATE
+_ESTIMATE_TRIGGERS = (ChangeKind.FIT_LOST, ChangeKind.FIT_GAINED)
+_GROUP_ORDER = list(Artifact)
+
+
+@dataclass(frozen=True)
+class Subject:
+    """The revision a set of advisories is about: the repo and its URL, the commit that introduced
+    the changes and the one before it (None: the first ingested), the estimate reports of both."""
+
+    repo_id: RepoId
+    repo_url: str
+    introduced: Sha
+    previous: Sha | None
+    estimate_before: Estimate | None
+    estimate_after: Estimate | None
+
+    @property
+    def url(self) -> str:
+        """`repo_url` without a trailing slash (how records name the repo)."""
+        return self.repo_url.rstrip("/")
+
+
+@dataclass(frozen=True)
+class ChangeGroup:
+    """The changes of one revision that make one advisory; `severity` is the highest published one."""
+
+    name: Artifact
+    published: tuple[Classified, ...]
+    suppressed: tuple[Classified, ...]
+
+    @property
+    def severity(self) -> Severity:
+        return highest([c.severity for c in self.published])
+
+
+def group_of(c: Classified) -> Artifact | None:
+    """The group a classified change belongs to (None: an estimate change that only rides along)."""
+    ch = c.change
+    if ch.artifact is Artifact.ESTIMATE:
+        if ch.kind in _ESTIMATE_TRIGGERS or ch.key.startswith("params."):
+            return ESTIMATE_GROUP
+        return None
+    return ch.artifact
+
+
+def group_changes(classified: Sequence[Classified]) -> tuple[ChangeGroup, ...]:
+    """Group one revision's classified changes; groups with no unsuppressed change are dropped.
+
+    Order: groups in `Artifact` declaration order; changes keep their input order. Estimate
+    changes form the `estimate` group only for FIT_LOST/FIT_GAINED or `params.*` keys.
+    Suppressed changes stay attached to their group's advisory if it has one; callers record all
+    suppressions separately as well.
+    """
+    buckets: dict[Artifact, list[Classified]] = {}
+    for c in classified:
+        g = group_of(c)
+        if g is not None:
+            buckets.setdefault(g, []).append(c)
+    out = []
+    for name in sorted(buckets, key=_GROUP_ORDER.index):
+        items = buckets[name]
+        pub = tuple(c for c in items if c.suppressed is None)
+        sup = tuple(c for c in items if c.suppressed is not None)
+        if pub:
+            out.append(ChangeGroup(name, pub, sup))
+    return tuple(out)
