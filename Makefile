@@ -1,10 +1,10 @@
-# One Makefile: demo, test, lint, bench. Every target creates .venv/ if it is missing.
+# One Makefile: demo, test, lint, bench, soak. Every target creates .venv/ if it is missing.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench venv clean
+.PHONY: demo test lint bench soak venv clean
 
 venv: $(STAMP)
 
@@ -28,6 +28,11 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.run
+
+# Long fault trials (store kills and concurrent pollers, SQLite and PostgreSQL); results in bench/RESULTS.md.
+soak: $(STAMP)
+	bash .ci/pg-ensure
+	$(BIN)/python -m bench.run soak
 
 clean:
 	rm -rf $(VENV)

@@ -313,17 +313,19 @@ def poll_repo(
                              "new_head": head},
                     kind=EventKind.REF_CHANGED,
                     now=now(),
+                    only_from=cursor,
                 )  # fmt: skip
                 bound.warning("repo.ref_changed", old_ref=old_ref, old_head=cursor, new_head=head)
             else:
-                store.rewrite(
+                applied = store.rewrite(
                     rid,
                     dropped=dropped,
                     cursor=base,
                     details={"old_head": cursor, "new_head": head, "ref": watched.ref},
                     now=now(),
+                    only_from=cursor,  # a concurrent poller may have recorded it already
                 )
-                rewritten = len(dropped)
+                rewritten = len(dropped) if applied else 0
                 bound.warning(
                     "repo.force_pushed", old_head=cursor, new_head=head, dropped=len(dropped)
                 )

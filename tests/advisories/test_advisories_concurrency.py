@@ -13,6 +13,7 @@ from tracker.domain import Artifact as A
 from tracker.domain import ChangeKind as K
 from tracker.store import Store
 from tracker.store.advisories import AdvisoryStore
+from tracker.store.engine import create_engine
 
 M = MIXTRAL_SHAS
 CHANGES = (
@@ -22,15 +23,8 @@ CHANGES = (
 
 
 def _engine(path: Path) -> sa.Engine:
-    engine = sa.create_engine(f"sqlite:///{path}", connect_args={"timeout": 30})
-
-    @sa.event.listens_for(engine, "connect")
-    def _wal(dbapi_conn, _):  # type: ignore[no-untyped-def]
-        cur = dbapi_conn.cursor()
-        cur.execute("PRAGMA journal_mode=WAL")
-        cur.close()
-
-    return engine
+    """The store's own engine (WAL, busy timeout, writers take the write lock first)."""
+    return create_engine(f"sqlite:///{path}")
 
 
 def test_racing_publishers_allocate_once(tmp_path: Path) -> None:

@@ -445,6 +445,7 @@ _TOKEN_WHY = "token ids changed: generation starts, stops, pads or is steered by
 _VOCAB_WHY = "vocabulary or token ids changed: the same text encodes to different ids than the weights expect"
 _ARCH_WHY = "architecture or sizes changed: the model built from this config is a different model"
 _DTYPE_WHY = "weight or compute dtype changed: numerics, memory and kernels differ"
+_PIPELINE_WHY = "tokenization pipeline changed: the same text may encode to different ids"
 
 DEFAULT_RULES: tuple[Rule, ...] = (
     Rule(
@@ -744,18 +745,13 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         S.LOW,
         "an estimate figure moved (memory, batch sizes); the config changes listed carry the effect",
     ),
-    Rule(
-        "tokenizer-pipeline",
-        _m(A.TOKENIZER, key="normalizer*"),
-        S.HIGH,
-        "tokenization pipeline changed: the same text may encode to different ids",
-    ),
+    Rule("tokenizer-pipeline", _m(A.TOKENIZER, key="normalizer*"), S.HIGH, _PIPELINE_WHY),
     *_rules(
         "tokenizer-pipeline",
         A.TOKENIZER,
         ("pre_tokenizer*", "post_processor*", "decoder*", "model.*", "model"),
         S.HIGH,
-        "tokenization pipeline changed: the same text may encode to different ids",
+        _PIPELINE_WHY,
     ),
     *_each("tokenizer-pipeline", A.TOKENIZER, _TOKENIZER_HIGH, S.HIGH, nested=False),
     *_each("tokenizer-settings", A.TOKENIZER, _TOKENIZER_MODERATE, S.MODERATE, nested=False),

@@ -28,65 +28,38 @@ _ASSISTANT = {"role": "assistant", "content": "The capital of France is Paris."}
 _USER2 = {"role": "user", "content": "And of Italy?"}
 _ASSISTANT2 = {"role": "assistant", "content": "The capital of Italy is Rome."}
 _WEATHER_Q = {"role": "user", "content": "What is the weather in Paris?"}
-_TOOL_CALL = {
-    "role": "assistant",
-    "content": "",
-    "tool_calls": [
-        {
-            "id": "call00001",
-            "type": "function",
-            "function": {"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}},
-        }
-    ],
-}
-_TOOL_RESULT = {
-    "role": "tool",
-    "tool_call_id": "call00001",
-    "name": "get_weather",
-    "content": '{"temperature": 18}',
-}
-_TOOL_CALL_NO_ID = {
-    "role": "assistant",
-    "content": "",
-    "tool_calls": [
-        {
-            "type": "function",
-            "function": {"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}},
-        }
-    ],
-}
-_TOOL_RESULT_NO_ID = {"role": "tool", "name": "get_weather", "content": '{"temperature": 18}'}
+
+
+def _call(city: str, call_id: str | None) -> dict[str, Any]:
+    """One get_weather tool call (an `id` only when given: templates differ on ids)."""
+    call: dict[str, Any] = {
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": {"city": city, "unit": "celsius"}},
+    }
+    return {"id": call_id, **call} if call_id is not None else call
+
+
+def _calls(*calls: dict[str, Any]) -> dict[str, Any]:
+    return {"role": "assistant", "content": "", "tool_calls": list(calls)}
+
+
+def _result(temperature: int, call_id: str | None) -> dict[str, Any]:
+    ids = {"tool_call_id": call_id} if call_id is not None else {}
+    return {
+        "role": "tool",
+        **ids,
+        "name": "get_weather",
+        "content": f'{{"temperature": {temperature}}}',
+    }
+
+
+_TOOL_CALL = _calls(_call("Paris", "call00001"))
+_TOOL_RESULT = _result(18, "call00001")
+_TOOL_CALL_NO_ID = _calls(_call("Paris", None))
+_TOOL_RESULT_NO_ID = _result(18, None)
 _WEATHER_Q2 = {"role": "user", "content": "What is the weather in Paris and in Rome?"}
-_TWO_TOOL_CALLS = {
-    "role": "assistant",
-    "content": "",
-    "tool_calls": [
-        {
-            "id": "call00001",
-            "type": "function",
-            "function": {"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}},
-        },
-        {
-            "id": "call00002",
-            "type": "function",
-            "function": {"name": "get_weather", "arguments": {"city": "Rome", "unit": "celsius"}},
-        },
-    ],
-}
-_TWO_TOOL_RESULTS = (
-    {
-        "role": "tool",
-        "tool_call_id": "call00001",
-        "name": "get_weather",
-        "content": '{"temperature": 18}',
-    },
-    {
-        "role": "tool",
-        "tool_call_id": "call00002",
-        "name": "get_weather",
-        "content": '{"temperature": 24}',
-    },
-)
+_TWO_TOOL_CALLS = _calls(_call("Paris", "call00001"), _call("Rome", "call00002"))
+_TWO_TOOL_RESULTS = (_result(18, "call00001"), _result(24, "call00002"))
 _REASONING = "France's capital is Paris; Italy's is Rome."
 
 

@@ -21,7 +21,7 @@ from sqlmodel import Field, Session, col, select
 from tracker.domain import Change, Diff, Estimate, RepoId, Sha
 from tracker.errors import StoreNotFoundError
 from tracker.store.base import StoreModel, UtcDateTime
-from tracker.store.engine import transaction
+from tracker.store.engine import transaction, upsert
 from tracker.store.tables import RepoRow, RevisionRow, repo_fk, revision_fk
 
 
@@ -84,8 +84,8 @@ class AnalysisStore:
     def __init__(self, engine: sa.Engine) -> None:
         self.engine = engine
 
-    def _session(self) -> AbstractContextManager[Session]:
-        return transaction(self.engine, "analysis store")
+    def _session(self, *, write: bool = False) -> AbstractContextManager[Session]:
+        return transaction(self.engine, "analysis store", write=write)
 
     @staticmethod
     def _repo_pk(s: Session, repo_id: RepoId) -> int | None:
@@ -98,7 +98,7 @@ class AnalysisStore:
         """Store a revision's diff and estimate in one transaction; saving again replaces them.
 
         StoreNotFoundError when a revision named is not in the store."""
-        with self._session() as s:
+        with self._session(write=True) as s:
             pk = self._repo_pk(s, diff.repo_id)
             if pk is None or estimate.repo_id != diff.repo_id:
                 raise StoreNotFoundError(f"{estimate.repo_id} is not in the store")
@@ -108,42 +108,39 @@ class AnalysisStore:
                 )
                 if s.execute(q).first() is None:
                     raise StoreNotFoundError(f"{diff.repo_id}: revision {sha} is not in the store")
-            row = s.exec(
-                select(RevisionDiffRow).where(
-                    col(RevisionDiffRow.repo_pk) == pk, col(RevisionDiffRow.after_sha) == diff.after
-                )
-            ).first()
+            # Upserts: another process analysing the same revision writes the same values.
             payload = json.dumps([c.to_json() for c in diff.changes], sort_keys=True)
-            if row is None:
-                s.add(
-                    RevisionDiffRow(
-                        repo_pk=pk,
-                        before_sha=diff.before,
-                        after_sha=diff.after,
-                        changes=payload,
-                        created_at=now,
-                    )
-                )
-            else:
-                row.before_sha, row.changes = diff.before, payload
-            est = s.get(RevisionEstimateRow, (pk, estimate.sha))
+            upsert(
+                s,
+                RevisionDiffRow.__table__,  # type: ignore[attr-defined]
+                {
+                    "repo_pk": pk,
+                    "before_sha": diff.before,
+                    "after_sha": diff.after,
+                    "changes": payload,
+                    "created_at": now,
+                },
+                ["repo_pk", "after_sha"],
+                ["before_sha", "changes"],
+            )
             report = (
                 json.dumps(estimate.estimate.to_json(), sort_keys=True)
                 if estimate.estimate is not None
                 else None
             )
-            if est is None:
-                s.add(
-                    RevisionEstimateRow(
-                        repo_pk=pk,
-                        sha=estimate.sha,
-                        report=report,
-                        error=estimate.error,
-                        created_at=now,
-                    )
-                )
-            else:
-                est.report, est.error = report, estimate.error
+            upsert(
+                s,
+                RevisionEstimateRow.__table__,  # type: ignore[attr-defined]
+                {
+                    "repo_pk": pk,
+                    "sha": estimate.sha,
+                    "report": report,
+                    "error": estimate.error,
+                    "created_at": now,
+                },
+                ["repo_pk", "sha"],
+                ["report", "error"],
+            )
 
     def diff(self, repo_id: RepoId, before: Sha | None, after: Sha) -> Diff | None:
         """The stored diff of the pair, or None when that pair was never analysed."""

@@ -6,12 +6,11 @@ import hashlib
 from collections.abc import Iterable
 
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 from sqlmodel import col
 
 from tracker.errors import StoreError
+from tracker.store.engine import insert_ignore
 from tracker.store.tables import BlobRow
 
 
@@ -23,18 +22,8 @@ def sha256_hex(data: bytes) -> str:
 def put_blob(session: Session, data: bytes) -> str:
     """Store `data` once (no-op when already present) and return its sha256, inside `session`."""
     digest = sha256_hex(data)
-    values = {"sha256": digest, "size": len(data), "data": data}
     table = BlobRow.__table__  # type: ignore[attr-defined]
-    dialect = session.get_bind().dialect.name
-    if dialect == "postgresql":
-        stmt: sa.Executable = (
-            pg_insert(table).values(**values).on_conflict_do_nothing(index_elements=["sha256"])
-        )
-    elif dialect == "sqlite":
-        stmt = sqlite_insert(table).values(**values).on_conflict_do_nothing()
-    else:  # pragma: no cover - only SQLite and PostgreSQL are supported
-        raise StoreError(f"unsupported database dialect {dialect!r}")
-    session.execute(stmt)
+    insert_ignore(session, table, {"sha256": digest, "size": len(data), "data": data}, ["sha256"])
     return digest
 
 

@@ -1,8 +1,20 @@
-"""Engine creation (SQLite pragmas, PostgreSQL), Alembic upgrades and the one transaction helper."""
+"""Engine creation (SQLite pragmas, PostgreSQL), atomic Alembic upgrades, transactions and upserts.
+
+Transactions: SQLite connections leave transaction control to us (the driver's implicit BEGIN
+only covers DML, so DDL would autocommit statement by statement). Every transaction starts with
+`BEGIN`, and a writing one (`transaction(..., write=True)`, migrations) with `BEGIN IMMEDIATE`:
+it takes SQLite's one write lock before it reads, waiting up to the busy timeout, so writers
+queue instead of failing to upgrade a read lock (SQLITE_BUSY). PostgreSQL runs READ COMMITTED;
+rows two processes can both write go through `insert_ignore` / `upsert` (ON CONFLICT), so a
+concurrent writer's row is taken as the same work done, never an IntegrityError.
+Migrations (`upgrade`) run in one transaction: `BEGIN IMMEDIATE` on SQLite, a transaction-level
+advisory lock on PostgreSQL; a kill leaves the old schema or the new one, and concurrent first
+opens run one after the other (the later ones find the schema at head and do nothing).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -10,11 +22,19 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
+from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session as OrmSession
 from sqlmodel import Session
 
 from tracker.errors import StoreError
 
 MIGRATIONS = Path(__file__).with_name("migrations")
+WRITE = "tracker_write"
+"""Execution option: a transaction on an engine with it set takes the write lock first (SQLite)."""
+MIGRATION_LOCK = int.from_bytes(b"trackmig", "big") & 0x7FFF_FFFF_FFFF_FFFF
+"""The PostgreSQL advisory lock key that serialises migrations of one database."""
 
 
 def create_engine(url: str) -> sa.Engine:
@@ -27,6 +47,7 @@ def create_engine(url: str) -> sa.Engine:
 
         @sa.event.listens_for(engine, "connect")
         def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+            dbapi_conn.isolation_level = None  # the driver emits no BEGIN; `_begin` does
             cur = dbapi_conn.cursor()
             cur.execute("PRAGMA journal_mode=WAL")
             cur.execute("PRAGMA foreign_keys=ON")
@@ -34,29 +55,59 @@ def create_engine(url: str) -> sa.Engine:
             cur.execute("PRAGMA synchronous=NORMAL")
             cur.close()
 
+        @sa.event.listens_for(engine, "begin")
+        def _begin(conn: sa.Connection) -> None:
+            write = conn.get_execution_options().get(WRITE)
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
         return engine
     return sa.create_engine(url, pool_pre_ping=True)
 
 
-def upgrade(engine: sa.Engine, revision: str = "head") -> None:
-    """Run the Alembic migrations (ours and those chained after "0001") up to `revision`."""
+def writer(engine: sa.Engine) -> sa.Engine:
+    """`engine` for transactions that write (see the module docstring)."""
+    return engine.execution_options(**{WRITE: True})
+
+
+def _alembic_config() -> Config:
     cfg = Config()
     cfg.set_main_option("path_separator", "os")
     cfg.set_main_option("script_location", str(MIGRATIONS))
     cfg.set_main_option("version_locations", str(MIGRATIONS / "versions"))
-    with engine.begin() as conn:
+    return cfg
+
+
+def current_revision(engine: sa.Engine) -> str | None:
+    """The schema's Alembic revision (None for an empty database)."""
+    with engine.connect() as conn:
+        return MigrationContext.configure(conn).get_current_revision()
+
+
+def upgrade(engine: sa.Engine, revision: str = "head") -> None:
+    """Bring the schema to `revision` in one transaction, serialised against other processes.
+
+    Already there (the common case: every command opens the store): one read, no lock.
+    """
+    cfg = _alembic_config()
+    target = ScriptDirectory.from_config(cfg).as_revision_number(revision)
+    if current_revision(engine) == target:
+        return
+    with writer(engine).begin() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": MIGRATION_LOCK})
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, revision)
 
 
 @contextmanager
-def transaction(engine: sa.Engine, label: str) -> Iterator[Session]:
-    """One transaction on `engine`: committed on success, rolled back on any error.
+def transaction(engine: sa.Engine, label: str, *, write: bool = False) -> Iterator[Session]:
+    """One transaction on `engine`: committed on success, rolled back on any error; `write`: it
+    takes the write lock first (SQLite; see the module docstring).
 
     SQLAlchemy errors become StoreError (prefixed with `label`); every other exception, tracker's
     own included, propagates unchanged after the rollback.
     """
-    session = Session(engine, expire_on_commit=False)
+    session = Session(writer(engine) if write else engine, expire_on_commit=False)
     try:
         yield session
         session.commit()
@@ -68,3 +119,39 @@ def transaction(engine: sa.Engine, label: str) -> Iterator[Session]:
         raise
     finally:
         session.close()
+
+
+def _insert(session: OrmSession, table: sa.Table) -> Any:
+    dialect = session.get_bind().dialect.name
+    if dialect == "postgresql":
+        return postgresql.insert(table)
+    if dialect == "sqlite":
+        return sqlite.insert(table)
+    raise StoreError(f"unsupported database dialect {dialect!r}")  # pragma: no cover
+
+
+def insert_ignore(
+    session: OrmSession, table: sa.Table, values: dict[str, Any], conflict: Sequence[str] | None
+) -> bool:
+    """INSERT `values` unless a row with the same `conflict` key (None: any unique key) exists,
+    or is being inserted by a concurrent transaction, which is waited for; True when this call
+    inserted the row."""
+    stmt = _insert(session, table).values(**values).on_conflict_do_nothing(index_elements=conflict)
+    # RETURNING, not rowcount: drivers report -1 for some inserts (psycopg with ON CONFLICT).
+    returned = session.execute(stmt.returning(*table.primary_key.columns)).first()
+    return returned is not None
+
+
+def upsert(
+    session: OrmSession,
+    table: sa.Table,
+    values: dict[str, Any],
+    conflict: Sequence[str],
+    update: Sequence[str],
+) -> None:
+    """INSERT `values`, or UPDATE the `update` columns of the row with the same `conflict` key."""
+    stmt = _insert(session, table).values(**values)
+    stmt = stmt.on_conflict_do_update(
+        index_elements=conflict, set_={c: stmt.excluded[c] for c in update}
+    )
+    session.execute(stmt)

@@ -30,7 +30,7 @@ from tracker.domain import (
 from tracker.errors import StoreError, StoreNotFoundError, TrackerError
 from tracker.store.base import utc_now
 from tracker.store.blobs import get_blobs, put_blob
-from tracker.store.engine import create_engine, transaction, upgrade
+from tracker.store.engine import create_engine, insert_ignore, transaction, upgrade
 from tracker.store.rows import pk as _pk
 from tracker.store.rows import to_stored as _to_stored
 from tracker.store.tables import (
@@ -52,6 +52,7 @@ from tracker.store.values import (
     decode_header,
 )
 
+_SEQ_ATTEMPTS = 5
 _SPEC = re.compile(r"^(?P<base>[^~]+?)(?:~(?P<n>\d*))?$")
 _HEX = re.compile(r"^[0-9a-f]{4,40}$")
 
@@ -78,8 +79,12 @@ class Store:
         self.engine.dispose()
 
     def _session(self) -> AbstractContextManager[Session]:
-        """One transaction: committed on success, rolled back on any error (→ StoreError)."""
+        """One reading transaction: committed on success, rolled back on any error (→ StoreError)."""
         return transaction(self.engine, "store")
+
+    def _writing(self) -> AbstractContextManager[Session]:
+        """One writing transaction (it takes SQLite's write lock first; see `engine`)."""
+        return transaction(self.engine, "store", write=True)
 
     # -- repos -------------------------------------------------------------------------------
 
@@ -96,18 +101,17 @@ class Store:
     ) -> RepoState:
         """Create the repo's row (and state) if missing, else update its source and ref;
         return its state (one transaction: what a poll starts with)."""
-        with self._session() as s:
-            row = s.execute(
-                sa.select(RepoRow).where(col(RepoRow.repo_id) == repo_id)
-            ).scalar_one_or_none()
-            if row is None:
-                row = RepoRow(repo_id=repo_id, source_kind=source_kind, url=url, ref=ref)
-                s.add(row)
-                s.flush()
-                s.add(IngestionStateRow(repo_pk=_pk(row)))
-                s.flush()
-            elif (row.source_kind, row.url, row.ref) != (source_kind, url, ref):
+        with self._writing() as s:
+            # Another process may create the same repo at the same time: its rows are ours too.
+            repos = RepoRow.__table__  # type: ignore[attr-defined]
+            values = {"repo_id": repo_id, "source_kind": source_kind, "url": url, "ref": ref}
+            insert_ignore(s, repos, values, ["repo_id"])
+            row = self._repo(s, repo_id)
+            states = IngestionStateRow.__table__  # type: ignore[attr-defined]
+            insert_ignore(s, states, {"repo_pk": _pk(row)}, ["repo_pk"])
+            if (row.source_kind, row.url, row.ref) != (source_kind, url, ref):
                 row.source_kind, row.url, row.ref = source_kind, url, ref
+            s.flush()
             return self._state(s, row)
 
     def _state(self, s: Session, repo: RepoRow) -> RepoState:
@@ -147,7 +151,7 @@ class Store:
     ) -> None:
         """Record a poll's outcome: OK resets the failure count; anything else increments it."""
         now = now or utc_now()
-        with self._session() as s:
+        with self._writing() as s:
             repo = self._repo(s, repo_id)
             st = s.get(IngestionStateRow, _pk(repo))
             assert st is not None
@@ -170,7 +174,7 @@ class Store:
         details: Mapping[str, Any],
         now: datetime | None = None,
     ) -> None:
-        with self._session() as s:
+        with self._writing() as s:
             repo = self._repo(s, repo_id)
             s.add(
                 EventRow(repo_pk=_pk(repo), at=now or utc_now(), kind=kind, details=dict(details))
@@ -283,7 +287,7 @@ class Store:
 
     def mark_analysed(self, repo_id: RepoId, sha: Sha, now: datetime | None = None) -> None:
         """Mark one revision analysed (idempotent: keeps the first time)."""
-        with self._session() as s:
+        with self._writing() as s:
             row = self._rev(s, self._repo(s, repo_id), sha)
             if row.analysed_at is None:
                 row.analysed_at = now or utc_now()
@@ -363,58 +367,88 @@ class Store:
         rewritten-away revision that the ref points at again).
         """
         at = now or utc_now()
-        with self._session() as s:
+        with self._writing() as s:
             repo = self._repo(s, repo_id)
             st = s.get(IngestionStateRow, _pk(repo))
             assert st is not None
-            row = s.execute(
-                sa.select(RevisionRow).where(
-                    col(RevisionRow.repo_pk) == _pk(repo),
-                    col(RevisionRow.sha) == commit.sha,
-                )
-            ).scalar_one_or_none()
+            row = self._find(s, _pk(repo), commit.sha)
             if row is None:
-                seq = s.execute(
-                    sa.select(sa.func.coalesce(sa.func.max(col(RevisionRow.seq)), 0)).where(
-                        col(RevisionRow.repo_pk) == _pk(repo)
-                    )
-                ).scalar_one()
-                row = RevisionRow(
-                    repo_pk=_pk(repo),
-                    sha=commit.sha,
-                    parents=list(commit.parents),
-                    date=commit.date.isoformat(),
-                    title=commit.title,
-                    message=commit.message,
-                    authors=list(commit.authors),
-                    seq=int(seq) + 1,
-                    previous_sha=previous,
-                    tree_hash=put_tree(s, _pk(repo), tree),
-                    ingested_at=at,
-                )
-                s.add(row)
-                s.flush()
-                for path, fv in sorted(files.items()):
-                    digest = fv.blob_sha256
-                    if fv.data is not None:
-                        digest = put_blob(s, fv.data)
-                    if fv.kind is not FileKind.UNREADABLE and digest is None:
-                        raise StoreError(f"{repo_id}@{commit.sha}: {path} has no content")
-                    s.add(
-                        RevisionFileRow(
-                            revision_pk=_pk(row),
-                            path=path,
-                            kind=fv.kind.value,
-                            blob_sha256=digest if fv.kind is not FileKind.UNREADABLE else None,
-                            reason=fv.reason,
-                            fetched=fv.fetched,
-                        )
-                    )
+                row = self._insert_revision(s, repo, commit, tree, files, previous, at)
             elif row.rewritten_away:
                 row.rewritten_away = False
             st.cursor_sha = commit.sha
             s.flush()
             return _to_stored(row)
+
+    @staticmethod
+    def _find(s: Session, repo_pk: int, sha: str) -> RevisionRow | None:
+        return s.execute(
+            sa.select(RevisionRow).where(
+                col(RevisionRow.repo_pk) == repo_pk, col(RevisionRow.sha) == sha
+            )
+        ).scalar_one_or_none()
+
+    def _insert_revision(
+        self,
+        s: Session,
+        repo: RepoRow,
+        commit: Commit,
+        tree: Sequence[TreeEntry],
+        files: Mapping[str, FileVersion],
+        previous: Sha | None,
+        at: datetime,
+    ) -> RevisionRow:
+        """Insert a new revision row and its files; a concurrent writer that stored the same
+        revision first wins (its row is returned, our files are not added: it added them)."""
+        pk = _pk(repo)
+        values = {
+            "repo_pk": pk,
+            "sha": commit.sha,
+            "parents": list(commit.parents),
+            "date": commit.date.isoformat(),
+            "title": commit.title,
+            "message": commit.message,
+            "authors": list(commit.authors),
+            "previous_sha": previous,
+            "tree_hash": put_tree(s, pk, tree),
+            "ingested_at": at,
+            "rewritten_away": False,
+        }
+        table = RevisionRow.__table__  # type: ignore[attr-defined]
+        for _ in range(_SEQ_ATTEMPTS):
+            seq = s.execute(
+                sa.select(sa.func.coalesce(sa.func.max(col(RevisionRow.seq)), 0)).where(
+                    col(RevisionRow.repo_pk) == pk
+                )
+            ).scalar_one()
+            # No conflict target: neither the (repo, sha) nor the (repo, seq) key may collide.
+            inserted = insert_ignore(s, table, {**values, "seq": int(seq) + 1}, None)
+            row = self._find(s, pk, commit.sha)
+            if row is not None and not inserted:
+                return row  # a concurrent writer stored this revision
+            if row is not None:
+                break
+        else:
+            raise StoreError(
+                f"{repo.repo_id}@{commit.sha}: no free sequence number (concurrent writers)"
+            )
+        for path, fv in sorted(files.items()):
+            digest = fv.blob_sha256
+            if fv.data is not None:
+                digest = put_blob(s, fv.data)
+            if fv.kind is not FileKind.UNREADABLE and digest is None:
+                raise StoreError(f"{repo.repo_id}@{commit.sha}: {path} has no content")
+            s.add(
+                RevisionFileRow(
+                    revision_pk=_pk(row),
+                    path=path,
+                    kind=fv.kind.value,
+                    blob_sha256=digest if fv.kind is not FileKind.UNREADABLE else None,
+                    reason=fv.reason,
+                    fetched=fv.fetched,
+                )
+            )
+        return row
 
     def rewrite(
         self,
@@ -425,14 +459,20 @@ class Store:
         details: Mapping[str, Any],
         now: datetime | None = None,
         kind: EventKind = EventKind.FORCE_PUSH,
-    ) -> None:
+        only_from: Sha | None = None,
+    ) -> bool:
         """After a force-push: mark `dropped` rewritten-away (never deleted), move the cursor to
         `cursor` (the fork point, or None when nothing stored survives) and record one
         `kind` event (FORCE_PUSH; REF_CHANGED when the watched ref moved) with `details`, in one
-        transaction."""
+        transaction. With `only_from`, only while the cursor is still there (another process
+        may have handled the same rewrite first); returns whether it was applied."""
         at = now or utc_now()
-        with self._session() as s:
+        with self._writing() as s:
             repo = self._repo(s, repo_id)
+            st = s.get(IngestionStateRow, _pk(repo))
+            assert st is not None
+            if only_from is not None and st.cursor_sha != only_from:
+                return False
             if dropped:
                 s.execute(
                     sa.update(RevisionRow)
@@ -442,8 +482,6 @@ class Store:
                     )
                     .values(rewritten_away=True)
                 )
-            st = s.get(IngestionStateRow, _pk(repo))
-            assert st is not None
             st.cursor_sha = cursor
             s.add(
                 EventRow(
@@ -453,6 +491,7 @@ class Store:
                     details={**details, "dropped": list(dropped), "fork_point": cursor},
                 )
             )
+            return True
 
 
 __all__ = ["Store"]

@@ -16,6 +16,7 @@ from sqlmodel import col
 
 from tracker.domain import TreeEntry
 from tracker.errors import StoreError
+from tracker.store.engine import insert_ignore
 from tracker.store.tables import TreeEntryRow, TreeRow
 
 
@@ -67,25 +68,30 @@ def put_tree(s: Session, repo_pk: int, tree: Sequence[TreeEntry]) -> str:
             if pk is not None:
                 existing[key] = pk
     ids: list[int] = []
+    table = TreeEntryRow.__table__  # type: ignore[attr-defined]
     for e, key in zip(entries, keys, strict=True):
         if key not in existing:
-            row = TreeEntryRow(
-                repo_pk=repo_pk,
-                entry_key=key,
-                path=e.path,
-                blob_id=e.blob_id,
-                size=e.size,
-                lfs_sha256=e.lfs_sha256,
-                security=dict(e.security) if e.security is not None else None,
-            )
-            s.add(row)
-            s.flush()
-            if row.id is None:  # pragma: no cover - flushed rows have ids
-                raise StoreError("tree entry row has no id after flush")
-            existing[key] = row.id
+            values = {
+                "repo_pk": repo_pk,
+                "entry_key": key,
+                "path": e.path,
+                "blob_id": e.blob_id,
+                "size": e.size,
+                "lfs_sha256": e.lfs_sha256,
+                "security": dict(e.security) if e.security is not None else None,
+            }
+            # A concurrent writer may store the same entry: its row is ours too.
+            insert_ignore(s, table, values, ["repo_pk", "entry_key"])
+            found = s.execute(
+                sa.select(col(TreeEntryRow.id)).where(
+                    col(TreeEntryRow.repo_pk) == repo_pk, col(TreeEntryRow.entry_key) == key
+                )
+            ).scalar_one()
+            if found is None:  # pragma: no cover - the id column is the primary key
+                raise StoreError("tree entry row has no id")
+            existing[key] = found
         ids.append(existing[key])
     tree_hash = hashlib.sha256(json.dumps(ids).encode()).hexdigest()
-    if s.get(TreeRow, tree_hash) is None:
-        s.add(TreeRow(tree_hash=tree_hash, entry_ids=ids))
-        s.flush()
+    trees = TreeRow.__table__  # type: ignore[attr-defined]
+    insert_ignore(s, trees, {"tree_hash": tree_hash, "entry_ids": ids}, ["tree_hash"])
     return tree_hash

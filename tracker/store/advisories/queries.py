@@ -46,6 +46,7 @@ from tracker.store.advisories.values import (
     id_key,
 )
 from tracker.store.base import whole_seconds
+from tracker.store.engine import writer
 from tracker.store.tables import RepoRow, RevisionRow
 
 _CHUNK = 500
@@ -123,6 +124,15 @@ def _record_time(record: Mapping[str, Any], key: str) -> datetime:
         return parse_rfc3339(str(record[key]))
     except (KeyError, ValueError) as exc:
         raise StoreError(f"advisory record has no valid {key!r} timestamp: {exc}") from exc
+
+
+_RETRYABLE_SQLSTATES = ("40001", "40P01")  # serialization failure, deadlock detected
+
+
+def _conflict(exc: sa_exc.DBAPIError) -> bool:
+    if isinstance(exc, sa_exc.IntegrityError):
+        return True
+    return getattr(exc.orig, "sqlstate", None) in _RETRYABLE_SQLSTATES
 
 
 class AdvisoryTx:
@@ -373,19 +383,19 @@ class AdvisoryStore:
     def transaction(self) -> Iterator[AdvisoryTx]:
         """One transaction: committed when the block exits normally, rolled back on any exception.
 
-        An integrity conflict (another writer got there first) becomes AdvisoryConflictError;
-        other database failures become StoreError.
+        An integrity conflict (another writer got there first), a deadlock or a serialization
+        failure becomes AdvisoryConflictError (retrying sees the other writer's result); other
+        database failures become StoreError.
         """
-        session = Session(self.engine, expire_on_commit=False)
+        # A writing transaction: on SQLite it holds the write lock from the start (see `engine`).
+        session = Session(writer(self.engine), expire_on_commit=False)
         try:
-            if self.engine.dialect.name == "sqlite":
-                # Take SQLite's write lock first (waiting under busy_timeout) so that two writers
-                # cannot both read and then deadlock on upgrading to a write (SQLITE_BUSY at once).
-                session.exec(sa.text("UPDATE advisory_counters SET next_n = next_n WHERE 0 = 1"))  # type: ignore[call-overload]
             yield AdvisoryTx(session)
             session.commit()
-        except sa_exc.IntegrityError as exc:
+        except (sa_exc.IntegrityError, sa_exc.OperationalError) as exc:
             session.rollback()
+            if not _conflict(exc):
+                raise StoreError(f"advisory store failed: {exc}") from exc
             raise AdvisoryConflictError(f"advisory write conflict: {exc.orig}") from exc
         except sa_exc.SQLAlchemyError as exc:
             session.rollback()
