@@ -19,6 +19,7 @@ from tracker.sources import RepoSource, Sources
 from tracker.store import Store
 from tracker.store.advisories import AdvisoryStore
 from tracker.store.analysis import AnalysisStore
+from tracker.store.webhooks import WebhookStore
 
 if TYPE_CHECKING:
     from tracker.pipeline import Pipeline, Stages
@@ -67,6 +68,11 @@ class App:
             clock=self.clock,
             stages=self.stages,
         )
+
+    @cached_property
+    def webhooks(self) -> WebhookStore:
+        """Webhook subscriptions, the delivery outbox and log, and the poll-request queue."""
+        return WebhookStore(self.store.engine)
 
     def close(self) -> None:
         self.store.close()

@@ -82,6 +82,34 @@ class Settings(BaseSettings):
         gt=0,
         description="Seconds to wait for a chat-template render request before the worker is killed and the revision is retried later.",
     )
+    webhook_allow_networks: str = Field(
+        default="",
+        description="Comma-separated CIDRs webhook targets may resolve to although not public (loopback, private, link-local are refused otherwise), e.g. 127.0.0.0/8,::1/128.",
+    )
+    webhook_timeout_s: float = Field(
+        default=10.0, gt=0, description="Seconds one webhook delivery attempt may take."
+    )
+    webhook_max_attempts: int = Field(
+        default=16, ge=1, le=100, description="Attempts of a webhook delivery before it fails."
+    )
+    webhook_retry_base_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="The first retry's backoff step; each further one doubles, with jitter.",
+    )
+    webhook_retry_max_s: float = Field(
+        default=21600.0, gt=0, description="The longest backoff step between two attempts."
+    )
+    hub_webhook_secret: str | None = Field(
+        default=None,
+        description="The secret the Hub sends in X-Webhook-Secret to POST /v1/hooks/huggingface (unset: that endpoint is off).",
+    )
+    queue_check_s: float = Field(
+        default=0.25,
+        gt=0,
+        le=60,
+        description="How often the polling daemon looks at its queues: poll requests (Hub webhooks, manual triggers) and due webhook deliveries.",
+    )
     log_level: LogLevel = Field(
         default="WARNING", description="structlog level (the systemd units set INFO)."
     )
@@ -112,6 +140,21 @@ class Settings(BaseSettings):
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ValueError(f"{value!r} is not an http(s) URL")
         return value.rstrip("/")
+
+    @field_validator("webhook_allow_networks")
+    @classmethod
+    def _networks(cls, value: str) -> str:
+        from tracker.webhooks.ssrf import parse_networks
+
+        parse_networks(value)
+        return value
+
+    @field_validator("hub_webhook_secret")
+    @classmethod
+    def _blank_secret_is_none(cls, value: str | None) -> str | None:
+        if value and not value.isascii():
+            raise ValueError("the Hub sends its webhook secret as ASCII only")
+        return value or None
 
     @field_validator("hf_token")
     @classmethod

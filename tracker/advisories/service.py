@@ -48,6 +48,7 @@ from tracker.store.advisories import (
     OpenCandidate,
     SuppressedChange,
 )
+from tracker.webhooks.events import EVENT, Filter, RevisionEvent, matching
 
 _ATTEMPTS = 3
 
@@ -111,6 +112,7 @@ def _publish(
     if tx.revision_done(repo_id, sha):
         return tx.introduced_at(repo_id, sha)
     restoring: set[int] = set()
+    fixed_here: list[Advisory] = []
     extend: list[tuple[OpenCandidate, str | None]] = []
     for cand in tx.open_candidates(repo_id, previous, sha) if previous is not None else []:
         pending = [PendingChange.from_json(p) for p in cand.pending]
@@ -128,6 +130,7 @@ def _publish(
         old = stored.advisory
         fixed = Advisory(old.id, repo_id, old.introduced, old.group, old.severity, record)
         tx.update(fixed, state=AdvisoryState.FIXED, pending=[p.to_json() for p in step.pending])
+        fixed_here.append(fixed)
     # Extending is appending one full sha (checked) to each versions list and moving `modified`:
     # stored as one row per advisory, without rewriting (or re-validating) whole records.
     if not is_full_sha(sha):
@@ -161,8 +164,41 @@ def _publish(
     for c in classified:
         if c.suppressed is not None:
             tx.record_suppressed(_suppressed(repo_id, sha, c, now))
+    _enqueue_deliveries(tx, subject, out, fixed_here, now)
     tx.mark_revision(repo_id, sha, now)
     return out
+
+
+def _enqueue_deliveries(
+    tx: AdvisoryTx,
+    subject: Subject,
+    introduced: Sequence[Advisory],
+    fixed: Sequence[Advisory],
+    now: datetime,
+) -> None:
+    """The webhook outbox, in the publish transaction: one delivery per subscription that wants
+    something of this revision (a crash after the commit delays a delivery, never loses it)."""
+    if not introduced and not fixed:
+        return
+    outbox = tx.outbox
+    subscriptions = outbox.subscriptions()
+    if not subscriptions:
+        return
+    event = RevisionEvent(
+        subject.repo_id,
+        subject.url,
+        subject.introduced,
+        subject.previous,
+        tuple(introduced),
+        tuple(fixed),
+        now,
+    )
+    filters = [
+        (s.id, Filter(s.repos, s.min_severity, tuple(k.value for k in s.kinds)))
+        for s in subscriptions
+    ]
+    for sub_id, body in matching(filters, event):
+        outbox.enqueue(sub_id, subject.repo_id, subject.introduced, EVENT, body, now)
 
 
 def _dump_pending(pending: Sequence[PendingChange]) -> str:

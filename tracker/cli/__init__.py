@@ -56,7 +56,7 @@ def one_line(exc: errors.TrackerError) -> str:
 
 
 def _register_all() -> None:
-    from tracker.cli import advisories, demo, diff, estimate, poll, replica, serve, watch
+    from tracker.cli import advisories, demo, diff, estimate, poll, replica, serve, subscribe, watch
 
     modules: tuple[Callable[[typer.Typer], None], ...] = (
         watch.register,
@@ -65,6 +65,7 @@ def _register_all() -> None:
         estimate.register,
         advisories.register,
         serve.register,
+        subscribe.register,
         replica.register,
         demo.register,
     )

@@ -10,8 +10,10 @@ import json
 import signal
 import sys
 import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import structlog
@@ -27,8 +29,12 @@ from tracker.settings import load_settings
 from tracker.store import FileKind
 from tracker.store.values import decode_header
 from tracker.watchlist import WatchedRepo
+from tracker.webhooks.deliver import Deliverer
 
 log = structlog.get_logger(__name__)
+
+REQUEST_LEASE_S = 900
+"""A claimed poll request is claimed again after this long if its daemon died polling it."""
 
 
 def report_json(r: PollReport) -> dict[str, Any]:
@@ -78,6 +84,44 @@ def _selected(app: App, repo: str | None) -> list[WatchedRepo]:
     return [watchlist.get(rid)]
 
 
+def serve_poll_requests(app: App, run: Callable[[WatchedRepo], None]) -> int:
+    """Poll every repo with a waiting poll request (`tracker.store.webhooks`: the Hub's webhooks
+    and manual triggers queue them) through `run`, then mark the request done; a repo the
+    watchlist no longer lists is dropped unpolled. Returns how many repos were polled."""
+    requests = app.webhooks.claim_poll_requests(
+        app.clock(), lease=timedelta(seconds=REQUEST_LEASE_S)
+    )
+    if not requests:
+        return 0
+    watched = {r.repo_id: r for r in app.load_watchlist().repos}
+    polled = 0
+    for req in requests:
+        target = watched.get(req.repo_id)
+        try:
+            if target is None:
+                log.info("poll_request.unwatched", repo=req.repo_id, reason=req.reason)
+            else:
+                log.info("poll_request.polling", repo=req.repo_id, reason=req.reason)
+                run(target)
+                polled += 1
+        finally:
+            app.webhooks.finish_poll_request(req)
+    return polled
+
+
+def deliver_due(app: App) -> int:
+    """Attempt every webhook delivery due now, once (`poll --once`: a failed one waits for its
+    retry time and the next run); returns how many were attempted."""
+    deliverer = Deliverer(app.webhooks, app.settings, app.clock)
+    total = 0
+    try:
+        while n := deliverer.run_once():
+            total += n
+    finally:
+        deliverer.close()
+    return total
+
+
 def run_daemon(app: App, repos: list[WatchedRepo], *, follow_watchlist: bool = True) -> None:
     """Poll each repo at its interval until SIGTERM/SIGINT (APScheduler 3 BlockingScheduler).
 
@@ -101,22 +145,76 @@ def run_daemon(app: App, repos: list[WatchedRepo], *, follow_watchlist: bool = T
     idle = threading.Condition()
     running = 0
 
-    def job(watched: WatchedRepo) -> None:
+    wake_deliveries = threading.Event()
+    repo_locks: dict[str, threading.Lock] = {}
+    locks_lock = threading.Lock()
+
+    @contextmanager
+    def counted() -> Iterator[bool]:
+        """Counts the work under way (the stop waits for it); False once stopping."""
         nonlocal running
         with idle:
             if stopping.is_set():
-                return  # queued before the stop: never started
+                yield False  # queued before the stop: never started
+                return
             running += 1
         try:
-            with structlog.contextvars.bound_contextvars(repo=watched.repo_id, job="poll"):
-                try:
-                    app.pipeline.run_cycle([watched])
-                except Exception:  # keep the daemon alive; the error is logged with its traceback
-                    log.exception("poll.crashed")
+            yield True
         finally:
             with idle:
                 running -= 1
                 idle.notify_all()
+
+    def run_repo(watched: WatchedRepo, job_name: str) -> None:
+        """One cycle of one repo; scheduled and requested polls of a repo never overlap."""
+        with locks_lock:
+            lock = repo_locks.setdefault(watched.repo_id, threading.Lock())
+        with lock, structlog.contextvars.bound_contextvars(repo=watched.repo_id, job=job_name):
+            try:
+                report = app.pipeline.run_cycle([watched])
+                if report.advisories:
+                    wake_deliveries.set()
+            except Exception:  # keep the daemon alive; the error is logged with its traceback
+                log.exception("poll.crashed")
+
+    def job(watched: WatchedRepo) -> None:
+        with counted() as started:
+            if started:
+                run_repo(watched, "poll")
+
+    def requested_polls() -> None:
+        """Serve the poll-request queue (Hub webhooks, manual triggers) until the stop."""
+        while not stopping.wait(app.settings.queue_check_s):
+            with counted() as started:
+                if not started:
+                    return
+                try:
+                    serve_poll_requests(app, lambda w: run_repo(w, "requested"))
+                except Exception:
+                    log.exception("poll_requests.crashed")
+
+    def deliveries() -> None:
+        """Send due webhook deliveries until the stop; woken early when a poll published."""
+        deliverer = Deliverer(app.webhooks, app.settings, app.clock)
+        try:
+            while not stopping.is_set():
+                attempted = 0
+                due: float | None = None
+                with counted() as started:
+                    if not started:
+                        return
+                    try:
+                        attempted = deliverer.run_once()
+                        due = None if attempted else deliverer.seconds_until_due()
+                    except Exception:
+                        log.exception("webhooks.crashed")
+                if attempted:
+                    continue
+                wait = app.settings.queue_check_s * 4 if due is None else due
+                wake_deliveries.wait(min(max(wait, 0.01), app.settings.queue_check_s * 4))
+                wake_deliveries.clear()
+        finally:
+            deliverer.close()
 
     scheduled: dict[str, WatchedRepo] = {}
 
@@ -159,15 +257,26 @@ def run_daemon(app: App, repos: list[WatchedRepo], *, follow_watchlist: bool = T
 
     def stop(signum: int, _frame: Any) -> None:
         stopping.set()
+        wake_deliveries.set()
         log.info("poll.stopping", signal=signal.Signals(signum).name)
         scheduler.shutdown(wait=False)
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     log.info("poll.started", repos=len(repos))
+    workers = [
+        threading.Thread(target=requested_polls, name="poll-requests", daemon=True),
+        threading.Thread(target=deliveries, name="webhook-deliveries", daemon=True),
+    ]
+    for worker in workers:
+        worker.start()
     scheduler.start()
+    stopping.set()
+    wake_deliveries.set()
     with idle:
         idle.wait_for(lambda: running == 0)
+    for worker in workers:
+        worker.join()
     log.info("poll.stopped")
 
 
@@ -196,6 +305,7 @@ def poll(
             )
         if once:
             report = app.pipeline.run_cycle(repos)
+            deliver_due(app)
             if as_json:
                 from tracker.pipeline import cycle_json
 

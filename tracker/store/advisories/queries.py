@@ -48,6 +48,7 @@ from tracker.store.advisories.values import (
 from tracker.store.base import whole_seconds
 from tracker.store.engine import writer
 from tracker.store.tables import RepoRow, RevisionRow
+from tracker.store.webhooks import OutboxTx
 
 _CHUNK = 500
 
@@ -164,6 +165,11 @@ class AdvisoryTx:
         )
         if self._s.execute(q).first() is None:
             raise StoreNotFoundError(f"{repo_id}: revision {sha} is not in the store")
+
+    @property
+    def outbox(self) -> OutboxTx:
+        """The webhook outbox in this transaction (deliveries commit with the advisories)."""
+        return OutboxTx(self._s, self._repo_pk)
 
     def revision_done(self, repo_id: RepoId, sha: Sha) -> bool:
         """Whether `sha`'s advisories were published; StoreNotFoundError unless it is stored."""
