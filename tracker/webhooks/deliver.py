@@ -93,7 +93,9 @@ class Deliverer:
             timeout=settings.webhook_timeout_s, follow_redirects=False, trust_env=False
         )
         self.rng = rng
-        self.lease = timedelta(seconds=settings.webhook_timeout_s + 30)
+        # A claim outlives an attempt (a connect and a read, each up to the timeout); a worker that
+        # died mid-attempt leaves its delivery to be claimed again after it.
+        self.lease = timedelta(seconds=settings.webhook_timeout_s * 2 + 2)
 
     def close(self) -> None:
         self.client.close()
