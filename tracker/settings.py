@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import AliasChoices, Field, ValidationError, field_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from tracker.artifacts import MAX_FILE_BYTES, MAX_HEADER_BYTES, Limits
@@ -100,7 +100,7 @@ class Settings(BaseSettings):
     webhook_retry_max_s: float = Field(
         default=21600.0, gt=0, description="The longest backoff step between two attempts."
     )
-    hub_webhook_secret: str | None = Field(
+    hub_webhook_secret: SecretStr | None = Field(
         default=None,
         description="The secret the Hub sends in X-Webhook-Secret to POST /v1/hooks/huggingface (unset: that endpoint is off).",
     )
@@ -151,10 +151,13 @@ class Settings(BaseSettings):
 
     @field_validator("hub_webhook_secret")
     @classmethod
-    def _blank_secret_is_none(cls, value: str | None) -> str | None:
-        if value and not value.isascii():
+    def _hub_secret(cls, value: SecretStr | None) -> SecretStr | None:
+        # Never echo the value: a problem names the variable only.
+        if value is None or not value.get_secret_value():
+            return None
+        if not value.get_secret_value().isascii():
             raise ValueError("the Hub sends its webhook secret as ASCII only")
-        return value or None
+        return value
 
     @field_validator("hf_token")
     @classmethod

@@ -46,16 +46,15 @@ class Received:
         return json.loads(self.body)
 
 
-Reply = tuple[int, dict[str, str]]
+Reply = tuple[int, dict[str, str]] | tuple[int, dict[str, str], float]
 
 
 @dataclass
 class Receiver:
     """A webhook receiver on 127.0.0.1: records every request, answers with `reply(n, request)`
-    (n counts from 0) -- by default 204. `delay_s` holds each answer back (a slow receiver)."""
+    (n counts from 0) -- by default 204; a third item holds that answer back so many seconds."""
 
     reply: Callable[[int, Received], Reply] = lambda n, r: (204, {})
-    delay_s: float = 0.0
     received: list[Received] = field(default_factory=list)
     _server: ThreadingHTTPServer | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -86,9 +85,9 @@ class Receiver:
                     n = len(owner.received)
                     owner.received.append(got)
                     owner._cond.notify_all()
-                status, headers = owner.reply(n, got)
-                if owner.delay_s:
-                    time.sleep(owner.delay_s)
+                status, headers, *delay = owner.reply(n, got)
+                if delay:
+                    time.sleep(delay[0])
                 self.send_response(status)
                 for k, v in headers.items():
                     self.send_header(k, v)

@@ -10,16 +10,18 @@ import os
 import re
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from tracker.replica.gitread import GitReadError, GitRepo
 from tracker.replica.httpserver import BackgroundServer, LoopbackServer
 from tracker.replica.responses import HubError, Request, Response
 from tracker.replica.routes import Routes
+from tracker.replica.webhooks import HubWebhook, RefWatcher, Sent
 
 _MAX_BODY = 16 * 1024 * 1024
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -162,9 +164,19 @@ class Replica(BackgroundServer):
     name = "hub-replica"
     not_running = "the replica is not running; use `with Replica(root) as hub:`"
 
-    def __init__(self, root: Path, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        root: Path,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        webhooks: Sequence[HubWebhook] = (),
+    ) -> None:
         super().__init__(host, port)
         self.root = Path(root)
+        self.webhooks = tuple(webhooks)
+        self._watcher: RefWatcher | None = None
+        self._sent_before: list[Sent] = []
         self._lock = threading.Lock()
         self._records: list[RequestRecord] = []
         self._faults: list[_Fault] = []
@@ -172,6 +184,26 @@ class Replica(BackgroundServer):
         self._routes = Routes(self.root, self._repo_for, os.urandom(32))
 
     # -- lifecycle --------------------------------------------------------------------------
+
+    def start(self) -> Self:
+        """Serve in the background; with `webhooks`, also watch the repos' refs and send the Hub's
+        `repo.content` webhook for every change (`tracker.replica.webhooks`)."""
+        super().start()
+        if self.webhooks and self._watcher is None:
+            self._watcher = RefWatcher(self.root, self.webhooks, base_url=self.url)
+            self._watcher.start()
+        return self
+
+    def _stopping_now(self) -> None:
+        watcher, self._watcher = self._watcher, None
+        if watcher is not None:
+            watcher.stop()
+            self._sent_before += watcher.sent
+
+    @property
+    def webhooks_sent(self) -> list[Sent]:
+        """Every webhook sent so far (empty without `webhooks`)."""
+        return self._sent_before + (self._watcher.sent if self._watcher is not None else [])
 
     def serve_forever(self) -> None:
         """Serve in the calling thread until interrupted (the CLI's `replica serve`)."""

@@ -1,0 +1,61 @@
+"""The Hub's webhooks, read as a hint to poll (push mode).
+
+The Hub POSTs a version-3 payload (`../shared/HUB-PROTOCOL.md` §11) with the webhook's secret in
+`X-Webhook-Secret`. Only `repo.content` events of model repos say that refs moved; anything else
+is acknowledged and ignored. The payload is never trusted beyond naming a repo: what changed is
+read from the Hub by the normal poll, so a forged or replayed hook can at most cause a poll (and
+poll requests of a repo coalesce: see `WebhookStore.request_poll`).
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tracker.domain import RepoId, parse_repo_id
+from tracker.errors import InvalidRepoIdError
+
+CONTENT_SCOPE = "repo.content"
+
+
+@dataclass(frozen=True)
+class HubEvent:
+    """What a Hub payload says: the repo, whether it is a content change, and why not if not."""
+
+    repo_id: RepoId | None
+    content: bool
+    ignored_because: str | None = None
+
+
+class BadHubPayload(ValueError):
+    """A payload that is not the Hub's webhook JSON (the message says what is wrong)."""
+
+
+def secret_matches(given: str | None, expected: str) -> bool:
+    """Constant-time comparison of the `X-Webhook-Secret` header with the configured secret."""
+    if given is None:
+        return False
+    return hmac.compare_digest(given.encode("latin-1", "replace"), expected.encode("latin-1"))
+
+
+def read_event(payload: Any) -> HubEvent:
+    """The repo a Hub webhook payload is about, and whether its content changed."""
+    if not isinstance(payload, Mapping):
+        raise BadHubPayload("the payload is not a JSON object")
+    event, repo = payload.get("event"), payload.get("repo")
+    if not isinstance(event, Mapping) or not isinstance(event.get("scope"), str):
+        raise BadHubPayload("event.scope is missing")
+    if not isinstance(repo, Mapping) or not isinstance(repo.get("name"), str):
+        raise BadHubPayload("repo.name is missing")
+    try:
+        repo_id = parse_repo_id(repo["name"])
+    except InvalidRepoIdError as exc:
+        raise BadHubPayload(f"repo.name: {exc}") from None
+    scope = event["scope"]
+    if repo.get("type", "model") != "model":
+        return HubEvent(repo_id, False, f"a {repo.get('type')} repo, not a model")
+    if scope != CONTENT_SCOPE:
+        return HubEvent(repo_id, False, f"scope {scope!r} does not change the repo's files")
+    return HubEvent(repo_id, True)
