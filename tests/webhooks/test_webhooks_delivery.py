@@ -9,6 +9,7 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hookkit import NOW, REPO, SHAS, Received, Receiver, change, publish
@@ -68,6 +69,16 @@ def _deliver_until(deliverer: Deliverer, receiver: Receiver, n: int, timeout: fl
     receiver.wait_for(n, timeout=1)
 
 
+def _readme_verifier() -> Any:
+    """The `verify` function the README shows receivers (its first python block after
+    "Verifying, in Python"), executed as written."""
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = text.split("Verifying, in Python:", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    scope: dict[str, Any] = {}
+    exec(block, scope)
+    return scope["verify"]
+
+
 def _verify(secret: str, r: Received) -> object:
     return Webhook(secret).verify(r.body, r.headers)
 
@@ -96,6 +107,9 @@ def test_one_signed_delivery_per_revision_verified_independently(store: Store) -
     assert [a["id"] for a in data["advisories"]] == [a.id for a in advisories]
     assert data["advisories"][0]["affected"][0]["ranges"][0]["events"][0] == {"introduced": SHAS[1]}
     assert data["fixed"] == []
+    readme_verify = _readme_verifier()  # the README's receiver code agrees
+    assert readme_verify(secret, got.headers, got.body) is True
+    assert readme_verify(secret, got.headers, got.body + b" ") is False
     with pytest.raises(WebhookVerificationError):  # another secret, or a changed byte, fails
         Webhook("whsec_" + "QUJD" * 8).verify(got.body, got.headers)
     with pytest.raises(WebhookVerificationError):
