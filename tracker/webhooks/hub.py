@@ -27,6 +27,18 @@ class HubEvent:
     repo_id: RepoId | None
     content: bool
     ignored_because: str | None = None
+    refs: tuple[tuple[str, str | None], ...] = ()  # (ref, new sha or None when deleted)
+
+    def moves(self, ref: str) -> tuple[bool, str | None]:
+        """Whether the event moves the branch or tag `ref` (`main`, `refs/heads/main`), and to
+        which sha (None: deleted). An event without `updatedRefs` may move anything."""
+        if not self.refs:
+            return True, None
+        names = {ref} if ref.startswith("refs/") else {f"refs/heads/{ref}", f"refs/tags/{ref}"}
+        for name, sha in self.refs:
+            if name in names:
+                return True, sha
+        return False, None
 
 
 class BadHubPayload(ValueError):
@@ -58,4 +70,9 @@ def read_event(payload: Any) -> HubEvent:
         return HubEvent(repo_id, False, f"a {repo.get('type')} repo, not a model")
     if scope != CONTENT_SCOPE:
         return HubEvent(repo_id, False, f"scope {scope!r} does not change the repo's files")
-    return HubEvent(repo_id, True)
+    refs: list[tuple[str, str | None]] = []
+    for item in payload.get("updatedRefs") or []:
+        if isinstance(item, Mapping) and isinstance(item.get("ref"), str):
+            new = item.get("newSha")
+            refs.append((item["ref"], new if isinstance(new, str) else None))
+    return HubEvent(repo_id, True, None, tuple(refs))
