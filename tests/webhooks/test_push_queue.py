@@ -6,17 +6,21 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from hookkit import Receiver
+import pytest
+from hookkit import REPO, SHAS, Receiver, ingest
 from huggingface_hub import WebhookPayload
 
-from tracker.domain import RepoId
+from tracker.domain import RepoId, Severity
 from tracker.replica import Replica
 from tracker.replica.repos import commit, init_repo
 from tracker.replica.webhooks import HubWebhook
 from tracker.store import Store
+from tracker.store.advisories import AdvisoryStore
 from tracker.store.webhooks import WebhookStore
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -107,3 +111,44 @@ def test_concurrent_claims_take_each_request_once(tmp_path: Path) -> None:
         t.join()
     assert sorted(taken) == sorted(f"acme/r{i}" for i in range(20))
     store.close()
+
+
+@pytest.mark.postgres
+def test_concurrent_delivery_claims_skip_locked_rows_on_postgresql(
+    pg_database: Callable[[str], AbstractContextManager[str]],
+) -> None:
+    with pg_database("claims") as url:
+        store = Store.open(url)
+        q = WebhookStore(store.engine)
+        sub = q.add_subscription(
+            url="http://127.0.0.1:9/x", repos=["*"], min_severity=Severity.LOW, kinds=[],
+            secret="whsec_" + "QUJD" * 8, description="", now=T0,
+        )  # fmt: skip
+        ingest(store, SHAS[0], None)
+        for i, sha in enumerate(SHAS[1:]):
+            ingest(store, sha, SHAS[i])
+        with AdvisoryStore(store.engine).transaction() as tx:
+            for sha in SHAS:
+                tx.outbox.enqueue(sub.id, REPO, sha, "revision.advisories", "{}", T0)
+        for i in range(12):
+            q.request_poll(RepoId(f"acme/r{i}"), "hub-webhook", T0)
+        deliveries: list[int] = []
+        polls: list[str] = []
+        lock = threading.Lock()
+
+        def worker() -> None:
+            for _ in range(6):
+                d = q.claim_due(T0, lease=LEASE, limit=1)
+                p = q.claim_poll_requests(T0, lease=LEASE, limit=2)
+                with lock:
+                    deliveries.extend(x.id for x, _ in d)
+                    polls.extend(r.repo_id for r in p)
+
+        threads = [threading.Thread(target=worker) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        store.close()
+    assert sorted(deliveries) == sorted(set(deliveries)) and len(deliveries) == len(SHAS)
+    assert sorted(polls) == sorted(f"acme/r{i}" for i in range(12))
