@@ -241,6 +241,43 @@ def speed() -> dict[str, float]:
     }
 
 
+CLI_RUNS = 21
+
+
+def cli_speed() -> dict[str, float]:
+    """`tracker estimate CONFIG` as a process against `python -c pass`, same interpreter.
+
+    Runs alternate (pass, estimate, estimate --json) CLI_RUNS times after one warm-up round, so
+    the machine's load falls on both sides alike; medians and minima in seconds. Bytecode
+    caching is on (PYTHONDONTWRITEBYTECODE removed), as in an ordinary install.
+    """
+    import os
+    import subprocess
+    import sys
+
+    python = Path(sys.executable)
+    tracker = python.with_name("tracker")
+    config = str(CONFIGS / "Qwen__Qwen3-0.6B.json")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    commands = {
+        "pass": [str(python), "-c", "pass"],
+        "estimate": [str(tracker), "estimate", config],
+        "json": [str(tracker), "estimate", config, "--json"],
+    }
+    times: dict[str, list[float]] = {k: [] for k in commands}
+    for round_ in range(CLI_RUNS + 1):
+        for name, cmd in commands.items():
+            t0 = time.perf_counter()
+            subprocess.run(cmd, stdout=subprocess.DEVNULL, check=True, env=env)
+            if round_:
+                times[name].append(time.perf_counter() - t0)
+    out = {f"{k}_median": statistics.median(v) for k, v in times.items()}
+    out |= {f"{k}_min": min(v) for k, v in times.items()}
+    out["ratio"] = out["estimate_median"] / out["pass_median"]
+    out["ratio_json"] = out["json_median"] / out["pass_median"]
+    return out
+
+
 @contextlib.contextmanager
 def _quiet_transformers() -> Iterator[None]:
     """Silence transformers' logger and Python warnings for the bench's duration only."""
@@ -261,6 +298,7 @@ def run() -> str:
     with _quiet_transformers():
         table, left_out, errors, by_task = calibration()
         sp = speed()
+    cli = cli_speed()
     med = statistics.median(errors) * 100 if errors else float("nan")
     per_task = "; ".join(
         f"{task}: {len(errs)} rows, median {statistics.median(errs) * 100:.1f}%"
@@ -294,5 +332,15 @@ def run() -> str:
         f"{sp['theirs']:.1f} ms.",
         f"- **ratio {sp['ratio']:.0f}× (target ≥ 100×)**; per-config ratios: median "
         f"{sp['ratio_median']:.0f}×, lowest {sp['ratio_min']:.0f}×.\n",
+        "### `tracker estimate CONFIG` as a process\n",
+        f"{CLI_RUNS} alternating rounds after a warm-up (`python -c pass`, `tracker estimate "
+        "tests/data/configs/Qwen__Qwen3-0.6B.json`, the same with `--json`), same interpreter, "
+        "bytecode caching on; seconds, median (min).\n",
+        f"- `python -c pass`: {cli['pass_median']:.3f} ({cli['pass_min']:.3f})",
+        f"- `tracker estimate CONFIG`: {cli['estimate_median']:.3f} ({cli['estimate_min']:.3f})",
+        f"- `tracker estimate CONFIG --json`: {cli['json_median']:.3f} ({cli['json_min']:.3f})",
+        f"- **ratio {cli['ratio']:.2f}× (`--json` {cli['ratio_json']:.2f}×; target ≤ 3×)**; "
+        "the command imports only the estimate (no typer, rich, pydantic, PyYAML, store or Hub "
+        "client: `tests/estimate/test_estimate_cli.py`).\n",
     ]
     return "\n".join(out)
