@@ -31,7 +31,6 @@ from tracker.estimate import (
     highest_token_id_from_files,
     parse_config,
 )
-from tracker.estimate.schema import settings_from
 from tracker.ingest import PollReport, poll_all
 from tracker.render_backstop import render_batch
 from tracker.settings import Settings
@@ -216,7 +215,7 @@ class Pipeline:
         assert stages.diff is not None  # set in __init__
         changes = tuple(stages.diff(before, after))
 
-        settings = settings_from(watched.estimate)
+        settings = EstimateSettings.from_mapping(watched.estimate)
         est_after, est_error = stages.estimate(after, settings)
         # The previous revision is re-estimated under today's settings (milliseconds), so that a
         # changed `estimate:` block in the watchlist never shows up as a delta of this commit.

@@ -24,7 +24,7 @@ from tracker.artifacts import DEFAULT_TRACKED
 from tracker.bounded import CONFIG_YAML, BoundsError, load_yaml
 from tracker.domain import JSONValue, RepoId, parse_repo_id
 from tracker.errors import InvalidRepoIdError, NotWatchedError, WatchlistError
-from tracker.estimate.schema import EstimateBlock
+from tracker.estimate.settings import EstimateBlock
 from tracker.problems import collect, validate
 
 _INTERVAL = re.compile(r"^\s*(\d+)\s*(s|m|h|d)\s*$")

@@ -12,7 +12,6 @@ import pytest
 from tracker.domain import Artifact, ChangeKind, Estimate, SafetensorsHeader, TensorInfo
 from tracker.errors import ConfigError, EstimateError
 from tracker.estimate import EstimateSettings, estimate, estimate_delta, parse_config
-from tracker.estimate.schema import settings_from
 
 DATA = Path(__file__).parents[1] / "data"
 CONFIGS = DATA / "configs"
@@ -169,10 +168,10 @@ def test_kv_cache_per_attention_kind() -> None:
 
 
 def test_settings_override_and_all_problems_at_once() -> None:
-    s = settings_from({"lora_rank": 64, "headroom": 1.2})
+    s = EstimateSettings.from_mapping({"lora_rank": 64, "headroom": 1.2})
     assert (s.lora_rank, s.headroom) == (64, 1.2)
     with pytest.raises(ConfigError) as info:
-        settings_from({"lora_rnak": 8, "headroom": -1, "cards": []})
+        EstimateSettings.from_mapping({"lora_rnak": 8, "headroom": -1, "cards": []})
     assert len(info.value.problems) == 3
     assert "did you mean 'lora_rank'" in str(info.value)
 

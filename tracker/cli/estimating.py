@@ -82,7 +82,6 @@ def repo_settings(settings: Settings, repo_id: RepoId) -> EstimateSettings:
     """The watchlist's `estimate:` settings for `repo_id` (defaults < rules < entry), or the
     defaults when the watchlist has no such repo or no watchlist file exists."""
     from tracker.errors import NotWatchedError
-    from tracker.estimate.schema import settings_from
     from tracker.estimate.settings import EstimateSettings
     from tracker.watchlist import load_watchlist
 
@@ -92,7 +91,7 @@ def repo_settings(settings: Settings, repo_id: RepoId) -> EstimateSettings:
         watched = load_watchlist(settings.watchlist).get(repo_id)
     except NotWatchedError:
         return EstimateSettings()
-    return settings_from(watched.estimate)
+    return EstimateSettings.from_mapping(watched.estimate)
 
 
 def _from_hub(
