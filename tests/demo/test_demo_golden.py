@@ -64,6 +64,6 @@ def test_golden_is_the_demo_cycle(demo_run: Any) -> None:
     assert {s: severities.count(s) for s in set(severities)} == {
         "critical": 4,
         "high": 25,
-        "moderate": 10,
+        "moderate": 11,  # + granite's BF16 re-upload: what it takes to fetch and hold (preflight)
         "low": 10,
     }
