@@ -32,10 +32,12 @@ import pytest
 import sqlalchemy as sa
 from storekit import head_revision, tracker, tracker_env
 
+from tracker.store.preflight import PREFLIGHT_TABLES
 from tracker.store.schema import ALL_TABLES, METADATA, WEBHOOK_TABLES
 
-OLD_TABLES = tuple(t for t in ALL_TABLES if t not in WEBHOOK_TABLES)
-"""The tables the previous release had (0006 added the push side's, empty after migrating)."""
+OLD_TABLES = tuple(t for t in ALL_TABLES if t not in PREFLIGHT_TABLES + WEBHOOK_TABLES)
+"""The tables the previous release has (0006's preflight table and 0007's push-side tables are new:
+empty after migrating)."""
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PREVIOUS_RELEASE = "74b5949d9247f50f7e24d7abf56e2ea734e9af30"
@@ -324,7 +326,7 @@ def test_previous_release_database_migrates_with_every_row(
     )
     for table in OLD_TABLES:
         assert after[table] == before[table], table
-    assert new_tables == dict.fromkeys(WEBHOOK_TABLES, 0)  # 0006: the push side's, empty
+    assert new_tables == dict.fromkeys(WEBHOOK_TABLES, 0)  # 0007: the push side's, empty
 
     # The migrated store takes new writes: the demo's next poll brings the force-pushed commit back.
     again = tracker(env, "demo", "--json", timeout=600)

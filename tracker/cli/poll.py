@@ -172,7 +172,7 @@ def run_daemon(app: App, repos: list[WatchedRepo], *, follow_watchlist: bool = T
         with lock, structlog.contextvars.bound_contextvars(repo=watched.repo_id, job=job_name):
             try:
                 report = app.pipeline.run_cycle([watched])
-                if report.advisories:
+                if any(r.analysed for r in report.repos):  # it may have queued deliveries
                     wake_deliveries.set()
             except Exception:  # keep the daemon alive; the error is logged with its traceback
                 log.exception("poll.crashed")

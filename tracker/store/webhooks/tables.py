@@ -1,7 +1,7 @@
 """Tables of the push side: webhook subscriptions, the delivery outbox and its attempts, and the
 queue of poll requests (Hub webhooks and manual triggers).
 
-Migration 0006 creates exactly these. `webhook_deliveries` is the outbox: one row per (subscription,
+Migration 0007 creates exactly these. `webhook_deliveries` is the outbox: one row per (subscription,
 revision), written in the transaction that publishes the revision's advisories, holding the exact
 body every attempt sends (so a retry after a crash sends the same `webhook-id` and bytes).
 `webhook_attempts` is the delivery log. `poll_requests` has one row per repo with a poll asked

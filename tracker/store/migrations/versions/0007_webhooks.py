@@ -1,6 +1,6 @@
-"""Migration 0006: the push side: webhook subscriptions, the delivery outbox and its log, poll requests.
+"""Migration 0007: the push side: webhook subscriptions, the delivery outbox and its log, poll requests.
 
-Revision "0006" after "0005"; creates exactly the tables of `tracker.store.webhooks.tables`
+Revision "0007" after "0006"; creates exactly the tables of `tracker.store.webhooks.tables`
 (new tables only: nothing existing changes).
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0006"
-down_revision = "0005"
+revision = "0007"
+down_revision = "0006"
 branch_labels = None
 depends_on = None
 
