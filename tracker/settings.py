@@ -23,6 +23,7 @@ from tracker.errors import ConfigError
 from tracker.problems import describe
 
 DEFAULT_HUB = "https://huggingface.co"
+MIN_TOKEN_CHARS = 16
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
 
@@ -118,6 +119,10 @@ class Settings(BaseSettings):
         default=None,
         description="The package index preflight fetches wheels from (pip download --index-url); default pip's own configuration.",
     )
+    api_write_token: SecretStr | None = Field(
+        default=None,
+        description="The bearer token every write endpoint of the HTTP API needs (several, comma-separated, during rotation); unset: writes are refused.",
+    )
     log_level: LogLevel = Field(
         default="WARNING", description="structlog level (the systemd units set INFO)."
     )
@@ -171,6 +176,22 @@ class Settings(BaseSettings):
     @classmethod
     def _blank_is_none(cls, value: str | None) -> str | None:
         return value or None
+
+    @field_validator("api_write_token")
+    @classmethod
+    def _write_tokens(cls, value: SecretStr | None) -> SecretStr | None:
+        # Never echo the value: a problem names the variable only.
+        if value is None or not value.get_secret_value().strip():
+            return None
+        tokens = [t.strip() for t in value.get_secret_value().split(",")]
+        if any(len(t) < MIN_TOKEN_CHARS for t in tokens):
+            raise ValueError(f"each token must be at least {MIN_TOKEN_CHARS} characters")
+        return SecretStr(",".join(tokens))
+
+    def api_tokens(self, which: Literal["write"]) -> tuple[str, ...]:
+        """The accepted bearer tokens for writes (empty: none configured, writes refused)."""
+        value = self.api_write_token
+        return tuple(value.get_secret_value().split(",")) if value is not None else ()
 
     @field_validator("log_level", mode="before")
     @classmethod

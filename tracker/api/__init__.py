@@ -1,4 +1,6 @@
-"""The HTTP API: `create_app(app)` builds the FastAPI application (OSV API today; feeds later)."""
+"""The HTTP API: `create_app(app)` builds the FastAPI application: the OSV API (`osv`), the push
+side's routes (`hooks`: webhook subscriptions, the Hub's webhook, the manual poll trigger) and the
+model pages (`tracker.web`)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from tracker.api import hooks
 from tracker.api.osv import DEFAULT_PAGE_SIZE, OsvQueryError, router
 from tracker.errors import StoreError
 from tracker.settings import Settings
@@ -38,7 +41,9 @@ def create_app(app: PagesApp, *, page_size: int = DEFAULT_PAGE_SIZE) -> FastAPI:
     )
     api.state.advisories = app.advisories
     api.state.page_size = page_size
+    api.state.app = app  # the push side's routes read the App (tracker.api.hooks)
     api.include_router(router)
+    api.include_router(hooks.router)
     mount_pages(api, app)
 
     @api.exception_handler(OsvQueryError)
