@@ -60,7 +60,7 @@ def read_refs(git_dir: Path) -> Refs:
             refs[name] = sha
     base = git_dir / "refs"
     for path in base.rglob("*"):
-        if path.is_file():
+        if path.is_file() and not path.name.endswith(".lock"):  # git's half-written ref
             try:
                 sha = path.read_text().strip()
             except OSError:  # being replaced right now: read it next round
