@@ -150,6 +150,7 @@ class Deliverer:
         except (httpx.HTTPError, OSError) as exc:
             error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         duration_ms = int((time.monotonic() - t0) * 1000)
+        answered = self.clock()  # waits (backoff, Retry-After) count from the answer
         next_at: datetime | None = None
         if status is not None and 200 <= status < 300:
             outcome = Outcome.DELIVERED
@@ -166,9 +167,9 @@ class Deliverer:
                 rng=self.rng,
             )
             wait = max(wait, retry_after or 0.0)
-            next_at = started + timedelta(seconds=wait)
+            next_at = answered + timedelta(seconds=wait)
         attempt = Attempt(delivery.id, n, started, duration_ms, status, error, outcome)
-        self.store.record_attempt(delivery, attempt, next_attempt_at=next_at, now=self.clock())
+        self.store.record_attempt(delivery, attempt, next_attempt_at=next_at, now=answered)
         log_at = log.info if outcome is Outcome.DELIVERED else log.warning
         log_at(
             f"webhook.{outcome.value}",
