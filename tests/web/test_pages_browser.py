@@ -10,6 +10,7 @@ Screenshots land in test-artifacts/pages/.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -81,10 +82,15 @@ def test_home_lists_every_watched_repo_with_its_state_and_open_advisories(
     ]
     # open advisories by severity, as the store counts them
     row = f'#repos tr[data-repo="{GRANITE}"]'
-    open_granite = [
-        a for a in app.advisories.list_advisories(repo_id=GRANITE) if state_of(a.record) == "open"
+    open_granite = Counter(
+        a.severity.value
+        for a in app.advisories.list_advisories(repo_id=GRANITE)
+        if state_of(a.record) == "open"
+    )
+    order = ("critical", "high", "moderate", "low")
+    assert _texts(browser, f"{row} td.counts .badge") == [
+        f"{open_granite[s]} {s}" for s in order if open_granite[s]
     ]
-    assert _texts(browser, f"{row} td.counts .badge") == [f"{len(open_granite)} high"]
     head = app.store.revision(GRANITE, states[GRANITE].cursor)
     assert head.commit.title in _text(browser, f"{row} td:nth-of-type(2)")
     # the latest advisories, newest id first (all published at the pinned clock)
