@@ -106,8 +106,14 @@ def compact_estimate(est: Estimate | None) -> JSONValue:
 
 
 def _one_line(text: str, limit: int = 160) -> str:
+    """`text` on one line, at most `limit` characters: a longer one ends at a word boundary with
+    " …" (never inside a value or a name)."""
     line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    if len(line) <= limit:
+        return line
+    head = line[: limit - 1]
+    cut = head.rsplit(" ", 1)[0] if " " in head else head
+    return cut.rstrip(",;:") + " …"
 
 
 def summary_line(repo_id: RepoId, group: ChangeGroup) -> str:
