@@ -10,11 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cached_property
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tracker.domain import Clock
-from tracker.errors import ConfigError, StoreError
+from tracker.errors import ConfigError
 from tracker.settings import Settings
 from tracker.sources import RepoSource, Sources
 from tracker.store import Store
@@ -76,28 +75,14 @@ class App:
 def _require_store(settings: Settings) -> None:
     """NoStoreError unless the store named by `settings` exists (an SQLite file that is there; a
     server database that has tracker's schema)."""
-    import sqlalchemy as sa
-
     from tracker.errors import NoStoreError
-    from tracker.store.engine import create_engine, current_revision
 
-    url = settings.effective_database_url
-    parsed = sa.make_url(url)
-    hint = "nothing has been polled into it yet (`tracker poll --once` or `tracker demo` fills it)"
-    if parsed.get_backend_name() == "sqlite":
-        path = parsed.database
-        if path and path != ":memory:" and not Path(path).is_file():
-            raise NoStoreError(f"no store at {path}: {hint}")
-        return
-    engine = create_engine(url)
-    try:
-        revision = current_revision(engine)
-    except Exception as exc:  # the server or database is not there
-        raise StoreError(f"cannot open store at {parsed!r}: {exc}") from exc
-    finally:
-        engine.dispose()
-    if revision is None:
-        raise NoStoreError(f"no tracker schema in {parsed!r}: {hint}")
+    where = Store.missing(settings.effective_database_url)
+    if where is not None:
+        raise NoStoreError(
+            f"{where}: nothing has been polled into it yet (`tracker poll --once` or "
+            "`tracker demo` fills it)"
+        )
 
 
 def build(
