@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tracker.domain import Clock
@@ -73,15 +74,18 @@ class App:
 
 
 def _require_store(settings: Settings) -> None:
-    """NoStoreError unless the store named by `settings` exists (an SQLite file that is there; a
-    server database that has tracker's schema)."""
+    """NoStoreError when the store named by `settings` is an SQLite file that is not there. A
+    server database (PostgreSQL) exists by the time its URL is set; opening it is the check."""
     from tracker.errors import NoStoreError
 
-    where = Store.missing(settings.effective_database_url)
-    if where is not None:
+    url = settings.effective_database_url
+    if not url.startswith("sqlite:///"):
+        return
+    path = url.removeprefix("sqlite:///").split("?", 1)[0]
+    if path and path != ":memory:" and not Path(path).is_file():
         raise NoStoreError(
-            f"{where}: nothing has been polled into it yet (`tracker poll --once` or "
-            "`tracker demo` fills it)"
+            f"no store at {path}: nothing has been polled into it yet (`tracker poll --once` "
+            "or `tracker demo` fills it)"
         )
 
 

@@ -12,7 +12,6 @@ import re
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
@@ -31,13 +30,7 @@ from tracker.domain import (
 from tracker.errors import StoreError, StoreNotFoundError, TrackerError
 from tracker.store.base import utc_now
 from tracker.store.blobs import get_blobs, put_blob
-from tracker.store.engine import (
-    create_engine,
-    current_revision,
-    insert_ignore,
-    transaction,
-    upgrade,
-)
+from tracker.store.engine import create_engine, insert_ignore, transaction, upgrade
 from tracker.store.rows import pk as _pk
 from tracker.store.rows import to_stored as _to_stored
 from tracker.store.tables import (
@@ -81,26 +74,6 @@ class Store:
         except Exception as exc:
             raise StoreError(f"cannot open store at {sa.make_url(url)!r}: {exc}") from exc
         return cls(engine)
-
-    @staticmethod
-    def missing(url: str) -> str | None:
-        """Why the store at `url` does not exist yet ("no store at PATH"), or None when it does:
-        an SQLite file that is not there, a server database without tracker's schema. Creates
-        nothing; StoreError when the server cannot be reached."""
-        parsed = sa.make_url(url)
-        if parsed.get_backend_name() == "sqlite":
-            path = parsed.database
-            if path and path != ":memory:" and not Path(path).is_file():
-                return f"no store at {path}"
-            return None
-        engine = create_engine(url)
-        try:
-            revision = current_revision(engine)
-        except Exception as exc:  # the server or the database is not there
-            raise StoreError(f"cannot open store at {parsed!r}: {exc}") from exc
-        finally:
-            engine.dispose()
-        return f"no tracker schema in {parsed!r}" if revision is None else None
 
     def close(self) -> None:
         self.engine.dispose()
