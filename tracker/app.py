@@ -1,6 +1,7 @@
 """The composition root: `build(settings)` creates every collaborator once and wires them.
 
-The App holds the settings, the stores (snapshots `store`, `advisories`, `analysis`), the repo
+The App holds the settings, the stores (snapshots `store`, `advisories`, `analysis`, `preflight`),
+the transformers `symbol_tables` preflight checks remote code against, the repo
 `sources`, the `clock` and the `pipeline` built from them; commands, the daemon, the API, the bench
 and tests take what they need from it and never build their own. Nothing is created at import time.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tracker.domain import Clock
@@ -22,6 +24,8 @@ from tracker.store.analysis import AnalysisStore
 
 if TYPE_CHECKING:
     from tracker.pipeline import Pipeline, Stages
+    from tracker.preflight.wheels import SymbolTables
+    from tracker.store.preflight import PreflightStore
     from tracker.watchlist import WatchedRepo, Watchlist
 
 
@@ -53,6 +57,20 @@ class App:
         return self.sources.for_repo(repo.repo_id, repo.git)
 
     @cached_property
+    def preflight(self) -> PreflightStore:
+        """The preflight answers per revision (in the revision diff store)."""
+        from tracker.store.preflight import PreflightStore
+
+        return PreflightStore(self.store.engine)
+
+    @cached_property
+    def symbol_tables(self) -> SymbolTables:
+        """transformers symbol tables by version (cached under the preflight cache dir)."""
+        from tracker.preflight.wheels import SymbolTables
+
+        return SymbolTables.from_settings(self.settings)
+
+    @cached_property
     def pipeline(self) -> Pipeline:
         """The poll-cycle pipeline over this App's collaborators (built on first use)."""
         from tracker.pipeline import Pipeline
@@ -66,10 +84,28 @@ class App:
             watchlist=self.load_watchlist,
             clock=self.clock,
             stages=self.stages,
+            preflight=self.preflight,
+            symbol_tables=self.symbol_tables.get,
         )
 
     def close(self) -> None:
         self.store.close()
+
+
+def _require_store(settings: Settings) -> None:
+    """NoStoreError when the store named by `settings` is an SQLite file that is not there. A
+    server database (PostgreSQL) exists by the time its URL is set; opening it is the check."""
+    from tracker.errors import NoStoreError
+
+    url = settings.effective_database_url
+    if not url.startswith("sqlite:///"):
+        return
+    path = url.removeprefix("sqlite:///").split("?", 1)[0]
+    if path and path != ":memory:" and not Path(path).is_file():
+        raise NoStoreError(
+            f"no store at {path}: nothing has been polled into it yet (`tracker poll --once` "
+            "or `tracker demo` fills it)"
+        )
 
 
 def build(
@@ -78,15 +114,20 @@ def build(
     clock: Clock | None = None,
     stages: Stages | None = None,
     sources: Sources | None = None,
+    read_only: bool = False,
 ) -> App:
     """Open (and migrate) the store named by `settings` and wire the App; ConfigError when the
     state dir cannot be created, StoreError when the store cannot be opened.
 
-    `clock`, `stages` and `sources` replace the real ones (tests pass fakes here).
+    `clock`, `stages` and `sources` replace the real ones (tests pass fakes here). With
+    `read_only` (commands that only read), a store that does not exist yet is not created:
+    NoStoreError (a StoreNotFoundError) says so instead.
     """
     from tracker.logs import configure
 
     configure(level=settings.log_level, under_systemd=settings.under_systemd, force=True)
+    if read_only:
+        _require_store(settings)
     try:
         settings.state_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -13,7 +13,8 @@
     │   │   └── EntryNotFoundError
     │   ├── AccessDeniedError       gated or private: a clear state, not a crash
     │   │   └── GatedRepoError
-    │   └── BadResponseError        the source answered, but not with what the protocol promises
+    │   ├── BadResponseError        the source answered, but not with what the protocol promises
+    │   └── PackageIndexError       a wheel for a preflight symbol table could not be fetched or read
     ├── ArtifactError               a file we fetched cannot be read as what it claims to be
     │   ├── UnreadableArtifactError malformed JSON, wrong types, binary where text was expected
     │   ├── OversizedArtifactError  over a hard cap (e.g. a safetensors header declaring 10 GB)
@@ -21,7 +22,8 @@
     ├── EstimateError               a config the estimator cannot read at all
     ├── StoreError                  the database refused or is inconsistent
     │   └── StoreNotFoundError      a repo, revision or advisory the store does not hold (a store
-    │                               miss: never a statement about the source)
+    │       │                       miss: never a statement about the source)
+    │       └── NoStoreError        a read-only command found no store (and created none)
     ├── RetryLaterError             work stopped for a reason outside its input (a render backstop):
     │                               the revision stays pending and is retried next cycle
     └── AdvisoryError               an advisory that is invalid (e.g. fails the OSV schema)
@@ -99,6 +101,10 @@ class BadResponseError(SourceError):
     """The source answered with something the protocol does not allow (HTML for JSON, truncation)."""
 
 
+class PackageIndexError(SourceError):
+    """A package version's wheel (preflight symbol tables) could not be fetched or read."""
+
+
 class ArtifactError(TrackerError):
     """A fetched file cannot be read as what it claims to be."""
 
@@ -129,6 +135,10 @@ class StoreNotFoundError(StoreError):
     Distinct from the sources' NotFoundError on purpose: a store miss says nothing about the
     upstream repo (it must never be recorded as "the repo is gone upstream").
     """
+
+
+class NoStoreError(StoreNotFoundError):
+    """The store a read-only command was asked to read does not exist yet (nothing was created)."""
 
 
 class RetryLaterError(TrackerError):

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import difflib
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
@@ -82,6 +83,14 @@ class Settings(BaseSettings):
         gt=0,
         description="Seconds to wait for a chat-template render request before the worker is killed and the revision is retried later.",
     )
+    preflight_cache_dir: Path | None = Field(
+        default=None,
+        description="Where preflight keeps transformers wheels and their symbol tables; default <state_dir>/cache/preflight.",
+    )
+    preflight_index_url: str | None = Field(
+        default=None,
+        description="The package index preflight fetches wheels from (pip download --index-url); default pip's own configuration.",
+    )
     log_level: LogLevel = Field(
         default="WARNING", description="structlog level (the systemd units set INFO)."
     )
@@ -132,6 +141,11 @@ class Settings(BaseSettings):
     def limits(self) -> Limits:
         """The fetch caps (`tracker.artifacts.Limits`)."""
         return Limits(self.max_file_bytes, self.max_safetensors_header_bytes)
+
+    @property
+    def effective_preflight_cache_dir(self) -> Path:
+        """Where preflight's wheels and symbol tables live (`preflight_cache_dir` or under the state dir)."""
+        return self.preflight_cache_dir or self.state_dir / "cache" / "preflight"
 
     @property
     def effective_database_url(self) -> str:
@@ -190,10 +204,15 @@ def unknown_variables() -> list[tuple[str, str | None]]:
     return out
 
 
+CLI_OVERRIDES: ContextVar[Mapping[str, object] | None] = ContextVar("cli_overrides", default=None)
+"""Settings given as options on the command line (`tracker --state-dir DIR …`), set by the CLI's
+root callback for the command it runs; `load_settings` puts them over the environment."""
+
+
 def load_settings(**overrides: object) -> Settings:
-    """Build Settings from overrides (CLI) over the environment over defaults, or raise ConfigError
-    (one problem per bad setting, named by its variable). Unknown TRACKER_* variables are warned
-    about (with the setting they may have meant), never silently ignored."""
+    """Build Settings from overrides (the CLI's, then these) over the environment over defaults,
+    or raise ConfigError (one problem per bad setting, named by its variable). Unknown TRACKER_*
+    variables are warned about (with the setting they may have meant), never silently ignored."""
     import structlog
 
     log = structlog.get_logger(__name__)
@@ -205,7 +224,7 @@ def load_settings(**overrides: object) -> Settings:
             did_you_mean=close,
             message=f"{name} is not a tracker setting{hint}; it is ignored",
         )
-    clean = {k: v for k, v in overrides.items() if v is not None}
+    clean = {k: v for k, v in {**(CLI_OVERRIDES.get() or {}), **overrides}.items() if v is not None}
     try:
         return Settings(**clean)  # type: ignore[arg-type]
     except ValidationError as exc:

@@ -99,14 +99,14 @@ def test_mass_dtype_conversion_is_one_pattern_attributed_to_its_file() -> None:
 
 
 def test_custom_code_asks_for_review() -> None:
-    for n in (29, 30, 31, 32):
+    for n in (30, 31, 32, 33):
         d = _details(n)
         assert "**Kind: new code to review**" in d
         assert "Review the new code before loading this revision with `trust_remote_code=True`" in d
         assert "`code_revision=`" in d
 
 
-@pytest.mark.parametrize("n", range(1, 50))
+@pytest.mark.parametrize("n", range(1, 51))
 def test_values_whole_and_no_zero_estimate_table(n: int) -> None:
     rec = _record(n)
     d = rec["details"]

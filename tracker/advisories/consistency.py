@@ -11,11 +11,17 @@ not have. Checks:
 - `token-id-disagrees`: config.json and generation_config.json name different ids for the same
   special token (generation uses generation_config.json's; code reading the config gets the other);
 - `dtype-disagrees-with-checkpoint`: `torch_dtype` (or `dtype`) is not the dtype most of the
-  checkpoint's floating-point tensors are stored in.
+  checkpoint's floating-point tensors are stored in;
+- `template-token-undefined`: the chat template writes a special-token literal (`<|name|>`, or
+  DeepSeek's `<｜name｜>`) the tokenizer does not define, so it is encoded as ordinary text.
+
+A template that no longer renders the canonical conversations is the chat-template differ's own
+BROKEN change, and a regression in the advisory's kind.
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -150,19 +156,84 @@ def _dtype_findings(side: Side) -> list[Finding]:
     ]
 
 
+_SPECIAL = re.compile(r"<\|[A-Za-z0-9_.:/-]{1,64}\|>|<\uff5c[^<>\n]{1,64}\uff5c>")
+
+
+def _template_findings(side: Side) -> list[Finding]:
+    from tracker.diff.chat_template import resolve_templates
+
+    tokens = side.tokens
+    if tokens is None:
+        return []
+    try:
+        templates = resolve_templates(side.snapshot)
+    except Exception:  # unreadable or unfetched: the differ records that; nothing to check here
+        return []
+    known = set(tokens.values())
+    out: list[Finding] = []
+    for name, source in sorted(templates.sources.items()):
+        missing = sorted({t for t in _SPECIAL.findall(source) if t not in known})
+        if missing:
+            where = "the chat template" if name == "default" else f"the chat template `{name}`"
+            out.append(
+                Finding(
+                    "template-token-undefined",
+                    Severity.MODERATE,
+                    "source",
+                    f"{where} writes {', '.join(f'`{t}`' for t in missing)}, which the "
+                    "tokenizer does not define as a token: the prompt encodes it as ordinary "
+                    "text pieces, not the special token the model was trained on",
+                )
+            )
+    return out
+
+
+_TOKEN_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+                "vocab.json")  # fmt: skip
+_CHECKS = (
+    (_token_findings, lambda p: p in _TOKEN_FILES),
+    (_dtype_findings, lambda p: p == "config.json" or p.endswith(".safetensors")),
+    (
+        _template_findings,
+        lambda p: p in _TOKEN_FILES or "chat_template" in p or p.endswith(".jinja"),
+    ),
+)
+
+
+def _changed(context: Context) -> set[str]:
+    """The paths whose content (or readability) differs between the two revisions."""
+    a = context.before.snapshot if context.before is not None else None
+    b = context.after.snapshot if context.after is not None else None
+    if b is None:
+        return set()
+    if a is None:
+        return {e.path for e in b.tree} | set(b.files)
+    ids_a = {e.path: e.identity for e in a.tree}
+    ids_b = {e.path: e.identity for e in b.tree}
+    out = {p for p in ids_a.keys() | ids_b.keys() if ids_a.get(p) != ids_b.get(p)}
+    return out | {p for p in a.unreadable.keys() ^ b.unreadable.keys()}
+
+
 def findings_of(side: Side | None) -> list[Finding]:
     """Every finding of one revision (empty for none)."""
     if side is None:
         return []
-    return [*_token_findings(side), *_dtype_findings(side)]
+    return [f for check, _ in _CHECKS for f in check(side)]
 
 
 def introduced(context: Context | None) -> list[Finding]:
-    """The findings of the revision `context` leads to that its parent did not have."""
-    if context is None:
+    """The findings of the revision `context` leads to that its parent did not have (a check
+    runs only when a file it reads changed: otherwise it cannot find anything new)."""
+    if context is None or context.after is None:
         return []
-    old = {(f.check, f.text) for f in findings_of(context.before)}
-    return [f for f in findings_of(context.after) if (f.check, f.text) not in old]
+    changed = _changed(context)
+    out: list[Finding] = []
+    for check, reads in _CHECKS:
+        if not any(reads(p) for p in changed):
+            continue
+        old = {(f.check, f.text) for f in (check(context.before) if context.before else [])}
+        out += [f for f in check(context.after) if (f.check, f.text) not in old]
+    return out
 
 
 def assign(findings: Sequence[Finding], keys: Sequence[set[str]]) -> list[list[Finding]]:

@@ -165,9 +165,12 @@ def _evidence(rows: Sequence[Row]) -> list[str]:
         detail = ch.detail.strip("\n")
         lines = detail.splitlines() if detail else []
         if not (fits_inline(ch.before) and fits_inline(ch.after)):
-            whole = value_diff(ch.before, ch.after)
-            if not lines or not any(x.startswith(("---", "@@")) for x in lines):
-                lines = [*lines, *whole] if lines else whole
+            # the values the table points "below" to, whole; text the differ already line-diffed
+            # is not repeated
+            text = all(isinstance(v, str | None) for v in (ch.before, ch.after))
+            diffed = any(x.startswith(("---", "@@")) for x in lines)
+            if not (text and diffed):
+                lines = [*value_diff(ch.before, ch.after), *lines]
         if not lines:
             continue
         shown = lines[:MAX_EVIDENCE_LINES]

@@ -106,8 +106,14 @@ def compact_estimate(est: Estimate | None) -> JSONValue:
 
 
 def _one_line(text: str, limit: int = 160) -> str:
+    """`text` on one line, at most `limit` characters: a longer one ends at a word boundary with
+    " …" (never inside a value or a name)."""
     line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    if len(line) <= limit:
+        return line
+    head = line[: limit - 1]
+    cut = head.rsplit(" ", 1)[0] if " " in head else head
+    return cut.rstrip(",;:") + " …"
 
 
 def summary_line(repo_id: RepoId, group: ChangeGroup) -> str:
@@ -174,6 +180,7 @@ def _estimate_phrase(changes: Sequence[Change]) -> str:
         parts.append(f"{lost} card setup{'s' * (lost != 1)} no longer fit{'s' * (lost == 1)}")
     if gained:
         parts.append(f"{gained} card setup{'s' * (gained != 1)} now fit{'s' * (gained == 1)}")
+    parts += [c.summary for c in changes if c.key.startswith("preflight.")]  # preflight answers
     return "; ".join(parts) or f"{len(changes)} changes"
 
 
