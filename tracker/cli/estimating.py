@@ -91,7 +91,7 @@ def run(
     )
     from tracker.estimate.settings import EstimateSettings
 
-    flags = dict(values or {})
+    flags = {k: (values or {})[k] for k in VALUES if k in (values or {})}
     path = Path(target)
     headers: Mapping[str, SafetensorsHeader] | None = None
     base: Mapping[str, Any] = {}
