@@ -25,6 +25,7 @@ from hookkit import Receiver
 from standardwebhooks import Webhook
 
 from tracker.replica import Replica
+from tracker.replica.demo import DEMO_DIR
 from tracker.replica.repos import commit, init_repo
 from tracker.replica.webhooks import HubWebhook, payload
 
@@ -32,8 +33,8 @@ pytestmark = pytest.mark.replica
 
 TRACKER = Path(sys.executable).with_name("tracker")
 REPO = "mistralai/Mixtral-8x7B-v0.1"
-# Its real config.json history (demo/repos, from ../shared/corpus): 04 drops sliding_window 4096.
-DEMO = Path(__file__).resolve().parents[2] / "demo" / "repos" / "mistralai__Mixtral-8x7B-v0.1"
+# Its real config.json history (the demo data, from ../shared/corpus): 04 drops sliding_window 4096.
+DEMO = DEMO_DIR / "repos" / "mistralai__Mixtral-8x7B-v0.1"
 HUB_SECRET = "hub-webhook-secret-0001"
 TOKEN = "write-token-0123456789abcdef"
 
