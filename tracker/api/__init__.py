@@ -8,6 +8,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from tracker.api.limits import BodyLimit
 from tracker.api.osv import DEFAULT_PAGE_SIZE, OsvQueryError, router
 from tracker.errors import StoreError
 from tracker.settings import Settings
@@ -28,7 +29,8 @@ def create_app(app: HasAdvisories, *, page_size: int = DEFAULT_PAGE_SIZE) -> Fas
     """A FastAPI app serving the OSV API over `app.advisories`.
 
     Bad requests answer OSV-style `400 {"code": 3, "message": ...}`; unknown ids `404 {"code": 5}`;
-    store failures `503 {"code": 14}`. Nothing is created at import time.
+    store failures `503 {"code": 14}`; a body over 1 MB `413` while it streams in, a JSON body
+    nested too deep `400` (`tracker.api.limits.BodyLimit`). Nothing is created at import time.
     """
     api = FastAPI(
         title="tracker", summary="OSV advisories for Hugging Face model repos", version="0.1.0"
@@ -36,6 +38,7 @@ def create_app(app: HasAdvisories, *, page_size: int = DEFAULT_PAGE_SIZE) -> Fas
     api.state.advisories = app.advisories
     api.state.page_size = page_size
     api.include_router(router)
+    api.add_middleware(BodyLimit)
 
     @api.exception_handler(OsvQueryError)
     async def _bad_query(request: Request, exc: OsvQueryError) -> JSONResponse:

@@ -56,7 +56,17 @@ def one_line(exc: errors.TrackerError) -> str:
 
 
 def _register_all() -> None:
-    from tracker.cli import advisories, demo, diff, estimate, poll, replica, serve, watch
+    from tracker.cli import (
+        advisories,
+        demo,
+        diff,
+        estimate,
+        poll,
+        replica,
+        serve,
+        verify,
+        watch,
+    )
 
     modules: tuple[Callable[[typer.Typer], None], ...] = (
         watch.register,
@@ -67,6 +77,7 @@ def _register_all() -> None:
         serve.register,
         replica.register,
         demo.register,
+        verify.register,
     )
     for register in modules:
         register(app)

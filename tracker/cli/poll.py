@@ -11,7 +11,7 @@ import signal
 import sys
 import threading
 from dataclasses import asdict
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import structlog
@@ -23,6 +23,7 @@ from tracker.app import App, build
 from tracker.domain import parse_repo_id
 from tracker.errors import ConfigError, StoreNotFoundError, UnreadableArtifactError, WatchlistError
 from tracker.ingest import PollReport
+from tracker.pipeline import CycleReport
 from tracker.settings import load_settings
 from tracker.store import FileKind
 from tracker.store.values import decode_header
@@ -110,15 +111,29 @@ def run_daemon(app: App, repos: list[WatchedRepo], *, follow_watchlist: bool = T
         try:
             with structlog.contextvars.bound_contextvars(repo=watched.repo_id, job="poll"):
                 try:
-                    app.pipeline.run_cycle([watched])
+                    report = app.pipeline.run_cycle([watched])
                 except Exception:  # keep the daemon alive; the error is logged with its traceback
                     log.exception("poll.crashed")
+                else:
+                    reschedule(watched, report)
         finally:
             with idle:
                 running -= 1
                 idle.notify_all()
 
     scheduled: dict[str, WatchedRepo] = {}
+
+    def reschedule(watched: WatchedRepo, report: CycleReport) -> None:
+        """A source that asked for a wait longer than the cap on honoured `Retry-After`: the
+        repo's next poll moves that far ahead (no worker sleeps through it)."""
+        wait = max((r.poll.retry_after or 0.0 for r in report.repos), default=0.0)
+        if wait <= 0:
+            return
+        job = scheduler.get_job(watched.repo_id)
+        when = datetime.now(UTC) + timedelta(seconds=wait)
+        if job is not None and (job.next_run_time is None or job.next_run_time < when):
+            job.modify(next_run_time=when)
+            log.warning("repo.rescheduled", retry_after_s=wait, next_poll=when.isoformat())
 
     def schedule(watched: WatchedRepo, first_run: datetime | None) -> None:
         scheduled[watched.repo_id] = watched

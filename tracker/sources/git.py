@@ -232,11 +232,18 @@ class GitSource:
         return data
 
     def read_safetensors_header(
-        self, repo_id: RepoId, sha: Sha, path: str, max_header_bytes: int
+        self,
+        repo_id: RepoId,
+        sha: Sha,
+        path: str,
+        max_header_bytes: int,
+        *,
+        expect: TreeEntry | None = None,
     ) -> SafetensorsHeader:
+        size = expect.size if expect is not None else None
         data, obj = self._content(repo_id, sha, path)
         if data is not None:
-            return parse_file_prefix(data, max_header_bytes)
+            return parse_file_prefix(data, max_header_bytes, file_size=size)
         assert obj is not None
         with obj.open("rb") as fh:
             n = header_length(fh.read(8), max_header_bytes)
@@ -244,4 +251,4 @@ class GitSource:
         if len(raw) < n:
             raise UnreadableArtifactError(f"{path}: header declares {n} bytes, file is shorter")
         self.bytes_received += 8 + n
-        return parse_header(raw)
+        return parse_header(raw, file_size=size)
