@@ -49,6 +49,7 @@ from tracker.errors import (
     UnreadableArtifactError,
 )
 from tracker.integrity import check_object
+from tracker.sources.names import escape_text_name
 from tracker.sources.retry import call_with_retry
 from tracker.sources.safetensors import header_length, parse_header
 
@@ -387,7 +388,7 @@ class HubSource:
             lfs = getattr(f, "lfs", None)
             out.append(
                 TreeEntry(
-                    path=f.path,
+                    path=escape_text_name(str(f.path)),
                     blob_id=str(f.blob_id),
                     size=int(f.size),
                     lfs_sha256=str(lfs.sha256) if lfs is not None else None,
