@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench soak venv clean
+.PHONY: demo test lint bench soak venv clean preflight-wheels web-tools
 
 venv: $(STAMP)
 
@@ -17,9 +17,19 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/tracker demo
 
-test: $(STAMP)
+test: $(STAMP) web-tools
 	bash .ci/pg-ensure
 	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+# The page tests' tools: Debian's chromium and chromium-driver (never a downloaded browser), Java for
+# the Nu Html Checker, and tests/web's npm checkers (axe-core, vnu-jar) as package-lock.json pins
+# them (install scripts off: vnu-jar's would download a Java runtime).
+web-tools:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null && command -v java >/dev/null || { \
+	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+	    chromium chromium-driver default-jre-headless; }
+	@test tests/web/node_modules/.package-lock.json -nt tests/web/package-lock.json || \
+	  npm ci --prefix tests/web --no-audit --no-fund --ignore-scripts
 
 lint: $(STAMP)
 	$(BIN)/ruff check tracker tests bench
@@ -28,6 +38,11 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.run
+
+# transformers wheels (pip download, no install) and their preflight symbol tables, for the versions
+# the watchlist's preflight blocks name, into state/cache/preflight (make test fetches its own).
+preflight-wheels: $(STAMP)
+	$(BIN)/python -m tracker.preflight.wheels $(or $(VERSIONS),--watchlist watchlist.yaml)
 
 # Long fault trials (store kills and concurrent pollers, SQLite and PostgreSQL); results in bench/RESULTS.md.
 soak: $(STAMP)

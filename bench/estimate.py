@@ -9,6 +9,7 @@ over every corpus config against transformers' meta-device instantiation of the 
 from __future__ import annotations
 
 import contextlib
+import copy
 import csv
 import functools
 import gc
@@ -241,6 +242,95 @@ def speed() -> dict[str, float]:
     }
 
 
+def _category(deltas: list[int], truths: list[int]) -> tuple[str, float]:
+    """("exact" | "within 1%" | "off", worst |Δ| in percent) over a family's configs."""
+    worst = max(abs(d) / t * 100 for d, t in zip(deltas, truths, strict=True))
+    if not any(deltas):
+        return "exact", 0.0
+    return ("within 1%" if worst <= 1.0 else "off"), worst
+
+
+def leave_one_family_out() -> tuple[list[str], dict[str, int]]:
+    """Every corpus config read with its family left out, per family: exact / within 1% / off.
+
+    Truth: transformers' meta-device count where the pinned transformers builds the config,
+    else the family's own reading (custom code; its count is checked against published and
+    checkpoint counts in the tests). Two readings without the family: `config alone` (no
+    family reader, no family traits: transformers' base defaults for all the config leaves
+    unsaid) and `+ traits` (no family reader, but the family's table of what transformers'
+    class fixes without a config key: tie default, always-on biases, ...).
+    """
+    from tracker.estimate.params import read_config
+
+    rows: dict[str, list[tuple[str, int, int, int, bool]]] = {}
+    for path in sorted(CONFIGS.glob("*.json")):
+        config = json.loads(path.read_text())
+        own = read_config(config)
+        build = _meta_builder(copy.deepcopy(config))  # transformers edits nested configs
+        native = build is not None
+        truth = sum(p.numel() for p in build().parameters()) if build else own.total  # type: ignore[attr-defined]
+        alone = read_config(config, use_family=False).total - truth
+        traits = read_config(config, use_reader=False).total - truth
+        rows.setdefault(own.family, []).append((path.stem, truth, alone, traits, native))
+    table: list[str] = []
+    counts = {"families": len(rows), "alone_1pct": 0, "traits_1pct": 0, "native": 0}
+    counts |= {"native_exact_alone": 0, "native_exact_traits": 0}
+    for family, items in sorted(rows.items()):
+        truths = [t for _, t, _, _, _ in items]
+        cat_a, worst_a = _category([a for _, _, a, _, _ in items], truths)
+        cat_t, worst_t = _category([x for _, _, _, x, _ in items], truths)
+        native = all(n for *_, n in items)
+        counts["alone_1pct"] += cat_a != "off"
+        counts["traits_1pct"] += cat_t != "off"
+        if native:
+            counts["native"] += 1
+            counts["native_exact_alone"] += cat_a == "exact"
+            counts["native_exact_traits"] += cat_t == "exact"
+        worst = max(items, key=lambda x: abs(x[2]) / x[1])
+        table.append(
+            f"| {family} | {len(items)} | {'transformers' if native else 'family reading'} | "
+            f"{cat_a} ({worst_a:.2f}%) | {cat_t} ({worst_t:.2f}%) | {worst[0]}: {worst[2]:+,} |"
+        )
+    return table, counts
+
+
+CLI_RUNS = 21
+
+
+def cli_speed() -> dict[str, float]:
+    """`tracker estimate CONFIG` as a process against `python -c pass`, same interpreter.
+
+    Runs alternate (pass, estimate, estimate --json) CLI_RUNS times after one warm-up round, so
+    the machine's load falls on both sides alike; medians and minima in seconds. Bytecode
+    caching is on (PYTHONDONTWRITEBYTECODE removed), as in an ordinary install.
+    """
+    import os
+    import subprocess
+    import sys
+
+    python = Path(sys.executable)
+    tracker = python.with_name("tracker")
+    config = str(CONFIGS / "Qwen__Qwen3-0.6B.json")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    commands = {
+        "pass": [str(python), "-c", "pass"],
+        "estimate": [str(tracker), "estimate", config],
+        "json": [str(tracker), "estimate", config, "--json"],
+    }
+    times: dict[str, list[float]] = {k: [] for k in commands}
+    for round_ in range(CLI_RUNS + 1):
+        for name, cmd in commands.items():
+            t0 = time.perf_counter()
+            subprocess.run(cmd, stdout=subprocess.DEVNULL, check=True, env=env)
+            if round_:
+                times[name].append(time.perf_counter() - t0)
+    out = {f"{k}_median": statistics.median(v) for k, v in times.items()}
+    out |= {f"{k}_min": min(v) for k, v in times.items()}
+    out["ratio"] = out["estimate_median"] / out["pass_median"]
+    out["ratio_json"] = out["json_median"] / out["pass_median"]
+    return out
+
+
 @contextlib.contextmanager
 def _quiet_transformers() -> Iterator[None]:
     """Silence transformers' logger and Python warnings for the bench's duration only."""
@@ -261,6 +351,8 @@ def run() -> str:
     with _quiet_transformers():
         table, left_out, errors, by_task = calibration()
         sp = speed()
+        lofo, lc = leave_one_family_out()
+    cli = cli_speed()
     med = statistics.median(errors) * 100 if errors else float("nan")
     per_task = "; ".join(
         f"{task}: {len(errs)} rows, median {statistics.median(errs) * 100:.1f}%"
@@ -294,5 +386,30 @@ def run() -> str:
         f"{sp['theirs']:.1f} ms.",
         f"- **ratio {sp['ratio']:.0f}× (target ≥ 100×)**; per-config ratios: median "
         f"{sp['ratio_median']:.0f}×, lowest {sp['ratio_min']:.0f}×.\n",
+        "### Leave-one-family-out: the general reader on every corpus family\n",
+        "Each corpus config read with its own family left out (`read_config(config, "
+        "use_family=False)`: no family reader, no family traits, transformers' base defaults "
+        "for what the config leaves unsaid) and with only the family reader left out "
+        "(`use_reader=False`: the family's traits kept). Truth: transformers' meta-device count "
+        "where the pinned transformers builds the config, else the family's own reading. Worst "
+        "config per family; vision towers are counted as in the full reading.\n",
+        "| family | configs | truth | config alone | + traits | worst config (config alone): Δ |",
+        "|---|---|---|---|---|---|",
+        *lofo,
+        f"\n**Config alone: within 1% on {lc['alone_1pct']} of {lc['families']} families "
+        f"({lc['alone_1pct'] / lc['families']:.0%}; target ≥ 80%); exact on "
+        f"{lc['native_exact_alone']} of the {lc['native']} families transformers builds. "
+        f"With the family traits: within 1% on {lc['traits_1pct']} of {lc['families']}, exact "
+        f"on {lc['native_exact_traits']} of {lc['native']}.**\n",
+        "### `tracker estimate CONFIG` as a process\n",
+        f"{CLI_RUNS} alternating rounds after a warm-up (`python -c pass`, `tracker estimate "
+        "tests/data/configs/Qwen__Qwen3-0.6B.json`, the same with `--json`), same interpreter, "
+        "bytecode caching on; seconds, median (min).\n",
+        f"- `python -c pass`: {cli['pass_median']:.3f} ({cli['pass_min']:.3f})",
+        f"- `tracker estimate CONFIG`: {cli['estimate_median']:.3f} ({cli['estimate_min']:.3f})",
+        f"- `tracker estimate CONFIG --json`: {cli['json_median']:.3f} ({cli['json_min']:.3f})",
+        f"- **ratio {cli['ratio']:.2f}× (`--json` {cli['ratio_json']:.2f}×; target ≤ 3×)**; "
+        "the command imports only the estimate (no typer, rich, pydantic, PyYAML, store or Hub "
+        "client: `tests/estimate/test_estimate_cli.py`).\n",
     ]
     return "\n".join(out)

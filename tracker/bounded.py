@@ -20,13 +20,15 @@ Limits per reader are `Bounds` values; `bounds_for(path)` is the table the diff 
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
+if TYPE_CHECKING:
+    import yaml
 
 from tracker.errors import UnreadableArtifactError
 
@@ -179,19 +181,29 @@ def load_json(data: bytes | str, what: str, bounds: Bounds = DOCUMENT) -> Any:
         raise BoundsError(f"could not read {what}: {detail}") from exc
 
 
-class _BoundedLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
-    """PyYAML's safe loader whose `construct_document` first walks the node graph within bounds."""
+@functools.cache
+def _bounded_loader() -> type:
+    """PyYAML's safe loader whose `construct_document` first walks the node graph within bounds.
 
-    bounds: Bounds = CONFIG_YAML
+    Built on first use: PyYAML loads only when YAML is read (a JSON-only process, such as a
+    one-off `tracker estimate`, never pays for it)."""
+    import yaml
 
-    def construct_document(self, node: yaml.Node) -> Any:
-        _check_nodes(node, self.bounds)
-        return super().construct_document(node)
+    class _BoundedLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+        bounds: Bounds = CONFIG_YAML
+
+        def construct_document(self, node: yaml.Node) -> Any:
+            _check_nodes(node, self.bounds)
+            return super().construct_document(node)
+
+    return _BoundedLoader
 
 
 def _check_nodes(root: yaml.Node, bounds: Bounds) -> None:
     """Walk the composed graph as construction would see it (aliases expanded, each visit
     counted) and raise yaml.YAMLError over `bounds`; O(max_nodes) at most, cycles included."""
+    import yaml
+
     stack: list[tuple[yaml.Node, int]] = [(root, 1)]
     seen = 0
     shared: set[int] = set()
@@ -229,7 +241,9 @@ def load_yaml(
         raise BoundsError(
             f"could not read {what}: {len(text):,} characters, over {bounds.max_bytes:,}"
         )
-    loader_class = type("Loader", (_BoundedLoader,), {"bounds": bounds})
+    import yaml
+
+    loader_class = type("Loader", (_bounded_loader(),), {"bounds": bounds})
     loader = loader_class(text)
     try:
         return loader.get_single_data()

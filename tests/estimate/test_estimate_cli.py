@@ -49,3 +49,35 @@ def test_unreadable_config_exits_2_with_one_line(tmp_path: Path, content: str) -
     out = run(str(path))
     assert out.returncode == 2
     assert out.stderr.strip().count("\n") == 0 and out.stderr.startswith("error:")
+
+
+def test_one_off_estimate_loads_no_framework_store_or_schema() -> None:
+    """`tracker estimate CONFIG` runs without typer, rich, pydantic, PyYAML, SQLAlchemy or the Hub
+    client (issue 9 item 7: the process start is measured in `make bench`)."""
+    heavy = ("typer", "rich", "pydantic", "yaml", "sqlalchemy", "huggingface_hub", "tracker.store")
+    code = (
+        "import atexit, sys\n"
+        f"atexit.register(lambda: print([m for m in {heavy!r} if m in sys.modules], "
+        "file=sys.stderr))\n"
+        "from tracker.cli import main\n"
+        "main(sys.argv[1:])\n"
+    )
+    path = str(CONFIGS / "Qwen__Qwen3-0.6B.json")
+    out = subprocess.run(
+        [sys.executable, "-c", code, "estimate", path, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["params"]["total"] == 596049920
+    assert out.stderr.strip() == "[]"
+
+
+def test_unknown_option_and_missing_target_exit_2_with_one_line() -> None:
+    for args in (["--bogus", str(CONFIGS / "Qwen__Qwen3-0.6B.json")], []):
+        out = run(*args)
+        assert out.returncode == 2, out
+        assert out.stdout == "" and out.stderr.count("\n") == 1
+        assert out.stderr.startswith("error: ") and "usage: tracker estimate" in out.stderr

@@ -58,12 +58,15 @@ def hub(tmp_path: Path) -> Iterator[tuple[Replica, str]]:
         yield h, first
 
 
-def tracker(tmp_path: Path, url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    env.update(
+def tracker(
+    tmp_path: Path, url: str, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    environ = dict(os.environ)
+    environ.update(
         TRACKER_STATE_DIR=str(tmp_path / "state"),
         TRACKER_HF_ENDPOINT=url,
         TRACKER_RETRY_ATTEMPTS="1",
+        **(env or {}),
     )
     return subprocess.run(
         [str(TRACKER), "estimate", *args],
@@ -71,7 +74,7 @@ def tracker(tmp_path: Path, url: str, *args: str) -> subprocess.CompletedProcess
         text=True,
         timeout=120,
         check=False,
-        env=env,
+        env=environ,
     )
 
 
@@ -146,3 +149,29 @@ def test_tokenizer_files_feed_vocab_too_small_on_hub_and_file_paths(
     (model / "tokenizer_config.json").write_bytes(GEMMA_TOKENIZER)
     beside = tracker(tmp_path, h.url, str(model / "config.json"), "--json")
     assert vocab_findings(json.loads(beside.stdout)) == expected
+
+
+@pytest.mark.replica
+def test_hub_path_honours_the_watchlists_estimate_settings(
+    hub: tuple[Replica, str], tmp_path: Path
+) -> None:
+    """ORG/NAME is estimated under the watchlist's `estimate:` block for that repo (defaults <
+    rules < entry); a repo the watchlist does not name gets the defaults."""
+    h, _ = hub
+    watchlist = tmp_path / "watchlist.yaml"
+    watchlist.write_text(
+        "defaults:\n  estimate:\n    serve_seq_len: 8192\n"
+        "repos:\n  - id: acme/qwen-like\n    estimate:\n      extra_cards:\n"
+        "        - {name: B200 180 GB, vram_gb: 180}\n  - id: acme/other\n"
+    )
+    env_watchlist = {"TRACKER_WATCHLIST": str(watchlist)}
+    out = tracker(tmp_path, h.url, "acme/qwen-like", "--json", env=env_watchlist)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["memory_gb"]["serve_tokens"] == 8192
+    assert [c["name"] for c in report["cards"]][-1] == "B200 180 GB"
+    plain = tracker(tmp_path, h.url, "acme/gemma-like", "--json", env=env_watchlist)
+    assert plain.returncode == 0, plain.stderr
+    unwatched = json.loads(plain.stdout)
+    assert unwatched["memory_gb"]["serve_tokens"] == 4096
+    assert "B200 180 GB" not in [c["name"] for c in unwatched["cards"]]

@@ -13,6 +13,8 @@ from tracker.api.osv import DEFAULT_PAGE_SIZE, OsvQueryError, router
 from tracker.errors import StoreError
 from tracker.settings import Settings
 from tracker.store.advisories import AdvisoryStore
+from tracker.web import mount as mount_pages
+from tracker.web.views import PagesApp
 
 
 class HasAdvisories(Protocol):
@@ -25,8 +27,9 @@ class HasAdvisories(Protocol):
     def advisories(self) -> AdvisoryStore: ...
 
 
-def create_app(app: HasAdvisories, *, page_size: int = DEFAULT_PAGE_SIZE) -> FastAPI:
-    """A FastAPI app serving the OSV API over `app.advisories`.
+def create_app(app: PagesApp, *, page_size: int = DEFAULT_PAGE_SIZE) -> FastAPI:
+    """A FastAPI app serving the OSV API over `app.advisories` and the model pages
+    (`tracker.web`, which read the App's stores at request time).
 
     Bad requests answer OSV-style `400 {"code": 3, "message": ...}`; unknown ids `404 {"code": 5}`;
     store failures `503 {"code": 14}`; a body over 1 MB `413` while it streams in, a JSON body
@@ -38,6 +41,7 @@ def create_app(app: HasAdvisories, *, page_size: int = DEFAULT_PAGE_SIZE) -> Fas
     api.state.advisories = app.advisories
     api.state.page_size = page_size
     api.include_router(router)
+    mount_pages(api, app)
     api.add_middleware(BodyLimit)
 
     @api.exception_handler(OsvQueryError)

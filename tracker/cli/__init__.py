@@ -1,58 +1,43 @@
 """The thin CLI: parse, build, call, and map errors to exit codes through one table.
 
-Each command group lives in its own module with a `register(app)` function.
+Each command group lives in its own module with a `register(app)` function. typer loads only
+when a command needs it: `tracker estimate` runs without it (tracker/cli/estimating.py), so a
+one-off estimate starts fast.
 """
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable
-
-import typer
+from typing import TYPE_CHECKING, Any
 
 from tracker import errors
+from tracker.cli.exits import EXIT_CODES, exit_code_for, one_line
 
-app = typer.Typer(
-    name="tracker",
-    help="Upstream change tracker and advisory daemon for Hugging Face model repositories.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
+if TYPE_CHECKING:
+    import typer
 
-# Most specific first: the first matching class decides the exit code.
-EXIT_CODES: tuple[tuple[type[errors.TrackerError], int], ...] = (
-    (errors.ConfigError, 2),
-    (errors.InvalidRepoIdError, 2),
-    (errors.EstimateError, 2),
-    (errors.ArtifactError, 2),
-    (errors.NotFoundError, 3),
-    (errors.NotWatchedError, 3),
-    (errors.AccessDeniedError, 4),
-    (errors.SourceError, 5),
-    (errors.StoreNotFoundError, 3),
-    (errors.StoreError, 6),
-    (errors.AdvisoryError, 7),
-    (errors.TrackerError, 1),
-)
+__all__ = ["EXIT_CODES", "app", "exit_code_for", "main", "one_line"]
 
 
-def exit_code_for(exc: errors.TrackerError) -> int:
-    for cls, code in EXIT_CODES:
-        if isinstance(exc, cls):
-            return code
-    return 1
+@functools.cache
+def _app() -> typer.Typer:
+    import typer
+
+    return typer.Typer(
+        name="tracker",
+        help="Upstream change tracker and advisory daemon for Hugging Face model repositories.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+    )
 
 
-def one_line(exc: errors.TrackerError) -> str:
-    """The message of `exc` for stderr: one line, but for a ConfigError listing several problems
-    (then one line per problem, all at once)."""
-    if isinstance(exc, errors.ConfigError) and exc.problems:
-        if len(exc.problems) > 1:
-            return str(exc)
-        head = str(exc).splitlines()[0]
-        return f"{head}: {exc.problems[0]}"
-    return " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+def __getattr__(name: str) -> Any:
+    if name == "app":
+        return _app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _register_all() -> None:
@@ -62,6 +47,7 @@ def _register_all() -> None:
         diff,
         estimate,
         poll,
+        preflight,
         replica,
         serve,
         verify,
@@ -73,6 +59,7 @@ def _register_all() -> None:
         poll.register,
         diff.register,
         estimate.register,
+        preflight.register,
         advisories.register,
         serve.register,
         replica.register,
@@ -80,12 +67,20 @@ def _register_all() -> None:
         verify.register,
     )
     for register in modules:
-        register(app)
+        register(_app())
 
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the CLI; a TrackerError becomes a one-line message and its exit code."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    if args[:1] == ["estimate"] and not {"--help", "-h"} & set(args):
+        from tracker.cli import estimating
+
+        sys.exit(estimating.main(args[1:]))
+    import typer
+
     _register_all()
+    app = _app()
     from tracker import logs
 
     # Until a command has read its settings (`app.build` reconfigures from them): warnings and up.

@@ -123,6 +123,11 @@ def summarise(console: Console, app: App, report: CycleReport) -> None:
 
 def demo(
     json_out: bool = typer.Option(False, "--json", help="Print the cycle report as JSON."),
+    serve: bool = typer.Option(
+        False, "--serve", help="Then serve the pages and API on HOST:PORT until interrupted."
+    ),
+    host: str = typer.Option("127.0.0.1", help="Address to bind with --serve."),
+    port: int = typer.Option(8080, min=0, max=65535, help="Port with --serve (0: any free port)."),
 ) -> None:
     """Poll the demo watchlist against the bundled Hub replica (real model histories) and summarise."""
     from tracker.app import build
@@ -147,11 +152,47 @@ def demo(
                 typer.echo(cycle_json(report))
             else:
                 summarise(console, app, report)
-            if report.unclean:  # exit 1, one line on stderr (the table says why)
-                typer.echo(f"error: {report.unclean_line()}", err=True)
-                raise typer.Exit(1)
-        finally:
+        except BaseException:
             app.close()
+            raise
+    try:
+        if report.unclean:  # one line on stderr (the table says why); exit 1 after serving
+            typer.echo(f"error: {report.unclean_line()}", err=True)
+        if serve:
+            serve_pages(console, app, host, port)
+    finally:
+        app.close()
+    if report.unclean:
+        raise typer.Exit(1)
+
+
+def serve_pages(console: Console, app: App, host: str, port: int) -> None:
+    """Serve the pages and API over `app` on host:port until interrupted; print the home page URL
+    once the socket is bound (port 0 picks a free one)."""
+    import socket
+
+    import uvicorn
+
+    from tracker.api import create_app
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise typer.BadParameter(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    bound = sock.getsockname()[1]
+    shown = f"[{host}]" if family == socket.AF_INET6 else host
+    server = uvicorn.Server(uvicorn.Config(create_app(app), log_level="warning"))
+    console.print(f"serving the results: open http://{shown}:{bound}/ in a browser (Ctrl-C stops)")
+    try:
+        server.run(sockets=[sock])
+    except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it shut down on: a clean stop
+        pass
+    finally:
+        sock.close()
 
 
 def register(app: typer.Typer) -> None:

@@ -7,7 +7,8 @@ other config, whatever its model_type, is read by the general reader (`general.p
 `encdec.py`) with the family's traits (`traits.py`) where the family is known. Nested
 multimodal configs count their text model plus the vision/audio towers (`vision.py`).
 `use_family=False` reads with the general reader alone (no family reader, no traits): the
-leave-one-family-out benchmark measures how far the config alone carries.
+leave-one-family-out benchmark measures how far the config alone carries; `use_reader=False`
+leaves out only the family reader (the general reader with the family's traits).
 """
 
 from __future__ import annotations
@@ -58,7 +59,9 @@ VERIFIED_FAMILIES = frozenset(
 """Model types whose reading is checked (transformers' meta-device count or published counts)."""
 
 
-def read_config(config: Mapping[str, Any], *, use_family: bool = True) -> Reading:
+def read_config(
+    config: Mapping[str, Any], *, use_family: bool = True, use_reader: bool = True
+) -> Reading:
     """Read `config` (a parsed config.json) into a Reading; EstimateError if it cannot be read."""
     if not isinstance(config, Mapping):
         raise EstimateError(f"config must be a JSON object, got {type(config).__name__}")
@@ -90,7 +93,9 @@ def read_config(config: Mapping[str, Any], *, use_family: bool = True) -> Readin
         # A wrapper may repeat the text model's sizes at its root; the text config's win.
         root.mark("tie_word_embeddings", "vocab_size", "hidden_size", "pad_token_id")
     text_type = _text_type(model_type, text.str("model_type") if text is not root else model_type)
-    layers, dims, family_known = _read_text(text, text_type, tally, notes, use_family)
+    layers, dims, family_known = _read_text(
+        text, text_type, tally, notes, use_family, use_reader and use_family
+    )
     extra = vision.count_towers(root, model_type, tally, notes, dims)
     unknown = list(notes.unknowns)
     unknown += unread_keys(config, root.used)
@@ -134,11 +139,11 @@ def family_traits(text_type: str) -> tuple[Traits, bool]:
 
 
 def _read_text(
-    c: ConfigView, text_type: str, t: Tally, n: Notes, use_family: bool
+    c: ConfigView, text_type: str, t: Tally, n: Notes, use_family: bool, use_reader: bool
 ) -> tuple[list[LayerSpec], dict[str, Any], bool]:
     """Count the language model; return its layer specs, the dims memory needs, and whether the
     family is one whose reading is verified."""
-    reader = irregular.READERS.get(text_type) if use_family else None
+    reader = irregular.READERS.get(text_type) if use_reader else None
     if reader is not None:
         specs, dims = reader(c, t, n)
         return specs, dims, True

@@ -1,15 +1,29 @@
 """EstimateSettings: every constant of ESTIMATES.md §2–3 with its default, overridable from
-watchlist.yaml's `estimate:` mapping (all problems reported at once as ConfigError)."""
+watchlist.yaml's `estimate:` mapping (all problems reported at once as ConfigError).
+
+The mapping's schema (`EstimateBlock`, pydantic, generated from EstimateSettings' fields) is built
+on first use, so that a one-off `tracker estimate` never imports pydantic.
+"""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
-from typing import TYPE_CHECKING, Annotated, Any, get_type_hints
+from typing import TYPE_CHECKING, Any, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
-from tracker.problems import validate
+    class CardBlock(BaseModel):
+        """A card in the watchlist's `estimate:` block."""
+
+        def card(self) -> Card: ...
+
+    class EstimateBlock(BaseModel):
+        """The watchlist's `estimate:` block: any EstimateSettings field, each optional."""
+
+        def settings(self) -> EstimateSettings: ...
 
 
 @dataclass(frozen=True)
@@ -81,71 +95,86 @@ class EstimateSettings:
         unknown key or bad value."""
         if not data:
             return cls()
-        block = validate(EstimateBlock, data, where="estimate", message="invalid estimate settings")
-        return block.settings()
+        from tracker.problems import validate
+
+        block = validate(
+            _schema()["EstimateBlock"], data, where="estimate", message="invalid estimate settings"
+        )
+        settings: EstimateSettings = block.settings()
+        return settings
 
 
-class CardBlock(BaseModel):
-    """A card in the watchlist's `estimate:` block (`cards:` or `cost_card:`)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    name: str = Field(description="the card's 'name'")
-    vram_gb: Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False)] = Field(
-        description="'vram_gb' (decimal GB)"
-    )
-    price_per_hour: Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)] = 0.0
-    bf16_tflops: Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)] = 0.0
-
-    def card(self) -> Card:
-        return Card(self.name, self.vram_gb, self.price_per_hour, self.bf16_tflops)
+def __getattr__(name: str) -> Any:
+    """`CardBlock` and `EstimateBlock`, built on first use."""
+    if name in ("CardBlock", "EstimateBlock"):
+        return _schema()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _block_type(annotation: Any, default: Any) -> Any:
-    """The schema type of an EstimateSettings field: numbers strictly positive and finite; a
-    list of cards not empty when its default is not (`cards`; `extra_cards` may be)."""
-    if annotation is int:
-        return Annotated[int, Field(strict=True, gt=0)]
-    if annotation is float:
-        return Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False)]
-    if annotation is str:
-        return Annotated[str, Field(strict=True)]
-    if annotation is Card:
-        return CardBlock
-    if annotation == tuple[Card, ...]:
-        return Annotated[list[CardBlock], Field(min_length=1 if default else 0)]
-    raise TypeError(f"EstimateSettings field type {annotation!r} has no schema")  # pragma: no cover
+@functools.cache
+def _schema() -> dict[str, Any]:
+    """The pydantic models of the `estimate:` block: CardBlock and EstimateBlock."""
+    from typing import Annotated
 
+    from pydantic import BaseModel, ConfigDict, Field, create_model
 
-class _EstimateBlockBase(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    class CardBlock(BaseModel):
+        """A card in the watchlist's `estimate:` block (`cards:` or `cost_card:`)."""
 
-    def settings(self) -> EstimateSettings:
-        """The defaults with every key this block sets."""
-        values: dict[str, Any] = {}
-        for name in self.model_fields_set:
-            value = getattr(self, name)
-            if isinstance(value, CardBlock):
-                value = value.card()
-            elif isinstance(value, list):
-                value = tuple(v.card() for v in value)
-            values[name] = value
-        return replace(EstimateSettings(), **values)
+        model_config = ConfigDict(extra="forbid", frozen=True)
 
+        name: str = Field(description="the card's 'name'")
+        vram_gb: Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False)] = Field(
+            description="'vram_gb' (decimal GB)"
+        )
+        price_per_hour: Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)] = 0.0
+        bf16_tflops: Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)] = 0.0
 
-if TYPE_CHECKING:
+        def card(self) -> Card:
+            return Card(self.name, self.vram_gb, self.price_per_hour, self.bf16_tflops)
 
-    class EstimateBlock(_EstimateBlockBase):
-        """The watchlist's `estimate:` block (built from EstimateSettings' fields below)."""
+    def _block_type(annotation: Any, default: Any) -> Any:
+        """The schema type of an EstimateSettings field: numbers strictly positive and finite; a
+        list of cards not empty when its default is not (`cards`; `extra_cards` may be)."""
+        if annotation is int:
+            return Annotated[int, Field(strict=True, gt=0)]
+        if annotation is float:
+            return Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False)]
+        if annotation is str:
+            return Annotated[str, Field(strict=True)]
+        if annotation is Card:
+            return CardBlock
+        if annotation == tuple[Card, ...]:
+            return Annotated[list[CardBlock], Field(min_length=1 if default else 0)]
+        raise TypeError(
+            f"EstimateSettings field type {annotation!r} has no schema"
+        )  # pragma: no cover
 
-else:
-    _HINTS = get_type_hints(EstimateSettings)
+    class _EstimateBlockBase(BaseModel):
+        model_config = ConfigDict(extra="forbid", frozen=True)
+
+        def settings(self) -> EstimateSettings:
+            """The defaults with every key this block sets."""
+            values: dict[str, Any] = {}
+            for name in self.model_fields_set:
+                value = getattr(self, name)
+                if isinstance(value, CardBlock):
+                    value = value.card()
+                elif isinstance(value, list):
+                    value = tuple(v.card() for v in value)
+                values[name] = value
+            return replace(EstimateSettings(), **values)
+
+    hints = get_type_hints(EstimateSettings)
+    definitions: dict[str, Any] = {
+        f.name: (_block_type(hints[f.name], f.default) | None, None)
+        for f in fields(EstimateSettings)
+    }
     EstimateBlock = create_model(
         "EstimateBlock",
         __base__=_EstimateBlockBase,
         __doc__="The watchlist's `estimate:` block: any EstimateSettings field, each optional.",
-        **{
-            f.name: (_block_type(_HINTS[f.name], f.default) | None, None)
-            for f in fields(EstimateSettings)
-        },
+        **definitions,
     )
+
+    return {"CardBlock": CardBlock, "EstimateBlock": EstimateBlock}

@@ -1,0 +1,125 @@
+"""Browser helpers of the page tests: open a page and check what every page must hold.
+
+`visit` loads a URL, saves a screenshot and returns the console errors since the last visit;
+`axe_serious` runs axe-core (npm, tests/web/node_modules) in the page; `phone_overflow` measures
+horizontal overflow at a phone's width; `inert` lists what would let a hostile string act;
+`vnu` runs the Nu Html Checker (vnu.jar from npm, on the machine's Java) over saved HTML.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts" / "pages"
+NODE_MODULES = Path(__file__).resolve().parent / "node_modules"
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+CONFIGS = ROOT / "tests" / "data" / "configs"
+
+HOSTILE_REPO = "acme-hostile/page-test"
+PWN = "window.__pwned=1"
+SCRIPT = f"<script>{PWN}</script>"
+IMG = f'<img src=x onerror="{PWN}">'
+JS_LINK = f"javascript:{PWN}"
+LONG = "W" * 3000  # one unbreakable overlong line
+HOSTILE_FILE = f"<img src=x onerror={PWN}>.bin"
+AXE = NODE_MODULES / "axe-core" / "axe.min.js"
+VNU = NODE_MODULES / "vnu-jar" / "build" / "dist" / "vnu.jar"
+DESKTOP = (1280, 1000)
+PHONE = (375, 800)
+
+
+def visit(driver: Any, url: str, shot: str | None = None) -> list[str]:
+    """Load `url`; save a full-width screenshot as `shot`.png; the SEVERE console entries."""
+    driver.get_log("browser")  # drop what earlier pages logged
+    driver.get(url)
+    if shot:
+        save_shot(driver, shot)
+    return [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+
+
+def save_shot(driver: Any, name: str) -> Path:
+    """A screenshot of the whole page (the window stretched to the document's height)."""
+    width = driver.execute_script("return window.outerWidth")
+    height = driver.execute_script("return document.documentElement.scrollHeight")
+    driver.set_window_size(width, min(max(height, 600), 16000))
+    path = ARTIFACTS / f"{name}.png"
+    driver.save_screenshot(str(path))
+    driver.set_window_size(*DESKTOP)
+    return path
+
+
+def axe_serious(driver: Any) -> list[dict[str, Any]]:
+    """axe-core's violations of impact serious or critical on the current page."""
+    driver.execute_script(AXE.read_text())
+    result = driver.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "axe.run(document, {resultTypes: ['violations']})"
+        ".then(r => done(r.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,"
+        " nodes: v.nodes.slice(0, 3).map(n => n.html)}))))"
+        ".catch(e => done([{id: 'axe-error', impact: 'critical', help: String(e), nodes: []}]));"
+    )
+    return [v for v in result if v["impact"] in ("serious", "critical")]
+
+
+def phone_overflow(driver: Any, url: str) -> int:
+    """How many CSS pixels the page at `url` is wider than a phone's viewport (0: no scrolling)."""
+    driver.set_window_size(*PHONE)
+    try:
+        driver.get(url)
+        return int(
+            driver.execute_script(
+                "return document.documentElement.scrollWidth - document.documentElement.clientWidth"
+            )
+        )
+    finally:
+        driver.set_window_size(*DESKTOP)
+
+
+def inert(driver: Any) -> dict[str, Any]:
+    """What would let injected text act on the current page: script elements, on* attributes,
+    javascript: URLs, iframes/objects, and whether an injected script ran (`window.__pwned`)."""
+    return driver.execute_script(
+        """
+        const all = Array.from(document.querySelectorAll('*'));
+        const handlers = all.filter(el => Array.from(el.attributes).some(a => a.name.startsWith('on')));
+        const jsUrls = all.filter(el => ['href', 'src', 'action', 'formaction', 'xlink:href']
+            .some(n => (el.getAttribute(n) || '').trim().toLowerCase().startsWith('javascript:')));
+        return {
+            scripts: document.querySelectorAll('script').length,
+            handlers: handlers.map(el => el.outerHTML.slice(0, 120)),
+            js_urls: jsUrls.map(el => el.outerHTML.slice(0, 120)),
+            embeds: document.querySelectorAll('iframe, object, embed').length,
+            imgs: document.querySelectorAll('img').length,
+            pwned: window.__pwned === 1,
+        };
+        """
+    )
+
+
+def vnu_start(pages: dict[str, str], where: Path) -> subprocess.Popen[str]:
+    """Start the Nu Html Checker over `pages` (name → HTML) in the background; `vnu_errors` reads
+    its verdict (it runs while the browser checks go on)."""
+    where.mkdir(parents=True, exist_ok=True)
+    files = []
+    for name, html in pages.items():
+        path = where / f"{name}.html"
+        path.write_text(html)
+        files.append(str(path))
+    command = ["java", "-jar", str(VNU), "--errors-only", "--format", "json", *files]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def vnu_errors(proc: subprocess.Popen[str]) -> list[str]:
+    """The checker's errors, one line each (`file:line: message`)."""
+    out, err = proc.communicate(timeout=180)
+    messages = json.loads(err or out or '{"messages": []}')["messages"]
+    return [
+        f"{Path(m.get('url', '')).name}:{m.get('lastLine')}: {m.get('message')}"
+        for m in messages
+        if m.get("type") in ("error", "non-document-error")
+    ]

@@ -1,0 +1,311 @@
+"""The model pages in a real browser: Debian's headless Chromium driven by selenium, against the API
+app served on loopback over the demo's store (`make demo`'s poll cycle) and a hostile repo's.
+
+Each page is checked for its content against the stores (the fit table against the revision's
+estimate JSON, the timeline against the ingested revisions, the chat-template fix's removed
+duplicate system prompt), for console errors, for axe-core's serious and critical violations, for
+horizontal scrolling at a phone's width, with JavaScript off, and with the Nu Html Checker.
+Screenshots land in test-artifacts/pages/.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+from pagekit import (
+    ARTIFACTS,
+    HOSTILE_FILE,
+    HOSTILE_REPO,
+    IMG,
+    JS_LINK,
+    LONG,
+    SCRIPT,
+    axe_serious,
+    inert,
+    phone_overflow,
+    visit,
+    vnu_errors,
+    vnu_start,
+)
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select
+
+from tracker.advisories.lifecycle import state_of
+from tracker.domain import Artifact, RepoId
+
+pytestmark = pytest.mark.slow
+
+GRANITE = RepoId("ibm-granite/granite-3.1-1b-a400m-instruct")
+DUPLICATE_SYSTEM = (
+    "-<|start_of_role|>system<|end_of_role|>You are a helpful assistant.<|end_of_text|>"
+)
+SETUPS = ("full_finetune", "lora", "serve")
+
+
+def _text(driver: Any, css: str) -> str:
+    return str(driver.find_element(By.CSS_SELECTOR, css).text)
+
+
+def _texts(driver: Any, css: str) -> list[str]:
+    return [str(e.text) for e in driver.find_elements(By.CSS_SELECTOR, css)]
+
+
+def _attr(driver: Any, css: str, name: str) -> list[str]:
+    return [str(e.get_attribute(name)) for e in driver.find_elements(By.CSS_SELECTOR, css)]
+
+
+def _chat_advisory(app: Any) -> Any:
+    (adv,) = [
+        a
+        for a in app.advisories.list_advisories(repo_id=GRANITE)
+        if a.group is Artifact.CHAT_TEMPLATE
+    ]
+    return adv
+
+
+def test_home_lists_every_watched_repo_with_its_state_and_open_advisories(
+    browser: Any, served_demo: Any
+) -> None:
+    app = served_demo.app
+    errors = visit(browser, served_demo.url + "/", "home")
+    assert errors == []
+    watched = [r.repo_id for r in app.load_watchlist().repos]
+    assert _attr(browser, "#repos tbody tr", "data-repo") == watched
+    states = {s.repo_id: s for s in app.store.repo_states()}
+    assert _attr(browser, "#repos tbody tr", "data-state") == [
+        states[RepoId(r)].status.value for r in watched
+    ]
+    # open advisories by severity, as the store counts them
+    row = f'#repos tr[data-repo="{GRANITE}"]'
+    open_granite = [
+        a for a in app.advisories.list_advisories(repo_id=GRANITE) if state_of(a.record) == "open"
+    ]
+    assert _texts(browser, f"{row} td.counts .badge") == [f"{len(open_granite)} high"]
+    head = app.store.revision(GRANITE, states[GRANITE].cursor)
+    assert head.commit.title in _text(browser, f"{row} td:nth-of-type(2)")
+    # the latest advisories, newest id first (all published at the pinned clock)
+    ids = _attr(browser, "ul.advisories li", "data-advisory")
+    everything = sorted(
+        (a.id for a in app.advisories.list_advisories()), key=lambda i: int(i.split("-")[-1])
+    )
+    assert ids == list(reversed(everything))[: len(ids)] and len(ids) == 20
+    # following the repo link opens its page
+    browser.find_element(By.LINK_TEXT, GRANITE).click()
+    assert urlsplit(browser.current_url).path == f"/repos/{GRANITE}"
+    assert _text(browser, "h1") == GRANITE
+
+
+def test_granite_page_shows_the_estimate_timeline_fix_and_charts(
+    browser: Any, served_demo: Any
+) -> None:
+    app = served_demo.app
+    errors = visit(browser, f"{served_demo.url}/repos/{GRANITE}", "repo-granite")
+    assert errors == []
+    state = app.store.repo_state(GRANITE)
+    estimate = app.analysis.estimate(GRANITE, state.cursor).estimate
+    report = estimate.to_json()
+
+    # the fit table: one row per card of the estimate (5), each cell the estimate's own fit
+    rows = browser.find_elements(By.CSS_SELECTOR, "#fit tbody tr")
+    assert [r.get_attribute("data-card") for r in rows] == [c["name"] for c in report["cards"]]
+    assert len(rows) == 5
+    for row, card in zip(rows, report["cards"], strict=True):
+        cells = row.find_elements(By.CSS_SELECTOR, "td")
+        assert [c.get_attribute("data-setup") for c in cells] == list(SETUPS)
+        for cell, setup in zip(cells, SETUPS, strict=True):
+            fit = card[setup]
+            split = fit["split"]
+            assert cell.get_attribute("data-batch") == str(fit["batch"])
+            assert cell.get_attribute("data-borderline") == str(fit["borderline"]).lower()
+            want_split = (
+                ""
+                if split is None
+                else f"{split['cards']}:" + ",".join(str(n) for n in split["layers"])
+            )
+            assert cell.get_attribute("data-split") == want_split
+            assert fit["summary"] in cell.text
+    # the headline sentence, with the estimate's numbers
+    m = report["memory_gb"]
+    headline = _text(browser, "#headline")
+    assert (
+        f"Fine-tuning {GRANITE} at batch 1 and {m['train_tokens']:,} tokens takes about "
+        f"{m['full_finetune']:,.1f} GB ({m['full_finetune_states']:,.1f} GB of it weights, "
+        f"gradients and AdamW state), and {m['lora']:,.1f} GB with LoRA r=16"
+    ) in headline
+    assert f"{m['kv_cache'] * 1000:,.0f} MB of KV cache per 4,096-token sequence" in headline
+    # parameters against the checkpoint census
+    total = browser.find_elements(By.CSS_SELECTOR, "#params-total td")
+    assert total[0].get_attribute("data-value") == str(report["params"]["total"])
+    assert total[1].get_attribute("data-value") == str(report["checkpoint"]["params"])
+    assert total[2].text == f"{report['checkpoint']['delta_pct']:+.3f}%"
+    assert browser.find_elements(By.ID, "unverified") == []  # verified: no banner
+    assert browser.find_elements(By.ID, "custom-code") == []  # no auto_map in granite
+
+    # the timeline: every ingested revision, newest first, with its commit link
+    revisions = app.store.revisions(GRANITE)
+    entries = browser.find_elements(By.CSS_SELECTOR, "#timeline > li")
+    assert [e.get_attribute("data-sha") for e in entries] == [r.sha for r in reversed(revisions)]
+    assert [e.get_attribute("data-seq") for e in entries] == ["3", "2", "1"]
+    assert [e.find_element(By.CSS_SELECTOR, ".title").text for e in entries] == [
+        "Added bf16 tensors",
+        "Updated chat template",
+        "Model upload",
+    ]
+    hub = f"https://huggingface.co/{GRANITE}/commit/"
+    assert _attr(browser, "#timeline > li h3 a.sha", "href") == [
+        hub + r.sha for r in reversed(revisions)
+    ]
+    # the chat-template fix: the rendered output lost the duplicated system prompt
+    fix = _chat_advisory(app)
+    entry = browser.find_element(By.ID, f"rev-{fix.introduced}")
+    group = entry.find_element(By.CSS_SELECTOR, '.group[data-artifact="chat_template"]')
+    removed = _texts(group, 'li[data-kind="rendered"] pre.diff .del')
+    assert removed == [DUPLICATE_SYSTEM, DUPLICATE_SYSTEM]  # system_user and generation_prompt
+    assert _attr(entry, "ul.advisories li", "data-advisory") == [fix.id]
+
+    # charts: inline SVG per series, with the same values in a table
+    figures = browser.find_elements(By.CSS_SELECTOR, "figure.chart")
+    assert [f.get_attribute("id") for f in figures] == [
+        "chart-params",
+        "chart-memory",
+        "chart-batch-full_finetune",
+        "chart-batch-lora",
+        "chart-batch-serve",
+    ]
+    for f in figures:
+        assert f.find_elements(By.CSS_SELECTOR, "svg .series")
+    memory_rows = _texts(browser, "#chart-memory table.chart-data tbody tr")
+    serve = m["serve_weights"] + m["kv_cache"]
+    assert memory_rows[-1] == (
+        f"3: {state.cursor[:7]} {m['full_finetune']:,.2f} GB {m['lora']:,.2f} GB {serve:,.2f} GB"
+    )
+    assert len(memory_rows) == 3
+
+    # the revision selector works as a plain form; the page then shows that revision
+    Select(browser.find_element(By.ID, "rev")).select_by_value(revisions[0].sha)
+    browser.find_element(By.CSS_SELECTOR, "form.revsel button").click()
+    assert browser.current_url.endswith(f"?rev={revisions[0].sha}")
+    assert revisions[0].sha in _text(browser, "#at-revision")
+    assert "not the head" in _text(browser, "#at-revision")
+    # and the advisory link opens the advisory page
+    visit(browser, f"{served_demo.url}/repos/{GRANITE}")
+    browser.find_element(By.CSS_SELECTOR, f'#rev-{fix.introduced} a[href$="{fix.id}"]').click()
+    assert _text(browser, "#advisory-id") == fix.id
+
+
+def test_advisory_page_renders_the_record_for_a_person(browser: Any, served_demo: Any) -> None:
+    fix = _chat_advisory(served_demo.app)
+    errors = visit(browser, f"{served_demo.url}/advisories/{fix.id}", "advisory-chat-template")
+    assert errors == []
+    assert _text(browser, "#summary") == fix.record["summary"]
+    assert _text(browser, "#severity") == "high" and _text(browser, "#state") == "open"
+    events = _texts(browser, "#events li")
+    assert events[0].startswith(f"introduced in {fix.introduced}")
+    assert events[1] == "not fixed: every later revision read so far is affected"
+    # the details Markdown rendered: headings, the changes table and the diff with its removed line
+    assert _texts(browser, "#details h2") == ["What changed", "Evidence", "Estimate", "What to do"]
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#details table")) == 2
+    assert DUPLICATE_SYSTEM in _texts(browser, "#details pre.diff .del")
+    # the raw JSON, linked from the page and as the alternate of the page
+    alternate = browser.find_element(By.CSS_SELECTOR, 'link[rel="alternate"]')
+    assert alternate.get_attribute("href") == f"{served_demo.url}/v1/vulns/{fix.id}"
+    browser.find_element(By.LINK_TEXT, "OSV JSON").click()
+    assert f'"id":"{fix.id}"' in browser.find_element(By.TAG_NAME, "body").text.replace(" ", "")
+
+
+def test_pages_read_with_javascript_off(browser: Any, served_demo: Any) -> None:
+    fix = _chat_advisory(served_demo.app)
+    browser.execute_cdp_cmd("Emulation.setScriptExecutionDisabled", {"value": True})
+    try:
+        browser.get(f"{served_demo.url}/repos/{GRANITE}")
+        assert browser.execute_script("return 1") == 1  # the driver still reads the page
+        assert len(browser.find_elements(By.CSS_SELECTOR, "#fit tbody tr")) == 5
+        assert browser.find_element(By.ID, "headline").is_displayed()
+        assert DUPLICATE_SYSTEM in _texts(browser, "#timeline pre.diff .del")
+        browser.get(f"{served_demo.url}/advisories/{fix.id}")
+        assert _text(browser, "#summary") == fix.record["summary"]
+    finally:
+        browser.execute_cdp_cmd("Emulation.setScriptExecutionDisabled", {"value": False})
+
+
+def test_hostile_upstream_text_is_inert_on_every_page(browser: Any, hostile: Any) -> None:
+    base = hostile.url
+    ids = [a.id for a in hostile.app.advisories.list_advisories()]
+    assert len(ids) == 4  # config, chat template, pickle file, model card
+    pages = {
+        "hostile-home": "/",
+        "hostile-repo": f"/repos/{HOSTILE_REPO}",
+        "hostile-missing-rev": f"/repos/{HOSTILE_REPO}?rev={SCRIPT}",
+        **{f"hostile-{i}": f"/advisories/{i}" for i in ids},
+    }
+    for shot, path in pages.items():
+        errors = visit(browser, base + path, shot)
+        if shot == "hostile-missing-rev":  # a 404 page: its own status is the one console entry
+            assert len(errors) == 1 and "status of 404" in errors[0], errors
+            assert "no stored revision" in _text(browser, "#error-message") or "unknown" in _text(
+                browser, "#error-message"
+            )
+        else:
+            assert errors == [], (path, errors)
+        found = inert(browser)
+        assert found == {
+            "scripts": 0,
+            "handlers": [],
+            "js_urls": [],
+            "embeds": 0,
+            "imgs": 0,
+            "pwned": False,
+        }, path
+        body = browser.find_element(By.TAG_NAME, "body").text
+        assert SCRIPT in body or HOSTILE_FILE in body, path  # shown as text
+        assert phone_overflow(browser, base + path) == 0, path
+    # each place upstream controls reached the pages as text
+    visit(browser, base + f"/repos/{HOSTILE_REPO}")
+    body = browser.find_element(By.TAG_NAME, "body").text
+    assert IMG in body and HOSTILE_FILE in body and LONG in body
+    assert f"[click]({JS_LINK})" in _text(browser, "#timeline > li .title")
+    model_card = next(
+        i for i in ids if "model card" in hostile.app.advisories.get(i).record["summary"]
+    )
+    visit(browser, base + f"/advisories/{model_card}")
+    assert browser.find_elements(By.CSS_SELECTOR, "#details a[href^='javascript']") == []
+
+
+def test_every_page_passes_axe_phone_width_and_the_html_checker(
+    browser: Any, served_demo: Any, hostile: Any
+) -> None:
+    fix = _chat_advisory(served_demo.app)
+    pages = {
+        "home": served_demo.url + "/",
+        "repo": f"{served_demo.url}/repos/{GRANITE}",
+        "repo-old-revision": f"{served_demo.url}/repos/{GRANITE}?rev=HEAD~2",
+        "advisory": f"{served_demo.url}/advisories/{fix.id}",
+        "missing": f"{served_demo.url}/advisories/x_NOPE-1",
+        "hostile-repo": f"{hostile.url}/repos/{HOSTILE_REPO}",
+    }
+    html: dict[str, str] = {}
+    with httpx.Client(timeout=30) as client:
+        for name, url in pages.items():
+            r = client.get(url)
+            assert r.status_code == (404 if name == "missing" else 200), name
+            assert r.headers["content-type"] == "text/html; charset=utf-8"
+            assert "script-src" not in r.headers["content-security-policy"]  # default-src 'none'
+            html[name] = r.text
+    checker = vnu_start(html, ARTIFACTS / "html")
+    try:
+        for name, url in pages.items():
+            errors = visit(browser, url)
+            if name == "missing":  # the document's own 404 is the one console entry
+                assert len(errors) == 1 and "404" in errors[0], errors
+            else:
+                assert errors == [], (name, errors)
+            assert axe_serious(browser) == [], name
+            assert phone_overflow(browser, url) == 0, name
+        assert vnu_errors(checker) == []
+    finally:
+        if checker.poll() is None:
+            checker.kill()
+            checker.communicate()

@@ -1,0 +1,114 @@
+"""The pages without a browser: advisory Markdown rendered safely, status codes and headers, and
+`tracker demo --serve` (the installed executable) printing the home page's URL and serving it."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from fastapi.testclient import TestClient
+
+from tracker.api import create_app
+from tracker.web.markdown import render_markdown
+
+GRANITE = "ibm-granite/granite-3.1-1b-a400m-instruct"
+
+
+def test_markdown_escapes_html_and_drops_script_urls() -> None:
+    html = str(
+        render_markdown(
+            "**bold** <script>alert(1)</script> <img src=x onerror=alert(1)>\n\n"
+            "[a](javascript:alert(1)) [b](JAVASCRIPT:alert(1)) [c](vbscript:x) [d](data:text/html,x)"
+            " [ok](https://huggingface.co/acme/x)\n\n"
+            "| k | v |\n|---|---|\n| <b>x</b> | `y` |\n\n"
+            "```diff\n-old <script>\n+new\n ctx\n```\n"
+        )
+    )
+    assert "<strong>bold</strong>" in html
+    assert "<script>" not in html and "<img" not in html and "<b>" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "&lt;img src=x onerror=alert(1)&gt;" in html
+    hrefs = re.findall(r'href="([^"]*)"', html)
+    assert hrefs == ["https://huggingface.co/acme/x"]
+    assert "<td>&lt;b&gt;x&lt;/b&gt;</td>" in html
+    assert (
+        '<pre tabindex="0" class="diff"><span class="dl del">-old &lt;script&gt;</span>\n'
+        '<span class="dl add">+new</span>\n<span class="dl ctx"> ctx</span>\n</pre>'
+    ) in html
+
+
+def test_pages_answer_404_and_503_with_a_page(demo_run: Any) -> None:
+    client = TestClient(create_app(demo_run.app))
+    home = client.get("/")
+    assert home.status_code == 200
+    assert home.headers["content-security-policy"].startswith("default-src 'none';")
+    assert client.get("/static/style.css").headers["content-type"] == "text/css; charset=utf-8"
+    for path, words in (
+        ("/repos/acme/none", "acme/none has not been ingested"),
+        (f"/repos/{GRANITE}?rev=deadbeef", "no stored revision matches 'deadbeef'"),
+        ("/advisories/x_TRACKER-2026-999999", "no advisory 'x_TRACKER-2026-999999'"),
+    ):
+        r = client.get(path)
+        assert r.status_code == 404, path
+        assert words in r.text.replace("&#39;", "'"), path
+    # a revision by short sha and by HEAD~n resolves to the same page
+    revs = demo_run.app.store.revisions(GRANITE)
+    short = client.get(f"/repos/{GRANITE}?rev={revs[0].sha[:8]}").text
+    back = client.get(f"/repos/{GRANITE}?rev=HEAD~2").text
+    assert f'<option value="{revs[0].sha}" selected>' in short
+    assert f'<option value="{revs[0].sha}" selected>' in back
+
+
+def test_demo_serve_prints_the_home_page_url_and_serves_it(demo_run: Any, tmp_path: Path) -> None:
+    """`tracker demo --serve --port 0`: the demo's cycle (one repo, over the demo Hub the session
+    already built), then the URL of the home page, which answers until Ctrl-C (exit 0)."""
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "demo-hub").symlink_to(demo_run.root / "hub")  # the same build: not rebuilt
+    watchlist = tmp_path / "watchlist.yaml"
+    watchlist.write_text(f"repos:\n  - id: {GRANITE}\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACKER_", "HF_"))}
+    env |= {"TRACKER_STATE_DIR": str(state), "TRACKER_WATCHLIST": str(watchlist)}
+    tracker = Path(sys.executable).with_name("tracker")
+    proc = subprocess.Popen(
+        [str(tracker), "demo", "--serve", "--port", "0"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        lines: list[str] = []
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+            if "serving the results" in line:
+                break
+        match = re.fullmatch(
+            r"serving the results: open (http://127\.0\.0\.1:\d+/) in a browser \(Ctrl-C stops\)\n",
+            lines[-1],
+        )
+        assert match, "".join(lines)
+        assert any("ingested 3 revisions" in x for x in lines)
+        home = httpx.get(match.group(1), timeout=30)
+        assert home.status_code == 200
+        assert f'<tr data-repo="{GRANITE}" data-state="ok">' in home.text
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()

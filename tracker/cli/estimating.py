@@ -1,0 +1,238 @@
+"""`tracker estimate CONFIG.json|ORG/NAME[@REV] [--json] [--no-headers]`, without the CLI framework.
+
+A one-off estimate of a local config is a short process: `main` parses its own arguments and
+imports only the estimate (no typer, rich, store, pipeline or Hub client), so it starts within a
+small multiple of a bare interpreter (`make bench`, estimate section). ORG/NAME goes through the
+Hub adapter and estimates under the watchlist's `estimate:` settings for that repo. `tracker
+estimate --help` is typer's (tracker/cli/estimate.py registers the same command there).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tracker.errors import ConfigError, EstimateError
+
+if TYPE_CHECKING:
+    from tracker.artifacts import Limits
+    from tracker.domain import Estimate, RepoId, SafetensorsHeader
+    from tracker.estimate.settings import EstimateSettings
+    from tracker.settings import Settings
+    from tracker.sources import RepoSource
+
+MAX_SHARDS = 512
+USAGE = "usage: tracker estimate [--json] [--no-headers] CONFIG.json|ORG/NAME[@REV]"
+
+
+def parse_args(args: Sequence[str]) -> tuple[str, bool, bool]:
+    """(target, --json, --no-headers) from the arguments after `estimate`; ConfigError (exit 2)
+    on anything else."""
+    targets = [a for a in args if not a.startswith("--") or a == "--"]
+    options = [a for a in args if a.startswith("--") and a != "--"]
+    unknown = [o for o in options if o not in ("--json", "--no-headers")]
+    targets = [t for t in targets if t != "--"]
+    if unknown:
+        raise ConfigError(f"no such option: {unknown[0]} ({USAGE})")
+    if len(targets) != 1:
+        raise ConfigError(f"expected one CONFIG.json or ORG/NAME, got {len(targets)} ({USAGE})")
+    return targets[0], "--json" in options, "--no-headers" in options
+
+
+def run(target: str, *, as_json: bool, no_headers: bool) -> None:
+    """Estimate `target` (a config file, or ORG/NAME[@REV] on the Hub) and print the report."""
+    from tracker.estimate import (
+        TOKENIZER_FILES,
+        estimate,
+        highest_token_id_from_files,
+        parse_config,
+    )
+
+    path = Path(target)
+    headers: Mapping[str, SafetensorsHeader] | None = None
+    settings: EstimateSettings | None = None
+    if path.suffix == ".json" or path.exists():
+        # A local file is read under the default file cap: reading the settings would load
+        # pydantic, which a one-off estimate does not need (the settings govern Hub reads).
+        from tracker.artifacts import MAX_FILE_BYTES as cap
+
+        config = parse_config(_read(path, cap))
+        tokenizer: dict[str, bytes] = {}
+        if path.name == "config.json":
+            for name in TOKENIZER_FILES:
+                sibling = path.with_name(name)
+                if sibling.is_file():
+                    tokenizer[name] = _read(sibling, cap)
+        label = str(path)
+    else:
+        config, headers, tokenizer, label, settings = _from_hub(target, with_headers=not no_headers)
+    result = estimate(
+        config, headers, settings, max_token_id=highest_token_id_from_files(tokenizer)
+    )
+    if as_json:
+        sys.stdout.write(json.dumps(result.to_json(), indent=2, sort_keys=False) + "\n")
+    else:
+        sys.stdout.write(render(label, result))
+
+
+def repo_settings(settings: Settings, repo_id: RepoId) -> EstimateSettings:
+    """The watchlist's `estimate:` settings for `repo_id` (defaults < rules < entry), or the
+    defaults when the watchlist has no such repo or no watchlist file exists."""
+    from tracker.errors import NotWatchedError
+    from tracker.estimate.settings import EstimateSettings
+    from tracker.watchlist import load_watchlist
+
+    if not settings.watchlist.is_file():
+        return EstimateSettings()
+    try:
+        watched = load_watchlist(settings.watchlist).get(repo_id)
+    except NotWatchedError:
+        return EstimateSettings()
+    return EstimateSettings.from_mapping(watched.estimate)
+
+
+def _from_hub(
+    target: str, *, with_headers: bool
+) -> tuple[
+    Mapping[str, Any], Mapping[str, SafetensorsHeader], dict[str, bytes], str, EstimateSettings
+]:
+    from tracker import logs
+    from tracker.app import build
+    from tracker.domain import parse_repo_id
+    from tracker.settings import load_settings
+
+    logs.configure(level="WARNING")  # until `build` reconfigures from the settings
+    settings = load_settings()
+    repo, _, rev = target.partition("@")
+    repo_id = parse_repo_id(repo)
+    est_settings = repo_settings(settings, repo_id)
+    application = build(settings)
+    try:
+        source = application.sources.hub()
+        config, headers, tokenizer, label = fetch_from_source(
+            source, repo_id, rev or "main", settings.limits, with_headers=with_headers
+        )
+    finally:
+        application.close()
+    return config, headers, tokenizer, label, est_settings
+
+
+def _read(path: Path, cap: int) -> bytes:
+    """The bytes of `path`, or EstimateError (one line) when unreadable or over `cap`."""
+    try:
+        with path.open("rb") as fh:
+            data = fh.read(cap + 1)
+    except OSError as exc:
+        raise EstimateError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    if len(data) > cap:
+        raise EstimateError(f"{path} is over the {cap:,}-byte cap")
+    return data
+
+
+def fetch_from_source(
+    source: RepoSource, repo_id: RepoId, rev: str, limits: Limits, *, with_headers: bool = True
+) -> tuple[Mapping[str, Any], Mapping[str, SafetensorsHeader], dict[str, bytes], str]:
+    """config.json, safetensors headers and tokenizer files of `repo_id` at `rev`.
+
+    Returns (config, headers by path, tokenizer files by name, label "org/name@sha12"); one
+    tree listing decides which of the optional files exist, so absent ones cost no request.
+    """
+    from tracker.artifacts import is_header_only
+    from tracker.estimate import TOKENIZER_FILES, parse_config
+
+    sha = source.resolve_ref(repo_id, rev)
+    config = parse_config(source.read_file(repo_id, sha, "config.json", limits.max_file_bytes))
+    paths = {e.path for e in source.list_tree(repo_id, sha)}
+    tokenizer = {
+        name: source.read_file(repo_id, sha, name, limits.max_file_bytes)
+        for name in TOKENIZER_FILES
+        if name in paths
+    }
+    headers: dict[str, SafetensorsHeader] = {}
+    if with_headers:
+        shards = sorted(p for p in paths if is_header_only(p))
+        for p in shards[:MAX_SHARDS]:
+            headers[p] = source.read_safetensors_header(repo_id, sha, p, limits.max_header_bytes)
+    return config, headers, tokenizer, f"{repo_id}@{sha[:12]}"
+
+
+def _table(title: str, header: Sequence[str], rows: Sequence[Sequence[str]], right: int) -> str:
+    """A plain-text table: `title`, a header, a rule, the rows; columns from index `right` on are
+    right-aligned (numbers)."""
+    widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
+
+    def line(cells: Sequence[str]) -> str:
+        out = [
+            c.rjust(w) if i >= right else c.ljust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ]
+        return "  ".join(out).rstrip()
+
+    rule = "  ".join("-" * w for w in widths)
+    return "\n".join([title, line(header), rule, *(line(r) for r in rows)]) + "\n"
+
+
+def render(label: str, est: Estimate) -> str:
+    """The readable report: summary lines, where the parameters live, the fit table, cost,
+    layout, checkpoint, findings and notes."""
+    p, v, m = est.params, est.verification, est.memory
+    out = [f"{label}  {est.architecture} ({est.model_type})" + ("  custom code" * est.custom_code)]
+    out.append(
+        f"parameters: {p.total:,} total, {p.active:,} active per token, "
+        f"{p.embedding:,} embedding; {est.layers} layers"
+    )
+    out.append(
+        f"verification: {v.status.value}" + (f" ({'; '.join(v.reasons)})" if v.reasons else "")
+    )
+    out.append("")
+    rows = [(n, f"{c:,}", f"{p.shares[n] * 100:.1f}%") for n, c in p.by_component.items()]
+    out.append(_table("where the parameters live", ("component", "count", "share"), rows, 1))
+    source = " (checkpoint bytes)" if m.serve_weights_source == "checkpoint" else ""
+    out.append(
+        f"memory (GB): full fine-tune {m.full_finetune} at batch 1 "
+        f"({m.full_finetune_states} weights+grads+optimizer), LoRA {m.lora}, "
+        f"serving weights {m.serve_weights}{source} + KV {m.kv_cache} per "
+        f"{m.serve_tokens}-token sequence"
+    )
+    out.append("")
+    fits = [(c.name, c.full_finetune.summary, c.lora.summary, c.serve.summary) for c in est.cards]
+    title = f"largest batch per card (VRAM / {est.settings.get('headroom', 1.15)})"
+    if not v.vouched:
+        title += ": NO VERDICT, the estimate is unverified (numbers for reference only)"
+    out.append(_table(title, ("card", "full fine-tune", "LoRA", "serving"), fits, 9))
+    if not v.vouched:
+        out.append("card fit: no verdict from an unverified estimate (numbers for reference)")
+    cost = est.cost
+    out.append(
+        f"cost: {cost.hours} h, ${cost.usd} on {cost.assumptions['gpu']} "
+        f"({cost.assumptions['formula']})"
+    )
+    out.append(f"layout: {est.structure.pattern.summary}")
+    ck = est.checkpoint
+    if ck:
+        out.append(
+            f"checkpoint: {ck.params:,} stored params, {ck.bytes:,} bytes, "
+            f"delta {ck.delta_pct}%, dtypes {dict(ck.dtypes)}"
+        )
+    out += [f"[{f.level}] {f.id}: {f.evidence} (fix: {f.fix})" for f in est.findings]
+    out += [f"note: {note}" for note in est.notes]
+    return "\n".join(out) + "\n"
+
+
+def main(args: Sequence[str]) -> int:
+    """Run `tracker estimate` with `args` (after the word `estimate`); the exit status. A
+    TrackerError is one line on stderr and its status from tracker.cli's table."""
+    from tracker.errors import TrackerError
+
+    try:
+        target, as_json, no_headers = parse_args(args)
+        run(target, as_json=as_json, no_headers=no_headers)
+    except TrackerError as exc:
+        from tracker.cli.exits import exit_code_for, one_line
+
+        sys.stderr.write(f"error: {one_line(exc)}\n")
+        return exit_code_for(exc)
+    return 0

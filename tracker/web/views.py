@@ -1,0 +1,460 @@
+"""What each page shows, read from the App's stores into plain values (no HTML here).
+
+`home(app)`, `repo(app, repo_id, rev)` and `advisory(app, advisory_id)` return the view values the
+templates render. Every number comes from the stored estimate (`tracker.estimate`, ESTIMATES.md);
+nothing is recomputed here. A revision whose estimate is missing, failed or unverified says so.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from tracker.advisories.details import GROUP_LABELS
+from tracker.advisories.lifecycle import state_of
+from tracker.domain import (
+    Advisory,
+    AdvisoryState,
+    Artifact,
+    Change,
+    ChangeKind,
+    Estimate,
+    Fit,
+    RepoId,
+    Severity,
+    Sha,
+    parse_rfc3339,
+)
+from tracker.errors import StoreNotFoundError, TrackerError
+from tracker.settings import Settings
+from tracker.store import Store
+from tracker.store.advisories import AdvisoryStore
+from tracker.store.advisories.values import id_key
+from tracker.store.analysis import AnalysisStore, StoredEstimate
+from tracker.store.values import RepoState, RepoStatus, StoredRevision
+from tracker.watchlist import Watchlist
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+SEVERITIES = (Severity.CRITICAL, Severity.HIGH, Severity.MODERATE, Severity.LOW)
+SETUPS = ("full_finetune", "lora", "serve")
+LATEST = 20
+ARTIFACT_ORDER = tuple(Artifact)
+
+
+class PagesApp(Protocol):
+    """What the pages read from `tracker.app.App`."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def advisories(self) -> AdvisoryStore: ...
+
+    @property
+    def analysis(self) -> AnalysisStore: ...
+
+    def load_watchlist(self) -> Watchlist: ...
+
+
+class PageNotFound(LookupError):
+    """A repo, revision or advisory the store does not hold (the page answers 404)."""
+
+
+# -- advisories ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AdvisoryRow:
+    """One advisory as lists show it."""
+
+    id: str
+    repo_id: str
+    introduced: str
+    group: str
+    severity: str
+    state: str
+    summary: str
+    modified: datetime | None
+    fixed: tuple[str, ...]
+
+
+def advisory_row(a: Advisory) -> AdvisoryRow:
+    rec = a.record
+    fixed: list[str] = []
+    for aff in rec.get("affected") or []:
+        for rng in aff.get("ranges") or []:
+            fixed += [str(ev["fixed"]) for ev in rng.get("events") or [] if "fixed" in ev]
+    modified = rec.get("modified")
+    return AdvisoryRow(
+        id=a.id,
+        repo_id=a.repo_id,
+        introduced=a.introduced,
+        group=GROUP_LABELS.get(a.group, a.group.value),
+        severity=a.severity.value,
+        state=state_of(rec).value,
+        summary=str(rec.get("summary") or ""),
+        modified=parse_rfc3339(modified) if isinstance(modified, str) else None,
+        fixed=tuple(fixed),
+    )
+
+
+# -- home ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RepoLine:
+    """A watched repo on the home page."""
+
+    repo_id: str
+    status: str
+    last_error: str | None
+    last_poll_at: datetime | None
+    consecutive_failures: int
+    revisions: int
+    head: StoredRevision | None
+    open_by_severity: tuple[tuple[str, int], ...]
+    watched: bool
+    in_store: bool
+
+
+@dataclass(frozen=True)
+class HomeView:
+    repos: tuple[RepoLine, ...]
+    latest: tuple[AdvisoryRow, ...]
+    watchlist_error: str | None
+    total_open: int
+
+
+def home(app: PagesApp, watchlist: Sequence[str] | None, watchlist_error: str | None) -> HomeView:
+    """Every repo the store holds or the watchlist names, with its state and open advisories."""
+    states = {s.repo_id: s for s in app.store.repo_states()}
+    rows = [advisory_row(a) for a in app.advisories.list_advisories()]
+    open_counts: dict[str, Counter[str]] = defaultdict(Counter)
+    for r in rows:
+        if r.state == AdvisoryState.OPEN.value:
+            open_counts[r.repo_id][r.severity] += 1
+    names = list(watchlist or [])
+    names += sorted(set(states) - set(names))
+    lines: list[RepoLine] = []
+    for name in names:
+        st = states.get(RepoId(name))
+        head = _head(app, st) if st is not None else None
+        counts = open_counts.get(name, Counter())
+        lines.append(
+            RepoLine(
+                repo_id=name,
+                status=st.status.value if st else RepoStatus.NEW.value,
+                last_error=st.last_error if st else None,
+                last_poll_at=st.last_poll_at if st else None,
+                consecutive_failures=st.consecutive_failures if st else 0,
+                revisions=st.revisions if st else 0,
+                head=head,
+                open_by_severity=tuple((s.value, counts[s.value]) for s in SEVERITIES),
+                watched=watchlist is None or name in watchlist,
+                in_store=st is not None,
+            )
+        )
+    latest = sorted(rows, key=lambda r: (r.modified or _EPOCH, id_key(r.id)), reverse=True)
+    total_open = sum(sum(c.values()) for c in open_counts.values())
+    return HomeView(tuple(lines), tuple(latest[:LATEST]), watchlist_error, total_open)
+
+
+def _head(app: PagesApp, st: RepoState) -> StoredRevision | None:
+    if st.cursor is None:
+        return None
+    try:
+        return app.store.revision(st.repo_id, st.cursor)
+    except StoreNotFoundError:
+        return None
+
+
+# -- repo page -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ChangeGroupView:
+    artifact: str
+    label: str
+    changes: tuple[Change, ...]
+
+
+@dataclass(frozen=True)
+class TimelineEntry:
+    """One ingested revision in "What changed upstream"."""
+
+    revision: StoredRevision
+    groups: tuple[ChangeGroupView, ...]
+    analysed: bool
+    diffed: bool
+    advisories: tuple[AdvisoryRow, ...]
+    fixes: tuple[AdvisoryRow, ...]
+    estimate_error: str | None
+    selected: bool
+
+
+@dataclass(frozen=True)
+class ChartPoint:
+    """One revision's numbers for the charts (None: no estimate for it)."""
+
+    sha: str
+    label: str
+    estimate: Estimate | None
+    error: str | None
+
+
+@dataclass(frozen=True)
+class RepoView:
+    state: RepoState
+    revisions: tuple[StoredRevision, ...]
+    selected: StoredRevision | None
+    is_head: bool
+    stored: StoredEstimate | None
+    estimate: Estimate | None
+    timeline: tuple[TimelineEntry, ...]
+    points: tuple[ChartPoint, ...]
+    advisories: tuple[AdvisoryRow, ...]
+    repo_url: str | None
+    open_by_severity: tuple[tuple[str, int], ...] = field(default=())
+
+
+def repo_url(app: PagesApp, st: RepoState) -> str | None:
+    """The public URL of the repo (commit links hang off it); None for a local git source."""
+    if st.source_kind == "git":
+        url = st.url or ""
+        return url.rstrip("/") if url.startswith(("https://", "http://")) else None
+    return f"{app.settings.hub_public_url.rstrip('/')}/{st.repo_id}"
+
+
+def repo(app: PagesApp, repo_id: str, rev: str | None) -> RepoView:
+    """The repo page at `rev` (a sha, short sha, `HEAD~n`; None: the head)."""
+    try:
+        st = app.store.repo_state(RepoId(repo_id))
+    except StoreNotFoundError as exc:
+        raise PageNotFound(str(exc)) from exc
+    revisions = tuple(app.store.revisions(st.repo_id))
+    selected: StoredRevision | None = None
+    if rev:
+        try:
+            selected = app.store.revision(st.repo_id, app.store.resolve(st.repo_id, rev))
+        except StoreNotFoundError as exc:
+            raise PageNotFound(str(exc)) from exc
+    elif st.cursor is not None:
+        selected = app.store.revision(st.repo_id, st.cursor)
+    stored = app.analysis.estimate(st.repo_id, selected.sha) if selected else None
+    diffs = {d.after: d for d in app.analysis.diffs_of(st.repo_id)}
+    adv = [advisory_row(a) for a in app.advisories.list_advisories(repo_id=repo_id)]
+    by_intro: dict[str, list[AdvisoryRow]] = defaultdict(list)
+    by_fix: dict[str, list[AdvisoryRow]] = defaultdict(list)
+    for a in adv:
+        by_intro[a.introduced].append(a)
+        for sha in a.fixed:
+            by_fix[sha].append(a)
+    timeline: list[TimelineEntry] = []
+    points: list[ChartPoint] = []
+    for r in revisions:
+        est = app.analysis.estimate(st.repo_id, r.sha)
+        diff = diffs.get(r.sha)
+        groups: list[ChangeGroupView] = []
+        if diff is not None:
+            grouped: dict[Artifact, list[Change]] = defaultdict(list)
+            for c in diff.changes:
+                grouped[c.artifact].append(c)
+            for art in ARTIFACT_ORDER:
+                if grouped.get(art):
+                    label = GROUP_LABELS.get(art, art.value)
+                    groups.append(ChangeGroupView(art.value, label, tuple(grouped[art])))
+        timeline.append(
+            TimelineEntry(
+                revision=r,
+                groups=tuple(groups),
+                analysed=r.analysed,
+                diffed=diff is not None,
+                advisories=tuple(by_intro.get(r.sha, ())),
+                fixes=tuple(by_fix.get(r.sha, ())),
+                estimate_error=est.error if est is not None else None,
+                selected=selected is not None and r.sha == selected.sha,
+            )
+        )
+        if not r.rewritten_away:
+            points.append(
+                ChartPoint(
+                    sha=r.sha,
+                    label=f"{r.seq}: {r.sha[:7]}",
+                    estimate=est.estimate if est else None,
+                    error=est.error if est else None,
+                )
+            )
+    counts = Counter(a.severity for a in adv if a.state == AdvisoryState.OPEN.value)
+    return RepoView(
+        state=st,
+        revisions=revisions,
+        selected=selected,
+        is_head=selected is not None and selected.sha == st.cursor,
+        stored=stored,
+        estimate=stored.estimate if stored else None,
+        timeline=tuple(reversed(timeline)),
+        points=tuple(points),
+        advisories=tuple(adv),
+        repo_url=repo_url(app, st),
+        open_by_severity=tuple((s.value, counts[s.value]) for s in SEVERITIES),
+    )
+
+
+# -- the headline ----------------------------------------------------------------------------
+
+
+def _gb(x: float) -> str:
+    return f"{x:,.1f} GB"
+
+
+def _smallest_fit(est: Estimate, setup: str) -> tuple[str, Fit] | None:
+    """The smallest card (by VRAM) that holds `setup` at batch 1 on one card, with its fit."""
+    for card in sorted(est.cards, key=lambda c: c.vram_gb):
+        fit = card.fit(setup)
+        if fit.batch >= 1:
+            return card.name, fit
+    return None
+
+
+def _fit_words(est: Estimate, setup: str) -> str:
+    found = _smallest_fit(est, setup)
+    if found is None:
+        split = next((c for c in est.cards if c.fit(setup).split is not None), None)
+        if split is not None:
+            return f"{split.fit(setup).summary} on {split.name}"
+        return "fits no listed card"
+    name, fit = found
+    if fit.borderline:
+        return f"borderline on one {name}"
+    return f"fits one {name} at batch {fit.batch}"
+
+
+def headline(repo_id: str, est: Estimate) -> list[str]:
+    """The headline sentences of the model page, from the estimate's own numbers.
+
+    An unverified estimate gets its numbers and no card-fit verdict (as its advisories do)."""
+    m = est.memory
+    lora_rank = est.settings.get("lora_rank", 16)
+    first = (
+        f"Fine-tuning {repo_id} at batch 1 and {m.train_tokens:,} tokens takes about "
+        f"{_gb(m.full_finetune)} ({_gb(m.full_finetune_states)} of it weights, gradients and "
+        f"AdamW state), and {_gb(m.lora)} with LoRA r={lora_rank}"
+    )
+    serve = (
+        f"Serving its {_gb(m.serve_weights)} of bf16 weights with {m.kv_cache * 1000:,.0f} MB "
+        f"of KV cache per {m.serve_tokens:,}-token sequence"
+    )
+    if not est.verification.vouched:
+        return [first + ".", serve + ".", "No card-fit verdict: the estimate is unverified."]
+    return [
+        f"{first}: full fine-tuning {_fit_words(est, 'full_finetune')}, "
+        f"LoRA {_fit_words(est, 'lora')}.",
+        f"{serve} {_fit_words(est, 'serve')}.",
+    ]
+
+
+# -- diffs -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DiffLine:
+    kind: str  # "add", "del", "hunk", "file", "ctx"
+    text: str
+
+
+def diff_lines(detail: str) -> tuple[DiffLine, ...] | None:
+    """`detail` as unified-diff lines when it holds a unified diff (a `@@` hunk), else None."""
+    lines = detail.splitlines()
+    if not any(line.startswith("@@") for line in lines):
+        return None
+    out: list[DiffLine] = []
+    for line in lines:
+        if line.startswith(("+++", "---")):
+            out.append(DiffLine("file", line))
+        elif line.startswith("@@"):
+            out.append(DiffLine("hunk", line))
+        elif line.startswith("+"):
+            out.append(DiffLine("add", line))
+        elif line.startswith("-"):
+            out.append(DiffLine("del", line))
+        else:
+            out.append(DiffLine("ctx", line))
+    return tuple(out)
+
+
+def is_rendered(change: Change) -> bool:
+    return change.kind is ChangeKind.RENDERED
+
+
+# -- advisory page ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AdvisoryView:
+    advisory: Advisory
+    row: AdvisoryRow
+    record: Mapping[str, Any]
+    repo_url: str | None
+    introduced: tuple[str, ...]
+    fixed: tuple[str, ...]
+    versions: tuple[str, ...]
+    range_repo: str | None
+    withdrawn: str | None
+    withdrawn_reason: str | None
+    details: str
+
+
+def advisory(app: PagesApp, advisory_id: str) -> AdvisoryView:
+    a = app.advisories.get(advisory_id)
+    if a is None:
+        raise PageNotFound(f"no advisory {advisory_id!r}")
+    rec = a.record
+    introduced: list[str] = []
+    fixed: list[str] = []
+    versions: list[str] = []
+    range_repo: str | None = None
+    for aff in rec.get("affected") or []:
+        versions += [str(v) for v in aff.get("versions") or []]
+        for rng in aff.get("ranges") or []:
+            range_repo = range_repo or rng.get("repo")
+            for ev in rng.get("events") or []:
+                if "introduced" in ev:
+                    introduced.append(str(ev["introduced"]))
+                if "fixed" in ev:
+                    fixed.append(str(ev["fixed"]))
+    extra = rec.get("database_specific") or {}
+    url = range_repo if isinstance(range_repo, str) else None
+    if url is not None and not url.startswith(("https://", "http://")):
+        url = None
+    return AdvisoryView(
+        advisory=a,
+        row=advisory_row(a),
+        record=rec,
+        repo_url=url.rstrip("/") if url else None,
+        introduced=tuple(introduced),
+        fixed=tuple(fixed),
+        versions=tuple(versions),
+        range_repo=range_repo,
+        withdrawn=rec.get("withdrawn"),
+        withdrawn_reason=extra.get("withdrawn_reason") if isinstance(extra, Mapping) else None,
+        details=str(rec.get("details") or ""),
+    )
+
+
+def watchlist_names(load: Callable[[], Watchlist]) -> tuple[list[str] | None, str | None]:
+    """The watchlist's repo ids, or None and the reason it could not be read."""
+    try:
+        wl = load()
+    except TrackerError as exc:
+        return None, str(exc).splitlines()[0]
+    return [r.repo_id for r in wl.repos], None
+
+
+def sha_list(shas: Sequence[Sha]) -> list[str]:
+    return [str(s) for s in shas]
