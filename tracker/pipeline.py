@@ -22,7 +22,7 @@ from tracker.advisories.effects import Context
 from tracker.advisories.service import publish, restore_revived, withdraw_rewritten
 from tracker.diff import diff_snapshots
 from tracker.diff.sandbox import RenderLimits
-from tracker.domain import Change, Clock, Diff, Estimate, Severity, Sha, Snapshot
+from tracker.domain import Change, Clock, Diff, Estimate, RepoId, Severity, Sha, Snapshot, rfc3339
 from tracker.errors import EstimateError, RetryLaterError, StoreNotFoundError, TrackerError
 from tracker.estimate import (
     EstimateSettings,
@@ -32,12 +32,18 @@ from tracker.estimate import (
     parse_config,
 )
 from tracker.ingest import PollReport, poll_all
-from tracker.preflight import Preflight, PreflightSettings, TableSource, preflight_snapshot
+from tracker.preflight import (
+    Preflight,
+    PreflightSettings,
+    ShardCache,
+    TableSource,
+    preflight_snapshot,
+)
 from tracker.preflight.delta import preflight_delta
 from tracker.render_backstop import render_batch
 from tracker.settings import Settings
 from tracker.sources import RepoSource
-from tracker.store import RepoStatus, Store
+from tracker.store import EventKind, RepoStatus, Store
 from tracker.store.advisories import AdvisoryStore
 from tracker.store.analysis import AnalysisStore, StoredEstimate
 from tracker.store.preflight import PreflightStore, StoredPreflight
@@ -176,7 +182,8 @@ class Stages:
     )
     estimate_delta: Callable[[Estimate, Estimate], Sequence[Change]] = estimate_delta
     preflight: Callable[
-        [Snapshot, PreflightSettings, TableSource | None, EstimateSettings], Preflight
+        [Snapshot, PreflightSettings, TableSource | None, EstimateSettings, ShardCache | None],
+        Preflight,
     ] = preflight_snapshot
     preflight_delta: Callable[[Preflight, Preflight], Sequence[Change]] = preflight_delta
 
@@ -216,6 +223,10 @@ class Pipeline:
         self.limits = settings.limits
         self.preflight = preflight or PreflightStore(store.engine)
         self.symbol_tables = symbol_tables
+        # Shard censuses by content: successive revisions share most shards (DeepSeek-R1: 163).
+        self._shards: dict[
+            tuple[str, str, int | None, int], tuple[dict[str, int], int, frozenset[str]]
+        ] = {}
 
     def analyse_revision(self, watched: WatchedRepo, sha: Sha) -> RevisionAnalysis:
         """Diff, estimate and publish one ingested revision, then mark it analysed."""
@@ -280,13 +291,38 @@ class Pipeline:
             estimate_error=est_error,
         )
 
+    def _rewrites(self, rid: RepoId) -> dict[str, str]:
+        """Each rewritten-away sha → the force-push that dropped it, as advisories name it."""
+        out: dict[str, str] = {}
+        for ev in self.store.events(rid):
+            if ev.kind is not EventKind.FORCE_PUSH:
+                continue
+            d = ev.details
+            text = (
+                f"the force-push to `{d.get('ref')}` seen {rfc3339(ev.at)}: head "
+                f"`{str(d.get('old_head'))[:12]}` → `{str(d.get('new_head'))[:12]}`, "
+                + (
+                    f"history kept up to `{str(d.get('fork_point'))[:12]}`"
+                    if d.get("fork_point")
+                    else "no earlier revision kept"
+                )
+            )
+            for sha in d.get("dropped") or []:
+                out[str(sha)] = text
+        return out
+
     def _preflight(
         self, snapshot: Snapshot, settings: PreflightSettings, estimate: EstimateSettings
     ) -> tuple[Preflight | None, str | None]:
         """The preflight of `snapshot`, or (None, why): a failure of preflight is recorded with
         the revision, never a failed analysis (the diff, estimate and advisories stand without it)."""
+        if len(self._shards) > 8192:
+            self._shards.clear()
         try:
-            return self.stages.preflight(snapshot, settings, self.symbol_tables, estimate), None
+            result = self.stages.preflight(
+                snapshot, settings, self.symbol_tables, estimate, self._shards
+            )
+            return result, None
         except Exception as exc:
             log.exception("preflight.failed", repo=snapshot.repo_id, sha=snapshot.sha)
             return None, f"preflight failed: {exc.__class__.__name__}: {exc}"
@@ -317,7 +353,10 @@ class Pipeline:
             dropped = [r.sha for r in revisions if r.rewritten_away]
             if dropped:
                 withdrawn = tuple(
-                    a.id for a in withdraw_rewritten(self.advisories, rid, dropped, self.clock())
+                    a.id
+                    for a in withdraw_rewritten(
+                        self.advisories, rid, dropped, self.clock(), self._rewrites(rid)
+                    )
                 )
             if new_revisions:
                 # A push can bring dropped commits back: their advisories are live again.
