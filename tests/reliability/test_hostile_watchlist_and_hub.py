@@ -51,7 +51,7 @@ def hostile_watchlists() -> st.SearchStrategy[bytes]:
     )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=hostile_watchlists())
 def test_hostile_watchlists_are_one_line_config_errors(tmp_path_factory: Any, data: bytes) -> None:
     path = tmp_path_factory.mktemp("w") / "watchlist.yaml"
@@ -115,7 +115,7 @@ SHA = Sha("0" * 40)
 
 
 @pytest.mark.parametrize("call", ["refs", "commits", "tree"])
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow,
           HealthCheck.function_scoped_fixture])  # fmt: skip
 @given(body=_SHAPED)
 def test_hostile_hub_answers_raise_only_source_errors(server: str, call: str, body: bytes) -> None:
