@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
+from functools import cached_property
 from typing import Any, NewType
 
 from tracker.errors import InvalidRepoIdError
@@ -137,11 +138,17 @@ class Snapshot:
     headers: Mapping[str, SafetensorsHeader] = field(default_factory=dict)
     unreadable: Mapping[str, str] = field(default_factory=dict)
 
+    @cached_property
+    def paths(self) -> frozenset[str]:
+        """Every path in the tree (tracked or not)."""
+        return frozenset(e.path for e in self.tree)
+
+    @cached_property
+    def _entries(self) -> dict[str, TreeEntry]:
+        return {e.path: e for e in reversed(self.tree)}  # the first entry of a path wins
+
     def entry(self, path: str) -> TreeEntry | None:
-        for e in self.tree:
-            if e.path == path:
-                return e
-        return None
+        return self._entries.get(path)
 
 
 class Artifact(StrEnum):

@@ -21,11 +21,12 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
 from tracker.advisories.knowledge import MISSING, ConfigClass, Knowledge, load
+from tracker.diff import Side as FileSide
+from tracker.diff import SideState, load_json_object, read_side
 from tracker.domain import Artifact, Change, ChangeKind, JSONValue, Snapshot
 from tracker.errors import EstimateError
 from tracker.estimate import estimate
@@ -42,28 +43,9 @@ DECODER_CONFIG_KEYS = ("decoder", "generator", "text_config")
 MAX_NAMED_IDS = 8
 
 
-@dataclass(frozen=True)
-class FileState:
-    """One JSON file at one revision: `state` ok / absent / unreadable / unknown (tracked, not fetched)."""
-
-    state: str
-    value: Mapping[str, JSONValue] | None = None
-    reason: str = ""
-
-
-def _read_json(snap: Snapshot, path: str) -> FileState:
-    if path in snap.unreadable:
-        return FileState("unreadable", reason=snap.unreadable[path])
-    data = snap.files.get(path)
-    if data is None:
-        return FileState("unknown" if snap.entry(path) is not None else "absent")
-    try:
-        value = json.loads(data)
-    except (ValueError, RecursionError) as exc:
-        return FileState("unreadable", reason=str(exc).splitlines()[0])
-    if not isinstance(value, dict):
-        return FileState("unreadable", reason="not a JSON object")
-    return FileState("ok", value)
+def _read_json(snap: Snapshot, path: str) -> FileSide:
+    """`path` at `snap` as a JSON object, within the bounds of its kind (the diff's own reader)."""
+    return read_side(snap, path, load_json_object)
 
 
 class Side:
@@ -73,11 +55,11 @@ class Side:
         self.snapshot = snapshot
 
     @cached_property
-    def config(self) -> FileState:
+    def config(self) -> FileSide:
         return _read_json(self.snapshot, CONFIG_FILE)
 
     @cached_property
-    def generation(self) -> FileState:
+    def generation(self) -> FileSide:
         return _read_json(self.snapshot, GENERATION_FILE)
 
     @cached_property
@@ -87,11 +69,11 @@ class Side:
         out: dict[int, str] = {}
         found = False
         vocab = _read_json(self.snapshot, VOCAB_FILE)
-        if vocab.state == "ok" and vocab.value is not None:
+        if vocab.state is SideState.OK and vocab.value is not None:
             found = True
             out.update({i: t for t, i in vocab.value.items() if isinstance(i, int)})
         tok = _read_json(self.snapshot, TOKENIZER_FILE)
-        if tok.state == "ok" and tok.value is not None:
+        if tok.state is SideState.OK and tok.value is not None:
             found = True
             model = tok.value.get("model")
             table = model.get("vocab") if isinstance(model, Mapping) else None
@@ -186,7 +168,12 @@ def _config_sides(
     if ctx is None or ctx.before is None or ctx.after is None:
         return None
     b, a = ctx.before.config, ctx.after.config
-    if b.state != "ok" or a.state != "ok" or b.value is None or a.value is None:
+    if (
+        b.state is not SideState.OK
+        or a.state is not SideState.OK
+        or b.value is None
+        or a.value is None
+    ):
         return None
     return b.value, a.value
 
@@ -402,13 +389,13 @@ def _governs(side: Side | None, path: tuple[str, ...], knowledge: Knowledge) -> 
     if side is None:
         return False
     gen = side.generation
-    if gen.state == "unknown":
+    if gen.state is SideState.UNTRACKED:
         return None
-    if gen.state == "ok":
+    if gen.state is SideState.OK:
         return False
     if len(path) == 1:
         return True
-    conf = side.config.value if side.config.state == "ok" else None
+    conf = side.config.value if side.config.state is SideState.OK else None
     if conf is None:
         return None
     first = next((k for k in DECODER_CONFIG_KEYS if isinstance(conf.get(k), Mapping)), None)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
+from tracker.diff._common import Side, SideState, load_json_object, read_side
 from tracker.diff.card import diff_card
 from tracker.diff.chat_template import diff_chat_template
 from tracker.diff.code import diff_code
@@ -34,7 +35,14 @@ from tracker.diff.tokenizer import diff_tokenizer
 from tracker.diff.weights import diff_weights
 from tracker.domain import Artifact, Change, Snapshot
 
-__all__ = ["DIFFERS", "diff_snapshots"]
+__all__ = [
+    "DIFFERS",
+    "Side",
+    "SideState",
+    "diff_snapshots",
+    "load_json_object",
+    "read_side",
+]
 
 Differ = Callable[[Snapshot | None, Snapshot], list[Change]]
 

@@ -289,7 +289,7 @@ class Side:
     reason: str = ""
 
 
-def read_side(snap: Snapshot | None, tree_paths: frozenset[str], path: str, parse: Any) -> Side:
+def read_side(snap: Snapshot | None, path: str, parse: Any) -> Side:
     """Load `path` from `snap` through `parse(path, bytes)`: ABSENT, UNTRACKED, UNREADABLE (the
     snapshot says so, or `parse` raised UnreadableArtifactError) or OK with the parsed value."""
     if snap is None:
@@ -301,7 +301,7 @@ def read_side(snap: Snapshot | None, tree_paths: frozenset[str], path: str, pars
         return Side(SideState.UNREADABLE, reason=reason)
     data = snap.files.get(path)
     if data is None:
-        return Side(SideState.UNTRACKED if path in tree_paths else SideState.ABSENT)
+        return Side(SideState.UNTRACKED if path in snap.paths else SideState.ABSENT)
     try:
         return Side(SideState.OK, parse(path, data))
     except UnreadableArtifactError as exc:

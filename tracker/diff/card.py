@@ -70,13 +70,8 @@ def diff_card(before: Snapshot | None, after: Snapshot) -> list[Change]:
 
     Body comparison ignores line-ending style and trailing whitespace at line ends.
     """
-    old = read_side(
-        before,
-        frozenset(e.path for e in before.tree) if before else frozenset(),
-        CARD_FILE,
-        parse_card,
-    )
-    new = read_side(after, frozenset(e.path for e in after.tree), CARD_FILE, parse_card)
+    old = read_side(before, CARD_FILE, parse_card)
+    new = read_side(after, CARD_FILE, parse_card)
     compare, changes = lifecycle(_ART, CARD_FILE, before is None, old, new)
     if not compare:
         return changes

@@ -84,12 +84,11 @@ def resolve_templates(snap: Snapshot) -> Templates:
     `chat_template.json`'s `chat_template`, over tokenizer_config.json's `chat_template` (a string,
     or a list of {name, template}). Raises _Unknown when a deciding file is unreadable or unfetched.
     """
-    paths = frozenset(e.path for e in snap.tree)
     sources: dict[str, str] = {}
     origins: dict[str, str] = {}
 
     def side(path: str, parse: object) -> object:
-        s = read_side(snap, paths, path, parse)
+        s = read_side(snap, path, parse)
         if s.state is SideState.UNREADABLE:
             raise _Unknown(path, s.reason)
         if s.state is SideState.UNTRACKED:
@@ -100,7 +99,9 @@ def resolve_templates(snap: Snapshot) -> Templates:
     if isinstance(jinja, str):
         sources[DEFAULT], origins[DEFAULT] = jinja, TEMPLATE_FILE
     for path in sorted(
-        p for p in paths | set(snap.files) if p.startswith(TEMPLATE_DIR) and p.endswith(".jinja")
+        p
+        for p in snap.paths | set(snap.files)
+        if p.startswith(TEMPLATE_DIR) and p.endswith(".jinja")
     ):
         text = side(path, decode_text)
         if isinstance(text, str):

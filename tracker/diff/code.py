@@ -74,10 +74,9 @@ def _auto_map(snap: Snapshot | None) -> dict[str, tuple[JSONValue, str]] | None:
     """auto_map entries across AUTO_MAP_FILES (`AutoClass` → (value, file); first file wins); None if unknowable."""
     if snap is None:
         return None
-    paths = frozenset(e.path for e in snap.tree)
     out: dict[str, tuple[JSONValue, str]] = {}
     for path in AUTO_MAP_FILES:
-        side = read_side(snap, paths, path, load_json_object)
+        side = read_side(snap, path, load_json_object)
         if side.state in (SideState.UNREADABLE, SideState.UNTRACKED):
             return None
         if side.state is SideState.OK:
@@ -142,11 +141,9 @@ def _what(kind: ChangeKind, a: JSONValue, b: JSONValue) -> str:
 
 def _diff_py_files(before: Snapshot | None, after: Snapshot) -> list[Change]:
     out: list[Change] = []
-    old_paths = frozenset(e.path for e in before.tree) if before else frozenset()
-    new_paths = frozenset(e.path for e in after.tree)
     for path in sorted(_py_paths(before) | _py_paths(after)):
-        old = read_side(before, old_paths, path, analyse_source)
-        new = read_side(after, new_paths, path, analyse_source)
+        old = read_side(before, path, analyse_source)
+        new = read_side(after, path, analyse_source)
         change = _py_change(path, transition(before is None, old, new), old, new, before, after)
         if change is not None:
             out.append(change)

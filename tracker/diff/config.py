@@ -31,16 +31,12 @@ def diff_json_file(
     changes (JSON paths) from `json_key_changes`; top-level keys in `skip` are left to other differs.
     """
     first = before is None
-    old = read_side(before, _paths(before), path, load_json_object)
-    new = read_side(after, _paths(after), path, load_json_object)
+    old = read_side(before, path, load_json_object)
+    new = read_side(after, path, load_json_object)
     compare, changes = lifecycle(artifact, path, first, old, new)
     if compare:
         changes = json_key_changes(artifact, path, old.value, new.value, skip=skip)
     return changes
-
-
-def _paths(snap: Snapshot | None) -> frozenset[str]:
-    return frozenset(e.path for e in snap.tree) if snap is not None else frozenset()
 
 
 def diff_config(before: Snapshot | None, after: Snapshot) -> list[Change]:

@@ -54,8 +54,7 @@ def _resolve(sides: dict[str, Side], key: str, sources: tuple[str, ...]) -> tupl
 
 
 def _sides(snap: Snapshot | None) -> dict[str, Side]:
-    paths = frozenset(e.path for e in snap.tree) if snap is not None else frozenset()
-    return {p: read_side(snap, paths, p, load_json_object) for p in (*TOKEN_SOURCES, *ID_SOURCES)}
+    return {p: read_side(snap, p, load_json_object) for p in (*TOKEN_SOURCES, *ID_SOURCES)}
 
 
 def effective_special_tokens(snap: Snapshot) -> dict[str, JSONValue]:
@@ -94,10 +93,8 @@ def _differs(old: Any, new: Any) -> bool:
 
 def _map_unreadable(before: Snapshot | None, after: Snapshot) -> list[Change]:
     """UNREADABLE (or readable-again) changes of special_tokens_map.json: never silence."""
-    paths = frozenset(e.path for e in after.tree)
-    old_paths = frozenset(e.path for e in before.tree) if before is not None else frozenset()
-    old = read_side(before, old_paths, SPECIAL_TOKENS_MAP_FILE, load_json_object)
-    new = read_side(after, paths, SPECIAL_TOKENS_MAP_FILE, load_json_object)
+    old = read_side(before, SPECIAL_TOKENS_MAP_FILE, load_json_object)
+    new = read_side(after, SPECIAL_TOKENS_MAP_FILE, load_json_object)
     _, changes = lifecycle(
         Artifact.SPECIAL_TOKENS, SPECIAL_TOKENS_MAP_FILE, before is None, old, new
     )

@@ -136,10 +136,6 @@ def _vocab(path: str, raw: Any) -> dict[str, int]:
     raise _fail(path, "`model.vocab` is neither an object nor an array")
 
 
-def _paths(snap: Snapshot | None) -> frozenset[str]:
-    return frozenset(e.path for e in snap.tree) if snap is not None else frozenset()
-
-
 def diff_tokenizer(before: Snapshot | None, after: Snapshot) -> list[Change]:
     """tokenizer.json summary changes, then tokenizer_config.json field and added-token changes."""
     return [*_diff_tokenizer_json(before, after), *_diff_tokenizer_config(before, after)]
@@ -154,8 +150,8 @@ def _diff_tokenizer_json(before: Snapshot | None, after: Snapshot) -> list[Chang
         and TOKENIZER_FILE not in after.unreadable
     ):
         return []  # same bytes: skip parsing a multi-megabyte file (the usual poll)
-    old = read_side(before, _paths(before), TOKENIZER_FILE, summarise_tokenizer)
-    new = read_side(after, _paths(after), TOKENIZER_FILE, summarise_tokenizer)
+    old = read_side(before, TOKENIZER_FILE, summarise_tokenizer)
+    new = read_side(after, TOKENIZER_FILE, summarise_tokenizer)
     compare, changes = lifecycle(Artifact.TOKENIZER, TOKENIZER_FILE, before is None, old, new)
     if not compare:
         return changes
@@ -331,8 +327,8 @@ def _decoder_map(raw: Any) -> dict[int, Mapping[str, JSONValue]]:
 
 def _diff_tokenizer_config(before: Snapshot | None, after: Snapshot) -> list[Change]:
     path = TOKENIZER_CONFIG_FILE
-    old: Side = read_side(before, _paths(before), path, load_json_object)
-    new: Side = read_side(after, _paths(after), path, load_json_object)
+    old: Side = read_side(before, path, load_json_object)
+    new: Side = read_side(after, path, load_json_object)
     compare, changes = lifecycle(Artifact.TOKENIZER, path, before is None, old, new)
     if not compare:
         return changes

@@ -101,12 +101,11 @@ def _manifest_or_none(snap: Snapshot | None) -> tuple[Manifest | None, str, str]
     """(manifest or None, the index file it came from, unreadable reason or "untracked" or "")."""
     if snap is None:
         return None, INDEX_FILE, ""
-    paths = frozenset(e.path for e in snap.tree)
     index_file = INDEX_FILE
-    side = read_side(snap, paths, INDEX_FILE, _parse_index)
+    side = read_side(snap, INDEX_FILE, _parse_index)
     if side.state is SideState.ABSENT and not snap.headers:
         index_file = BIN_INDEX_FILE
-        side = read_side(snap, paths, BIN_INDEX_FILE, _parse_index)
+        side = read_side(snap, BIN_INDEX_FILE, _parse_index)
     if side.state is SideState.UNREADABLE:
         return None, index_file, side.reason
     if side.state is SideState.UNTRACKED:

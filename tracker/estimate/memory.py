@@ -17,7 +17,6 @@ Logits and loss once per token: bf16 logits 2·V, fp32 upcast 4·V, fp32 gradien
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tracker.estimate.reading import LayerSpec, Reading
@@ -94,13 +93,11 @@ def lora_adapter_params(r: Reading, rank: int, targets: str) -> int:
     return rank * per_layer * len(r.layers)
 
 
-def kv_bytes_per_sequence(layers: Sequence[LayerSpec], tokens: int, kv_scale: float = 1.0) -> float:
-    """KV cache of one sequence: per-token bytes × min(tokens, window) + fixed recurrent state."""
-    total = 0.0
-    for spec in layers:
-        held = tokens if spec.window is None else min(tokens, spec.window)
-        total += spec.kv_bytes_per_token * kv_scale * held + spec.state_bytes
-    return total
+def layer_kv_bytes(spec: LayerSpec, tokens: int, kv_scale: float = 1.0) -> float:
+    """One layer's KV cache for one sequence: per-token bytes × min(tokens, window) + fixed
+    recurrent state."""
+    held = tokens if spec.window is None else min(tokens, spec.window)
+    return spec.kv_bytes_per_token * kv_scale * held + spec.state_bytes
 
 
 def compute(r: Reading, s: EstimateSettings, serve_bytes: float | None = None) -> Memory:
@@ -114,15 +111,7 @@ def compute(r: Reading, s: EstimateSettings, serve_bytes: float | None = None) -
     logits = 10.0 * r.vocab * train_tokens
     adapter = lora_adapter_params(r, s.lora_rank, s.lora_targets)
     kv_scale = s.kv_bytes_per_value / 2.0
-    layer_kv = tuple(
-        (
-            spec.kv_bytes_per_token
-            * kv_scale
-            * (serve_tokens if spec.window is None else min(serve_tokens, spec.window))
-        )
-        + spec.state_bytes
-        for spec in r.layers
-    )
+    layer_kv = tuple(layer_kv_bytes(spec, serve_tokens, kv_scale) for spec in r.layers)
     return Memory(
         train_tokens=train_tokens,
         serve_tokens=serve_tokens,
