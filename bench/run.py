@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-SECTIONS = ("ingest", "diff", "estimate")
+SECTIONS = ("ingest", "diff", "estimate", "activations")
 _TRAILER = re.compile(r"^_section `(\w+)` took [^\n]*_$", re.MULTILINE)
 _HEADER = "# Benchmark results\n"
 
