@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench soak venv clean web-tools
+.PHONY: demo test lint bench soak venv clean preflight-wheels web-tools
 
 venv: $(STAMP)
 
@@ -38,6 +38,11 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.run
+
+# transformers wheels (pip download, no install) and their preflight symbol tables, for the versions
+# the watchlist's preflight blocks name, into state/cache/preflight (make test fetches its own).
+preflight-wheels: $(STAMP)
+	$(BIN)/python -m tracker.preflight.wheels $(or $(VERSIONS),--watchlist watchlist.yaml)
 
 # Long fault trials (store kills and concurrent pollers, SQLite and PostgreSQL); results in bench/RESULTS.md.
 soak: $(STAMP)

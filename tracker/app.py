@@ -1,6 +1,7 @@
 """The composition root: `build(settings)` creates every collaborator once and wires them.
 
-The App holds the settings, the stores (snapshots `store`, `advisories`, `analysis`), the repo
+The App holds the settings, the stores (snapshots `store`, `advisories`, `analysis`, `preflight`),
+the transformers `symbol_tables` preflight checks remote code against, the repo
 `sources`, the `clock` and the `pipeline` built from them; commands, the daemon, the API, the bench
 and tests take what they need from it and never build their own. Nothing is created at import time.
 """
@@ -22,6 +23,8 @@ from tracker.store.analysis import AnalysisStore
 
 if TYPE_CHECKING:
     from tracker.pipeline import Pipeline, Stages
+    from tracker.preflight.wheels import SymbolTables
+    from tracker.store.preflight import PreflightStore
     from tracker.watchlist import WatchedRepo, Watchlist
 
 
@@ -53,6 +56,20 @@ class App:
         return self.sources.for_repo(repo.repo_id, repo.git)
 
     @cached_property
+    def preflight(self) -> PreflightStore:
+        """The preflight answers per revision (in the revision diff store)."""
+        from tracker.store.preflight import PreflightStore
+
+        return PreflightStore(self.store.engine)
+
+    @cached_property
+    def symbol_tables(self) -> SymbolTables:
+        """transformers symbol tables by version (cached under the preflight cache dir)."""
+        from tracker.preflight.wheels import SymbolTables
+
+        return SymbolTables.from_settings(self.settings)
+
+    @cached_property
     def pipeline(self) -> Pipeline:
         """The poll-cycle pipeline over this App's collaborators (built on first use)."""
         from tracker.pipeline import Pipeline
@@ -66,6 +83,8 @@ class App:
             watchlist=self.load_watchlist,
             clock=self.clock,
             stages=self.stages,
+            preflight=self.preflight,
+            symbol_tables=self.symbol_tables.get,
         )
 
     def close(self) -> None:

@@ -13,7 +13,8 @@
     │   │   └── EntryNotFoundError
     │   ├── AccessDeniedError       gated or private: a clear state, not a crash
     │   │   └── GatedRepoError
-    │   └── BadResponseError        the source answered, but not with what the protocol promises
+    │   ├── BadResponseError        the source answered, but not with what the protocol promises
+    │   └── PackageIndexError       a wheel for a preflight symbol table could not be fetched or read
     ├── ArtifactError               a file we fetched cannot be read as what it claims to be
     │   ├── UnreadableArtifactError malformed JSON, wrong types, binary where text was expected
     │   ├── OversizedArtifactError  over a hard cap (e.g. a safetensors header declaring 10 GB)
@@ -97,6 +98,10 @@ class GatedRepoError(AccessDeniedError):
 
 class BadResponseError(SourceError):
     """The source answered with something the protocol does not allow (HTML for JSON, truncation)."""
+
+
+class PackageIndexError(SourceError):
+    """A package version's wheel (preflight symbol tables) could not be fetched or read."""
 
 
 class ArtifactError(TrackerError):

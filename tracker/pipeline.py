@@ -32,12 +32,15 @@ from tracker.estimate import (
     parse_config,
 )
 from tracker.ingest import PollReport, poll_all
+from tracker.preflight import Preflight, PreflightSettings, TableSource, preflight_snapshot
+from tracker.preflight.delta import preflight_delta
 from tracker.render_backstop import render_batch
 from tracker.settings import Settings
 from tracker.sources import RepoSource
 from tracker.store import RepoStatus, Store
 from tracker.store.advisories import AdvisoryStore
 from tracker.store.analysis import AnalysisStore, StoredEstimate
+from tracker.store.preflight import PreflightStore, StoredPreflight
 from tracker.watchlist import WatchedRepo, Watchlist
 
 log = structlog.get_logger(__name__)
@@ -170,6 +173,10 @@ class Stages:
         estimate_snapshot
     )
     estimate_delta: Callable[[Estimate, Estimate], Sequence[Change]] = estimate_delta
+    preflight: Callable[
+        [Snapshot, PreflightSettings, TableSource | None, EstimateSettings], Preflight
+    ] = preflight_snapshot
+    preflight_delta: Callable[[Preflight, Preflight], Sequence[Change]] = preflight_delta
 
 
 class Pipeline:
@@ -190,6 +197,8 @@ class Pipeline:
         watchlist: Callable[[], Watchlist],
         clock: Clock,
         stages: Stages | None = None,
+        preflight: PreflightStore | None = None,
+        symbol_tables: TableSource | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -203,6 +212,8 @@ class Pipeline:
             stages = replace(stages, diff=backstop_diff(settings))
         self.stages = stages
         self.limits = settings.limits
+        self.preflight = preflight or PreflightStore(store.engine)
+        self.symbol_tables = symbol_tables
 
     def analyse_revision(self, watched: WatchedRepo, sha: Sha) -> RevisionAnalysis:
         """Diff, estimate and publish one ingested revision, then mark it analysed."""
@@ -222,6 +233,12 @@ class Pipeline:
         est_before = stages.estimate(before, settings)[0] if before is not None else None
         if est_before is not None and est_after is not None:
             changes = changes + tuple(stages.estimate_delta(est_before, est_after))
+        # Preflight, like the estimate, re-runs the previous revision under today's settings.
+        pf_settings = PreflightSettings.from_mapping(watched.preflight)
+        pf_after, pf_error = self._preflight(after, pf_settings, settings)
+        pf_before = self._preflight(before, pf_settings, settings)[0] if before else None
+        if pf_before is not None and pf_after is not None:
+            changes = changes + tuple(stages.preflight_delta(pf_before, pf_after))
 
         at = self.clock()
         self.analysis.save(
@@ -229,6 +246,7 @@ class Pipeline:
             StoredEstimate(repo_id=rid, sha=sha, estimate=est_after, error=est_error),
             at,
         )
+        self.preflight.save(StoredPreflight(rid, sha, pf_after, pf_error), at)
         advisories = publish(
             self.advisories,
             repo_id=rid,
@@ -259,6 +277,17 @@ class Pipeline:
             severities=tuple(a.severity for a in advisories),
             estimate_error=est_error,
         )
+
+    def _preflight(
+        self, snapshot: Snapshot, settings: PreflightSettings, estimate: EstimateSettings
+    ) -> tuple[Preflight | None, str | None]:
+        """The preflight of `snapshot`, or (None, why): a failure of preflight is recorded with
+        the revision, never a failed analysis (the diff, estimate and advisories stand without it)."""
+        try:
+            return self.stages.preflight(snapshot, settings, self.symbol_tables, estimate), None
+        except Exception as exc:
+            log.exception("preflight.failed", repo=snapshot.repo_id, sha=snapshot.sha)
+            return None, f"preflight failed: {exc.__class__.__name__}: {exc}"
 
     def analyse_repo(
         self, watched: WatchedRepo, *, new_revisions: bool = True

@@ -82,6 +82,14 @@ class Settings(BaseSettings):
         gt=0,
         description="Seconds to wait for a chat-template render request before the worker is killed and the revision is retried later.",
     )
+    preflight_cache_dir: Path | None = Field(
+        default=None,
+        description="Where preflight keeps transformers wheels and their symbol tables; default <state_dir>/cache/preflight.",
+    )
+    preflight_index_url: str | None = Field(
+        default=None,
+        description="The package index preflight fetches wheels from (pip download --index-url); default pip's own configuration.",
+    )
     log_level: LogLevel = Field(
         default="WARNING", description="structlog level (the systemd units set INFO)."
     )
@@ -132,6 +140,11 @@ class Settings(BaseSettings):
     def limits(self) -> Limits:
         """The fetch caps (`tracker.artifacts.Limits`)."""
         return Limits(self.max_file_bytes, self.max_safetensors_header_bytes)
+
+    @property
+    def effective_preflight_cache_dir(self) -> Path:
+        """Where preflight's wheels and symbol tables live (`preflight_cache_dir` or under the state dir)."""
+        return self.preflight_cache_dir or self.state_dir / "cache" / "preflight"
 
     @property
     def effective_database_url(self) -> str:

@@ -25,6 +25,7 @@ from tracker.bounded import CONFIG_YAML, BoundsError, load_yaml
 from tracker.domain import JSONValue, RepoId, parse_repo_id
 from tracker.errors import InvalidRepoIdError, NotWatchedError, WatchlistError
 from tracker.estimate.settings import EstimateBlock
+from tracker.preflight.settings import PreflightBlock
 from tracker.problems import collect, validate
 
 _INTERVAL = re.compile(r"^\s*(\d+)\s*(s|m|h|d)\s*$")
@@ -46,6 +47,7 @@ class WatchedRepo:
     git: str | None = None
     estimate: Mapping[str, JSONValue] = field(default_factory=dict)
     advisories: Mapping[str, JSONValue] = field(default_factory=dict)
+    preflight: Mapping[str, JSONValue] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -121,17 +123,19 @@ class RepoFields(BaseModel):
     git: Annotated[_Str, AfterValidator(_nonblank)] | None = None
     estimate: EstimateBlock | None = None
     advisories: OverridesBlock | None = None
+    preflight: PreflightBlock | None = None
 
     def layer(self, raw: Mapping[str, Any]) -> dict[str, Any]:
         """The keys this layer sets: parsed scalars; `estimate`/`advisories` as written (`raw`),
         since layers merge them key by key and rule by rule (`_merge`)."""
         out: dict[str, Any] = {}
         for key in self.model_fields_set & set(REPO_KEYS):
-            out[key] = raw[key] if key in ("estimate", "advisories") else getattr(self, key)
+            out[key] = raw[key] if key in _RAW_KEYS else getattr(self, key)
         return {k: v for k, v in out.items() if v is not None}
 
 
 REPO_KEYS = tuple(RepoFields.model_fields)
+_RAW_KEYS = ("estimate", "advisories", "preflight")
 
 
 class RuleFields(RepoFields):
@@ -168,7 +172,7 @@ def _merge(base: dict[str, Any], layer: Mapping[str, Any]) -> dict[str, Any]:
                 if isinstance(value.get(part), list) and isinstance(out[key].get(part), list):
                     merged[part] = [*value[part], *out[key][part]]
             out[key] = merged
-        elif key == "estimate" and isinstance(out.get(key), dict):
+        elif key in ("estimate", "preflight") and isinstance(out.get(key), dict):
             out[key] = {**out[key], **value}
         else:
             out[key] = value
@@ -228,6 +232,7 @@ def parse_watchlist(data: Any, source: str = "watchlist") -> Watchlist:
                 git=merged.get("git"),
                 estimate=merged.get("estimate", {}),
                 advisories=merged.get("advisories", {}),
+                preflight=merged.get("preflight", {}),
             )
         )
     return Watchlist(tuple(repos))

@@ -377,6 +377,67 @@ CASES = [
         "estimate-figures",
     ),
     (ch(A.WEIGHTS, K.CHANGED, "shards", 2, 3, file=""), S.LOW, "weight-layout"),
+    # preflight answers (tracker.preflight.delta)
+    (
+        ch(
+            A.ESTIMATE,
+            K.BROKEN,
+            "preflight.remote_code.transformers-5.1.0",
+            "importable",
+            "does not import: is_torch_fx_available",
+            file="",
+        ),
+        S.HIGH,
+        "preflight-import-broken",
+    ),
+    (
+        ch(
+            A.ESTIMATE,
+            K.CHANGED,
+            "preflight.remote_code.transformers-5.1.0",
+            "does not import",
+            "importable",
+            file="",
+        ),
+        S.LOW,
+        "preflight-import-restored",
+    ),
+    (
+        ch(
+            A.ESTIMATE,
+            K.CHANGED,
+            "preflight.remote_code.native_builds",
+            [],
+            ["flash_attn"],
+            file="",
+        ),
+        S.MODERATE,
+        "preflight-native-build",
+    ),
+    (
+        ch(
+            A.ESTIMATE,
+            K.CHANGED,
+            "preflight.capacity",
+            {"bytes_per_param": 2.0},
+            {"bytes_per_param": 0.56},
+            file="",
+        ),
+        S.MODERATE,
+        "preflight-capacity",
+    ),
+    (
+        ch(
+            A.ESTIMATE,
+            K.CHANGED,
+            "preflight.lora.q_proj",
+            {"attention.full": 48},
+            {"attention.full": 12},
+            file="",
+        ),
+        S.HIGH,
+        "preflight-lora-targets",
+    ),
 ]
 
 _TEMPLATE = "tokenizer_config.json"

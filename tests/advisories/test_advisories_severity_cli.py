@@ -105,7 +105,8 @@ def test_poll_then_advisories_show_severity_by_effect(tmp_path: Path) -> None:
     assert list(zip([r["severity"] for r in rows], summaries, strict=True)) == [
         ("moderate", f"{REPO}: config: num_beams added: 4"),
         ("high", f'{REPO}: config: feed_forward_proj changed: "gated-gelu" → "relu"'),
-        ("moderate", f"{REPO}: estimate: parameters …"),
+        # the FFN switch also moves what LoRA's `all-linear` resolves to (wi_0/wi_1 → wi): high
+        ("high", f"{REPO}: estimate: parameters …"),
         ("moderate", f"{REPO}: generation defaults: generation_config.json added"),
         ("low", f"{REPO}: config: num_beams changed: 4 → 1"),
     ]

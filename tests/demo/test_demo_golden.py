@@ -52,7 +52,7 @@ def test_golden_is_the_demo_cycle(demo_run: Any) -> None:
     expected = _files(GOLDEN)
     ids = sorted(n.removesuffix(".json") for n in expected if n.endswith(".json"))
     assert ids == sorted(demo_run.first.advisories)
-    assert len(ids) == 49
+    assert len(ids) == 50
     assert demo_run.second.advisories == ()
     assert _files(demo_run.export_second) == expected
     index = expected["modified_id.csv"].decode().splitlines()
@@ -64,6 +64,6 @@ def test_golden_is_the_demo_cycle(demo_run: Any) -> None:
     assert {s: severities.count(s) for s in set(severities)} == {
         "critical": 4,
         "high": 25,
-        "moderate": 10,
+        "moderate": 11,  # + granite's BF16 re-upload: what it takes to fetch and hold (preflight)
         "low": 10,
     }

@@ -1,8 +1,9 @@
 """Group one revision's classified changes into the advisories they make (pure).
 
 One advisory per (repo, revision, group); a group is an artifact kind (`Artifact`), and estimate
-changes form the `estimate` group only when a setup stops or starts fitting a card or the parameter
-counts change (the rest ride along as the estimate table of every advisory's details). Both the
+changes form the `estimate` group only when a setup stops or starts fitting a card, the parameter
+counts change or a preflight answer changes (`preflight.*`: remote code, capacity, LoRA targets;
+the rest ride along as the estimate table of every advisory's details). Both the
 record builder (`osv`) and the details renderer (`details`) take the `ChangeGroup` made here, and the
 `Subject` (the revision) every advisory of a revision shares.
 """
@@ -55,7 +56,7 @@ def group_of(c: Classified) -> Artifact | None:
     """The group a classified change belongs to (None: an estimate change that only rides along)."""
     ch = c.change
     if ch.artifact is Artifact.ESTIMATE:
-        if ch.kind in _ESTIMATE_TRIGGERS or ch.key.startswith("params."):
+        if ch.kind in _ESTIMATE_TRIGGERS or ch.key.startswith(("params.", "preflight.")):
             return ESTIMATE_GROUP
         return None
     return ch.artifact
@@ -65,7 +66,7 @@ def group_changes(classified: Sequence[Classified]) -> tuple[ChangeGroup, ...]:
     """Group one revision's classified changes; groups with no unsuppressed change are dropped.
 
     Order: groups in `Artifact` declaration order; changes keep their input order. Estimate
-    changes form the `estimate` group only for FIT_LOST/FIT_GAINED or `params.*` keys.
+    changes form the `estimate` group only for FIT_LOST/FIT_GAINED, `params.*` or `preflight.*` keys.
     Suppressed changes stay attached to their group's advisory if it has one; callers record all
     suppressions separately as well.
     """

@@ -144,6 +144,7 @@ def _estimate_phrase(changes: Sequence[Change]) -> str:
         parts.append(f"{lost} card setup{'s' * (lost != 1)} no longer fit{'s' * (lost == 1)}")
     if gained:
         parts.append(f"{gained} card setup{'s' * (gained != 1)} now fit{'s' * (gained == 1)}")
+    parts += [c.summary for c in changes if c.key.startswith("preflight.")]  # preflight answers
     return "; ".join(parts) or f"{len(changes)} changes"
 
 

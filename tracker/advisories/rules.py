@@ -722,6 +722,40 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         "license or access terms changed: your right to use the model may have changed",
     ),
     Rule(
+        "preflight-import-broken",
+        _m(A.ESTIMATE, K.BROKEN, key="preflight.remote_code.*"),
+        S.HIGH,
+        "the remote code stops importing on a transformers version the watchlist pins: "
+        "from_pretrained(..., trust_remote_code=True) fails there",
+    ),
+    Rule(
+        "preflight-import-restored",
+        _m(A.ESTIMATE, K.CHANGED, key="preflight.remote_code.transformers-*"),
+        S.LOW,
+        "the remote code imports again on a pinned transformers version: nothing that worked breaks",
+    ),
+    Rule(
+        "preflight-native-build",
+        _m(A.ESTIMATE, key="preflight.remote_code.native_builds"),
+        S.MODERATE,
+        "the remote code's packages that need a native (CUDA/C++) build changed: installing it "
+        "may now need a compiler and the CUDA toolkit, or no longer does",
+    ),
+    Rule(
+        "preflight-capacity",
+        _m(A.ESTIMATE, key="preflight.capacity"),
+        S.MODERATE,
+        "what it takes to fetch and hold the checkpoint changed (a re-upload in another dtype, a "
+        "quantized variant): cards, boxes and download time follow",
+    ),
+    Rule(
+        "preflight-lora-targets",
+        _m(A.ESTIMATE, key="preflight.lora.*"),
+        S.HIGH,
+        "a LoRA target name resolves to different modules: adapters trained with these targets no "
+        "longer match the model, and a training config adapts different layers",
+    ),
+    Rule(
         "card-fit-lost",
         _m(A.ESTIMATE, K.FIT_LOST),
         S.HIGH,

@@ -41,13 +41,14 @@ def __getattr__(name: str) -> Any:
 
 
 def _register_all() -> None:
-    from tracker.cli import advisories, demo, diff, estimate, poll, replica, serve, watch
+    from tracker.cli import advisories, demo, diff, estimate, poll, preflight, replica, serve, watch
 
     modules: tuple[Callable[[typer.Typer], None], ...] = (
         watch.register,
         poll.register,
         diff.register,
         estimate.register,
+        preflight.register,
         advisories.register,
         serve.register,
         replica.register,

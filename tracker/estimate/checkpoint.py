@@ -132,3 +132,29 @@ def compare(
         bookkeeping_elements=buffers,
         not_built_elements=not_built,
     )
+
+
+def stored_by_dtype(
+    headers: Mapping[str, SafetensorsHeader], *, layers: int | None = None, bits: int = 4
+) -> dict[str, int]:
+    """The census's stored parameters per dtype (packed values unpacked; scales, buffers and
+    modules transformers does not build left out, as in `compare`): their sum is `compare`'s
+    `params`. Preflight's capacity reads bytes per parameter from it."""
+    out: dict[str, int] = {}
+    for header in headers.values():
+        for name, info in header.tensors.items():
+            lowered = name.lower()
+            if "quant_state" in lowered or any(
+                m in lowered.rsplit(".", 1)[-1] for m in SCALE_MARKERS
+            ):
+                continue
+            if BUFFER_PATTERN.search(name):
+                continue
+            index = LAYER_INDEX.search(name)
+            if (
+                index and layers is not None and int(index.group(1)) >= layers
+            ) or lowered.startswith(("mtp.", "model.mtp.")):
+                continue
+            n = _stored(name, info.dtype, _elements(info.shape), bits)
+            out[info.dtype] = out.get(info.dtype, 0) + n
+    return dict(sorted(out.items()))

@@ -9,9 +9,10 @@ from __future__ import annotations
 from tracker.store.advisories.tables import ADVISORY_TABLES
 from tracker.store.analysis import ANALYSIS_TABLES
 from tracker.store.base import METADATA
+from tracker.store.preflight import PREFLIGHT_TABLES
 from tracker.store.tables import SNAPSHOT_TABLES
 
-ALL_TABLES: tuple[str, ...] = SNAPSHOT_TABLES + ADVISORY_TABLES + ANALYSIS_TABLES
+ALL_TABLES: tuple[str, ...] = SNAPSHOT_TABLES + ADVISORY_TABLES + ANALYSIS_TABLES + PREFLIGHT_TABLES
 """Every table of the store (all in `METADATA`; `METADATA.sorted_tables` orders them by dependency)."""
 
 __all__ = ["ALL_TABLES", "METADATA"]

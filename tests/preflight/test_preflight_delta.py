@@ -1,0 +1,63 @@
+"""How preflight answers move between revisions: only a changed answer is a change, never an unknown."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tracker.domain import ChangeKind, SafetensorsHeader, TensorInfo
+from tracker.preflight.delta import preflight_delta
+from tracker.preflight.report import Preflight, run_preflight
+from tracker.preflight.settings import PreflightSettings
+
+CONFIGS = Path(__file__).parents[1] / "data" / "configs"
+NEXT = json.loads((CONFIGS / "Qwen__Qwen3-Next-80B-A3B-Thinking.json").read_text())
+
+
+def _run(config: dict[str, object] | None, dtype: str | None = None) -> Preflight:
+    headers = {}
+    if dtype is not None:
+        size = {"BF16": 2, "F32": 4, "F8_E4M3": 1}[dtype]
+        info = TensorInfo(dtype, (10**9,), 10**9 * size)
+        headers = {"model.safetensors": SafetensorsHeader({"model.embed_tokens.weight": info})}
+    files = {} if config is None else {"config.json": json.dumps(config).encode()}
+    return run_preflight(
+        files=files,
+        headers=headers,
+        tree=(),
+        tables={},
+        settings=PreflightSettings(lora_targets=("q_proj", "in_proj_qkvz")),
+    )
+
+
+def test_an_unchanged_answer_and_an_unknown_one_are_no_change() -> None:
+    same = _run(NEXT, "BF16")
+    assert preflight_delta(same, _run(NEXT, "BF16")) == []
+    assert preflight_delta(_run(None), same) == []  # no config, no headers before: unknown
+    assert preflight_delta(same, _run(None)) == []
+
+
+def test_a_layout_change_says_where_a_target_stops_resolving() -> None:
+    # Every layer made full attention: in_proj_qkvz resolves nowhere, q_proj everywhere.
+    full = {**NEXT, "full_attention_interval": 1}
+    [q, lin] = preflight_delta(_run(NEXT), _run(full))
+    assert (q.key, q.kind, q.before, q.after) == (
+        "preflight.lora.q_proj",
+        ChangeKind.CHANGED,
+        {"attention.full": 12},
+        {"attention.full": 48},
+    )
+    assert lin.summary == (
+        "`in_proj_qkvz` now resolves to 0 modules in the linear-attention layers (was 36)"
+    )
+
+
+def test_a_re_upload_in_another_dtype_is_one_capacity_change_with_before_and_after() -> None:
+    [c] = preflight_delta(_run(NEXT, "F32"), _run(NEXT, "F8_E4M3"))
+    assert c.key == "preflight.capacity"
+    assert (c.before["bytes_per_param"], c.after["bytes_per_param"]) == (4.0, 1.0)
+    assert (c.before["quantized"], c.after["quantized"]) == (False, True)
+    assert c.summary == (
+        "what it takes to fetch and hold changed: already quantized: 1.00 bytes/parameter, no 4× "
+        "left (was 4.00 bytes/parameter: 4-bit weights would take 8.0× less)"
+    )

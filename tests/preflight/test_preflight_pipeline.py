@@ -1,0 +1,193 @@
+"""Preflight on every revision, where users meet it: the installed `tracker` polls a Hub replica.
+
+The repo's history is ours, on a real config (Qwen3-0.6B from the corpus; its weights a small
+stand-in whose header alone matters): an upload whose remote code imports fine everywhere; a
+revision whose modeling file starts importing `transformers.utils.import_utils.
+is_torch_fx_available` (as DeepSeek-V3's remote code does; gone since transformers 5.1.0), which
+is a high advisory naming the name, the module that lacks it and the version it vanished in; a
+re-upload of the weights in FP8 (bytes per parameter 2.00 → 1.00: a capacity advisory with before →
+after); and a config that drops two layers (every LoRA target resolves to two modules fewer).
+Each revision's preflight is stored and `tracker preflight ORG/NAME@REV` reads the Hub the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tracker.replica import Replica
+from tracker.replica.repos import commit, init_repo
+
+from .conftest import VERSIONS
+from .test_preflight_symbols import CONFIGURATION
+
+pytestmark = [pytest.mark.replica, pytest.mark.slow]
+
+TRACKER = Path(sys.executable).with_name("tracker")
+CONFIGS = Path(__file__).parents[1] / "data" / "configs"
+REPO = "acme/qwen3-remote"
+T0 = datetime(2025, 6, 1, tzinfo=UTC)
+VANISHED = "transformers.utils.import_utils.is_torch_fx_available"
+CLEAN = b"import torch\nfrom transformers.modeling_utils import PreTrainedModel\nfrom .configuration_x import XConfig\n\n\nclass XForCausalLM(PreTrainedModel):\n    config_class = XConfig\n"
+BROKEN = CLEAN.replace(
+    b"from .configuration_x",
+    b"from transformers.utils.import_utils import is_torch_fx_available\nfrom .configuration_x",
+)
+
+
+def safetensors(dtype: str, size: int, n: int) -> bytes:
+    """A real safetensors file: one tensor of `n` elements of `dtype` (`size` bytes each)."""
+    header = {
+        "model.embed_tokens.weight": {"dtype": dtype, "shape": [n], "data_offsets": [0, n * size]}
+    }
+    raw = json.dumps(header).encode()
+    return struct.pack("<Q", len(raw)) + raw + b"\0" * (n * size)
+
+
+def _tracker(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(TRACKER), *args], env=env, capture_output=True, text=True, timeout=600, check=False
+    )
+
+
+def test_every_revision_gets_a_preflight_and_a_changed_answer_is_an_advisory(
+    symbol_cache: Path, tmp_path: Path
+) -> None:
+    config = json.loads((CONFIGS / "Qwen__Qwen3-0.6B.json").read_text())
+    config["auto_map"] = {
+        "AutoConfig": "configuration_x.XConfig",
+        "AutoModelForCausalLM": "modeling_x.XForCausalLM",
+    }
+    fewer = {**config, "num_hidden_layers": config["num_hidden_layers"] - 2}
+    repo = init_repo(tmp_path / "hub", REPO)
+    steps: list[tuple[dict[str, bytes], str]] = [
+        (
+            {
+                "config.json": json.dumps(config, indent=2).encode(),
+                "configuration_x.py": CONFIGURATION,
+                "modeling_x.py": CLEAN,
+                "model.safetensors": safetensors("BF16", 2, 1000),
+            },
+            "upload",
+        ),
+        ({"modeling_x.py": BROKEN}, "use torch.fx when available"),
+        ({"model.safetensors": safetensors("F8_E4M3", 1, 1000)}, "FP8 weights"),
+        ({"config.json": json.dumps(fewer, indent=2).encode()}, "two layers fewer"),
+    ]
+    shas = [
+        commit(repo, files, message, date=T0 + timedelta(days=i))
+        for i, (files, message) in enumerate(steps)
+    ]
+    versions = ", ".join(f'"{v}"' for v in VERSIONS)
+    (tmp_path / "watchlist.yaml").write_text(
+        f"repos:\n  - id: {REPO}\n    preflight:\n      transformers: [{versions}]\n"
+        "      lora_targets: [q_proj, gate_proj, all-linear]\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACKER_", "HF_"))}
+    env |= {
+        "TRACKER_STATE_DIR": str(tmp_path / "state"),
+        "TRACKER_WATCHLIST": str(tmp_path / "watchlist.yaml"),
+        "TRACKER_RETRY_ATTEMPTS": "1",
+        "TRACKER_PREFLIGHT_CACHE_DIR": str(symbol_cache),
+        "TRACKER_PREFLIGHT_INDEX_URL": (tmp_path / "no-index").as_uri(),  # the cache must do
+    }
+    with Replica(tmp_path / "hub") as hub:
+        env["TRACKER_HF_ENDPOINT"] = hub.url
+        poll = _tracker(env, "poll", "--once", "--json")
+        assert poll.returncode == 0, poll.stderr
+        shown = _tracker(env, "preflight", f"{REPO}@{shas[1]}")
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[0] == f"{REPO}@{shas[1][:12]}"
+    assert "  transformers 4.57.1: importable" in lines
+    assert "  transformers 5.1.0: does not import" in lines
+    assert (
+        "capacity: 0.00 GB of weights (safetensors headers), 1,000 stored parameters; 2.00 bytes/parameter: 4-bit weights would take 4.0× less"
+        in lines
+    )
+
+    exported = _tracker(env, "advisories", "export", str(tmp_path / "osv"))
+    assert exported.returncode == 0, exported.stderr
+    records = [json.loads(p.read_text()) for p in sorted((tmp_path / "osv").glob("*.json"))]
+    estimate = {
+        r["affected"][0]["ranges"][0]["events"][0]["introduced"]: r
+        for r in records
+        if r["database_specific"]["group"] == "estimate"
+    }
+    assert sorted(estimate, key=shas.index) == shas[1:]
+
+    broken = _changes(estimate[shas[1]])
+    assert _severity(estimate[shas[1]]) == "high"
+    assert set(broken) == {
+        "preflight.remote_code.transformers-5.1.0",
+        "preflight.remote_code.transformers-5.24.0",
+    }
+    change = broken["preflight.remote_code.transformers-5.1.0"]
+    assert change["rule"] == "preflight-import-broken"
+    assert (change["before"], change["after"]) == (
+        "importable",
+        "does not import: is_torch_fx_available (not in transformers.utils.import_utils, "
+        "gone since 5.1.0)",
+    )
+
+    capacity = _changes(estimate[shas[2]])["preflight.capacity"]
+    assert _severity(estimate[shas[2]]) == "moderate"
+    assert capacity["rule"] == "preflight-capacity"
+    assert (capacity["before"]["bytes_per_param"], capacity["after"]["bytes_per_param"]) == (
+        2.0,
+        1.0,
+    )
+    assert (capacity["before"]["quantized"], capacity["after"]["quantized"]) == (False, True)
+    assert (
+        "already quantized: 1.00 bytes/parameter, no 4× left (was 2.00 bytes/parameter"
+        in capacity["summary"]
+    )
+
+    lora = _changes(estimate[shas[3]])
+    assert _severity(estimate[shas[3]]) == "high"
+    layers = config["num_hidden_layers"]
+    assert lora["preflight.lora.q_proj"]["before"] == {"attention.full": layers}
+    assert lora["preflight.lora.q_proj"]["after"] == {"attention.full": layers - 2}
+    assert lora["preflight.lora.gate_proj"]["summary"] == (
+        f"`gate_proj` now resolves to {layers - 2} modules in the dense MLPs (was {layers})"
+    )
+    assert lora["preflight.lora.all-linear"]["after"] == {
+        "attention.full": 4 * (layers - 2),
+        "mlp.dense": 3 * (layers - 2),
+    }
+
+    # Stored per revision, the first one (nothing to compare it with) included.
+    from tracker.domain import RepoId
+    from tracker.settings import load_settings
+    from tracker.store import Store
+    from tracker.store.preflight import PreflightStore
+
+    url = load_settings(state_dir=tmp_path / "state").effective_database_url
+    store = Store.open(url)
+    try:
+        stored = [PreflightStore(store.engine).get(RepoId(REPO), s) for s in shas]
+    finally:
+        store.close()
+    assert all(s is not None and s.preflight is not None and s.error is None for s in stored)
+    first = stored[0].preflight  # type: ignore[union-attr]
+    assert first is not None and first.remote_code.importable("5.24.0") is True
+    last = stored[3].preflight  # type: ignore[union-attr]
+    assert last is not None and last.lora is not None
+    assert last.lora.modules("q_proj") == layers - 2
+
+
+def _severity(record: dict[str, Any]) -> str:
+    return str(record["database_specific"]["severity"])
+
+
+def _changes(record: dict[str, Any]) -> dict[str, Any]:
+    changes = record["database_specific"]["changes"]
+    return {c["key"]: c for c in changes if c["key"].startswith("preflight.")}

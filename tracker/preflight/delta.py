@@ -1,0 +1,182 @@
+"""How a revision's preflight answers moved against the previous revision's (pure).
+
+Changes are estimate changes (`Artifact.ESTIMATE`, file "") keyed `preflight.*`, so they travel
+with the estimate: they form the estimate advisory group (`tracker.advisories.groups`) and their
+rules are in `tracker.advisories.rules`. Only a changed answer is a change, and an answer that is
+unknown on either side (no symbol table for a version, no headers, no module-name table) is no
+change: "could not check" is recorded with the preflight, never published as a difference.
+
+- `preflight.remote_code.transformers-<V>`: the remote code stops importing on V (BROKEN, with
+  the missing names, the module that lacks each and the version it vanished in), or imports
+  again (CHANGED);
+- `preflight.remote_code.native_builds`: the packages that need a native build changed;
+- `preflight.capacity`: bytes per parameter (2 decimals), quantized or not, weights-only cards
+  per card, which boxes hold the checkpoint, or whether the download outlives the window moved
+  (one change, before → after);
+- `preflight.lora.<target>`: what a LoRA target name resolves to (modules per layer kind) moved.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from tracker.domain import Artifact, Change, ChangeKind, JSONValue
+from tracker.preflight.report import Preflight
+
+_ART = Artifact.ESTIMATE
+KIND_WORDS = {
+    "attention.full": "full-attention layers",
+    "attention.linear": "linear-attention layers",
+    "mlp.dense": "dense MLPs",
+    "mlp.shared": "shared experts",
+    "mlp.router": "routers",
+    "mlp.experts": "routed experts",
+    "vision": "vision tower",
+    "head": "task head",
+}
+
+
+def preflight_delta(before: Preflight, after: Preflight) -> list[Change]:
+    """The `preflight.*` changes from `before` to `after` (see the module docstring)."""
+    return [*_remote(before, after), *_capacity(before, after), *_lora(before, after)]
+
+
+def _missing_text(version: Mapping[str, Any], first: Mapping[str, str]) -> str:
+    parts = []
+    for m in version["missing"]:
+        if m["where"] != "required" or m["status"] == "dynamic":
+            continue
+        lacks = (
+            f"no module {m['module']}" if m["status"] == "no-module" else f"not in {m['module']}"
+        )
+        gone = first.get(m["symbol"])
+        parts.append(
+            f"{m['name'] or m['module']} ({lacks}" + (f", gone since {gone})" if gone else ")")
+        )
+    return ", ".join(parts)
+
+
+def _remote(before: Preflight, after: Preflight) -> list[Change]:
+    out: list[Change] = []
+    rb, ra = before.remote_code, after.remote_code
+    for version in after.settings.get("transformers") or []:
+        was, now = rb.importable(version), ra.importable(version)
+        if was is None or now is None or was == now:
+            continue
+        key = f"preflight.remote_code.transformers-{version}"
+        if not now:
+            row = next(v for v in ra.versions if v["version"] == version)
+            missing = _missing_text(row, ra.first_missing)
+            out.append(
+                Change(
+                    _ART,
+                    ChangeKind.BROKEN,
+                    "",
+                    key,
+                    "importable",
+                    f"does not import: {missing}",
+                    f"remote code no longer imports on transformers {version}: {missing}",
+                )
+            )
+        else:
+            out.append(
+                Change(
+                    _ART,
+                    ChangeKind.CHANGED,
+                    "",
+                    key,
+                    "does not import",
+                    "importable",
+                    f"remote code imports on transformers {version} again",
+                )
+            )
+    nb, na = sorted(rb.compiled), sorted(ra.compiled)
+    if nb != na:
+        added = [p for p in na if p not in nb]
+        summary = (
+            "remote code now needs a native build: " + ", ".join(added)
+            if added
+            else "remote code no longer needs a native build: "
+            + ", ".join(p for p in nb if p not in na)
+        )
+        out.append(
+            Change(
+                _ART, ChangeKind.CHANGED, "", "preflight.remote_code.native_builds", nb, na, summary
+            )
+        )
+    return out
+
+
+def _capacity_view(p: Preflight) -> dict[str, JSONValue] | None:
+    c = p.capacity
+    if c is None:
+        return None
+    return {
+        "bytes_per_param": None if c.bytes_per_param is None else round(c.bytes_per_param, 2),
+        "quantized": c.quantized,
+        "cards": dict(c.cards),
+        "boxes_holding": sorted(name for name, b in c.boxes.items() if b["fits"]),
+        "outlives_window": c.outlives_window,
+    }
+
+
+def _capacity(before: Preflight, after: Preflight) -> list[Change]:
+    vb, va = _capacity_view(before), _capacity_view(after)
+    if vb is None or va is None or vb == va:
+        return []
+    cb, ca = before.capacity, after.capacity
+    assert cb is not None and ca is not None
+    notes: list[str] = []
+    if vb["bytes_per_param"] != va["bytes_per_param"] or vb["quantized"] != va["quantized"]:
+        notes.append(f"{ca.quantization_note} (was {cb.quantization_note})")
+    moved = [
+        f"{name} {vb['cards'].get(name, '—')} → {n}"  # type: ignore[union-attr]
+        for name, n in ca.cards.items()
+        if vb["cards"].get(name) != n  # type: ignore[union-attr]
+    ]
+    if moved:
+        notes.append("weights-only cards: " + ", ".join(moved))
+    for name, box in ca.boxes.items():
+        held = (cb.boxes.get(name) or {}).get("fits")
+        if held is not None and held != box["fits"]:
+            notes.append(
+                f"{name} now holds it"
+                if box["fits"]
+                else f"{name} no longer holds it ({box['short_gb']:,.0f} GB short)"
+            )
+    if vb["outlives_window"] != va["outlives_window"]:
+        notes.append(
+            f"download {cb.download_hours:.1f} → {ca.download_hours:.1f} h "
+            + ("now outlives" if ca.outlives_window else "now fits")
+            + f" the {ca.window_hours:g} h provisioning window"
+        )
+    summary = "what it takes to fetch and hold changed: " + "; ".join(notes)
+    kind = ChangeKind.CHANGED
+    return [Change(_ART, kind, "", "preflight.capacity", vb, va, summary)]
+
+
+def _counts(p: Preflight, target: str) -> dict[str, int] | None:
+    if p.lora is None or target not in p.lora.targets:
+        return None
+    return {k: v["modules"] for k, v in p.lora.targets[target].items()}
+
+
+def _lora(before: Preflight, after: Preflight) -> list[Change]:
+    out: list[Change] = []
+    if after.lora is None:
+        return out
+    for target in after.lora.targets:
+        b, a = _counts(before, target), _counts(after, target)
+        if b is None or a is None or b == a:
+            continue
+        parts = []
+        for kind in sorted(
+            set(a) | set(b), key=lambda k: list(KIND_WORDS).index(k) if k in KIND_WORDS else 99
+        ):
+            if a.get(kind, 0) != b.get(kind, 0):
+                words = KIND_WORDS.get(kind, kind)
+                parts.append(f"{a.get(kind, 0)} modules in the {words} (was {b.get(kind, 0)})")
+        summary = f"`{target}` now resolves to " + ", ".join(parts)
+        out.append(Change(_ART, ChangeKind.CHANGED, "", f"preflight.lora.{target}", b, a, summary))
+    return out

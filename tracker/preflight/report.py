@@ -1,0 +1,231 @@
+"""The preflight of one revision: remote-code compatibility, capacity and LoRA targets (pure).
+
+`run_preflight` takes what the revision holds (tracked files, safetensors headers, the tree) and
+the symbol tables of the configured transformers versions (or, per version, why there is none),
+and returns a `Preflight`: three answers, each present or with the reason it could not be given.
+`Preflight.to_json` is its one JSON form (store, `--json`); `from_json` reads it back.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from tracker.domain import JSONValue, SafetensorsHeader, TreeEntry
+from tracker.errors import EstimateError
+from tracker.estimate import EstimateSettings, parse_config
+from tracker.estimate.checkpoint import QUANTIZED_DTYPES, quant_bits, stored_by_dtype
+from tracker.estimate.params import read_config
+from tracker.preflight.capacity import Capacity, capacity
+from tracker.preflight.compat import (
+    check_version,
+    compiled,
+    first_missing,
+    other_packages,
+    version_key,
+)
+from tracker.preflight.imports import remote_code_imports
+from tracker.preflight.lora import LoraResolution, resolve_targets
+from tracker.preflight.settings import PreflightSettings
+from tracker.preflight.symbols import SymbolTable
+
+INDEX_FILES = ("model.safetensors.index.json",)
+
+
+@dataclass(frozen=True)
+class RemoteCode:
+    """Remote-code compatibility of one revision (`versions`: per checked version, in release
+    order; `unchecked`: versions without a symbol table, with why)."""
+
+    modules: tuple[str, ...]
+    problems: tuple[str, ...]
+    transformers_imports: tuple[Mapping[str, JSONValue], ...]
+    packages: Mapping[str, str]
+    compiled: Mapping[str, str]
+    versions: tuple[Mapping[str, JSONValue], ...]
+    first_missing: Mapping[str, str]
+    unchecked: Mapping[str, str] = field(default_factory=dict)
+
+    def importable(self, version: str) -> bool | None:
+        """Whether the remote code imports on `version` (None: not checked). No remote code
+        imports everywhere."""
+        if not self.modules:
+            return True
+        for v in self.versions:
+            if v["version"] == version:
+                return bool(v["importable"])
+        return None
+
+    def to_json(self) -> dict[str, JSONValue]:
+        return {
+            "modules": list(self.modules),
+            "problems": list(self.problems),
+            "transformers_imports": [dict(i) for i in self.transformers_imports],
+            "packages": dict(self.packages),
+            "compiled": dict(self.compiled),
+            "versions": [dict(v) for v in self.versions],
+            "first_missing": dict(self.first_missing),
+            "unchecked": dict(self.unchecked),
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, JSONValue]) -> RemoteCode:
+        return cls(
+            modules=tuple(d["modules"]),
+            problems=tuple(d["problems"]),
+            transformers_imports=tuple(d["transformers_imports"]),
+            packages=dict(d["packages"]),
+            compiled=dict(d["compiled"]),
+            versions=tuple(d["versions"]),
+            first_missing=dict(d["first_missing"]),
+            unchecked=dict(d.get("unchecked") or {}),
+        )
+
+
+@dataclass(frozen=True)
+class Preflight:
+    """The three answers for one revision; an answer that could not be given is None with why."""
+
+    remote_code: RemoteCode
+    capacity: Capacity | None
+    capacity_error: str | None
+    lora: LoraResolution | None
+    lora_error: str | None
+    settings: Mapping[str, JSONValue]
+
+    def to_json(self) -> dict[str, JSONValue]:
+        return {
+            "remote_code": self.remote_code.to_json(),
+            "capacity": None if self.capacity is None else self.capacity.to_json(),
+            "capacity_error": self.capacity_error,
+            "lora": None if self.lora is None else self.lora.to_json(),
+            "lora_error": self.lora_error,
+            "settings": dict(self.settings),
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, JSONValue]) -> Preflight:
+        cap, lora = d.get("capacity"), d.get("lora")
+        return cls(
+            remote_code=RemoteCode.from_json(d["remote_code"]),
+            capacity=None if cap is None else Capacity.from_json(cap),
+            capacity_error=d.get("capacity_error"),
+            lora=None if lora is None else LoraResolution.from_json(lora),
+            lora_error=d.get("lora_error"),
+            settings=dict(d.get("settings") or {}),
+        )
+
+
+def remote_code(files: Mapping[str, bytes], tables: Mapping[str, SymbolTable | str]) -> RemoteCode:
+    """Remote-code compatibility of `files` against `tables` (version → table, or why none)."""
+    modules, imports, problems = remote_code_imports(files)
+    tf: list[dict[str, JSONValue]] = []
+    seen: set[tuple[str, str | None, str]] = set()
+    for imp in imports:
+        if imp.top == "transformers" and (imp.module, imp.name, imp.file) not in seen:
+            seen.add((imp.module, imp.name, imp.file))
+            tf.append(dict(imp.to_json()))
+    packages = other_packages(imports, modules)
+    results = []
+    unchecked: dict[str, str] = {}
+    for version in sorted(tables, key=version_key):
+        table = tables[version]
+        if isinstance(table, str):
+            unchecked[version] = table
+        elif modules:
+            results.append(check_version(imports, table))
+    return RemoteCode(
+        modules=tuple(modules),
+        problems=tuple(problems),
+        transformers_imports=tuple(tf),
+        packages=packages,
+        compiled=compiled(packages),
+        versions=tuple(r.to_json() for r in results),
+        first_missing=first_missing(results),
+        unchecked=unchecked,
+    )
+
+
+def _total_size(files: Mapping[str, bytes]) -> int | None:
+    for name in INDEX_FILES:
+        data = files.get(name)
+        if data is None:
+            continue
+        try:
+            meta = json.loads(data).get("metadata") or {}
+            size = meta.get("total_size")
+        except (ValueError, AttributeError, UnicodeDecodeError, RecursionError):
+            return None
+        if isinstance(size, int | float) and not isinstance(size, bool) and size > 0:
+            return int(size)
+    return None
+
+
+def run_preflight(
+    *,
+    files: Mapping[str, bytes],
+    headers: Mapping[str, SafetensorsHeader],
+    tree: Sequence[TreeEntry],
+    tables: Mapping[str, SymbolTable | str],
+    settings: PreflightSettings,
+    estimate_settings: EstimateSettings | None = None,
+) -> Preflight:
+    """The preflight of a revision (see the module docstring)."""
+    est = estimate_settings or EstimateSettings()
+    code = remote_code(files, tables)
+    cap: Capacity | None = None
+    cap_error: str | None = None
+    lora: LoraResolution | None = None
+    lora_error: str | None = None
+    config = None
+    reading = None
+    if "config.json" in files:
+        try:
+            config = parse_config(files["config.json"])
+            reading = read_config(config)
+        except (EstimateError, RecursionError) as exc:
+            cap_error = lora_error = f"could not read config.json: {exc}"
+    else:
+        lora_error = "no config.json at this revision"
+    if reading is not None:
+        lora, lora_error = resolve_targets(
+            reading, config or {}, settings.lora_targets, est.lora_rank
+        )
+    if headers:
+        built = None
+        if reading is not None:
+            built = len([x for x in reading.layers if x.kind != "encoder"]) or len(reading.layers)
+        bits = quant_bits(config or {})
+        by_dtype = stored_by_dtype(headers, layers=built, bits=bits)
+        census_bytes = sum(i.nbytes for h in headers.values() for i in h.tensors.values())
+        dtypes = {i.dtype for h in headers.values() for i in h.tensors.values()}
+        file_bytes = sum(e.size for e in tree if e.path.endswith(".safetensors"))
+        cap = capacity(
+            params_by_dtype=by_dtype,
+            census_bytes=census_bytes,
+            total_size=_total_size(files),
+            file_bytes=file_bytes or None,
+            quantized=bool(dtypes & QUANTIZED_DTYPES)
+            or any(v != 0 for k, v in by_dtype.items() if k in QUANTIZED_DTYPES),
+            cards=[(c.name, c.vram_gb) for c in est.all_cards],
+            boxes=settings.boxes,
+            throughput_mb_s=settings.throughput_mb_s,
+            window_hours=settings.provisioning_window_h,
+        )
+    elif cap_error is None:
+        cap_error = "no safetensors headers at this revision (nothing to count bytes from)"
+    return Preflight(
+        remote_code=code,
+        capacity=cap,
+        capacity_error=cap_error,
+        lora=lora,
+        lora_error=lora_error,
+        settings={
+            "transformers": list(settings.transformers),
+            "lora_targets": list(settings.lora_targets),
+            "lora_rank": est.lora_rank,
+            "throughput_mb_s": settings.throughput_mb_s,
+            "provisioning_window_h": settings.provisioning_window_h,
+        },
+    )
