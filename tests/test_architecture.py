@@ -299,7 +299,8 @@ def test_maps_keyed_by_an_enum_cover_every_member() -> None:
     maps = _enum_keyed_maps()
     assert {name for name, _, _ in maps} >= {
         "tracker.advisories.details.GROUP_LABELS",
-        "tracker.advisories.details.ADVICE",
+        "tracker.advisories.advice.CHECKS",
+        "tracker.advisories.advice.KIND_TITLES",
         "tracker.diff.render.CHANGE_MARKS",
     }
     for name, kind, value in maps:

@@ -90,7 +90,22 @@ CASES: list[tuple[str, tuple[str, ...], dict[str, str], int, str]] = [
     ("diff", ("diff", "acme/tiny", "HEAD~1", "HEAD"), {}, 0, ""),
     ("advisories list", ("advisories", "list"), {}, 0, ""),
     ("estimate file", ("estimate", str(CONFIG)), {}, 0, ""),
-    ("estimate hub", ("estimate", "acme/tiny", "--no-headers"), {}, 0, ""),
+    (
+        "estimate, ingested",
+        ("estimate", "acme/tiny@HEAD~1"),
+        {"TRACKER_HF_ENDPOINT": UNREACHABLE},
+        0,
+        "",
+    ),
+    ("estimate hub", ("estimate", "acme/tiny", "--hub", "--no-headers"), {}, 0, ""),
+    ("advisories list, floor", ("advisories", "list", "--min-severity", "HIGH"), {}, 0, ""),
+    (
+        "advisories list, no store",
+        ("advisories", "list"),
+        {"TRACKER_STATE_DIR": "state-none"},
+        0,
+        "",
+    ),
     # 1: a repo failed, is gone or gated
     (
         "poll --once, gated repo",
@@ -138,6 +153,13 @@ CASES: list[tuple[str, tuple[str, ...], dict[str, str], int, str]] = [
         {},
         2,
         "--severity",
+    ),
+    (
+        "advisories list, bad floor",
+        ("advisories", "list", "--min-severity", "urgent"),
+        {},
+        2,
+        "--min-severity 'urgent' must be one of",
     ),
     ("diff, bad kind", ("diff", "acme/tiny", "HEAD~1", "HEAD", "--kind", "confg"), {}, 2, "confg"),
     (
@@ -192,12 +214,27 @@ CASES: list[tuple[str, tuple[str, ...], dict[str, str], int, str]] = [
         "acme/other is not in the watchlist",
     ),
     ("estimate, repo not on the Hub", ("estimate", "acme/none"), {}, 3, "acme/none"),
+    (
+        "estimate, HEAD~n not ingested",
+        ("estimate", "acme/tiny@HEAD~5"),
+        {},
+        3,
+        "HEAD~n and short shas resolve against ingested revisions only",
+    ),
+    ("diff, unknown revision", ("diff", "acme/tiny", "HEAD~1", "abcdef12"), {}, 3, "abcdef12"),
+    (
+        "history, no store",
+        ("history", "acme/tiny"),
+        {"TRACKER_STATE_DIR": "state-none"},
+        3,
+        "no store at",
+    ),
     # 4: access denied
     ("estimate, gated repo", ("estimate", "acme/gated"), {}, 4, "gated"),
     # 5: other source error
     (
         "estimate, unreachable Hub",
-        ("estimate", "acme/tiny"),
+        ("estimate", "acme/tiny", "--hub"),
         {"TRACKER_HF_ENDPOINT": UNREACHABLE},
         5,
         "connection failed",

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tracker.domain import Clock
@@ -91,21 +92,42 @@ class App:
         self.store.close()
 
 
+def _require_store(settings: Settings) -> None:
+    """NoStoreError when the store named by `settings` is an SQLite file that is not there. A
+    server database (PostgreSQL) exists by the time its URL is set; opening it is the check."""
+    from tracker.errors import NoStoreError
+
+    url = settings.effective_database_url
+    if not url.startswith("sqlite:///"):
+        return
+    path = url.removeprefix("sqlite:///").split("?", 1)[0]
+    if path and path != ":memory:" and not Path(path).is_file():
+        raise NoStoreError(
+            f"no store at {path}: nothing has been polled into it yet (`tracker poll --once` "
+            "or `tracker demo` fills it)"
+        )
+
+
 def build(
     settings: Settings,
     *,
     clock: Clock | None = None,
     stages: Stages | None = None,
     sources: Sources | None = None,
+    read_only: bool = False,
 ) -> App:
     """Open (and migrate) the store named by `settings` and wire the App; ConfigError when the
     state dir cannot be created, StoreError when the store cannot be opened.
 
-    `clock`, `stages` and `sources` replace the real ones (tests pass fakes here).
+    `clock`, `stages` and `sources` replace the real ones (tests pass fakes here). With
+    `read_only` (commands that only read), a store that does not exist yet is not created:
+    NoStoreError (a StoreNotFoundError) says so instead.
     """
     from tracker.logs import configure
 
     configure(level=settings.log_level, under_systemd=settings.under_systemd, force=True)
+    if read_only:
+        _require_store(settings)
     try:
         settings.state_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

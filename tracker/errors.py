@@ -22,7 +22,8 @@
     ├── EstimateError               a config the estimator cannot read at all
     ├── StoreError                  the database refused or is inconsistent
     │   └── StoreNotFoundError      a repo, revision or advisory the store does not hold (a store
-    │                               miss: never a statement about the source)
+    │       │                       miss: never a statement about the source)
+    │       └── NoStoreError        a read-only command found no store (and created none)
     ├── RetryLaterError             work stopped for a reason outside its input (a render backstop):
     │                               the revision stays pending and is retried next cycle
     └── AdvisoryError               an advisory that is invalid (e.g. fails the OSV schema)
@@ -134,6 +135,10 @@ class StoreNotFoundError(StoreError):
     Distinct from the sources' NotFoundError on purpose: a store miss says nothing about the
     upstream repo (it must never be recorded as "the repo is gone upstream").
     """
+
+
+class NoStoreError(StoreNotFoundError):
+    """The store a read-only command was asked to read does not exist yet (nothing was created)."""
 
 
 class RetryLaterError(TrackerError):

@@ -22,7 +22,7 @@ from tracker.advisories.effects import Context
 from tracker.advisories.service import publish, restore_revived, withdraw_rewritten
 from tracker.diff import diff_snapshots
 from tracker.diff.sandbox import RenderLimits
-from tracker.domain import Change, Clock, Diff, Estimate, Severity, Sha, Snapshot
+from tracker.domain import Change, Clock, Diff, Estimate, RepoId, Severity, Sha, Snapshot, rfc3339
 from tracker.errors import EstimateError, RetryLaterError, StoreNotFoundError, TrackerError
 from tracker.estimate import (
     EstimateSettings,
@@ -37,7 +37,7 @@ from tracker.preflight.delta import preflight_delta
 from tracker.render_backstop import render_batch
 from tracker.settings import Settings
 from tracker.sources import RepoSource
-from tracker.store import RepoStatus, Store
+from tracker.store import EventKind, RepoStatus, Store
 from tracker.store.advisories import AdvisoryStore
 from tracker.store.analysis import AnalysisStore, StoredEstimate
 from tracker.store.preflight import PreflightStore, StoredPreflight
@@ -278,6 +278,26 @@ class Pipeline:
             estimate_error=est_error,
         )
 
+    def _rewrites(self, rid: RepoId) -> dict[str, str]:
+        """Each rewritten-away sha → the force-push that dropped it, as advisories name it."""
+        out: dict[str, str] = {}
+        for ev in self.store.events(rid):
+            if ev.kind is not EventKind.FORCE_PUSH:
+                continue
+            d = ev.details
+            text = (
+                f"the force-push to `{d.get('ref')}` seen {rfc3339(ev.at)}: head "
+                f"`{str(d.get('old_head'))[:12]}` → `{str(d.get('new_head'))[:12]}`, "
+                + (
+                    f"history kept up to `{str(d.get('fork_point'))[:12]}`"
+                    if d.get("fork_point")
+                    else "no earlier revision kept"
+                )
+            )
+            for sha in d.get("dropped") or []:
+                out[str(sha)] = text
+        return out
+
     def _preflight(
         self, snapshot: Snapshot, settings: PreflightSettings, estimate: EstimateSettings
     ) -> tuple[Preflight | None, str | None]:
@@ -315,7 +335,10 @@ class Pipeline:
             dropped = [r.sha for r in revisions if r.rewritten_away]
             if dropped:
                 withdrawn = tuple(
-                    a.id for a in withdraw_rewritten(self.advisories, rid, dropped, self.clock())
+                    a.id
+                    for a in withdraw_rewritten(
+                        self.advisories, rid, dropped, self.clock(), self._rewrites(rid)
+                    )
                 )
             if new_revisions:
                 # A push can bring dropped commits back: their advisories are live again.

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import difflib
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
@@ -203,10 +204,15 @@ def unknown_variables() -> list[tuple[str, str | None]]:
     return out
 
 
+CLI_OVERRIDES: ContextVar[Mapping[str, object] | None] = ContextVar("cli_overrides", default=None)
+"""Settings given as options on the command line (`tracker --state-dir DIR …`), set by the CLI's
+root callback for the command it runs; `load_settings` puts them over the environment."""
+
+
 def load_settings(**overrides: object) -> Settings:
-    """Build Settings from overrides (CLI) over the environment over defaults, or raise ConfigError
-    (one problem per bad setting, named by its variable). Unknown TRACKER_* variables are warned
-    about (with the setting they may have meant), never silently ignored."""
+    """Build Settings from overrides (the CLI's, then these) over the environment over defaults,
+    or raise ConfigError (one problem per bad setting, named by its variable). Unknown TRACKER_*
+    variables are warned about (with the setting they may have meant), never silently ignored."""
     import structlog
 
     log = structlog.get_logger(__name__)
@@ -218,7 +224,7 @@ def load_settings(**overrides: object) -> Settings:
             did_you_mean=close,
             message=f"{name} is not a tracker setting{hint}; it is ignored",
         )
-    clean = {k: v for k, v in overrides.items() if v is not None}
+    clean = {k: v for k, v in {**(CLI_OVERRIDES.get() or {}), **overrides}.items() if v is not None}
     try:
         return Settings(**clean)  # type: ignore[arg-type]
     except ValidationError as exc:

@@ -32,7 +32,7 @@ HERE = Path(__file__).resolve().parent
 LABELS = HERE / "data" / "labels.tsv"
 ROOT = HERE.parents[1]
 CORPUS = ROOT.parent / "shared" / "corpus" / "histories"
-DEMO = ROOT / "demo" / "repos"
+DEMO = ROOT / "tracker" / "demo_data" / "repos"
 COLUMNS = ("history", "commit", "artifact", "kind", "key", "rule", "severity", "why")
 
 

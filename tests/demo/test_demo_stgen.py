@@ -24,7 +24,7 @@ from tracker.replica.stgen import (
     shard_evenly,
 )
 
-DEMO = Path(__file__).resolve().parents[2] / "demo"
+DEMO = Path(__file__).resolve().parents[2] / "tracker" / "demo_data"
 REPOS = DEMO / "repos"
 
 

@@ -16,7 +16,7 @@ from diffkit import make_snapshot
 from tracker.diff import diff_snapshots
 from tracker.domain import Change, Snapshot
 
-DEMO = Path(__file__).resolve().parents[2] / "demo" / "repos"
+DEMO = Path(__file__).resolve().parents[2] / "tracker" / "demo_data" / "repos"
 REPOS = (
     sorted(p.name for p in DEMO.iterdir() if (p / "HISTORY.tsv").exists()) if DEMO.exists() else []
 )

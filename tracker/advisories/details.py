@@ -1,13 +1,21 @@
-"""Render an advisory's Markdown `details`: what changed, before → after, evidence, estimate table, advice (pure)."""
+"""Render an advisory's Markdown `details` (pure): the kind of change and the evidence for it, the
+introducing commit, what changed (values whole; mass changes as patterns), evidence, the estimate
+rows that moved, and advice fitting the kind; plus the status paragraph a fix, withdrawal or
+reopening adds later.
+"""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC
 
+from tracker.advisories.advice import KIND_TITLES, Restore, advice, assess
 from tracker.advisories.classify import Classified
+from tracker.advisories.consistency import Finding
 from tracker.advisories.groups import ChangeGroup, Subject
-from tracker.domain import Artifact, Estimate, JSONValue
+from tracker.advisories.masses import Mass, Row, collapse, reshaped_any
+from tracker.advisories.values import cell, fence_for, fits_inline, value_diff
+from tracker.domain import Artifact, ChangeKind, Commit, Estimate, JSONValue
 
 GROUP_LABELS: Mapping[Artifact, str] = {
     Artifact.CONFIG: "config",
@@ -24,26 +32,6 @@ GROUP_LABELS: Mapping[Artifact, str] = {
 }
 """How an advisory's text names each group (every Artifact can be a group)."""
 
-ADVICE: Mapping[Artifact, str] = {
-    Artifact.CONFIG: "Pin the previous revision (`revision=` in `from_pretrained`) until you have checked "
-    "that your code, adapters and serving configuration still match the new config.",
-    Artifact.GENERATION_CONFIG: "Pass your own generation settings explicitly, or pin the previous revision.",
-    Artifact.TOKENIZER: "Do not mix the new tokenizer with weights, caches or fine-tunes made with the old "
-    "one; pin the previous revision until you have re-validated tokenization.",
-    Artifact.SPECIAL_TOKENS: "Check stop/pad handling in your generation and training code; pin the "
-    "previous revision until you have.",
-    Artifact.CHAT_TEMPLATE: "Re-run your prompt tests: prompts the model sees have changed. Pin the "
-    "previous revision or ship your own template if you depend on the old format.",
-    Artifact.WEIGHTS: "Re-validate outputs and memory before upgrading; pin the previous revision until then.",
-    Artifact.CUSTOM_CODE: "Review the new code before loading with `trust_remote_code=True`, or pin the "
-    "previous revision.",
-    Artifact.EXECUTABLE: "Do not load pickle-based files you have not reviewed; prefer safetensors, or "
-    "pin the previous revision.",
-    Artifact.MODEL_CARD: "Review the model card changes (license and access terms in particular).",
-    Artifact.PROCESSOR: "Re-run your preprocessing tests; pin the previous revision until you have.",
-    Artifact.ESTIMATE: "Re-check your hardware plan against the new estimate before upgrading.",
-}
-
 _ESTIMATE_ROWS: tuple[tuple[str, Callable[[Estimate], int | float]], ...] = (
     ("parameters (total)", lambda e: e.params.total),
     ("parameters (active)", lambda e: e.params.active),
@@ -53,29 +41,12 @@ _ESTIMATE_ROWS: tuple[tuple[str, Callable[[Estimate], int | float]], ...] = (
     ("LoRA fine-tune (GB)", lambda e: e.memory.lora),
     ("full fine-tune (GB)", lambda e: e.memory.full_finetune),
 )
-MAX_EVIDENCE_LINES = 40
-MAX_CELL = 60
-
-
-def _cell(value: JSONValue, skip: int = 0) -> str:
-    """`value` as one table cell; `skip` leading characters (a common prefix) are elided as "…"."""
-    if value is None:
-        return "—"
-    text = (
-        value
-        if isinstance(value, str)
-        else json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
-    )
-    text = " ".join(text.split())
-    if skip:
-        text = "…" + text[skip:]
-    text = text.replace("|", "\\|").replace("`", "'")
-    return text if len(text) <= MAX_CELL else text[: MAX_CELL - 1] + "…"
+MAX_EVIDENCE_LINES = 60
 
 
 def _num(value: JSONValue) -> str:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        return _cell(value)
+        return cell(value)
     return f"{value:,}" if isinstance(value, int) else f"{value:,.2f}"
 
 
@@ -90,15 +61,27 @@ def _delta(before: JSONValue, after: JSONValue) -> str:
     return (f"{diff:+,}" if isinstance(diff, int) else f"{diff:+,.2f}") + pct
 
 
-def estimate_table(before: Estimate | None, after: Estimate | None) -> str:
-    """A Markdown table of the headline estimate numbers before and after, with deltas; under it,
-    why card-fit verdicts are withheld when either estimate cannot be vouched for."""
-    if before is None and after is None:
-        return "No estimate is available for either revision."
-    lines = ["| Estimate | Before | After | Δ |", "|---|---:|---:|---:|"]
+def _moved(
+    before: Estimate | None, after: Estimate | None
+) -> list[tuple[str, JSONValue, JSONValue]]:
+    rows = []
     for label, get in _ESTIMATE_ROWS:
         b = get(before) if before is not None else None
         a = get(after) if after is not None else None
+        if b != a:
+            rows.append((label, b, a))
+    return rows
+
+
+def estimate_table(before: Estimate | None, after: Estimate | None) -> str:
+    """A Markdown table of the headline estimate numbers that moved, before and after, with
+    deltas ("" when none moved); under it, why card-fit verdicts are withheld when either
+    estimate cannot be vouched for."""
+    rows = _moved(before, after)
+    if not rows:
+        return ""
+    lines = ["| Estimate | Before | After | Δ |", "|---|---:|---:|---:|"]
+    for label, b, a in rows:
         lines.append(f"| {label} | {_num(b)} | {_num(a)} | {_delta(b, a)} |")
     for side, est in (("before", before), ("after", after)):
         if est is not None and not est.verification.vouched:
@@ -111,45 +94,95 @@ def estimate_table(before: Estimate | None, after: Estimate | None) -> str:
     return "\n".join(lines)
 
 
-def _common_prefix(before: JSONValue, after: JSONValue) -> int:
-    """For two long strings, how many leading characters to elide so the cells show where they differ."""
-    if not (isinstance(before, str) and isinstance(after, str)):
-        return 0
-    a, b = " ".join(before.split()), " ".join(after.split())
-    if max(len(a), len(b)) <= MAX_CELL:
-        return 0
-    n = 0
-    while n < min(len(a), len(b)) and a[n] == b[n]:
-        n += 1
-    return max(0, n - 10) if n > 10 else 0
+def _one(text: str) -> str:
+    return " ".join(text.split())
 
 
-def _change_lines(items: Sequence[Classified]) -> list[str]:
+def commit_line(commit: Commit, url: str) -> str:
+    """ "[`abc123def456`](url) “title” by A, B on 2024-12-12 17:15 UTC"."""
+    who = ", ".join(commit.authors) or "an unknown author"
+    when = commit.date.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    title = _one(commit.title) or "(no title)"
+    return f"[`{commit.sha[:12]}`]({url}/commit/{commit.sha}) “{title}” by {who} on {when}"
+
+
+def _commit_block(commit: Commit, url: str) -> list[str]:
+    out = [f"Commit {commit_line(commit, url)}."]
+    body = commit.message.strip()
+    if body and _one(body) != _one(commit.title):
+        title = commit.title.strip()
+        if title and body.startswith(title):
+            body = body[len(title) :].strip()
+        if body:
+            out += ["", *(f"> {line}".rstrip() for line in body.splitlines())]
+    return out
+
+
+def _label(row: Row) -> str:
+    if isinstance(row, Mass):
+        return f"{len(row.items)} tensors"
+    return row.change.key or "—"
+
+
+def _change_lines(rows: Sequence[Row]) -> list[str]:
     lines = ["| Severity | File | Key | Change | Before | After |", "|---|---|---|---|---|---|"]
-    for c in items:
-        ch = c.change
-        skip = _common_prefix(ch.before, ch.after)
+    for row in rows:
+        if isinstance(row, Mass):
+            sev, file, kind = row.items[0].severity, row.file, row.kind
+            retyped = kind is ChangeKind.RETYPED
+            b = cell(row.before) if retyped else "(each its own)"
+            a = cell(row.after) if retyped else "(each its own)"
+        else:
+            ch = row.change
+            sev, file, kind = row.severity, ch.file, ch.kind
+            b, a = cell(ch.before), cell(ch.after)
         lines.append(
-            f"| {c.severity.value} | {_cell(ch.file or '—')} | {_cell(ch.key or '—')} | {ch.kind.value} "
-            f"| {_cell(ch.before, skip)} | {_cell(ch.after, skip)} |"
+            f"| {sev.value} | {cell(file) if file else '—'} | {cell(_label(row))} | {kind.value} "
+            f"| {b} | {a} |"
         )
     return lines
 
 
-def _evidence(items: Sequence[Classified]) -> list[str]:
+def _bullet(row: Row, items: Sequence[Classified]) -> str:
+    if isinstance(row, Mass):
+        c = row.items[0]
+        shapes = (
+            "; shapes unchanged" if row.kind.value == "retyped" and not reshaped_any(items) else ""
+        )
+        return (
+            f"- **{c.severity.value}** ({c.rule}): {row.phrase}{shapes} ({row.examples}): "
+            f"{c.rationale}"
+        )
+    return f"- **{row.severity.value}** ({row.rule}): {_one(row.change.summary)}: {row.rationale}"
+
+
+def _evidence(rows: Sequence[Row]) -> list[str]:
     out: list[str] = []
-    for c in items:
-        detail = c.change.detail.strip("\n")
-        if not detail:
+    for row in rows:
+        if isinstance(row, Mass):
             continue
-        lines = detail.splitlines()
+        ch = row.change
+        detail = ch.detail.strip("\n")
+        lines = detail.splitlines() if detail else []
+        if not (fits_inline(ch.before) and fits_inline(ch.after)):
+            # the values the table points "below" to, whole; text the differ already line-diffed
+            # is not repeated
+            text = all(isinstance(v, str | None) for v in (ch.before, ch.after))
+            diffed = any(x.startswith(("---", "@@")) for x in lines)
+            if not (text and diffed):
+                lines = [*value_diff(ch.before, ch.after), *lines]
+        if not lines:
+            continue
         shown = lines[:MAX_EVIDENCE_LINES]
         if len(lines) > MAX_EVIDENCE_LINES:
-            shown.append(f"… ({len(lines) - MAX_EVIDENCE_LINES} more lines)")
-        fence = "````" if "```" in detail else "```"
+            shown.append(
+                f"… ({len(lines) - MAX_EVIDENCE_LINES} more lines; the whole values are in "
+                "the record's database_specific.changes)"
+            )
+        fence = fence_for(shown)
         out += [
             "",
-            f"**{c.change.key or c.change.file}** ({c.change.kind.value}):",
+            f"**{ch.key or ch.file}** ({ch.kind.value}):",
             "",
             f"{fence}diff",
             *shown,
@@ -158,52 +191,98 @@ def _evidence(items: Sequence[Classified]) -> list[str]:
     return out
 
 
+def _headline(group: ChangeGroup) -> Classified:
+    """The change whose rationale heads the advisory: the first at the group's severity, but a
+    shard-content change only when nothing more specific is at that severity."""
+    top = [c for c in group.published if c.severity is group.severity]
+    specific = [c for c in top if c.rule != "weight-values"]
+    return (specific or top)[0]
+
+
 def render_details(
-    *, subject: Subject, group: ChangeGroup, estimate_changes: Sequence[Classified]
+    *,
+    subject: Subject,
+    group: ChangeGroup,
+    estimate_changes: Sequence[Classified],
+    restores: Sequence[Restore] = (),
+    findings: Sequence[Finding] = (),
 ) -> str:
-    """The Markdown body of one advisory; deterministic for equal inputs; ends with a newline."""
-    repo_id, repo_url, introduced = subject.repo_id, subject.url, subject.introduced
+    """The Markdown body of one advisory; deterministic for equal inputs; ends with a newline.
+
+    `restores`: changes of this revision that set a value back to what it was before an earlier
+    advisory (named as fix evidence); `findings`: consistency problems this revision introduced
+    (regression evidence).
+    """
+    repo_id, url, introduced = subject.repo_id, subject.url, subject.introduced
     previous = subject.previous
-    top = next(c for c in group.published if c.severity is group.severity)
-    since = f"since `{previous}`" if previous else "(first ingested revision)"
+    top = _headline(group)
+    since = (
+        f"since [`{previous[:12]}`]({url}/commit/{previous})"
+        if previous
+        else "(first ingested revision)"
+    )
     label = GROUP_LABELS[group.name]
+    judged = assess(subject, group, restores, [f.text for f in findings])
+    kind = f"**Kind: {KIND_TITLES[judged.kind]}**"
+    why = "; ".join(judged.evidence)
+    rows = collapse(group.published)
     out = [
         f"**Severity: {group.severity.value}**: {top.rationale}.",
         "",
-        f"Revision [`{introduced}`]({repo_url}/commit/{introduced}) of [{repo_id}]({repo_url}) "
+        f"{kind}: {why}." if why else f"{kind}.",
+        "",
+        f"Revision [`{introduced}`]({url}/commit/{introduced}) of [{repo_id}]({url}) "
         f"changed its {label} {since}.",
+    ]
+    if subject.commit is not None:
+        out += ["", *_commit_block(subject.commit, url)]
+    out += [
         "",
         "## What changed",
         "",
-        *_change_lines(group.published),
+        *_change_lines(rows),
         "",
-        *(
-            f"- **{c.severity.value}** ({c.rule}): {' '.join(c.change.summary.split())}: {c.rationale}"
-            for c in group.published
-        ),
+        *(_bullet(row, group.published) for row in rows),
     ]
-    evidence = _evidence(group.published)
+    if findings:
+        out += ["", "## Consistency findings", ""]
+        out += [f"- **{f.severity.value}** ({f.check}): {f.text}" for f in findings]
+    evidence = _evidence(rows)
     if evidence:
         out += ["", "## Evidence", *evidence]
-    out += [
-        "",
-        "## Estimate",
-        "",
-        estimate_table(subject.estimate_before, subject.estimate_after),
+    table = estimate_table(subject.estimate_before, subject.estimate_after)
+    fits = [
+        c for c in estimate_changes if c.change.kind in (ChangeKind.FIT_LOST, ChangeKind.FIT_GAINED)
     ]
-    if estimate_changes:
-        out += ["", *(f"- {' '.join(c.change.summary.split())}" for c in estimate_changes)]
+    others = [c for c in estimate_changes if c not in fits]
+    if table or estimate_changes:
+        out += ["", "## Estimate", ""]
+        out += [f"- {_one(c.change.summary)}" for c in [*fits, *others]]
+        if table:
+            out += ["", table] if estimate_changes else [table]
     if group.suppressed:
         out += ["", "## Suppressed by the watchlist", ""]
         out += [
             f"- `{c.change.key or c.change.file}` ({c.change.kind.value}): {c.suppressed}"
             for c in group.suppressed
         ]
-    out += [
-        "",
-        "## What to do",
-        "",
-        ADVICE[group.name],
-        "",
-    ]
+    out += ["", "## What to do", "", *advice(subject, group, judged), ""]
     return "\n".join(out)
+
+
+STATUS_HEADING = "## Status"
+
+
+def with_status(details: str, paragraph: str | None) -> str:
+    """`details` with its status section replaced by `paragraph` (None: removed); the section sits
+    before "## What changed", where a reader sees it first after the headline."""
+    text = details
+    if STATUS_HEADING + "\n" in text:
+        start = text.index(STATUS_HEADING + "\n")
+        end = text.find("\n## ", start + len(STATUS_HEADING))
+        text = text[:start] + (text[end + 1 :] if end != -1 else "")
+    if paragraph is None:
+        return text
+    at = text.find("## What changed")
+    block = f"{STATUS_HEADING}\n\n{paragraph}\n\n"
+    return text[:at] + block + text[at:] if at != -1 else text.rstrip("\n") + "\n\n" + block

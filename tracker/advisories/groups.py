@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tracker.advisories.classify import Classified, highest
-from tracker.domain import Artifact, ChangeKind, Estimate, RepoId, Severity, Sha
+from tracker.domain import Artifact, ChangeKind, Commit, Estimate, RepoId, Severity, Sha
 
 ESTIMATE_GROUP = Artifact.ESTIMATE
 _ESTIMATE_TRIGGERS = (ChangeKind.FIT_LOST, ChangeKind.FIT_GAINED)
@@ -24,7 +24,8 @@ _GROUP_ORDER = list(Artifact)
 @dataclass(frozen=True)
 class Subject:
     """The revision a set of advisories is about: the repo and its URL, the commit that introduced
-    the changes and the one before it (None: the first ingested), the estimate reports of both."""
+    the changes and the one before it (None: the first ingested), the estimate reports of both, and
+    the introducing commit as the source lists it (title, message, authors, date; None: unknown)."""
 
     repo_id: RepoId
     repo_url: str
@@ -32,6 +33,7 @@ class Subject:
     previous: Sha | None
     estimate_before: Estimate | None
     estimate_after: Estimate | None
+    commit: Commit | None = None
 
     @property
     def url(self) -> str:

@@ -15,8 +15,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from tracker.advisories.details import commit_line, with_status
 from tracker.advisories.osv import commit_url
-from tracker.domain import AdvisoryState, Change, ChangeKind, JSONValue, Sha, is_full_sha, rfc3339
+from tracker.domain import (
+    AdvisoryState,
+    Change,
+    ChangeKind,
+    Commit,
+    JSONValue,
+    Sha,
+    is_full_sha,
+    rfc3339,
+)
 from tracker.errors import AdvisoryError
 
 Location = tuple[str, str, str]
@@ -174,8 +184,41 @@ def add_version(record: Mapping[str, JSONValue], sha: Sha, now: datetime) -> dic
     return out
 
 
-def mark_fixed(record: Mapping[str, JSONValue], sha: Sha, now: datetime) -> dict[str, JSONValue]:
-    """A copy of `record` with a `fixed` event at `sha`, a FIX reference and `modified = now`.
+def _details(record: Mapping[str, JSONValue], paragraph: str | None) -> str | None:
+    details = record.get("details")
+    return with_status(details, paragraph) if isinstance(details, str) else None
+
+
+def _repo_url(record: Mapping[str, JSONValue]) -> str:
+    try:
+        return str(record["affected"][0]["ranges"][0]["repo"]).rstrip("/")  # type: ignore[index]
+    except (KeyError, IndexError, TypeError):
+        return ""
+
+
+def fixed_paragraph(record: Mapping[str, JSONValue], sha: Sha, fix: Commit | None) -> str:
+    """The status of a fixed advisory: the fixing commit (sha, title, author, date) and what to do."""
+    url = _repo_url(record)
+    versions = record.get("affected", [{}])[0].get("versions") or []  # type: ignore[index, union-attr]
+    n = len(versions) if isinstance(versions, list) else 0
+    by = (
+        commit_line(fix, url)
+        if fix is not None and fix.sha == sha
+        else f"[`{sha[:12]}`]({commit_url(url, sha)})"
+    )
+    return (
+        f"**Fixed** by commit {by}: it sets every value this advisory is about back to what it "
+        f"was before. Revisions from the introducing commit up to it ({n} ingested) are affected; "
+        f"upgrade to `{sha[:12]}` or later to leave them."
+    )
+
+
+def mark_fixed(
+    record: Mapping[str, JSONValue], sha: Sha, now: datetime, fix: Commit | None = None
+) -> dict[str, JSONValue]:
+    """A copy of `record` with a `fixed` event at `sha`, a FIX reference, `modified = now`, and
+    a status paragraph in `details` naming the fixing commit (`fix`: its title, authors and date
+    when known).
 
     The versions list is closed: it keeps the affected commits and never includes `sha`.
     """
@@ -190,6 +233,9 @@ def mark_fixed(record: Mapping[str, JSONValue], sha: Sha, now: datetime) -> dict
     refs.append({"type": "FIX", "url": commit_url(str(rng["repo"]), sha)})
     out["modified"] = rfc3339(now)
     out.setdefault("database_specific", {})["fixed"] = sha
+    details = _details(out, fixed_paragraph(out, sha, fix))
+    if details is not None:
+        out["details"] = details
     return out
 
 
@@ -202,6 +248,9 @@ def withdraw(record: Mapping[str, JSONValue], now: datetime, reason: str) -> dic
     out["withdrawn"] = stamp
     out["modified"] = stamp
     out.setdefault("database_specific", {})["withdrawn_reason"] = reason
+    details = _details(out, f"**Withdrawn** on {stamp}: {reason}.")
+    if details is not None:
+        out["details"] = details
     return out
 
 
@@ -224,6 +273,9 @@ def reopen(record: Mapping[str, JSONValue], now: datetime, reason: str) -> dict[
     extra.pop("fixed", None)
     extra["reopened_reason"] = reason
     out["modified"] = rfc3339(now)
+    details = _details(out, f"**Open again** since {out['modified']}: {reason}.")
+    if details is not None:
+        out["details"] = details
     return out
 
 
@@ -251,4 +303,12 @@ def unwithdraw(record: Mapping[str, JSONValue], now: datetime, reason: str) -> d
     extra.pop("withdrawn_reason", None)
     extra["restored_reason"] = reason
     out["modified"] = rfc3339(now)
+    fixed = extra.get("fixed")
+    details = _details(
+        out,
+        f"**Live again** since {out['modified']}: {reason}."
+        + (f" It stays fixed by `{str(fixed)[:12]}`." if fixed else ""),
+    )
+    if details is not None:
+        out["details"] = details
     return out

@@ -12,9 +12,12 @@ import json
 from collections.abc import Sequence
 from datetime import datetime
 
+from tracker.advisories.advice import Restore
 from tracker.advisories.classify import SEVERITY_RANK, Classified
+from tracker.advisories.consistency import Finding
 from tracker.advisories.details import GROUP_LABELS, render_details
 from tracker.advisories.groups import ESTIMATE_GROUP, ChangeGroup, Subject
+from tracker.advisories.masses import Mass, collapse
 from tracker.advisories.schema import SCHEMA_VERSION
 from tracker.domain import (
     Artifact,
@@ -30,7 +33,10 @@ from tracker.domain import (
 )
 from tracker.errors import AdvisoryError
 
-MAX_VALUE_CHARS = 2000
+MAX_VALUE_CHARS = 100_000
+"""A change's before/after values go into `database_specific.changes` whole up to this many
+characters of JSON (the differ already describes huge values by size and digest); over it, a
+digest with the length."""
 
 
 def advisory_id(prefix: str, year: int, n: int) -> str:
@@ -47,7 +53,6 @@ def compact_value(value: JSONValue) -> JSONValue:
         "truncated": True,
         "chars": len(text),
         "sha256": hashlib.sha256(text.encode()).hexdigest(),
-        "preview": text[:200],
     }
 
 
@@ -101,8 +106,14 @@ def compact_estimate(est: Estimate | None) -> JSONValue:
 
 
 def _one_line(text: str, limit: int = 160) -> str:
+    """`text` on one line, at most `limit` characters: a longer one ends at a word boundary with
+    " …" (never inside a value or a name)."""
     line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    if len(line) <= limit:
+        return line
+    head = line[: limit - 1]
+    cut = head.rsplit(" ", 1)[0] if " " in head else head
+    return cut.rstrip(",;:") + " …"
 
 
 def summary_line(repo_id: RepoId, group: ChangeGroup) -> str:
@@ -120,6 +131,18 @@ def summary_line(repo_id: RepoId, group: ChangeGroup) -> str:
             )
     if group.name is ESTIMATE_GROUP:
         return _one_line(f"{repo_id}: estimate: {_estimate_phrase(changes)}")
+    masses = [r for r in collapse(group.published) if isinstance(r, Mass)]
+    if masses:
+        size = next((c for c in changes if c.key == "total_bytes"), None)
+        tail = f"; {_bytes_phrase(size.before, size.after)}" if size is not None else ""
+        phrase = "; ".join(m.phrase for m in masses)
+        shapes = (
+            "; shapes unchanged"
+            if any(m.kind is ChangeKind.RETYPED for m in masses)
+            and not any(c.kind is ChangeKind.RESHAPED for c in changes)
+            else ""
+        )
+        return _one_line(f"{repo_id}: {label}: {phrase}{shapes}{tail}")
     if len(changes) == 1:
         return _one_line(f"{repo_id}: {label}: {changes[0].summary or changes[0].key}")
     # most severe first, then in the differ's order
@@ -127,6 +150,19 @@ def summary_line(repo_id: RepoId, group: ChangeGroup) -> str:
     keys = list(dict.fromkeys(c.change.key or c.change.file for c in ranked))
     shown = ", ".join(keys[:3]) + (", …" if len(keys) > 3 else "")
     return _one_line(f"{repo_id}: {label} changed ({len(changes)} changes: {shown})")
+
+
+def _bytes_phrase(before: JSONValue, after: JSONValue) -> str:
+    """ "checkpoint bytes −50%" (or the two sizes when either is not a positive number)."""
+    if (
+        isinstance(before, int)
+        and isinstance(after, int)
+        and not isinstance(before, bool)
+        and before > 0
+    ):
+        pct = round((after - before) / before * 100)
+        return f"checkpoint bytes {'+' if pct > 0 else '−' if pct < 0 else '±'}{abs(pct)}%"
+    return f"checkpoint bytes {before} → {after}"
 
 
 def _billions(n: JSONValue) -> str:
@@ -164,6 +200,8 @@ def build_record(
     group: ChangeGroup,
     estimate_changes: Sequence[Classified],
     now: datetime,
+    restores: Sequence[Restore] = (),
+    findings: Sequence[Finding] = (),
 ) -> dict[str, JSONValue]:
     """The OSV record of a new (open) advisory introduced at `subject.introduced`.
 
@@ -177,7 +215,13 @@ def build_record(
         raise AdvisoryError(f"{advisory_id}: commit ids must be full 40-hex shas")
     stamp = rfc3339(now)
     url = subject.url
-    details = render_details(subject=subject, group=group, estimate_changes=estimate_changes)
+    details = render_details(
+        subject=subject,
+        group=group,
+        estimate_changes=estimate_changes,
+        restores=restores,
+        findings=findings,
+    )
     return {
         "schema_version": SCHEMA_VERSION,
         "id": advisory_id,
@@ -201,6 +245,8 @@ def build_record(
             "group": group.name.value,
             "repo": repo_id,
             "previous": previous,
+            **({"restores": [r.advisory_id for r in restores]} if restores else {}),
+            **({"findings": [f.to_json() for f in findings]} if findings else {}),
             "changes": [change_json(c) for c in group.published],
             "suppressed": [change_json(c) for c in group.suppressed],
             "estimate_changes": [change_json(c) for c in estimate_changes],

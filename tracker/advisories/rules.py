@@ -549,8 +549,8 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         "weight-values",
         _m(A.WEIGHTS, K.CHANGED, key="content"),
         S.HIGH,
-        "shard files have new content with the same tensors: the weights (and the model's outputs) "
-        "changed without any config change",
+        "shard files have new content: the weights, and so the model's outputs, changed (even "
+        "where tensor names, shapes and dtypes did not)",
     ),
     Rule(
         "weight-dtype",

@@ -12,8 +12,11 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import assert_never
 
+from tracker.advisories.advice import Restore
 from tracker.advisories.classify import Classified, Context, Overrides, classify, parse_overrides
-from tracker.advisories.groups import ESTIMATE_GROUP, Subject, group_changes
+from tracker.advisories.consistency import assign
+from tracker.advisories.consistency import introduced as introduced_findings
+from tracker.advisories.groups import ESTIMATE_GROUP, ChangeGroup, Subject, group_changes
 from tracker.advisories.lifecycle import (
     PendingChange,
     advance,
@@ -23,6 +26,7 @@ from tracker.advisories.lifecycle import (
     reopened_pending,
     state_of,
     unwithdraw,
+    value_digest,
     withdraw,
 )
 from tracker.advisories.osv import advisory_id, build_record, change_json
@@ -46,6 +50,7 @@ from tracker.store.advisories import (
     AdvisoryStore,
     AdvisoryTx,
     OpenCandidate,
+    StoredAdvisory,
     SuppressedChange,
 )
 
@@ -87,7 +92,9 @@ def publish(
     the OSV schema (nothing is written), ConfigError for invalid overrides.
     """
     rules = _overrides(overrides)
-    subject = Subject(repo_id, repo_url, commit.sha, previous, estimate_before, estimate_after)
+    subject = Subject(
+        repo_id, repo_url, commit.sha, previous, estimate_before, estimate_after, commit
+    )
     for attempt in range(_ATTEMPTS):
         try:
             with store.transaction() as tx:
@@ -123,7 +130,7 @@ def _publish(
         stored = tx.get(cand.id)
         if stored is None:  # pragma: no cover - the candidate was read in this transaction
             raise AdvisoryError(f"advisory {cand.id} vanished")
-        record = mark_fixed(stored.advisory.record, sha, now)
+        record = mark_fixed(stored.advisory.record, sha, now, subject.commit)
         validate_record(record)
         old = stored.advisory
         fixed = Advisory(old.id, repo_id, old.introduced, old.group, old.severity, record)
@@ -140,7 +147,20 @@ def _publish(
         c for c in classified if c.change.artifact is Artifact.ESTIMATE and c.suppressed is None
     ]
     out: list[Advisory] = []
-    for group in group_changes(classified):
+    groups = group_changes(classified)
+    carried = assign(
+        introduced_findings(context),
+        [
+            {k for c in g.published for k in (c.change.key, c.change.key.split(".")[-1])}
+            for g in groups
+        ],
+    )
+    earlier = (
+        [*tx.in_state(repo_id, AdvisoryState.OPEN), *tx.in_state(repo_id, AdvisoryState.FIXED)]
+        if groups and previous is not None
+        else []
+    )
+    for group, findings in zip(groups, carried, strict=True):
         n = tx.allocate(prefix, now.year)
         adv_id = advisory_id(prefix, now.year, n)
         extra = [
@@ -152,6 +172,8 @@ def _publish(
             group=group,
             estimate_changes=extra,
             now=now,
+            restores=_restores(group, earlier, sha),
+            findings=findings,
         )
         validate_record(record)
         adv = Advisory(adv_id, repo_id, sha, group.name, group.severity, record)
@@ -165,6 +187,27 @@ def _publish(
     return out
 
 
+def _restores(
+    group: ChangeGroup, earlier: Sequence[StoredAdvisory], sha: Sha
+) -> tuple[Restore, ...]:
+    """The changes of `group` that set a value back to what it was before an earlier (open or
+    fixed) advisory of the repo changed it, with that advisory's id."""
+    out: list[Restore] = []
+    for c in group.published:
+        ch = c.change
+        loc = (ch.artifact.value, ch.file, ch.key)
+        now_digest = value_digest(ch.after)
+        for stored in earlier:
+            if stored.advisory.introduced == sha:
+                continue
+            for p in stored.pending:
+                entry = PendingChange.from_json(p)
+                if entry.location == loc and entry.before == now_digest != entry.after:
+                    out.append(Restore(stored.advisory.id, ch.key or ch.file, ch.file))
+                    break
+    return tuple(dict.fromkeys(out))
+
+
 def _dump_pending(pending: Sequence[PendingChange]) -> str:
     return json.dumps([p.to_json() for p in pending], sort_keys=True, separators=(",", ":"))
 
@@ -176,7 +219,11 @@ def _suppressed(repo_id: RepoId, sha: Sha, c: Classified, now: datetime) -> Supp
 
 
 def withdraw_rewritten(
-    store: AdvisoryStore, repo_id: RepoId, dropped_shas: Sequence[Sha], now: datetime
+    store: AdvisoryStore,
+    repo_id: RepoId,
+    dropped_shas: Sequence[Sha],
+    now: datetime,
+    rewrites: Mapping[str, str] | None = None,
 ) -> list[Advisory]:
     """Withdraw every advisory of `repo_id` whose introducing commit is in `dropped_shas`.
 
@@ -184,7 +231,10 @@ def withdraw_rewritten(
     advisories withdrawn by this call (already-withdrawn ones are left unchanged and not returned).
     Nothing is deleted: the records stay, with `withdrawn` and `modified` set to `now`. In the
     same transaction, advisories fixed at a dropped commit are reopened (the fix is gone).
+    `rewrites` maps a dropped sha to a description of the rewrite that dropped it (the force-push
+    event: when, the ref, old head → new head), which the reason and the details name.
     """
+    which = rewrites or {}
     out: list[Advisory] = []
     dropped = set(dropped_shas)
     with store.transaction() as tx:
@@ -193,7 +243,8 @@ def withdraw_rewritten(
             record = withdraw(
                 adv.record,
                 now,
-                f"introducing commit {adv.introduced} was removed by a history rewrite",
+                f"introducing commit {adv.introduced} was removed by a history rewrite"
+                + (f" ({which[adv.introduced]})" if adv.introduced in which else ""),
             )
             validate_record(record)
             new = Advisory(adv.id, adv.repo_id, adv.introduced, adv.group, adv.severity, record)
@@ -211,7 +262,10 @@ def withdraw_rewritten(
             if fixed_at not in dropped or adv.introduced in dropped:
                 continue
             record = reopen(
-                adv.record, now, f"fixing commit {fixed_at} was removed by a history rewrite"
+                adv.record,
+                now,
+                f"fixing commit {fixed_at} was removed by a history rewrite"
+                + (f" ({which[fixed_at]})" if fixed_at in which else ""),
             )
             validate_record(record)
             new = Advisory(adv.id, adv.repo_id, adv.introduced, adv.group, adv.severity, record)

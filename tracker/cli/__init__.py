@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracker import errors
@@ -40,6 +41,47 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def _register_root(app: typer.Typer) -> None:
+    """The root options: settings given on the command line (before the command)."""
+    import typer
+
+    @app.callback()
+    def _settings_options(
+        state_dir: Path | None = typer.Option(
+            None, "--state-dir", help="TRACKER_STATE_DIR: where the store and mirrors live."
+        ),
+        database_url: str | None = typer.Option(
+            None,
+            "--database-url",
+            help="TRACKER_DATABASE_URL: the store (SQLite or PostgreSQL URL).",
+        ),
+        watchlist: Path | None = typer.Option(
+            None, "--watchlist", help="TRACKER_WATCHLIST: the watchlist file."
+        ),
+        hf_endpoint: str | None = typer.Option(
+            None, "--hf-endpoint", help="TRACKER_HF_ENDPOINT: the Hub, a mirror or the replica."
+        ),
+        log_level: str | None = typer.Option(
+            None, "--log-level", help="TRACKER_LOG_LEVEL: DEBUG, INFO, WARNING, ERROR or CRITICAL."
+        ),
+    ) -> None:
+        """Upstream change tracker and advisory daemon for Hugging Face model repositories.
+
+        Settings come from these options (before the command), then TRACKER_* variables, then
+        defaults.
+        """
+        from tracker.settings import CLI_OVERRIDES
+
+        given = {
+            "state_dir": state_dir,
+            "database_url": database_url,
+            "watchlist": watchlist,
+            "hf_endpoint": hf_endpoint,
+            "log_level": log_level.upper() if log_level else None,
+        }
+        CLI_OVERRIDES.set({k: v for k, v in given.items() if v is not None})
+
+
 def _register_all() -> None:
     from tracker.cli import advisories, demo, diff, estimate, poll, preflight, replica, serve, watch
 
@@ -54,6 +96,7 @@ def _register_all() -> None:
         replica.register,
         demo.register,
     )
+    _register_root(_app())
     for register in modules:
         register(_app())
 

@@ -9,14 +9,15 @@ from typing import Annotated, Any
 
 import typer
 
-from tracker.errors import ConfigError, StoreNotFoundError
+from tracker.cli.tables import Col, console, print_table
+from tracker.errors import ConfigError, NoStoreError, StoreNotFoundError
 from tracker.settings import load_settings
 
 
 def _store() -> tuple[Any, Any]:
     from tracker.app import build
 
-    app = build(load_settings())
+    app = build(load_settings(), read_only=True)
     return app, app.advisories
 
 
@@ -36,6 +37,16 @@ def _since(text: str | None) -> datetime | None:
         raise ConfigError(f"--since {text!r} is not an ISO date or datetime") from exc
 
 
+def _choice(enum: Any, value: str, option: str) -> Any:
+    """`value` as a member of `enum`, case-insensitively; ConfigError naming the choices."""
+    try:
+        return enum(value.strip().lower())
+    except ValueError as exc:
+        raise ConfigError(
+            f"{option} {value!r} must be one of {', '.join(m.value for m in enum)}"
+        ) from exc
+
+
 def register(app: typer.Typer) -> None:
     """Add the `advisories` command group to `app`."""
     group = typer.Typer(help="OSV advisories: list, show, export.", no_args_is_help=True)
@@ -43,33 +54,56 @@ def register(app: typer.Typer) -> None:
 
     @group.command("list")
     def list_(
-        repo: Annotated[str | None, typer.Option(help="Only this repo (ORG/NAME).")] = None,
+        repo: Annotated[
+            list[str] | None, typer.Option(help="Only this repo (ORG/NAME); repeat for several.")
+        ] = None,
         severity: Annotated[
-            str | None, typer.Option(help="critical, high, moderate or low.")
+            list[str] | None,
+            typer.Option(help="Only this severity (critical, high, moderate, low); repeatable."),
+        ] = None,
+        min_severity: Annotated[
+            str | None,
+            typer.Option(help="This severity or worse: `--min-severity high` = high and critical."),
         ] = None,
         since: Annotated[
             str | None, typer.Option(help="Only advisories modified since (ISO date).")
+        ] = None,
+        state: Annotated[
+            list[str] | None,
+            typer.Option(help="Only this state (open, fixed, withdrawn); repeatable."),
         ] = None,
         suppressed: Annotated[
             bool, typer.Option("--suppressed", help="List suppressed changes instead.")
         ] = False,
         as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     ) -> None:
-        """List advisories (id, severity, state, summary), ordered by id."""
-        from tracker.advisories.lifecycle import state_of
-        from tracker.domain import Severity, parse_repo_id, rfc3339
+        """List advisories (id, severity, state, summary), ordered by id.
 
-        sev = None
-        if severity is not None:
-            try:
-                sev = Severity(severity)
-            except ValueError as exc:
-                raise ConfigError(
-                    f"--severity must be one of {', '.join(s.value for s in Severity)}"
-                ) from exc
-        repo_id = parse_repo_id(repo) if repo else None
+        Filters combine: every one given must hold; a filter given several times matches any of
+        its values. Severities and states are case-insensitive.
+        """
+        from tracker.advisories.classify import SEVERITY_RANK
+        from tracker.advisories.lifecycle import state_of
+        from tracker.domain import AdvisoryState, Severity, parse_repo_id, rfc3339
+
+        sevs = {_choice(Severity, v, "--severity") for v in severity or []}
+        floor = _choice(Severity, min_severity, "--min-severity") if min_severity else None
+        states = {_choice(AdvisoryState, v, "--state") for v in state or []}
+
+        def severity_ok(s: Severity) -> bool:
+            return (not sevs or s in sevs) and (
+                floor is None or SEVERITY_RANK[s] >= SEVERITY_RANK[floor]
+            )
+
+        repo_ids = {parse_repo_id(r) for r in repo or []}
         bound = _since(since)
-        built, store = _store()
+        try:
+            built, store = _store()
+        except NoStoreError as exc:  # nothing published yet: an empty list, and why
+            typer.echo(f"note: {exc}", err=True)
+            if as_json:
+                typer.echo("[]")
+            return
         try:
             if suppressed:
                 rows = [
@@ -83,19 +117,37 @@ def register(app: typer.Typer) -> None:
                         "summary": s.change.get("summary"),
                         "recorded_at": rfc3339(s.recorded_at),
                     }
-                    for s in store.suppressed(repo_id=repo_id)
-                    if (sev is None or s.severity is sev)
+                    for s in store.suppressed()
+                    if (not repo_ids or s.repo_id in repo_ids)
+                    and severity_ok(s.severity)
                     and (bound is None or s.recorded_at >= bound)
                 ]
                 if as_json:
                     typer.echo(json.dumps(rows, indent=2, sort_keys=True))
                 else:
-                    for r in rows:
-                        typer.echo(
-                            f"{r['repo']}@{r['sha'][:12]}  {r['severity']:<8}  {r['key']}  ({r['reason']})"
-                        )
+                    print_table(
+                        console(),
+                        None,
+                        [
+                            Col("repo", keep=True),
+                            Col("sha", keep=True),
+                            Col("severity", keep=True),
+                            Col("key", 1),
+                            Col("reason", 2),
+                        ],
+                        [
+                            [r["repo"], r["sha"][:12], r["severity"], str(r["key"]), r["reason"]]
+                            for r in rows
+                        ],
+                    )
                 return
-            advs = store.list_advisories(repo_id=repo_id, severity=sev, since=bound)
+            advs = [
+                a
+                for a in store.list_advisories(since=bound)
+                if (not repo_ids or a.repo_id in repo_ids)
+                and severity_ok(a.severity)
+                and (not states or state_of(a.record) in states)
+            ]
             rows = [
                 {
                     "id": a.id,
@@ -112,8 +164,29 @@ def register(app: typer.Typer) -> None:
             if as_json:
                 typer.echo(json.dumps(rows, indent=2, sort_keys=True))
             else:
-                for r in rows:
-                    typer.echo(f"{r['id']:<22} {r['severity']:<8} {r['state']:<9} {r['summary']}")
+                print_table(
+                    console(),
+                    None,
+                    [
+                        Col("id", keep=True),
+                        Col("severity", keep=True),
+                        Col("state", 1, keep=True),
+                        # the repo on its own line, whole; the summary wraps under it
+                        Col(
+                            "repo: summary",
+                            min_width=max((len(r["repo"]) for r in rows), default=0),
+                        ),
+                    ],
+                    [
+                        [
+                            r["id"],
+                            r["severity"],
+                            r["state"],
+                            f"{r['repo']}:\n{r['summary'].removeprefix(r['repo'] + ': ')}",
+                        ]
+                        for r in rows
+                    ],
+                )
         finally:
             built.close()
 
@@ -136,9 +209,19 @@ def register(app: typer.Typer) -> None:
         from tracker.advisories.lifecycle import state_of
 
         rec = adv.record
-        typer.echo(
+        head = (
             f"{adv.id}  [{adv.severity.value}, {state_of(rec).value}]  modified {rec['modified']}"
         )
+        out = console()
+        if out.is_terminal:  # rendered for a terminal; raw Markdown for pipes and files
+            from rich.markdown import Markdown
+
+            out.print(head, markup=False, highlight=False)
+            out.print(str(rec.get("summary", "")), markup=False, highlight=False)
+            out.print()
+            out.print(Markdown(str(rec.get("details", ""))))
+            return
+        typer.echo(head)
         typer.echo(rec.get("summary", ""))
         typer.echo("")
         typer.echo(rec.get("details", ""))

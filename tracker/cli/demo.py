@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
+from tracker.cli import tables
 from tracker.domain import Severity
 
 if TYPE_CHECKING:
@@ -54,58 +54,55 @@ def ensure_demo_hub(root: Path) -> tuple[bool, float]:
     return True, time.perf_counter() - started
 
 
-def _fmt_bytes(n: int) -> str:
-    for unit in ("B", "kB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
-            return f"{n:,} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
-        n = n / 1000  # type: ignore[assignment]
-    return f"{n} B"
-
-
 def summarise(console: Console, app: App, report: CycleReport) -> None:
     """The demo's per-repo table and its closing line."""
     settings = app.settings
     advisories, analysis = app.advisories, app.analysis
-    table = Table(title="tracker demo: one poll cycle")
-    for col in (
-        "repo",
-        "status",
-        "revisions",
-        "files fetched",
-        "bytes fetched",
-        "requests",
-        "advisories (all)",
-        "params (head)",
-        "full FT GB (head)",
-    ):
-        table.add_column(col, justify="left" if col in ("repo", "status") else "right")
+    rows: list[list[str]] = []
     for r in report.repos:
         sev = Counter(a.severity for a in advisories.list_advisories(repo_id=r.poll.repo_id))
-        sev_text = " ".join(f"{sev[s]} {s.value}" for s in SEVERITY_ORDER if sev[s])
-        params, fft = "-", "-"
+        sev_text = ", ".join(f"{sev[s]} {s.value}" for s in SEVERITY_ORDER if sev[s])
+        n_params, fft = "-", "-"
         if r.poll.head:
             stored = analysis.estimate(r.poll.repo_id, r.poll.head)
             if stored is not None and stored.estimate is not None:
                 est = stored.estimate
-                params = f"{est.params.total / 1e9:,.2f} B"
-                fft = f"{est.memory.full_finetune:,.1f}"
+                n_params = tables.params(est.params.total)
+                fft = tables.gb(est.memory.full_finetune)
             elif stored is not None:
-                params = "unreadable"
+                n_params = "unreadable"
         status = r.poll.status.value + (f": {r.poll.error}" if r.poll.error else "")
         if r.error:
             status = f"failing: {r.error}"
-        table.add_row(
-            r.poll.repo_id,
-            status,
-            str(r.poll.revisions_ingested),
-            str(r.poll.files_fetched),
-            _fmt_bytes(r.poll.bytes_fetched),
-            str(r.poll.requests if r.poll.requests is not None else "-"),
-            sev_text or "-",
-            params,
-            fft,
+        rows.append(
+            [
+                r.poll.repo_id,
+                status,
+                str(r.poll.revisions_ingested),
+                sev_text or "-",
+                n_params,
+                fft,
+                str(r.poll.files_fetched),
+                tables.size(r.poll.bytes_fetched),
+                str(r.poll.requests if r.poll.requests is not None else "-"),
+            ]
         )
-    console.print(table)
+    tables.print_table(
+        console,
+        "tracker demo: one poll cycle",
+        [
+            tables.Col("repo", keep=True),
+            tables.Col("status"),
+            tables.Col("revisions", 1, keep=True, right=True),
+            tables.Col("advisories (all)", 1),
+            tables.Col("params (head)", 2, keep=True, right=True),
+            tables.Col("full fine-tune (head)", 3, keep=True, right=True),
+            tables.Col("files fetched", 4, keep=True, right=True),
+            tables.Col("bytes fetched", 4, keep=True, right=True),
+            tables.Col("requests", 5, keep=True, right=True),
+        ],
+        rows,
+    )
     files = sum(r.poll.files_fetched for r in report.repos)
     nbytes = sum(r.poll.bytes_fetched for r in report.repos)
     if report.revisions_ingested == 0 and files == 0:
@@ -116,7 +113,7 @@ def summarise(console: Console, app: App, report: CycleReport) -> None:
     else:
         console.print(
             f"ingested {report.revisions_ingested} revisions, fetched {files} files "
-            f"({_fmt_bytes(nbytes)}), published {len(report.advisories)} advisories; "
+            f"({tables.size(nbytes)}), published {len(report.advisories)} advisories; "
             f"store: {settings.effective_database_url}"
         )
 
@@ -133,12 +130,14 @@ def demo(
     from tracker.app import build
     from tracker.pipeline import cycle_json
     from tracker.replica import Replica
-    from tracker.replica.demo import DEMO_TOKEN
+    from tracker.replica.demo import DEMO_DIR, DEMO_TOKEN
     from tracker.settings import load_settings
 
     base = load_settings()
+    if "watchlist" not in base.model_fields_set:  # the packaged demo watchlist, from any directory
+        base = base.model_copy(update={"watchlist": DEMO_DIR / "watchlist.yaml"})
     hub_root = base.state_dir / "demo-hub"
-    console = Console(stderr=json_out, width=None if Console().is_terminal else 160)
+    console = tables.console(stderr=json_out)
     built, seconds = ensure_demo_hub(hub_root)
     if built:
         console.print(f"built the demo Hub in {hub_root} ({seconds:.1f} s)")

@@ -59,7 +59,7 @@ def diff_command(
     repo_id = parse_repo_id(repo)
     kinds = _parse_kinds(kind)
     settings = load_settings()
-    app = build(settings)
+    app = build(settings, read_only=True)
     try:
         sha_a = app.store.resolve(repo_id, a)
         sha_b = app.store.resolve(repo_id, b)

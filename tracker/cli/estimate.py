@@ -25,12 +25,39 @@ def register(app: typer.Typer) -> None:
         no_headers: Annotated[
             bool, typer.Option("--no-headers", help="Hub: skip safetensors headers")
         ] = False,
+        hub: Annotated[
+            bool, typer.Option("--hub", help="read the repo from the Hub even when ingested")
+        ] = False,
+        train_seq_len: Annotated[int | None, typer.Option(min=1, help="training tokens")] = None,
+        serve_seq_len: Annotated[
+            int | None, typer.Option(min=1, help="serving sequence for the KV cache")
+        ] = None,
+        lora_rank: Annotated[int | None, typer.Option(min=1, help="LoRA rank")] = None,
+        cost_samples: Annotated[int | None, typer.Option(min=1, help="cost: samples")] = None,
+        cost_seq_len: Annotated[int | None, typer.Option(min=1, help="cost: tokens each")] = None,
+        cost_epochs: Annotated[int | None, typer.Option(min=1, help="cost: epochs")] = None,
     ) -> None:
         """Estimate parameters, memory, card fit, cost, structure and findings of a config.
 
         A CONFIG.json named config.json is read with its sibling tokenizer_config.json /
         tokenizer.json when present; on the Hub those files come from the same revision. Their
-        highest token id feeds the vocab-too-small finding. ORG/NAME is estimated under the
-        watchlist's `estimate:` settings for that repo (the defaults when it is not watched).
+        highest token id feeds the vocab-too-small finding. ORG/NAME[@REV] is read from the store
+        when that revision is ingested (no network; REV as in `show`, default HEAD), else from
+        the Hub (`--hub`: always), under the defaults, the watchlist's `estimate:` for the repo,
+        then these flags; the report says which revision and settings it used.
         """
-        estimating.run(target, as_json=as_json, no_headers=no_headers)
+        given = {
+            "train_seq_len": train_seq_len,
+            "serve_seq_len": serve_seq_len,
+            "lora_rank": lora_rank,
+            "cost_samples": cost_samples,
+            "cost_seq_len": cost_seq_len,
+            "cost_epochs": cost_epochs,
+        }
+        estimating.run(
+            target,
+            as_json=as_json,
+            no_headers=no_headers,
+            hub=hub,
+            values={k: v for k, v in given.items() if v is not None},
+        )

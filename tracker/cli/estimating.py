@@ -25,35 +25,77 @@ if TYPE_CHECKING:
     from tracker.sources import RepoSource
 
 MAX_SHARDS = 512
-USAGE = "usage: tracker estimate [--json] [--no-headers] CONFIG.json|ORG/NAME[@REV]"
+USAGE = (
+    "usage: tracker estimate [--json] [--hub] [--no-headers] [--train-seq-len N] "
+    "[--serve-seq-len N] [--lora-rank N] [--cost-samples N] [--cost-seq-len N] [--cost-epochs N] "
+    "CONFIG.json|ORG/NAME[@REV]"
+)
+FLAGS = ("--json", "--no-headers", "--hub")
+VALUES = (
+    "train_seq_len",
+    "serve_seq_len",
+    "lora_rank",
+    "cost_samples",
+    "cost_seq_len",
+    "cost_epochs",
+)
+"""Estimate settings a flag sets (`--train-seq-len 4096`): positive integers."""
 
 
-def parse_args(args: Sequence[str]) -> tuple[str, bool, bool]:
-    """(target, --json, --no-headers) from the arguments after `estimate`; ConfigError (exit 2)
-    on anything else."""
-    targets = [a for a in args if not a.startswith("--") or a == "--"]
-    options = [a for a in args if a.startswith("--") and a != "--"]
-    unknown = [o for o in options if o not in ("--json", "--no-headers")]
-    targets = [t for t in targets if t != "--"]
-    if unknown:
-        raise ConfigError(f"no such option: {unknown[0]} ({USAGE})")
+def parse_args(args: Sequence[str]) -> tuple[str, dict[str, bool], dict[str, int]]:
+    """(target, {flag: given}, {setting: value}) from the arguments after `estimate`;
+    ConfigError (exit 2) on anything else."""
+    targets: list[str] = []
+    flags = {f: False for f in FLAGS}
+    values: dict[str, int] = {}
+    it = iter(args)
+    for arg in it:
+        if arg == "--":
+            targets += list(it)
+            break
+        if not arg.startswith("--"):
+            targets.append(arg)
+            continue
+        name, eq, given = arg.partition("=")
+        if name in flags and not eq:
+            flags[name] = True
+            continue
+        key = name[2:].replace("-", "_")
+        if key not in VALUES:
+            raise ConfigError(f"no such option: {name} ({USAGE})")
+        text = given if eq else next(it, "")
+        if not text.isdigit() or int(text) < 1:
+            raise ConfigError(f"{name} takes a positive whole number, not {text!r}")
+        values[key] = int(text)
     if len(targets) != 1:
         raise ConfigError(f"expected one CONFIG.json or ORG/NAME, got {len(targets)} ({USAGE})")
-    return targets[0], "--json" in options, "--no-headers" in options
+    return targets[0], flags, values
 
 
-def run(target: str, *, as_json: bool, no_headers: bool) -> None:
-    """Estimate `target` (a config file, or ORG/NAME[@REV] on the Hub) and print the report."""
+def run(
+    target: str,
+    *,
+    as_json: bool,
+    no_headers: bool,
+    hub: bool = False,
+    values: Mapping[str, int] | None = None,
+) -> None:
+    """Estimate `target` (a config file, or ORG/NAME[@REV]: an ingested revision from the store,
+    else the Hub) under the defaults, the watchlist's `estimate:` for the repo and `values`
+    (flags), and print the report: which revision and settings it used, what it assumed."""
     from tracker.estimate import (
         TOKENIZER_FILES,
         estimate,
         highest_token_id_from_files,
         parse_config,
     )
+    from tracker.estimate.settings import EstimateSettings
 
+    flags = {k: (values or {})[k] for k in VALUES if k in (values or {})}
     path = Path(target)
     headers: Mapping[str, SafetensorsHeader] | None = None
-    settings: EstimateSettings | None = None
+    base: Mapping[str, Any] = {}
+    where = "defaults"
     if path.suffix == ".json" or path.exists():
         # A local file is read under the default file cap: reading the settings would load
         # pydantic, which a one-off estimate does not need (the settings govern Hub reads).
@@ -68,14 +110,118 @@ def run(target: str, *, as_json: bool, no_headers: bool) -> None:
                     tokenizer[name] = _read(sibling, cap)
         label = str(path)
     else:
-        config, headers, tokenizer, label, settings = _from_hub(target, with_headers=not no_headers)
+        config, headers, tokenizer, label, base, where = _from_repo(
+            target, with_headers=not no_headers, hub=hub
+        )
+    settings = EstimateSettings.from_mapping({**base, **flags}) if base or flags else None
+    if flags:
+        where += " + flags " + ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in flags.items())
     result = estimate(
         config, headers, settings, max_token_id=highest_token_id_from_files(tokenizer)
     )
     if as_json:
-        sys.stdout.write(json.dumps(result.to_json(), indent=2, sort_keys=False) + "\n")
+        data = result.to_json()
+        data["source"] = {"target": label, "settings_from": where}
+        sys.stdout.write(json.dumps(data, indent=2, sort_keys=False) + "\n")
     else:
-        sys.stdout.write(render(label, result))
+        sys.stdout.write(render(label, result, where))
+
+
+def _store_only(rev: str) -> bool:
+    """A revision only the store can resolve: HEAD, `~n` steps back, or a short sha."""
+    base = rev.split("~", 1)[0]
+    return (
+        "~" in rev
+        or base == "HEAD"
+        or (4 <= len(base) < 40 and all(c in "0123456789abcdef" for c in base.lower()))
+    )
+
+
+def _from_repo(
+    target: str, *, with_headers: bool, hub: bool
+) -> tuple[
+    Mapping[str, Any],
+    Mapping[str, SafetensorsHeader],
+    dict[str, bytes],
+    str,
+    Mapping[str, Any],
+    str,
+]:
+    from tracker import logs
+    from tracker.app import build
+    from tracker.domain import parse_repo_id
+    from tracker.errors import StoreNotFoundError
+    from tracker.settings import load_settings
+
+    logs.configure(level="WARNING")  # until `build` reconfigures from the settings
+    settings = load_settings()
+    repo, _, rev = target.partition("@")
+    repo_id = parse_repo_id(repo)
+    base = _watchlist_block(settings, repo_id)
+    where = f"defaults + {settings.watchlist} estimate:" if base else "defaults"
+    stored = None if hub else _from_store(settings, repo_id, rev or "HEAD")
+    if stored is not None:
+        return (*stored, base, where)
+    if rev and _store_only(rev):
+        raise StoreNotFoundError(
+            f"{repo_id}@{rev}: no ingested revision matches; HEAD~n and short shas resolve "
+            "against ingested revisions only (the Hub takes a full sha or a ref)"
+        )
+    application = build(settings)
+    try:
+        source = application.sources.hub()
+        config, headers, tokenizer, label = fetch_from_source(
+            source, repo_id, rev or "main", settings.limits, with_headers=with_headers
+        )
+    finally:
+        application.close()
+    return config, headers, tokenizer, label + " (from the Hub)", base, where
+
+
+def _watchlist_block(settings: Settings, repo_id: RepoId) -> Mapping[str, Any]:
+    """The watchlist's `estimate:` mapping for `repo_id` (empty when it is not watched)."""
+    from tracker.errors import NotWatchedError
+    from tracker.watchlist import load_watchlist
+
+    if not settings.watchlist.is_file():
+        return {}
+    try:
+        return dict(load_watchlist(settings.watchlist).get(repo_id).estimate)
+    except NotWatchedError:
+        return {}
+
+
+def _from_store(
+    settings: Settings, repo_id: RepoId, rev: str
+) -> tuple[Mapping[str, Any], Mapping[str, SafetensorsHeader], dict[str, bytes], str] | None:
+    """config.json, headers and tokenizer files of an ingested revision (None when the store,
+    the repo or the revision is not there; EstimateError when config.json was not stored)."""
+    from tracker.app import build
+    from tracker.errors import StoreNotFoundError
+    from tracker.estimate import TOKENIZER_FILES, parse_config
+
+    try:
+        application = build(settings, read_only=True)
+    except StoreNotFoundError:
+        return None
+    try:
+        try:
+            sha = application.store.resolve(repo_id, rev)
+        except StoreNotFoundError:
+            return None
+        snap = application.store.snapshot(repo_id, sha)
+    finally:
+        application.close()
+    if "config.json" in snap.unreadable:
+        raise EstimateError(
+            f"{repo_id}@{sha[:12]}: config.json could not be read: {snap.unreadable['config.json']}"
+        )
+    data = snap.files.get("config.json")
+    if data is None:
+        raise EstimateError(f"{repo_id}@{sha[:12]}: no config.json at this revision")
+    tokenizer = {n: snap.files[n] for n in TOKENIZER_FILES if n in snap.files}
+    label = f"{repo_id}@{sha[:12]} (ingested revision {sha}, read from the store)"
+    return parse_config(data), dict(snap.headers), tokenizer, label
 
 
 def repo_settings(settings: Settings, repo_id: RepoId) -> EstimateSettings:
@@ -175,11 +321,25 @@ def _table(title: str, header: Sequence[str], rows: Sequence[Sequence[str]], rig
     return "\n".join([title, line(header), rule, *(line(r) for r in rows)]) + "\n"
 
 
-def render(label: str, est: Estimate) -> str:
-    """The readable report: summary lines, where the parameters live, the fit table, cost,
-    layout, checkpoint, findings and notes."""
+def assumptions(est: Estimate) -> list[str]:
+    """The settings the numbers rest on, as an operator reads them."""
+    s = est.settings
+    return [
+        f"training: {s.get('train_seq_len'):,}-token sequences, batch 1; LoRA rank "
+        f"{s.get('lora_rank')} on {s.get('lora_targets')}",
+        f"serving: {s.get('serve_seq_len'):,}-token sequence for the KV cache",
+        f"cost: {s.get('cost_epochs')} epochs × {s.get('cost_samples'):,} samples × "
+        f"{s.get('cost_seq_len'):,} tokens = {est.cost.tokens:,} tokens",
+    ]
+
+
+def render(label: str, est: Estimate, settings_from: str = "defaults") -> str:
+    """The readable report: what was read and assumed, summary lines, where the parameters
+    live, the fit table, cost, layout, checkpoint, findings and notes."""
     p, v, m = est.params, est.verification, est.memory
     out = [f"{label}  {est.architecture} ({est.model_type})" + ("  custom code" * est.custom_code)]
+    out.append(f"settings: {settings_from}")
+    out += [f"assumed {line}" for line in assumptions(est)]
     out.append(
         f"parameters: {p.total:,} total, {p.active:,} active per token, "
         f"{p.embedding:,} embedding; {est.layers} layers"
@@ -228,8 +388,14 @@ def main(args: Sequence[str]) -> int:
     from tracker.errors import TrackerError
 
     try:
-        target, as_json, no_headers = parse_args(args)
-        run(target, as_json=as_json, no_headers=no_headers)
+        target, flags, values = parse_args(args)
+        run(
+            target,
+            as_json=flags["--json"],
+            no_headers=flags["--no-headers"],
+            hub=flags["--hub"],
+            values=values,
+        )
     except TrackerError as exc:
         from tracker.cli.exits import exit_code_for, one_line
 

@@ -16,10 +16,9 @@ from typing import Any
 
 import structlog
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from tracker.app import App, build
+from tracker.cli.tables import Col, console, print_table, size
 from tracker.domain import parse_repo_id
 from tracker.errors import ConfigError, StoreNotFoundError, UnreadableArtifactError, WatchlistError
 from tracker.ingest import PollReport
@@ -44,28 +43,31 @@ def print_reports(reports: list[PollReport], as_json: bool) -> None:
     if as_json:
         typer.echo(json.dumps([report_json(r) for r in reports], indent=2))
         return
-    table = Table(title="poll")
-    for col in (
-        "repo",
-        "status",
-        "new revisions",
-        "files fetched",
-        "bytes fetched",
-        "requests",
-        "error",
-    ):
-        table.add_column(col)
-    for r in reports:
-        table.add_row(
-            r.repo_id,
-            r.status.value,
-            str(r.revisions_ingested),
-            str(r.files_fetched),
-            str(r.bytes_fetched),
-            "" if r.requests is None else str(r.requests),
-            r.error or "",
-        )
-    Console(width=200).print(table)
+    print_table(
+        console(),
+        "poll",
+        [
+            Col("repo", keep=True),
+            Col("status", keep=True),
+            Col("new revisions", 1, keep=True, right=True),
+            Col("error", 1),
+            Col("files fetched", 3, keep=True, right=True),
+            Col("bytes fetched", 3, keep=True, right=True),
+            Col("requests", 4, keep=True, right=True),
+        ],
+        [
+            [
+                r.repo_id,
+                r.status.value,
+                str(r.revisions_ingested),
+                r.error or "",
+                str(r.files_fetched),
+                size(r.bytes_fetched),
+                "" if r.requests is None else str(r.requests),
+            ]
+            for r in reports
+        ],
+    )
     if reports and not any(r.revisions_ingested for r in reports):
         typer.echo("nothing new: no revisions ingested, nothing fetched")
 
@@ -224,7 +226,7 @@ def history(
 ) -> None:
     """Every ingested revision of a repo, oldest first, and its events (force-pushes, ...)."""
     rid = parse_repo_id(repo)
-    app = build(load_settings())
+    app = build(load_settings(), read_only=True)
     try:
         revisions = app.store.revisions(rid)
         events = app.store.events(rid)
@@ -253,25 +255,34 @@ def history(
         }
         typer.echo(json.dumps(out, indent=2))
         return
-    table = Table(title=f"history of {rid}")
-    for col in ("#", "sha", "date", "title", "authors", "state"):
-        table.add_column(col)
-    for row in rows:
-        state = (
-            "rewritten away" if row["rewritten_away"] else ("analysed" if row["analysed"] else "")
-        )
-        table.add_row(
-            str(row["seq"]),
-            row["sha"][:12],
-            row["date"],
-            row["title"],
-            ", ".join(row["authors"]),
-            state,
-        )
-    console = Console(width=200)
-    console.print(table)
+    screen = console()
+    print_table(
+        screen,
+        f"history of {rid}",
+        [
+            Col("#", keep=True, right=True),
+            Col("sha", keep=True),
+            Col("title"),
+            Col("state", 1),
+            Col("date", 2, keep=True),
+            Col("authors", 3),
+        ],
+        [
+            [
+                str(row["seq"]),
+                row["sha"][:12],
+                row["title"],
+                "rewritten away"
+                if row["rewritten_away"]
+                else ("analysed" if row["analysed"] else "pending"),
+                row["date"][:16].replace("T", " "),
+                ", ".join(row["authors"]),
+            ]
+            for row in rows
+        ],
+    )
     for e in events:
-        console.print(f"{e.at.isoformat()} {e.kind.value} {json.dumps(e.details)}")
+        screen.print(f"{e.at.isoformat()} {e.kind.value} {json.dumps(e.details)}", markup=False)
 
 
 def show(
@@ -284,7 +295,7 @@ def show(
     """Print a tracked file's stored bytes at a revision (a safetensors header as JSON)."""
     repo, _, rev = target.partition("@")
     rid = parse_repo_id(repo)
-    app = build(load_settings())
+    app = build(load_settings(), read_only=True)
     try:
         sha = app.store.resolve(rid, rev or "HEAD")
         versions = app.store.file_versions(rid, sha)

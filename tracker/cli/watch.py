@@ -9,12 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from tracker.app import build
+from tracker.cli.tables import Col, console, print_table
 from tracker.domain import parse_repo_id
-from tracker.errors import ConfigError
+from tracker.errors import ConfigError, NoStoreError
 from tracker.settings import load_settings
 from tracker.store import RepoState
 from tracker.watchlist import add_repo, load_watchlist, parse_interval, remove_repo
@@ -111,12 +110,23 @@ def remove(repo: str = typer.Argument(..., help="ORG/NAME")) -> None:
 def list_(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Every watched repo with its ingestion state (last poll, revisions, failures, last error)."""
     settings = load_settings()
+    if not settings.watchlist.exists():
+        typer.echo(
+            f"note: {settings.watchlist} does not exist: no repo is watched "
+            "(`tracker watch add ORG/NAME` creates it)",
+            err=True,
+        )
     watchlist = load_watchlist(settings.watchlist)
-    app = build(settings)
     try:
-        states = {s.repo_id: s for s in app.store.repo_states()}
-    finally:
-        app.close()
+        app = build(settings, read_only=True)
+    except NoStoreError as exc:  # list what is watched; create nothing
+        typer.echo(f"note: {exc}", err=True)
+        states = {}
+    else:
+        try:
+            states = {s.repo_id: s for s in app.store.repo_states()}
+        finally:
+            app.close()
     rows = [
         state_row(r.repo_id, r.ref, "git" if r.git else "hub", states.get(r.repo_id))
         for r in watchlist.repos
@@ -124,30 +134,34 @@ def list_(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> 
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
-    table = Table(title=f"watchlist {settings.watchlist}")
-    for col in (
-        "repo",
-        "ref",
-        "source",
-        "status",
-        "revisions",
-        "last poll",
-        "failures",
-        "last error",
-    ):
-        table.add_column(col)
-    for row in rows:
-        table.add_row(
-            row["repo"],
-            row["ref"],
-            row["source"],
-            row["status"],
-            str(row["revisions"]),
-            row["last_poll"] or "never",
-            str(row["consecutive_failures"]),
-            row["last_error"] or "",
-        )
-    Console(width=200).print(table)
+    cols = [
+        Col("repo", keep=True),
+        Col("status"),
+        Col("revisions", 1, keep=True, right=True),
+        Col("failures", 2, keep=True, right=True),
+        Col("last poll", 3, keep=True),
+        Col("last error", 2),
+        Col("ref", 4, keep=True),
+        Col("source", 5, keep=True),
+    ]
+    print_table(
+        console(),
+        f"watchlist {settings.watchlist}",
+        cols,
+        [
+            [
+                row["repo"],
+                row["status"],
+                str(row["revisions"]),
+                str(row["consecutive_failures"]),
+                row["last_poll"] or "never",
+                row["last_error"] or "",
+                row["ref"],
+                row["source"],
+            ]
+            for row in rows
+        ],
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import assert_never
@@ -411,16 +410,5 @@ def _where(a: str, b: str) -> str:
 
 
 def _render_detail(a: str, b: str, conv_id: str) -> str:
-    """Evidence: the differing region of both prompts, then a line diff of the full prompts."""
-    i = 0
-    while i < min(len(a), len(b)) and a[i] == b[i]:
-        i += 1
-    j = 0
-    while j < min(len(a), len(b)) - i and a[len(a) - 1 - j] == b[len(b) - 1 - j]:
-        j += 1
-    start = max(0, i - 40)
-    snippet = [
-        f"before: …{json.dumps(a[start : len(a) - j][:600], ensure_ascii=False)}…",
-        f"after:  …{json.dumps(b[start : len(b) - j][:600], ensure_ascii=False)}…",
-    ]
-    return "\n".join([*snippet, unified(a, b, f"rendered/{conv_id}")])
+    """Evidence: a line diff of the two whole prompts (lines are never cut)."""
+    return unified(a, b, f"rendered/{conv_id}")

@@ -163,7 +163,10 @@ def diff_weights(before: Snapshot | None, after: Snapshot) -> list[Change]:
             out.append(Change(_ART, ChangeKind.UNREADABLE, path, "", None, reason, summary))
     if before is None or old_m is None or new_m is None:
         return out
-    return out + compare_manifests(old_m, new_m, index_file)
+    carrier = index_file
+    if after.entry(index_file) is None and (before is None or before.entry(index_file) is None):
+        carrier = ", ".join(new_m.shards) or index_file  # no index: the shards carry the change
+    return out + compare_manifests(old_m, new_m, carrier)
 
 
 def compare_manifests(b: Manifest, a: Manifest, index_file: str = INDEX_FILE) -> list[Change]:
@@ -315,6 +318,15 @@ def _census(m: Manifest) -> dict[str, int]:
     return dict(sorted(Counter(t.dtype for t in m.records() if t.dtype is not None).items()))
 
 
+def _pct(before: int, after: int) -> str:
+    pct = round((after - before) / before * 100)
+    return f"{'+' if pct > 0 else '−' if pct < 0 else '±'}{abs(pct)}%"
+
+
+def _census_text(census: dict[str, int]) -> str:
+    return ", ".join(f"{n:,} {d}" for d, n in census.items())
+
+
 def _manifest_level(b: Manifest, a: Manifest, index_file: str) -> list[Change]:
     out: list[Change] = []
     if len(b.shards) != len(a.shards) or b.shards != a.shards:
@@ -344,7 +356,8 @@ def _manifest_level(b: Manifest, a: Manifest, index_file: str) -> list[Change]:
                 "total_bytes",
                 b.total_bytes,
                 a.total_bytes,
-                f"total weight bytes changed: {b.total_bytes} → {a.total_bytes}",
+                f"checkpoint bytes changed: {b.total_bytes:,} → {a.total_bytes:,}"
+                + (f" ({_pct(b.total_bytes, a.total_bytes)})" if b.total_bytes else ""),
             )
         )
     cb, ca = _census(b), _census(a)
@@ -357,7 +370,7 @@ def _manifest_level(b: Manifest, a: Manifest, index_file: str) -> list[Change]:
                 "dtypes",
                 cb,
                 ca,
-                f"dtype census changed: {cb} → {ca}",
+                f"dtype census changed: {_census_text(cb)} → {_census_text(ca)}",
             )
         )
     db, da = _duplicates(b), _duplicates(a)
@@ -384,7 +397,7 @@ def _manifest_level(b: Manifest, a: Manifest, index_file: str) -> list[Change]:
             Change(
                 _ART,
                 ChangeKind.CHANGED,
-                "",
+                ", ".join(rewritten) if len(rewritten) <= 3 else index_file,
                 "content",
                 None,
                 len(rewritten),

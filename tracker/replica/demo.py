@@ -34,8 +34,8 @@ from tracker.replica.stgen import (
     write_shards,
 )
 
-DEMO_DIR = Path(__file__).resolve().parents[2] / "demo"
-"""The checked-in demo data (`demo/repos/`, `demo/lfs-oids.tsv`)."""
+DEMO_DIR = Path(__file__).resolve().parents[1] / "demo_data"
+"""The packaged demo data (`tracker/demo_data/repos/`, `lfs-oids.tsv`, the demo watchlist)."""
 
 DEMO_TOKEN = "hf_trackerdemo_0000000000000000000000"
 """The token `build_demo_hub(..., gated=True)` grants access to the gated demo repos."""

@@ -1,0 +1,119 @@
+"""The key sentences of the demo's golden advisories (issue 11): the kind of change and advice that
+fits it, the fixing commit named, mass changes as one pattern, values whole, no zero estimate table.
+
+The goldens are byte-compared with the demo's output by test_demo_golden.py; this module reads
+them as an on-call engineer would and checks what they must say.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def _record(n: int) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((GOLDEN / f"x_TRACKER-2026-{n}.json").read_text())
+    return data
+
+
+def _details(n: int) -> str:
+    return str(_record(n)["details"])
+
+
+def _table_cells(details: str) -> list[str]:
+    section = details.split("## What changed", 1)[1].split("\n\n- ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ")][1:]
+    return [c.strip() for row in rows for c in re.split(r"(?<!\\)\|", row)[1:-1]]
+
+
+def test_granite_template_fix_is_a_fix_with_both_directions() -> None:
+    d = _details(20)
+    assert (
+        "**Kind: a fix of an earlier defect**: the previous template rendered the system message "
+        "twice in `generation_prompt`, `system_user` (2 canonical conversations); this "
+        "revision's renders it once." in d
+    )
+    assert "“Updated chat template” by Matt Stallone on 2024-12-12 17:15 UTC" in d
+    assert (
+        "To take the fix, upgrade to `c6d3966f9f81` or later and re-render your prompts and "
+        "re-run your prompt tests. To keep the old behaviour" in d
+    )
+    assert 'pin `af15e05b6317` (`revision="af15e05b6317000518e4756d3539e25bc82974b4"`' in d
+    assert "pin the previous revision until" not in d
+    # the rendered prompts whole, as a line diff; never a fragment cut mid-token
+    assert "-<|start_of_role|>system<|end_of_role|>You are a helpful assistant.<|end_of_text|>" in d
+    assert "…" not in d
+
+
+def test_eos_equal_to_vocab_size_is_a_regression_and_names_its_revert() -> None:
+    rec = _record(12)
+    d = rec["details"]
+    assert (
+        "**Kind: a regression**: `eos_token_id` 32000 in generation_config.json is outside the "
+        "vocabulary (`vocab_size` 32000: ids 0 to 31999)" in d
+    )
+    assert "- **high** (token-id-out-of-vocab): `eos_token_id` 32000" in d
+    assert "- **moderate** (token-id-disagrees): `eos_token_id` is 2 in config.json but 32000" in d
+    assert "Stay on the previous revision: pin `c25125528051`" in d
+    # the fixing commit named in the text, with its title and date, before what changed
+    status = d.split("## Status\n\n", 1)[1].split("\n\n## What changed", 1)[0]
+    assert status.startswith("**Fixed** by commit [`ef1050a86f9e`](")
+    assert "“[synthetic] generation_config.json: revert eos_token_id to 2" in status
+    assert "on 2024-02-03 12:00 UTC" in status
+    assert rec["database_specific"]["fixed"] == "ef1050a86f9eeb443230c501e052bcfb00fdd8d9"
+    assert [f["check"] for f in rec["database_specific"]["findings"]] == [
+        "token-id-out-of-vocab",
+        "token-id-disagrees",
+    ]
+
+
+def test_a_restore_names_the_earlier_advisory() -> None:
+    rec = _record(16)
+    assert (
+        "**Kind: a fix of an earlier defect**: `sliding_window` is back to the value it had "
+        "before x_TRACKER-2026-14." in rec["details"]
+    )
+    assert rec["database_specific"]["restores"] == ["x_TRACKER-2026-14"]
+
+
+def test_mass_dtype_conversion_is_one_pattern_attributed_to_its_file() -> None:
+    rec = _record(22)
+    d = rec["details"]
+    assert rec["summary"] == (
+        "ibm-granite/granite-3.1-1b-a400m-instruct: weights: 218 tensors retyped F32 → BF16 in "
+        "model.safetensors; shapes unchanged; checkpoint bytes −50%"
+    )
+    assert "| high | `model.safetensors` | `218 tensors` | retyped | `F32` | `BF16` |" in d
+    assert "and 215 more" in d
+    assert "checkpoint bytes changed: 5,338,513,408 → 2,669,256,704 (−50%)" in d
+    assert "index.json" not in d  # the repo has no index file
+    assert "without any config change" not in d
+    assert len(d.splitlines()) < 40
+    assert len(rec["database_specific"]["changes"]) == 221  # every change kept in the record
+
+
+def test_custom_code_asks_for_review() -> None:
+    for n in (30, 31, 32, 33):
+        d = _details(n)
+        assert "**Kind: new code to review**" in d
+        assert "Review the new code before loading this revision with `trust_remote_code=True`" in d
+        assert "`code_revision=`" in d
+
+
+@pytest.mark.parametrize("n", range(1, 51))
+def test_values_whole_and_no_zero_estimate_table(n: int) -> None:
+    rec = _record(n)
+    d = rec["details"]
+    for c in _table_cells(d):
+        assert not c.endswith("…") and not c.startswith("…"), c
+    assert "| 0 |" not in d  # no estimate row that did not move
+    for ch in rec["database_specific"]["changes"]:
+        for side in ("before", "after"):
+            assert not (isinstance(ch[side], dict) and ch[side].get("truncated")), ch
+    assert "**Kind: " in d and "## What to do" in d

@@ -1,0 +1,240 @@
+"""What kind of change an advisory is about, from the evidence at hand, and what to do about that kind (pure).
+
+Kinds: a fix of an earlier defect, a regression, new code to review, a new default, or a change
+with no evidence either way. The evidence: whether the change restores a value an earlier advisory
+changed (named), what the chat template rendered before and after over the canonical
+conversations (a message the old template rendered twice or dropped), whether a template no longer
+renders, the introducing commit's title and message, and the artifact. Every kind's advice names
+the revisions to pin or to take, and offers both directions where both apply.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from tracker.advisories.groups import ChangeGroup, Subject
+from tracker.diff.conversations import CONVERSATIONS
+from tracker.domain import Artifact, ChangeKind, JSONValue
+
+
+class Kind(StrEnum):
+    """What kind of change an advisory is about (the advice depends on it)."""
+
+    FIX = "fix"
+    REGRESSION = "regression"
+    NEW_CODE = "new code"
+    NEW_DEFAULT = "new default"
+    CHANGE = "change"
+
+
+KIND_TITLES: Mapping[Kind, str] = {
+    Kind.FIX: "a fix of an earlier defect",
+    Kind.REGRESSION: "a regression",
+    Kind.NEW_CODE: "new code to review",
+    Kind.NEW_DEFAULT: "a new default",
+    Kind.CHANGE: "a change with no evidence that it fixes or breaks something",
+}
+
+
+@dataclass(frozen=True)
+class Restore:
+    """A change of this revision that sets a value back to what it was before an earlier advisory."""
+
+    advisory_id: str
+    key: str
+    file: str
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """The kind of an advisory's change and the evidence for it (sentences, in order of weight)."""
+
+    kind: Kind
+    evidence: tuple[str, ...]
+
+
+CHECKS: Mapping[Artifact, str] = {
+    Artifact.CONFIG: "check that your code, adapters and serving configuration match the new config",
+    Artifact.GENERATION_CONFIG: "check your outputs under the new generation defaults",
+    Artifact.TOKENIZER: "re-validate tokenization, and do not mix the new tokenizer with weights, "
+    "caches or fine-tunes made with the old one",
+    Artifact.SPECIAL_TOKENS: "check stop and pad handling in your generation and training code",
+    Artifact.CHAT_TEMPLATE: "re-render your prompts and re-run your prompt tests",
+    Artifact.WEIGHTS: "re-validate outputs and memory",
+    Artifact.CUSTOM_CODE: "review the new code before loading it with `trust_remote_code=True`",
+    Artifact.EXECUTABLE: "review the pickle-based files before loading them (or load safetensors "
+    "only)",
+    Artifact.MODEL_CARD: "review the model card changes (license and access terms in particular)",
+    Artifact.PROCESSOR: "re-run your preprocessing tests",
+    Artifact.ESTIMATE: "re-check your hardware plan against the new estimate",
+}
+"""What to check before taking a change, by the artifact it changes."""
+
+_FIX_WORDS = re.compile(
+    r"\b(fix(es|ed|ing)?|bug(s|fix)?|correct(s|ed|ion)?|revert(s|ed)?|restor(e|es|ed|ing)|"
+    r"typo|wrong|mistake|broken|repair(s|ed)?)\b",
+    re.IGNORECASE,
+)
+_ROLE_NAMES = {"system": "system message", "user": "user message", "assistant": "assistant reply"}
+
+
+def _quote(text: str) -> str:
+    return "“" + " ".join(text.split()) + "”"
+
+
+def _message_counts(conv_id: str, rendered: JSONValue) -> list[tuple[str, str, int]]:
+    """(role, content, times the content appears in `rendered`) for each message with text content
+    of the canonical conversation `conv_id`; empty when the prompt is not known whole."""
+    conv = next((c for c in CONVERSATIONS if c.id == conv_id), None)
+    if conv is None or not isinstance(rendered, str) or rendered.startswith("<string of "):
+        return []
+    out = []
+    seen: set[str] = set()
+    for m in conv.messages:
+        content = m.get("content")
+        if not isinstance(content, str) or not content or content in seen:
+            continue
+        seen.add(content)
+        out.append((str(m.get("role")), content, rendered.count(content)))
+    return out
+
+
+def _times(n: int) -> str:
+    return {0: "not at all", 1: "once", 2: "twice"}.get(n, f"{n} times")
+
+
+def template_evidence(group: ChangeGroup) -> tuple[list[str], list[str]]:
+    """(fix evidence, regression evidence) from a chat template's rendered prompts before and after:
+    a message the old template rendered twice (or not at all) that the new one renders once is a
+    fix; the reverse, or a template that no longer renders, is a regression."""
+    fixed: dict[tuple[str, int, int], list[str]] = {}
+    broke: dict[tuple[str, int, int], list[str]] = {}
+    broken: list[str] = []
+    for c in group.published:
+        ch = c.change
+        conv_id = ch.key.split(":")[-1]
+        if ch.kind is ChangeKind.BROKEN:
+            broken.append(conv_id)
+            continue
+        if ch.kind is not ChangeKind.RENDERED:
+            continue
+        before = _message_counts(conv_id, ch.before)
+        after = _message_counts(conv_id, ch.after)
+        if not before or len(before) != len(after):
+            continue
+        for (role, _, nb), (_, _, na) in zip(before, after, strict=True):
+            what = _ROLE_NAMES.get(role, f"{role} message")
+            if nb != 1 and na == 1:
+                fixed.setdefault((what, nb, na), []).append(conv_id)
+            elif nb == 1 and na != 1:
+                broke.setdefault((what, nb, na), []).append(conv_id)
+    fix = [
+        f"the previous template rendered the {what} {_times(nb)} in {_convs(ids)}; this revision's "
+        f"renders it {_times(na)}"
+        for (what, nb, na), ids in fixed.items()
+    ]
+    reg = [
+        f"this revision's template renders the {what} {_times(na)} in {_convs(ids)} (the previous "
+        f"one rendered it {_times(nb)})"
+        for (what, nb, na), ids in broke.items()
+    ]
+    if broken:
+        reg.insert(0, f"the template no longer renders {_convs(broken)}")
+    return fix, reg
+
+
+def _convs(ids: Sequence[str]) -> str:
+    names = ", ".join(f"`{i}`" for i in dict.fromkeys(ids))
+    return f"{names} ({len(set(ids))} canonical conversation{'s' * (len(set(ids)) != 1)})"
+
+
+def assess(
+    subject: Subject,
+    group: ChangeGroup,
+    restores: Sequence[Restore] = (),
+    findings: Sequence[str] = (),
+) -> Assessment:
+    """The kind of `group`'s change. Regression evidence (a template that no longer renders or
+    renders a message wrongly, a consistency finding introduced) outranks everything; then new
+    code; then fix evidence (a restored earlier value, a template defect gone, the commit saying
+    so); then a new default (generation defaults); else a change."""
+    fix, reg = template_evidence(group) if group.name is Artifact.CHAT_TEMPLATE else ([], [])
+    reg += list(findings)
+    for r in restores:
+        fix.append(f"`{r.key}` is back to the value it had before {r.advisory_id}")
+    commit = subject.commit
+    said = ""
+    if commit is not None:
+        if _FIX_WORDS.search(commit.title):
+            said = f"the commit title says it fixes something: {_quote(commit.title)}"
+        elif _FIX_WORDS.search(commit.message):
+            said = "the commit message says it fixes something"
+    if reg:
+        return Assessment(Kind.REGRESSION, tuple(reg + fix))
+    if group.name in (Artifact.CUSTOM_CODE, Artifact.EXECUTABLE):
+        return Assessment(Kind.NEW_CODE, tuple(["it changes code that runs when the model loads"]))
+    if fix or said:
+        return Assessment(Kind.FIX, tuple(fix + ([said] if said else [])))
+    if group.name is Artifact.GENERATION_CONFIG:
+        keys = ", ".join(f"`{c.change.key}`" for c in group.published if c.change.key)
+        return Assessment(
+            Kind.NEW_DEFAULT,
+            (f"calls that do not set {keys} themselves get the new generation defaults",),
+        )
+    return Assessment(Kind.CHANGE, ())
+
+
+def _py(value: JSONValue) -> str:
+    """A JSON value as the Python literal one would pass to `generate`."""
+    if value is None:
+        return "None"
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    return repr(value)
+
+
+def advice(subject: Subject, group: ChangeGroup, assessment: Assessment) -> list[str]:
+    """The "What to do" paragraphs for `group`, by the kind of its change."""
+    check = CHECKS[group.name]
+    new, prev = subject.introduced, subject.previous
+    take = f"upgrade to `{new[:12]}` or later"
+    if prev is None:
+        return [
+            "This is the first revision tracker ingested of this repo: there is no earlier one to "
+            f"pin. Before you depend on it, {check}."
+        ]
+    pin = f'pin `{prev[:12]}` (`revision="{prev}"` in `from_pretrained`)'
+    match assessment.kind:
+        case Kind.FIX:
+            return [
+                f"To take the fix, {take} and {check}. To keep the old behaviour (for example "
+                f"while prompts or fine-tunes made with it are still in use), {pin}."
+            ]
+        case Kind.REGRESSION:
+            return [
+                f"Stay on the previous revision: {pin} until a later revision fixes this "
+                "(tracker marks this advisory fixed when one does). If you have already "
+                f"upgraded, {check}."
+            ]
+        case Kind.NEW_CODE:
+            return [
+                f"Review the new code before loading this revision with `trust_remote_code=True`. "
+                f"To keep running the code you reviewed, {pin} and pass the same `code_revision=`."
+            ]
+        case Kind.NEW_DEFAULT:
+            old = [
+                f"`{c.change.key}={_py(c.change.before)}`"
+                for c in group.published
+                if c.change.key and c.change.before is not None
+            ]
+            keep = f"pass the old values explicitly ({', '.join(old)}) or {pin}" if old else pin
+            return [
+                f"To keep the old behaviour, {keep}. To take the new defaults, {take} and {check}."
+            ]
+        case Kind.CHANGE:
+            return [
+                f"To keep the old behaviour, {pin}. To take the change, {take} once you {check}."
+            ]
