@@ -2,7 +2,7 @@
 
 Each section module exposes `run() -> str`, returning Markdown that names the command that made it.
 Usage: `python -m bench.run [SECTION ...]`: `make bench` runs the default sections (ingest, diff,
-estimate); `make soak` runs `soak` (the long fault trials of the store). A run replaces the sections
+estimate, preflight); `make soak` runs `soak` (the long fault trials of the store). A run replaces the sections
 it ran in RESULTS.md and keeps the others as they were, each with its own date.
 """
 
@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-SECTIONS = ("ingest", "diff", "estimate", "activations")
+SECTIONS = ("ingest", "diff", "estimate", "preflight", "activations")
 _TRAILER = re.compile(r"^_section `(\w+)` took [^\n]*_$", re.MULTILINE)
 _HEADER = "# Benchmark results\n"
 
@@ -50,7 +50,7 @@ def main(argv: list[str]) -> int:
     order = [*SECTIONS, *sorted(n for n in sections if n not in SECTIONS)]
     parts = [
         _HEADER,
-        "Made by `make bench` (`python -m bench.run`: ingest, diff, estimate) and `make soak` "
+        "Made by `make bench` (`python -m bench.run`: ingest, diff, estimate, preflight) and `make soak` "
         "(`python -m bench.run soak`); each section says when it was last run. 2 cores.\n",
     ]
     parts += [sections[n] + "\n" for n in order if n in sections]

@@ -32,7 +32,13 @@ from tracker.estimate import (
     parse_config,
 )
 from tracker.ingest import PollReport, poll_all
-from tracker.preflight import Preflight, PreflightSettings, TableSource, preflight_snapshot
+from tracker.preflight import (
+    Preflight,
+    PreflightSettings,
+    ShardCache,
+    TableSource,
+    preflight_snapshot,
+)
 from tracker.preflight.delta import preflight_delta
 from tracker.render_backstop import render_batch
 from tracker.settings import Settings
@@ -174,7 +180,8 @@ class Stages:
     )
     estimate_delta: Callable[[Estimate, Estimate], Sequence[Change]] = estimate_delta
     preflight: Callable[
-        [Snapshot, PreflightSettings, TableSource | None, EstimateSettings], Preflight
+        [Snapshot, PreflightSettings, TableSource | None, EstimateSettings, ShardCache | None],
+        Preflight,
     ] = preflight_snapshot
     preflight_delta: Callable[[Preflight, Preflight], Sequence[Change]] = preflight_delta
 
@@ -214,6 +221,10 @@ class Pipeline:
         self.limits = settings.limits
         self.preflight = preflight or PreflightStore(store.engine)
         self.symbol_tables = symbol_tables
+        # Shard censuses by content: successive revisions share most shards (DeepSeek-R1: 163).
+        self._shards: dict[
+            tuple[str, str, int | None, int], tuple[dict[str, int], int, frozenset[str]]
+        ] = {}
 
     def analyse_revision(self, watched: WatchedRepo, sha: Sha) -> RevisionAnalysis:
         """Diff, estimate and publish one ingested revision, then mark it analysed."""
@@ -303,8 +314,13 @@ class Pipeline:
     ) -> tuple[Preflight | None, str | None]:
         """The preflight of `snapshot`, or (None, why): a failure of preflight is recorded with
         the revision, never a failed analysis (the diff, estimate and advisories stand without it)."""
+        if len(self._shards) > 8192:
+            self._shards.clear()
         try:
-            return self.stages.preflight(snapshot, settings, self.symbol_tables, estimate), None
+            result = self.stages.preflight(
+                snapshot, settings, self.symbol_tables, estimate, self._shards
+            )
+            return result, None
         except Exception as exc:
             log.exception("preflight.failed", repo=snapshot.repo_id, sha=snapshot.sha)
             return None, f"preflight failed: {exc.__class__.__name__}: {exc}"

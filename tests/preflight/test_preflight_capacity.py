@@ -126,3 +126,40 @@ def test_a_bf16_checkpoint_has_four_times_left_and_tree_sizes_are_what_a_downloa
     assert (c.download_bytes, c.download_source) == (2_000_128, "weight files in the tree")
     assert c.quantization_note == "2.00 bytes/parameter: 4-bit weights would take 4.0× less"
     assert c.cards["T4 16 GB"] == 1
+
+
+def test_a_shard_counted_once_is_not_counted_again_and_gives_the_same_answer() -> None:
+    index = json.dumps({"metadata": {"total_size": TOTAL_SIZE}, "weight_map": {"a": "b"}})
+    tree = tuple(TreeEntry(p, f"oid-{p}", 1) for p in census_headers())
+    cache: dict = {}  # type: ignore[type-arg]
+
+    def once() -> dict[str, object]:
+        result = run_preflight(
+            files={"model.safetensors.index.json": index.encode()},
+            headers=census_headers(),
+            tree=tree,
+            tables={},
+            settings=PreflightSettings(throughput_mb_s=126.3, boxes=BOXES),
+            shard_cache=cache,
+        )
+        assert result.capacity is not None
+        return result.capacity.to_json()
+
+    first = once()
+    assert len(cache) == 2
+    cache[next(iter(cache))][0]["U8"] += 1  # a hit is used as is: the count shows it
+    assert once()["params"] == first["params"] + 1
+
+
+@pytest.mark.parametrize(
+    "index",
+    [
+        {"metadata": {"total_size": 7}, "weight_map": {"x": "a.safetensors"}},
+        {"weight_map": {"total_size": "a.safetensors"}, "metadata": {"total_size": 7}},
+        {"metadata": {"total_size": 7, "other": {"total_size": 9}}, "weight_map": {}},
+    ],
+)
+def test_total_size_is_the_metadatas_whatever_else_the_index_holds(index: dict) -> None:  # type: ignore[type-arg]
+    from tracker.preflight.report import _total_size
+
+    assert _total_size({"model.safetensors.index.json": json.dumps(index).encode()}) == 7

@@ -134,6 +134,9 @@ def compare(
     )
 
 
+_SCALE = re.compile("|".join(re.escape(m) for m in SCALE_MARKERS))
+
+
 def stored_by_dtype(
     headers: Mapping[str, SafetensorsHeader], *, layers: int | None = None, bits: int = 4
 ) -> dict[str, int]:
@@ -142,19 +145,28 @@ def stored_by_dtype(
     `params`. Preflight's capacity reads bytes per parameter from it."""
     out: dict[str, int] = {}
     for header in headers.values():
-        for name, info in header.tensors.items():
-            lowered = name.lower()
-            if "quant_state" in lowered or any(
-                m in lowered.rsplit(".", 1)[-1] for m in SCALE_MARKERS
-            ):
-                continue
-            if BUFFER_PATTERN.search(name):
-                continue
-            index = LAYER_INDEX.search(name)
-            if (
-                index and layers is not None and int(index.group(1)) >= layers
-            ) or lowered.startswith(("mtp.", "model.mtp.")):
-                continue
-            n = _stored(name, info.dtype, _elements(info.shape), bits)
-            out[info.dtype] = out.get(info.dtype, 0) + n
+        for dtype, n in header_by_dtype(header, layers=layers, bits=bits).items():
+            out[dtype] = out.get(dtype, 0) + n
     return dict(sorted(out.items()))
+
+
+def header_by_dtype(
+    header: SafetensorsHeader, *, layers: int | None = None, bits: int = 4
+) -> dict[str, int]:
+    """`stored_by_dtype` of one shard's header (callers may cache it per shard content)."""
+    out: dict[str, int] = {}
+    for name, info in header.tensors.items():
+        lowered = name.lower()
+        if "quant_state" in lowered or _SCALE.search(lowered.rsplit(".", 1)[-1]):
+            continue
+        if BUFFER_PATTERN.search(name):
+            continue
+        if layers is not None:
+            index = LAYER_INDEX.search(name)
+            if index and int(index.group(1)) >= layers:
+                continue
+        if lowered.startswith(("mtp.", "model.mtp.")):
+            continue
+        n = _stored(name, info.dtype, _elements(info.shape), bits)
+        out[info.dtype] = out.get(info.dtype, 0) + n
+    return out

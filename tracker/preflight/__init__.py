@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from tracker.domain import Snapshot
 from tracker.errors import PackageIndexError
 from tracker.estimate import EstimateSettings
-from tracker.preflight.report import Preflight, run_preflight
+from tracker.preflight.report import Preflight, ShardCache, run_preflight
 from tracker.preflight.settings import PreflightSettings
 from tracker.preflight.symbols import SymbolTable
 
@@ -44,8 +44,9 @@ def preflight_snapshot(
     settings: PreflightSettings,
     source: TableSource | None,
     estimate_settings: EstimateSettings | None = None,
+    shard_cache: ShardCache | None = None,
 ) -> Preflight:
-    """The preflight of a stored revision."""
+    """The preflight of a stored revision (`shard_cache`: see `report.ShardCache`)."""
     tables: Mapping[str, SymbolTable | str] = tables_for(settings.transformers, source)
     return run_preflight(
         files=snapshot.files,
@@ -54,12 +55,14 @@ def preflight_snapshot(
         tables=tables,
         settings=settings,
         estimate_settings=estimate_settings,
+        shard_cache=shard_cache,
     )
 
 
 __all__ = [
     "Preflight",
     "PreflightSettings",
+    "ShardCache",
     "TableSource",
     "preflight_snapshot",
     "run_preflight",

@@ -9,13 +9,14 @@ and returns a `Preflight`: three answers, each present or with the reason it cou
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 
 from tracker.domain import JSONValue, SafetensorsHeader, TreeEntry
 from tracker.errors import EstimateError
 from tracker.estimate import EstimateSettings, parse_config
-from tracker.estimate.checkpoint import QUANTIZED_DTYPES, quant_bits, stored_by_dtype
+from tracker.estimate.checkpoint import QUANTIZED_DTYPES, header_by_dtype, quant_bits
 from tracker.estimate.params import read_config
 from tracker.preflight.capacity import Capacity, capacity
 from tracker.preflight.compat import (
@@ -31,6 +32,13 @@ from tracker.preflight.settings import PreflightSettings
 from tracker.preflight.symbols import SymbolTable
 
 INDEX_FILES = ("model.safetensors.index.json",)
+_TOTAL_SIZE = re.compile(rb'"total_size"\s*:\s*([0-9]{1,20})\b')
+
+ShardCache = MutableMapping[
+    tuple[str, str, int | None, int], tuple[dict[str, int], int, frozenset[str]]
+]
+"""Per-shard census by (path, content identity, layers, bits): (params per dtype, bytes, dtypes).
+A caller analysing successive revisions passes one, so unchanged shards are counted once."""
 
 
 @dataclass(frozen=True)
@@ -148,10 +156,16 @@ def remote_code(files: Mapping[str, bytes], tables: Mapping[str, SymbolTable | s
 
 
 def _total_size(files: Mapping[str, bytes]) -> int | None:
+    """The index's `metadata.total_size`. An index is megabytes of `weight_map` (string values):
+    a single numeric `"total_size"` in it can only be the metadata's, read without parsing the
+    rest; anything else is parsed in full."""
     for name in INDEX_FILES:
         data = files.get(name)
         if data is None:
             continue
+        found = _TOTAL_SIZE.findall(data)
+        if len(found) == 1 and int(found[0]) > 0:
+            return int(found[0])
         try:
             meta = json.loads(data).get("metadata") or {}
             size = meta.get("total_size")
@@ -170,8 +184,10 @@ def run_preflight(
     tables: Mapping[str, SymbolTable | str],
     settings: PreflightSettings,
     estimate_settings: EstimateSettings | None = None,
+    shard_cache: ShardCache | None = None,
 ) -> Preflight:
-    """The preflight of a revision (see the module docstring)."""
+    """The preflight of a revision (see the module docstring); `shard_cache` (see ShardCache)
+    makes a shard already counted cost nothing."""
     est = estimate_settings or EstimateSettings()
     code = remote_code(files, tables)
     cap: Capacity | None = None
@@ -197,17 +213,33 @@ def run_preflight(
         if reading is not None:
             built = len([x for x in reading.layers if x.kind != "encoder"]) or len(reading.layers)
         bits = quant_bits(config or {})
-        by_dtype = stored_by_dtype(headers, layers=built, bits=bits)
-        census_bytes = sum(i.nbytes for h in headers.values() for i in h.tensors.values())
-        dtypes = {i.dtype for h in headers.values() for i in h.tensors.values()}
+        identity = {e.path: e.identity for e in tree}
+        by_dtype: dict[str, int] = {}
+        census_bytes = 0
+        dtypes: set[str] = set()
+        for path, header in headers.items():
+            key = (path, identity.get(path, ""), built, bits)
+            hit = shard_cache.get(key) if shard_cache is not None and key[1] else None
+            if hit is None:
+                hit = (
+                    header_by_dtype(header, layers=built, bits=bits),
+                    sum(i.nbytes for i in header.tensors.values()),
+                    frozenset(i.dtype for i in header.tensors.values()),
+                )
+                if shard_cache is not None and key[1]:
+                    shard_cache[key] = hit
+            for dtype, n in hit[0].items():
+                by_dtype[dtype] = by_dtype.get(dtype, 0) + n
+            census_bytes += hit[1]
+            dtypes |= hit[2]
+        by_dtype = dict(sorted(by_dtype.items()))
         file_bytes = sum(e.size for e in tree if e.path.endswith(".safetensors"))
         cap = capacity(
             params_by_dtype=by_dtype,
             census_bytes=census_bytes,
             total_size=_total_size(files),
             file_bytes=file_bytes or None,
-            quantized=bool(dtypes & QUANTIZED_DTYPES)
-            or any(v != 0 for k, v in by_dtype.items() if k in QUANTIZED_DTYPES),
+            quantized=bool(dtypes & QUANTIZED_DTYPES),
             cards=[(c.name, c.vram_gb) for c in est.all_cards],
             boxes=settings.boxes,
             throughput_mb_s=settings.throughput_mb_s,
