@@ -6,7 +6,8 @@ The demo data is the session's `demo_run` (the same poll cycle `make demo` runs,
 demo tests). The hostile repo is a real Qwen3-0.6B config.json (tests/data/configs) whose history
 carries hostile strings in every place upstream controls: commit title and message, a file name,
 the chat template (source and rendered output), the model card and a config key. Its tokenizer
-config is a stand-in written here (a minimal template, not the model's). Screenshots go to
+config is a stand-in written here (a minimal template, not the model's). The same watchlist names
+a repo the Hub does not have (`gone` on the home page). Screenshots go to
 test-artifacts/pages/ at the repo root.
 """
 
@@ -29,6 +30,7 @@ from pagekit import (
     CHROMEDRIVER,
     CHROMIUM,
     CONFIGS,
+    GONE_REPO,
     HOSTILE_FILE,
     HOSTILE_REPO,
     IMG,
@@ -113,7 +115,7 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         date=day.replace(day=2),
     )
     watchlist = root / "watchlist.yaml"
-    watchlist.write_text(f"repos:\n  - id: {HOSTILE_REPO}\n")
+    watchlist.write_text(f"repos:\n  - id: {HOSTILE_REPO}\n  - id: {GONE_REPO}\n")
     with Replica(root / "hub") as hub:
         settings = load_settings(
             state_dir=root / "state",
@@ -124,7 +126,7 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         app = build(settings)
         try:
             report = app.pipeline.run_cycle()
-            assert not report.unclean, report.unclean_line()
+            assert report.unclean_line() == f"1 of 2 repos did not poll cleanly: {GONE_REPO} (gone)"
         except BaseException:
             app.close()
             raise

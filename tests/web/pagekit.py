@@ -21,6 +21,7 @@ CHROMEDRIVER = "/usr/bin/chromedriver"
 CONFIGS = ROOT / "tests" / "data" / "configs"
 
 HOSTILE_REPO = "acme-hostile/page-test"
+GONE_REPO = "acme-hostile/deleted"
 PWN = "window.__pwned=1"
 SCRIPT = f"<script>{PWN}</script>"
 IMG = f'<img src=x onerror="{PWN}">'

@@ -10,6 +10,7 @@ Screenshots land in test-artifacts/pages/.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -17,6 +18,7 @@ import httpx
 import pytest
 from pagekit import (
     ARTIFACTS,
+    GONE_REPO,
     HOSTILE_FILE,
     HOSTILE_REPO,
     IMG,
@@ -80,10 +82,15 @@ def test_home_lists_every_watched_repo_with_its_state_and_open_advisories(
     ]
     # open advisories by severity, as the store counts them
     row = f'#repos tr[data-repo="{GRANITE}"]'
-    open_granite = [
-        a for a in app.advisories.list_advisories(repo_id=GRANITE) if state_of(a.record) == "open"
+    open_granite = Counter(
+        a.severity.value
+        for a in app.advisories.list_advisories(repo_id=GRANITE)
+        if state_of(a.record) == "open"
+    )
+    order = ("critical", "high", "moderate", "low")
+    assert _texts(browser, f"{row} td.counts .badge") == [
+        f"{open_granite[s]} {s}" for s in order if open_granite[s]
     ]
-    assert _texts(browser, f"{row} td.counts .badge") == [f"{len(open_granite)} high"]
     head = app.store.revision(GRANITE, states[GRANITE].cursor)
     assert head.commit.title in _text(browser, f"{row} td:nth-of-type(2)")
     # the latest advisories, newest id first (all published at the pinned clock)
@@ -216,6 +223,19 @@ def test_advisory_page_renders_the_record_for_a_person(browser: Any, served_demo
     assert f'"id":"{fix.id}"' in browser.find_element(By.TAG_NAME, "body").text.replace(" ", "")
 
 
+def test_custom_code_repo_shows_the_notice(browser: Any, served_demo: Any) -> None:
+    repo = RepoId("THUDM/chatglm2-6b")
+    state = served_demo.app.store.repo_state(repo)
+    estimate = served_demo.app.analysis.estimate(repo, state.cursor).estimate
+    assert estimate.custom_code
+    assert visit(browser, f"{served_demo.url}/repos/{repo}", "repo-chatglm2") == []
+    notice = _text(browser, "#custom-code")
+    assert notice.startswith("Custom code. This repo's config names its own modelling code")
+    assert f"nearest native model type, {estimate.model_type};" in notice
+    unverified = browser.find_elements(By.ID, "unverified")
+    assert bool(unverified) == (not estimate.verification.vouched)
+
+
 def test_pages_read_with_javascript_off(browser: Any, served_demo: Any) -> None:
     fix = _chat_advisory(served_demo.app)
     browser.execute_cdp_cmd("Emulation.setScriptExecutionDisabled", {"value": True})
@@ -235,6 +255,10 @@ def test_hostile_upstream_text_is_inert_on_every_page(browser: Any, hostile: Any
     base = hostile.url
     ids = [a.id for a in hostile.app.advisories.list_advisories()]
     assert len(ids) == 4  # config, chat template, pickle file, model card
+    visit(browser, base + "/")
+    assert _attr(browser, "#repos tbody tr", "data-state") == ["ok", "gone"]
+    gone = _text(browser, f'#repos tr[data-repo="{GONE_REPO}"] td.state')
+    assert gone.startswith("gone\n1 failed poll: ") and GONE_REPO in gone
     pages = {
         "hostile-home": "/",
         "hostile-repo": f"/repos/{HOSTILE_REPO}",
@@ -265,7 +289,12 @@ def test_hostile_upstream_text_is_inert_on_every_page(browser: Any, hostile: Any
     # each place upstream controls reached the pages as text
     visit(browser, base + f"/repos/{HOSTILE_REPO}")
     body = browser.find_element(By.TAG_NAME, "body").text
-    assert IMG in body and HOSTILE_FILE in body and LONG in body
+    assert IMG in body and HOSTILE_FILE in body
+    assert LONG in browser.page_source  # the overlong title, whole under "Commit message"
+    # an estimate tracker cannot vouch for says so, and gives no card-fit verdict
+    assert "Unverified estimate." in _text(browser, "#unverified")
+    assert "No card-fit verdict" in _text(browser, "#headline")
+    assert "Unverified: for reference, not a verdict." in _text(browser, "#fit caption")
     assert f"[click]({JS_LINK})" in _text(browser, "#timeline > li .title")
     model_card = next(
         i for i in ids if "model card" in hostile.app.advisories.get(i).record["summary"]

@@ -30,6 +30,7 @@ CSP = (
     "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 )
 MAX_CHANGES = 40
+MAX_TITLE = 200  # a longer commit title is cut on the page (shown whole under "Commit message")
 HTML_TYPE = "text/html; charset=utf-8"
 
 
@@ -105,6 +106,7 @@ def environment() -> Environment:
         diff_lines=views.diff_lines,
         setups=views.SETUPS,
         max_changes=MAX_CHANGES,
+        max_title=MAX_TITLE,
         static_url=STYLESHEET,
         version=_version(),
     )

@@ -328,7 +328,7 @@ def _fit_words(est: Estimate, setup: str) -> str:
         split = next((c for c in est.cards if c.fit(setup).split is not None), None)
         if split is not None:
             return f"{split.fit(setup).summary} on {split.name}"
-        return "fits no listed card"
+        return "fits no listed card, not even split over 2 cards"
     name, fit = found
     if fit.borderline:
         return f"borderline on one {name}"
