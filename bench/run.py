@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-SECTIONS = ("ingest", "diff", "estimate", "preflight", "push")
+SECTIONS = ("ingest", "diff", "estimate", "preflight", "activations", "reliability", "netfaults", "push")
 _TRAILER = re.compile(r"^_section `(\w+)` took [^\n]*_$", re.MULTILINE)
 _HEADER = "# Benchmark results\n"
 
@@ -50,7 +50,8 @@ def main(argv: list[str]) -> int:
     order = [*SECTIONS, *sorted(n for n in sections if n not in SECTIONS)]
     parts = [
         _HEADER,
-        "Made by `make bench` (`python -m bench.run`: ingest, diff, estimate, preflight, push) and `make soak` "
+        "Made by `make bench` (`python -m bench.run`: ingest, diff, estimate, preflight, activations, "
+        "reliability, netfaults, push) and `make soak` "
         "(`python -m bench.run soak`); each section says when it was last run. 2 cores.\n",
     ]
     parts += [sections[n] + "\n" for n in order if n in sections]

@@ -153,6 +153,8 @@ def build(
             timeout_s=settings.http_timeout_s,
             retry_attempts=settings.retry_attempts,
             git_root=settings.state_dir / "git",
+            request_deadline_s=settings.request_deadline_s,
+            retry_after_cap_s=settings.retry_after_cap_s,
         ),
         clock=clock or utc_now,
         stages=stages,

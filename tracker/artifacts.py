@@ -137,11 +137,12 @@ MAX_HEADER_BYTES = 100_000_000
 
 @dataclass(frozen=True)
 class Limits:
-    """The size caps of fetching (from `Settings.max_file_bytes` and
-    `max_safetensors_header_bytes`; these defaults are theirs)."""
+    """The size caps and the deadline of fetching (from `Settings.max_file_bytes`,
+    `max_safetensors_header_bytes` and `poll_deadline_s`; these defaults are theirs)."""
 
     max_file_bytes: int = MAX_FILE_BYTES
     max_header_bytes: int = MAX_HEADER_BYTES
+    poll_deadline_s: float = 900.0
 
     def cap(self, fetch: Fetch) -> int:
         """The most bytes read for a file fetched by `fetch` (0: never read)."""

@@ -7,6 +7,9 @@
     ├── InvalidRepoIdError          a repo id that is not ORG/NAME (`..`, extra `/`, bad characters)
     ├── SourceError                 anything that went wrong talking to a repo source (Hub, git)
     │   ├── TransientSourceError    timeouts, connection errors, 408/429/5xx: retried at the edge
+    │   │   ├── IntegrityError      fetched bytes differ from what the tree says (blob id, LFS oid,
+    │   │   │                       size): retried, never stored, never analysed
+    │   │   └── DeadlineError       a request or poll ran past its deadline (stall, long Retry-After)
     │   ├── NotFoundError           the thing does not exist (typed by `what`)
     │   │   ├── RepoNotFoundError
     │   │   ├── RevisionNotFoundError
@@ -71,6 +74,17 @@ class TransientSourceError(SourceError):
     def __init__(self, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class IntegrityError(TransientSourceError):
+    """Fetched bytes are not what the revision's tree says they are (git blob id, LFS sha256,
+    pointer size): a broken transfer, proxy or server. Transient for that revision: retried, and
+    the revision is never stored or analysed from those bytes."""
+
+
+class DeadlineError(TransientSourceError):
+    """A request or a poll ran past its deadline: a stalled or trickling body, the total time of a
+    request, or a `Retry-After` longer than the cap (`retry_after` then says when to come back)."""
 
 
 class NotFoundError(SourceError):

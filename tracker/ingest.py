@@ -20,17 +20,21 @@ import structlog
 
 from tracker.artifacts import AUTO_MAP_FILES, Fetch, Limits, fetch_mode, is_tracked
 from tracker.bounded import DOCUMENT, BoundsError, load_json
-from tracker.domain import Commit, RepoId, Sha, TreeEntry
+from tracker.domain import Commit, RepoId, SafetensorsHeader, Sha, TreeEntry
 from tracker.errors import (
     AccessDeniedError,
     ArtifactError,
+    DeadlineError,
     EntryNotFoundError,
+    IntegrityError,
     RepoNotFoundError,
     RevisionNotFoundError,
     SourceError,
     StoreError,
     StoreNotFoundError,
+    TransientSourceError,
 )
+from tracker.integrity import content_mismatch
 from tracker.sources import RepoSource
 from tracker.store import EventKind, FileKind, FileVersion, RepoStatus, Store
 from tracker.watchlist import WatchedRepo
@@ -43,6 +47,8 @@ class PollReport:
     """What one poll of one repo did.
 
     `status` is the repo's state after the poll; `error` the reason when it is not OK;
+    `retry_after`: seconds the source asked us to wait, longer than the cap on honoured waits
+    (the daemon reschedules the repo that far ahead instead of sleeping);
     `requests`/`bytes_fetched` come from the source's counters when it keeps them (the Hub
     source counts every request of huggingface_hub's shared client, so the count is exact for
     sequential polls and approximate while daemon jobs overlap); `rewritten` counts revisions a
@@ -60,6 +66,7 @@ class PollReport:
     error: str | None = None
     new_revisions: tuple[Sha, ...] = field(default_factory=tuple)
     seconds: float = 0.0
+    retry_after: float | None = None
 
 
 def auto_map_modules(files: Mapping[str, bytes]) -> set[str]:
@@ -131,6 +138,71 @@ def first_parent_chain(commits: Sequence[Commit], head: Sha) -> list[Commit]:
     return chain
 
 
+INTEGRITY_READS = 3
+"""How many times a file whose bytes do not match the tree is read before the revision gives up
+(an IntegrityError: the revision is not stored this poll, and the next poll tries again)."""
+
+
+def read_content(source: RepoSource, rid: RepoId, sha: Sha, entry: TreeEntry, cap: int) -> bytes:
+    """The bytes of `entry` at `sha`, checked against the tree (git blob id or LFS sha256).
+
+    A read whose bytes do not match is repeated up to INTEGRITY_READS times in all; the last
+    IntegrityError propagates (never a stored or analysed file).
+    """
+    what = f"{rid}@{sha}:{entry.path}"
+    for attempt in range(1, INTEGRITY_READS + 1):
+        data = source.read_file(rid, sha, entry.path, cap)
+        why = content_mismatch(entry, data)
+        if why is None:
+            return data
+        log.warning("fetch.integrity_mismatch", file=what, attempt=attempt, why=why)
+    raise IntegrityError(f"{what}: integrity check failed {INTEGRITY_READS} times: {why}")
+
+
+def read_header(
+    source: RepoSource, rid: RepoId, sha: Sha, entry: TreeEntry, cap: int
+) -> SafetensorsHeader:
+    """The safetensors header of `entry` at `sha`, read by Range and checked against the pointer
+    (size, oid where the server declares it; `RepoSource.read_safetensors_header`).
+
+    Only the header is read, so its bytes cannot be hashed against the LFS oid: a header that
+    cannot be read is read once more, and two different reasons mean a read was damaged in
+    transit (IntegrityError: transient), the same reason twice that the file itself is broken
+    (the ArtifactError propagates and is recorded as "could not read").
+    """
+    what = f"{rid}@{sha}:{entry.path}"
+    try:
+        return source.read_safetensors_header(rid, sha, entry.path, cap, expect=entry)
+    except ArtifactError as first:
+        try:
+            again = source.read_safetensors_header(rid, sha, entry.path, cap, expect=entry)
+        except ArtifactError as second:
+            if str(second) == str(first) and type(second) is type(first):
+                raise
+            raise IntegrityError(
+                f"{what}: integrity check failed: two reads of the header disagree "
+                f"({first}; then {second})"
+            ) from second
+        log.warning("fetch.integrity_mismatch", file=what, attempt=1, why=str(first))
+        return again
+
+
+class PollDeadline:
+    """The overall deadline of one repo's poll: checked before every fetch."""
+
+    def __init__(self, rid: RepoId, seconds: float) -> None:
+        self.rid = rid
+        self.seconds = seconds
+        self.until = time.monotonic() + seconds
+
+    def check(self) -> None:
+        if time.monotonic() > self.until:
+            raise DeadlineError(
+                f"{self.rid}: poll ran past its deadline of {self.seconds:g} s; the revisions "
+                "stored so far are kept and the rest is fetched next poll"
+            )
+
+
 class _Counters:
     def __init__(self, source: RepoSource) -> None:
         self.source = source
@@ -158,8 +230,10 @@ def _fetch_revision(
     prev_files: Mapping[str, FileVersion],
     limits: Limits,
     counters: _Counters,
+    deadline: PollDeadline | None = None,
 ) -> dict[str, FileVersion]:
-    """File versions of every tracked path of `tree`: carried when unchanged, else fetched."""
+    """File versions of every tracked path of `tree`: carried when unchanged, else fetched
+    (every fetched byte checked against the tree first: `read_content`, `read_header`)."""
     rid = watched.repo_id
     out: dict[str, FileVersion] = {}
 
@@ -176,16 +250,18 @@ def _fetch_revision(
             return carried
         mode = fetch_mode(entry.path)
         cap = limits.cap(mode)
+        if deadline is not None:
+            deadline.check()
         try:
             if mode is Fetch.HEADER:
-                header = source.read_safetensors_header(rid, commit.sha, entry.path, cap)
+                header = read_header(source, rid, commit.sha, entry, cap)
                 fv = FileVersion.header(header)
             else:
                 if entry.size > cap:
                     return FileVersion.unreadable(
                         f"{entry.size} bytes, over the cap of {cap} bytes"
                     )
-                data = source.read_file(rid, commit.sha, entry.path, cap)
+                data = read_content(source, rid, commit.sha, entry, cap)
                 fv = FileVersion.content(data)
                 counters.bytes += len(data)
         except (ArtifactError, EntryNotFoundError) as exc:
@@ -256,6 +332,8 @@ def poll_repo(
     rewritten = 0
     head: Sha | None = None
     bound = log.bind(repo=rid, ref=watched.ref)
+    deadline = PollDeadline(rid, limits.poll_deadline_s)
+    retry_after: float | None = None
 
     def finish(status: RepoStatus, error: str | None, event: EventKind | None = None) -> PollReport:
         """Record the poll; an event when the repo enters GONE/GATED (or leaves them)."""
@@ -276,6 +354,7 @@ def poll_repo(
             error=error,
             new_revisions=tuple(ingested),
             seconds=time.perf_counter() - started,
+            retry_after=retry_after,
         )
         bound.info(
             "repo.polled",
@@ -347,9 +426,10 @@ def poll_repo(
             prev_tree = {e.path: e for e in store.tree(rid, previous)}
             prev_files = store.file_versions(rid, previous)
         for c in new:
+            deadline.check()
             tree = source.list_tree(rid, c.sha)
             files = _fetch_revision(
-                source, store, watched, c, tree, prev_tree, prev_files, limits, counters
+                source, store, watched, c, tree, prev_tree, prev_files, limits, counters, deadline
             )
             store.store_revision(rid, c, tree, files, previous=previous, now=now())
             ingested.append(c.sha)
@@ -375,6 +455,8 @@ def poll_repo(
             RepoStatus.GATED, f"access denied (gated or private): {exc}", EventKind.ACCESS_DENIED
         )
     except (SourceError, ArtifactError) as exc:
+        if isinstance(exc, TransientSourceError):
+            retry_after = exc.retry_after if isinstance(exc, DeadlineError) else None
         return finish(RepoStatus.FAILING, f"{exc.__class__.__name__}: {exc}")
 
 

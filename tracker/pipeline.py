@@ -164,6 +164,8 @@ def estimate_snapshot(
         return report, None
     except EstimateError as exc:
         return None, str(exc)
+    except (RecursionError, MemoryError) as exc:  # a recorded state, never a stuck revision
+        return None, f"could not analyse the estimate: {exc.__class__.__name__}"
 
 
 @dataclass(frozen=True)

@@ -65,7 +65,30 @@ class Settings(BaseSettings):
     watchlist_sync_s: float = Field(
         default=30.0, gt=0, description="How often the polling daemon re-reads the watchlist file."
     )
-    http_timeout_s: float = Field(default=20.0, gt=0)
+    http_timeout_s: float = Field(
+        default=20.0,
+        gt=0,
+        le=600,
+        description="Connect and per-read timeout of one HTTP request; also the stall window: a body must bring 16 KiB (or its end) in every window.",
+    )
+    request_deadline_s: float = Field(
+        default=120.0,
+        gt=0,
+        le=3600,
+        description="Overall deadline of one Hub call (all its pages and redirects), however slowly the server answers.",
+    )
+    retry_after_cap_s: float = Field(
+        default=60.0,
+        ge=0,
+        le=3600,
+        description="The longest Retry-After honoured by sleeping; a longer one reschedules the repo instead.",
+    )
+    poll_deadline_s: float = Field(
+        default=900.0,
+        gt=0,
+        le=86400,
+        description="Overall deadline of one repo's poll; the revisions stored before it are kept.",
+    )
     retry_attempts: int = Field(default=4, ge=1, le=20)
     max_file_bytes: int = Field(
         default=MAX_FILE_BYTES, gt=0, description="Cap on one tracked file's size."
@@ -207,7 +230,7 @@ class Settings(BaseSettings):
     @property
     def limits(self) -> Limits:
         """The fetch caps (`tracker.artifacts.Limits`)."""
-        return Limits(self.max_file_bytes, self.max_safetensors_header_bytes)
+        return Limits(self.max_file_bytes, self.max_safetensors_header_bytes, self.poll_deadline_s)
 
     @property
     def effective_preflight_cache_dir(self) -> Path:

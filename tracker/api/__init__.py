@@ -11,6 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from tracker.api import hooks
+from tracker.api.limits import BodyLimit
 from tracker.api.osv import DEFAULT_PAGE_SIZE, OsvQueryError, router
 from tracker.errors import StoreError
 from tracker.settings import Settings
@@ -34,7 +35,8 @@ def create_app(app: PagesApp, *, page_size: int = DEFAULT_PAGE_SIZE) -> FastAPI:
     (`tracker.web`, which read the App's stores at request time).
 
     Bad requests answer OSV-style `400 {"code": 3, "message": ...}`; unknown ids `404 {"code": 5}`;
-    store failures `503 {"code": 14}`. Nothing is created at import time.
+    store failures `503 {"code": 14}`; a body over 1 MB `413` while it streams in, a JSON body
+    nested too deep `400` (`tracker.api.limits.BodyLimit`). Nothing is created at import time.
     """
     api = FastAPI(
         title="tracker", summary="OSV advisories for Hugging Face model repos", version="0.1.0"
@@ -45,6 +47,7 @@ def create_app(app: PagesApp, *, page_size: int = DEFAULT_PAGE_SIZE) -> FastAPI:
     api.include_router(router)
     api.include_router(hooks.router)
     mount_pages(api, app)
+    api.add_middleware(BodyLimit)
 
     @api.exception_handler(OsvQueryError)
     async def _bad_query(request: Request, exc: OsvQueryError) -> JSONResponse:

@@ -93,6 +93,7 @@ def _register_all() -> None:
         replica,
         serve,
         subscribe,
+        verify,
         watch,
     )
 
@@ -107,6 +108,7 @@ def _register_all() -> None:
         subscribe.register,
         replica.register,
         demo.register,
+        verify.register,
     )
     _register_root(_app())
     for register in modules:

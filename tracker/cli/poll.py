@@ -24,6 +24,7 @@ from tracker.cli.tables import Col, console, print_table, size
 from tracker.domain import parse_repo_id
 from tracker.errors import ConfigError, StoreNotFoundError, UnreadableArtifactError, WatchlistError
 from tracker.ingest import PollReport
+from tracker.pipeline import CycleReport
 from tracker.settings import load_settings
 from tracker.store import FileKind
 from tracker.store.values import decode_header
@@ -174,10 +175,12 @@ def run_daemon(app: App, repos: list[WatchedRepo], *, follow_watchlist: bool = T
         with lock, structlog.contextvars.bound_contextvars(repo=watched.repo_id, job=job_name):
             try:
                 report = app.pipeline.run_cycle([watched])
-                if any(r.analysed for r in report.repos):  # it may have queued deliveries
-                    wake_deliveries.set()
             except Exception:  # keep the daemon alive; the error is logged with its traceback
                 log.exception("poll.crashed")
+            else:
+                if any(r.analysed for r in report.repos):  # it may have queued deliveries
+                    wake_deliveries.set()
+                reschedule(watched, report)
 
     def job(watched: WatchedRepo) -> None:
         with counted() as started:
@@ -219,6 +222,18 @@ def run_daemon(app: App, repos: list[WatchedRepo], *, follow_watchlist: bool = T
             deliverer.close()
 
     scheduled: dict[str, WatchedRepo] = {}
+
+    def reschedule(watched: WatchedRepo, report: CycleReport) -> None:
+        """A source that asked for a wait longer than the cap on honoured `Retry-After`: the
+        repo's next poll moves that far ahead (no worker sleeps through it)."""
+        wait = max((r.poll.retry_after or 0.0 for r in report.repos), default=0.0)
+        if wait <= 0:
+            return
+        job = scheduler.get_job(watched.repo_id)
+        when = datetime.now(UTC) + timedelta(seconds=wait)
+        if job is not None and (job.next_run_time is None or job.next_run_time < when):
+            job.modify(next_run_time=when)
+            log.warning("repo.rescheduled", retry_after_s=wait, next_poll=when.isoformat())
 
     def schedule(watched: WatchedRepo, first_run: datetime | None) -> None:
         scheduled[watched.repo_id] = watched

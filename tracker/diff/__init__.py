@@ -33,7 +33,7 @@ from tracker.diff.sandbox import DEFAULT_LIMITS, Renderer, RenderLimits, render_
 from tracker.diff.special_tokens import diff_special_tokens
 from tracker.diff.tokenizer import diff_tokenizer
 from tracker.diff.weights import diff_weights
-from tracker.domain import Artifact, Change, Snapshot
+from tracker.domain import Artifact, Change, ChangeKind, Snapshot
 
 __all__ = [
     "DIFFERS",
@@ -63,6 +63,33 @@ DIFFERS: tuple[tuple[Artifact, Differ], ...] = (
 _ORDER = {artifact: i for i, artifact in enumerate(Artifact)}
 
 
+def _within_budget(
+    artifact: Artifact,
+    differ: Differ,
+    before: Snapshot | None,
+    after: Snapshot,
+) -> list[Change]:
+    """The differ's changes; a differ that runs out of stack or memory (content deeper or larger
+    than any bound foresaw) gives one recorded "could not analyse" change for its artifact instead
+    of a crash that would leave the revision pending for ever (issue 10, item 6)."""
+    try:
+        return list(differ(before, after))
+    except (RecursionError, MemoryError) as exc:
+        why = "nested too deeply" if isinstance(exc, RecursionError) else "out of memory"
+        return [
+            Change(
+                artifact=artifact,
+                kind=ChangeKind.UNREADABLE,
+                file="",
+                key="",
+                before=None,
+                after=None,
+                summary=f"could not analyse the {artifact.value} of this revision: {why} "
+                f"({exc.__class__.__name__})",
+            )
+        ]
+
+
 def diff_snapshots(
     before: Snapshot | None,
     after: Snapshot,
@@ -86,7 +113,7 @@ def diff_snapshots(
         if artifact is Artifact.CHAT_TEMPLATE:
             differ = functools.partial(diff_chat_template, limits=render_limits, render=renderer)
         if kinds is None or artifact in kinds:
-            changes.extend(differ(before, after))
+            changes.extend(_within_budget(artifact, differ, before, after))
     ordered = sorted(
         enumerate(changes), key=lambda ic: (_ORDER[ic[1].artifact], ic[1].file, ic[1].key, ic[0])
     )

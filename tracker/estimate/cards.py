@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from tracker.domain import CardFit
 from tracker.domain import Fit as FitJSON
-from tracker.estimate.memory import GB, Memory
+from tracker.estimate.memory import GB, Memory, overhead, state_bytes
 from tracker.estimate.reading import Reading
 from tracker.estimate.settings import Card, EstimateSettings
 
@@ -30,6 +30,8 @@ class Fit:
     borderline: bool
     split: tuple[int, int] | None  # layers per card when two cards are needed
     split_fails: bool = False
+    shards: int = 1  # cards the setup is sharded over (settings `sharding` / `shards`)
+    needs: int = 0  # where no two-card split works: the fewest cards sharded (FSDP / TP) at batch 1
 
     def typed(self) -> FitJSON:
         return FitJSON(
@@ -37,15 +39,21 @@ class Fit:
             borderline=self.borderline,
             split=self.split,
             summary=self.words(),
-            split_cards=0 if self.split is None else len(self.split),
+            split_cards=len(self.split or ()),
         )
 
     def words(self) -> str:
+        on = f" per card on {self.shards} cards" if self.shards > 1 else ""
         if self.batch >= 1:
-            text = f"batch {self.batch}"
+            text = f"batch {self.batch}{on}"
             return text + " (borderline: measure one step first)" if self.borderline else text
         if self.split is not None:
             return f"2 cards at batch 1 ({self.split[0]} + {self.split[1]} layers)"
+        if self.shards > 1:
+            return f"does not fit{on} at batch 1"
+        if self.needs:
+            how = "tensor parallel" if self.needs < 0 else "FSDP"
+            return f"does not fit on 2 cards; {abs(self.needs)} cards with {how} at batch 1"
         return "does not fit on 2 cards"
 
 
@@ -56,21 +64,23 @@ def _parts(
     layer_params = [spec.params for spec in r.layers]
     pre_params = r.total - sum(layer_params) - r.head_params
     if setup == "full_finetune":
-        k = s.full_ft_bytes_per_param * s.full_ft_overhead
+        k = m.full_bytes_per_param
         fixed = [p * k for p in layer_params]
         return pre_params * k, fixed, r.head_params * k, 0.0, list(m.layer_act), m.logits_act
     if setup == "lora":
-        k = s.lora_base_bytes_per_param
+        k = m.lora_bytes_per_param
         total_dims = sum(spec.lora_dims for spec in r.layers) or 1
         fixed = [
             spec.params * k
             + m.lora_adapter_params * (spec.lora_dims / total_dims) * s.lora_adapter_bytes_per_param
             for spec in r.layers
         ]
-        return pre_params * k, fixed, r.head_params * k, 0.0, list(m.layer_act), m.logits_act
-    k = s.serve_bytes_per_param
+        bf16 = s.lora_base_bytes_per_param
+        return pre_params * bf16, fixed, r.head_params * bf16, 0.0, list(m.layer_act), m.logits_act
+    k = m.serve_bytes_per_param
     fixed = [p * k for p in layer_params]
-    return pre_params * k, fixed, r.head_params * k, 0.0, list(m.layer_kv), 0.0
+    bf16 = s.serve_bytes_per_param
+    return pre_params * bf16, fixed, r.head_params * bf16, 0.0, list(m.layer_kv), 0.0
 
 
 def _totals(m: Memory, setup: str) -> tuple[float, float]:
@@ -78,7 +88,7 @@ def _totals(m: Memory, setup: str) -> tuple[float, float]:
         return m.full_fixed, m.act_per_sample
     if setup == "lora":
         return m.lora_fixed, m.act_per_sample
-    return m.serve_fixed, m.kv_per_sequence
+    return m.serve_fixed, m.serve_per_sequence
 
 
 def fit(
@@ -97,18 +107,45 @@ def fit(
     else:
         batch = max(0, math.floor((budget - fixed) / per_sample)) if fixed < budget else 0
     batch = min(batch, 1_000_000)
+    shards = m.shards if setup == "serve" or s.sharding != "none" else 1
     if batch >= 1:
         borderline = (fixed + per_sample) * s.borderline_factor > card.vram_gb * GB
-        return Fit(batch, borderline, None)
+        return Fit(batch, borderline, None, shards=shards)
+    if shards > 1:
+        return Fit(0, False, None, split_fails=True, shards=shards)
     if best_cuts is None:
         best_cuts = {}
     if setup not in best_cuts:
         best_cuts[setup] = best_cut(r, m, s, setup)
     best = best_cuts[setup]
     if best is None or best[0] > budget:
-        return Fit(0, False, None, split_fails=True)
+        return Fit(0, False, None, split_fails=True, needs=min_cards(r, m, s, budget, setup))
     n = len(r.layers)
     return Fit(0, False, (best[1], n - best[1]))
+
+
+MAX_CARDS = 1024
+
+
+def min_cards(r: Reading, m: Memory, s: EstimateSettings, budget: float, setup: str) -> int:
+    """The fewest cards of `budget` bytes that hold `setup` at batch 1 sharded: FSDP / ZeRO-3 for
+    training (weights, gradients and optimizer state split, two layers gathered, activations
+    whole on each card), tensor parallel for serving (weights and KV split), as a negative
+    number for serving; 0 when even MAX_CARDS cards do not. Per card that is A / n + B."""
+    largest = max((spec.params for spec in r.layers), default=0)
+    if setup == "serve":
+        a, b = m.serve_fixed + m.serve_per_sequence, 0.0
+    elif setup == "full_finetune":
+        gather = 2 * largest * state_bytes(s)[0] * overhead(s)
+        a, b = m.full_fixed, gather + m.act_per_sample
+    else:
+        a, b = m.lora_fixed, 2 * largest * m.lora_bytes_per_param + m.act_per_sample
+    if b >= budget:
+        return 0
+    n = max(3, math.ceil(a / (budget - b)))
+    if n > MAX_CARDS:
+        return 0
+    return -n if setup == "serve" else n
 
 
 def best_cut(r: Reading, m: Memory, s: EstimateSettings, setup: str) -> tuple[float, int] | None:

@@ -158,6 +158,7 @@ class Mixer:
     k_width: int = 0
     v_width: int = 0
     q_width: int = 0
+    latent: int = 0
 
 
 def _linear_attention(h: int, la: Gdn | Kda) -> Mixer:
@@ -226,7 +227,8 @@ def _mla(d: Dec, m: Mla, layer: int) -> Mixer:
         params += m.q_lora_rank * ih * idim + h * idim + 2 * idim + h * ih
         lora += (m.q_lora_rank + ih * idim) + (h + idim) + (h + ih)
     kv_bytes = (m.kv_lora_rank + m.qk_rope) * BF16
-    return Mixer(params, lora, kv_bytes, 0, "mla", nh * qk, nh * m.v_head, nh * qk)
+    latent = (m.q_lora_rank or 0) + m.kv_lora_rank
+    return Mixer(params, lora, kv_bytes, 0, "mla", nh * qk, nh * m.v_head, nh * qk, latent)
 
 
 def mixer_params(d: Dec, kind: str, layer: int) -> Mixer:
@@ -399,5 +401,7 @@ def _layer(
         norms=n_norms,
         latent=d.latent if ffn == "moe" else 0,
         shared_width=d.shared_intermediate if ffn == "moe" else 0,
+        mla_latent=mx.latent,
+        qk_norm=d.qk_norm and mx.kind not in ("linear", "ssm", "mla"),
     )
     return spec, adds

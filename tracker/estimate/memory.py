@@ -1,18 +1,29 @@
-"""Memory at the reference settings (ESTIMATES.md §2): fixed parts, activations, KV cache.
+"""Memory (ESTIMATES.md §2) under the estimate's settings: fixed parts, activations, KV cache.
 
 All byte figures are exact integers or floats of bytes; reports convert to decimal GB (1e9).
 
-Activation formula (per token, per layer; SDPA/flash attention so no score matrix is stored,
-no recomputation, bf16 activations `a` = 2 bytes, fp32 norms):
-- norm inputs kept in fp32: 4·h per norm (two norms per layer);
-- attention: a·(h + q + kv + q) + 4·heads — the projection input, Q, K and V, the attention
-  output (input of o_proj), plus the fp32 log-sum-exp per head that flash attention saves;
-- dense FFN (gated): a·(h + 4·I) — input, gate, up, act(gate), product; non-gated: a·(h + 2·I);
-- MoE: the same over the active width (top-k experts + shared), plus fp32 router logits 4·E;
-- linear-attention / SSM mixers: a·(h + 6·h) as a documented approximation of projection,
-  conv and gate outputs (the chunked scan keeps O(state) per chunk, counted in `state_bytes`);
-- residual stream: a·h.
-Logits and loss once per token: bf16 logits 2·V, fp32 upcast 4·V, fp32 gradient 4·V.
+Activation formula (per token, per layer): what autograd keeps for backward in transformers'
+modelling code with SDPA/flash attention (no score matrix), no recomputation, activations of
+`a` bytes (bf16: 2; fp32 under `precision: fp32`), checked against the bytes autograd saves in
+real-shaped layers (`bench/activations.py`, `make bench`):
+- each RMS/LayerNorm: its fp32 input copy, the normalized value before and after the weight
+  (the latter is the next linears' input), (4 + 2a)·h, and its fp32 rsqrt;
+- softmax attention: Q, K, V as SDPA receives them (after RoPE; grouped K/V not repeated) and
+  the SDPA output (o_proj's input is a view of it), a·(q + k + v + o), plus the fp32
+  log-sum-exp per head; per-head q/k norms add (4 + a)·(q + k); MLA adds its low-rank
+  latents, each with its norm, (4 + 2a)·(q_lora + kv_lora), its K is expanded to all heads
+  (k = heads × (nope + rope)), and V is padded to that head size for the fused kernel (V and
+  the output at q's width, o_proj's input a sliced copy);
+- gated FFN: gate, act(gate), up and their product, 4a·I; two-matrix FFN: 2a·I;
+- MoE: fp32 router probabilities, 4·E, and per routed token-expert pair the gathered input and
+  the expert output, 2a·h, the expert's gated FFN, 4a·I_expert, and the routing indices and
+  weights (28 bytes); shared experts as a gated FFN;
+- linear-attention / SSM mixers: a·7h, a documented approximation of projections, conv and gate
+  outputs (the chunked scan keeps O(state) per chunk, counted in `state_bytes`).
+Logits and loss once per token: bf16 logits 2·V, fp32 upcast 4·V, fp32 gradient 4·V (with
+`chunked_loss`, the saved fp32 log-probabilities 4·V only).
+With gradient checkpointing each layer keeps only its input (a·h per token) and one layer's
+activations are live again during its recomputation.
 """
 
 from __future__ import annotations
@@ -41,6 +52,17 @@ class Memory:
     layer_act: tuple[float, ...]
     logits_act: float
     layer_kv: tuple[float, ...]
+    full_bytes_per_param: float = 0.0
+    lora_bytes_per_param: float = 0.0
+    serve_bytes_per_param: float = 0.0
+    prefill_per_sequence: float = 0.0
+    shards: int = 1
+
+    @property
+    def serve_per_sequence(self) -> float:
+        """What each further sequence adds when serving, per card: KV cache and prefill working
+        set (split over `shards` cards)."""
+        return (self.kv_per_sequence + self.prefill_per_sequence) / self.shards
 
     @property
     def full_batch1(self) -> float:
@@ -54,19 +76,34 @@ class Memory:
 def layer_activation_bytes(spec: LayerSpec, r: Reading, a: float) -> float:
     """Activation bytes per token for one layer (see the module docstring)."""
     h = r.hidden
-    total = 8.0 * h + a * h  # two fp32 norm inputs + residual
+    total = spec.norms * ((4.0 + 2 * a) * h + 4.0)
+    heads = spec.heads or r.num_heads
     if spec.attention in ("linear", "ssm"):
         total += a * 7 * h
     elif spec.attention != "none":
         q = spec.q_width or r.num_heads * r.head_dim
-        kv = spec.kv_bytes_per_token / 2 if spec.kv_bytes_per_token else q
-        total += a * (h + 2 * q + kv) + 4.0 * r.num_heads
+        k = spec.k_width or r.kv_heads * r.head_dim
+        v = spec.v_width or k
+        if spec.attention == "mla" and v < q:
+            # flash attention needs one head size: V is padded to q/k's and the output sliced
+            # back (o_proj's input is then a copy)
+            total += (4.0 + 2 * a) * spec.mla_latent + a * (q + k + 2 * q + v) + 4.0 * heads
+        elif spec.attention == "mla":
+            total += (4.0 + 2 * a) * spec.mla_latent + a * (q + k + 2 * v) + 4.0 * heads
+        else:
+            total += a * (q + k + v + q) + 4.0 * heads
+        if spec.qk_norm:
+            total += (4.0 + a) * (q + k) + 4.0 * (heads + heads * k // max(q, 1))
+        if spec.cross_kv_width:
+            total += a * (2 * q + spec.cross_kv_width) + 4.0 * heads + (4.0 + 2 * a) * h
     if spec.ffn == "moe":
-        total += a * (h + 4 * spec.ffn_width) + 4.0 * spec.experts
+        k_ = spec.top_k
+        total += 4.0 * spec.experts + k_ * (2 * a * h + 4 * a * spec.moe_width + 28) + 8
+        total += a * 4 * spec.shared_width
     elif spec.ffn == "swiglu":
-        total += a * (h + 4 * (spec.ffn_width or r.intermediate))
+        total += a * 4 * (spec.ffn_width or r.intermediate)
     elif spec.ffn != "none":
-        total += a * (h + 2 * (spec.ffn_width or r.intermediate))
+        total += a * 2 * (spec.ffn_width or r.intermediate)
     return total
 
 
@@ -100,28 +137,160 @@ def layer_kv_bytes(spec: LayerSpec, tokens: int, kv_scale: float = 1.0) -> float
     return spec.kv_bytes_per_token * kv_scale * held + spec.state_bytes
 
 
+QUANT_BYTES = {
+    # bytes per weight of a quantized linear, constants included
+    "nf4": 0.5 + 1 / 64 + 4 / (64 * 256),  # 4 bits, 8-bit absmax per 64, fp32 per 256 blocks
+    "int4": 0.5 + (2 + 0.5) / 128,  # GPTQ: 4 bits, fp16 scale and 4-bit zero per 128
+    "int8": 1.0,  # LLM.int8 / w8a8: 1 byte (row scales negligible)
+    "fp8": 1.0,
+}
+
+
+def state_bytes(s: EstimateSettings) -> tuple[float, float, float]:
+    """(weights, gradients, optimizer state) bytes per trained parameter under `s`.
+
+    bf16-mixed / fp16-mixed: fp32 weights, gradients and two AdamW moments, in all
+    `full_ft_bytes_per_param` (16) split 4 + 4 + 8; bf16 (pure): 2 + 2 + 4; fp32: 4 + 4 + 8.
+    An 8-bit optimizer holds two 1-byte moments (block constants negligible).
+    """
+    if s.precision in ("bf16-mixed", "fp16-mixed"):
+        w = g = s.full_ft_bytes_per_param / 4
+        o = s.full_ft_bytes_per_param / 2
+    elif s.precision == "fp32":
+        w, g, o = 4.0, 4.0, 8.0
+    else:
+        w, g, o = 2.0, 2.0, 4.0
+    if s.optimizer.endswith("8bit"):
+        o = 2.0
+    return w, g, o
+
+
+def overhead(s: EstimateSettings) -> float:
+    """The factor on fixed training memory: `full_ft_overhead` (1.2) under mixed precision, where
+    autocast holds bf16 copies of the fp32 weights it casts and fp32 temporaries; 1.0 in pure
+    bf16 or fp32, which cast nothing (calibrated against measured_peaks.tsv, `make bench`)."""
+    return s.full_ft_overhead if s.precision in ("bf16-mixed", "fp16-mixed") else 1.0
+
+
+def _sharded(s: EstimateSettings) -> tuple[int, int, int]:
+    """(weight, gradient, optimizer) divisors of `s.sharding` over `s.shards` cards."""
+    n = max(1, s.shards)
+    if s.sharding in ("zero3", "fsdp"):
+        return n, n, n
+    if s.sharding == "zero2":
+        return 1, n, n
+    if s.sharding == "zero1":
+        return 1, 1, n
+    return 1, 1, 1
+
+
+def _full_fixed(r: Reading, s: EstimateSettings) -> tuple[float, float]:
+    """(bytes per card, effective unsharded bytes per parameter) of full fine-tuning's fixed part."""
+    w, g, o = state_bytes(s)
+    dw, dg, do = _sharded(s)
+    largest = max((spec.params for spec in r.layers), default=0)
+    weights = r.total * w / dw + (2 * largest * w if dw > 1 else 0.0)
+    grads = largest * g if s.optimizer_in_backward else r.total * g / dg
+    optim = r.total * o / do
+    unsharded = w + (0.0 if s.optimizer_in_backward else g) + o
+    return (weights + grads + optim) * overhead(s), unsharded * overhead(s)
+
+
+def _layer_params(r: Reading) -> int:
+    return sum(spec.params for spec in r.layers)
+
+
+def _base_bytes(r: Reading, s: EstimateSettings, kind: str, bf16: float) -> tuple[float, float]:
+    """(bytes, bytes per layer parameter) of frozen weights: layer linears at `kind`'s width
+    (bf16: `bf16` bytes), embeddings, head and towers at `bf16` bytes."""
+    per = QUANT_BYTES.get(kind, bf16)
+    layers = _layer_params(r)
+    return layers * per + (r.total - layers) * bf16, per
+
+
+def _lora_fixed(r: Reading, s: EstimateSettings, adapter: int) -> tuple[float, float]:
+    """(bytes per card, bytes per layer parameter) of LoRA's fixed part: the frozen base (bf16 or
+    quantized, plus one dequantized layer in flight when quantized), the adapters (and trained
+    embeddings and head) with their gradients and optimizer state, sharded as set."""
+    base, per = _base_bytes(r, s, s.lora_base, s.lora_base_bytes_per_param)
+    dw, _, do = _sharded(s)
+    largest = max((spec.params for spec in r.layers), default=0)
+    if s.lora_base in QUANT_BYTES:  # one dequantized bf16 linear in flight
+        base += 2.0 * r.hidden * max((x.moe_width or x.ffn_width for x in r.layers), default=0)
+    trained = adapter * (s.lora_adapter_bytes_per_param if s.precision != "bf16" else 8.0)
+    if s.lora_trainable_embeddings:
+        extra = r.embedding + r.head_params
+        w, g, o = state_bytes(s)
+        trained += extra * (w + g + o) - extra * s.lora_base_bytes_per_param
+    gather = 2 * largest * per if dw > 1 else 0.0
+    k = overhead(s)
+    return (base / dw + gather + trained / do) * k, per * k
+
+
+def prefill_bytes(r: Reading, tokens: int, a: float) -> float:
+    """The prefill working set of a `tokens`-token prompt without autograd: the largest layer's
+    live intermediates (gated FFN: act(gate), up and their product, 3·I; MoE: the routed
+    tokens' share of that, fp32 router probabilities; attention: Q, K, V and output) plus the
+    residual stream and the normed input, per token × tokens."""
+    worst = 0.0
+    for spec in r.layers:
+        if spec.ffn == "moe" and spec.experts:
+            routed = spec.top_k * 3 * spec.moe_width + 3 * spec.shared_width
+            ffn = a * (2 * r.hidden + routed) + 4.0 * spec.experts
+        elif spec.ffn == "swiglu":
+            ffn = a * 3 * (spec.ffn_width or r.intermediate)
+        elif spec.ffn != "none":
+            ffn = a * 2 * (spec.ffn_width or r.intermediate)
+        else:
+            ffn = 0.0
+        q = spec.q_width or r.num_heads * r.head_dim
+        attn = a * (2 * q + (spec.k_width or q) + (spec.v_width or q))
+        worst = max(worst, ffn, attn)
+    return (worst + 2 * a * r.hidden) * tokens
+
+
 def compute(r: Reading, s: EstimateSettings, serve_bytes: float | None = None) -> Memory:
-    """All memory figures of `r` under settings `s`; `serve_bytes` replaces the derived serving
-    weights (the checkpoint's bytes, when the count cannot be vouched for)."""
+    """All memory figures of `r` under settings `s`, per card where `s.shards` > 1;
+    `serve_bytes` replaces the derived serving weights (the checkpoint's bytes, when the count
+    cannot be vouched for)."""
     ctx = r.max_context or s.train_seq_len
     train_tokens = min(s.train_seq_len, ctx)
     serve_tokens = s.serve_seq_len
-    a = s.activation_bytes
+    a = 4.0 if s.precision == "fp32" else s.activation_bytes
     layer_act = tuple(layer_activation_bytes(spec, r, a) * train_tokens for spec in r.layers)
-    logits = 10.0 * r.vocab * train_tokens
+    # bf16 logits, their fp32 upcast and its fp32 gradient; chunked: the saved fp32 log-probs only
+    logits = (4.0 if s.chunked_loss else 10.0) * r.vocab * train_tokens
+    if s.grad_checkpointing:
+        kept = len(r.layers) * a * r.hidden * train_tokens
+        act = kept + max(layer_act, default=0.0) + logits
+    else:
+        act = sum(layer_act) + logits
     adapter = lora_adapter_params(r, s.lora_rank, s.lora_targets)
     kv_scale = s.kv_bytes_per_value / 2.0
     layer_kv = tuple(layer_kv_bytes(spec, serve_tokens, kv_scale) for spec in r.layers)
+    full_fixed, full_per = _full_fixed(r, s)
+    lora_fixed, lora_per = _lora_fixed(r, s, adapter)
+    shards = max(1, s.shards)
+    serve_w, serve_per = _base_bytes(r, s, s.serve_weights, s.serve_bytes_per_param)
+    if serve_bytes is not None:
+        serve_w = serve_bytes
+    prompt = min(s.serve_prompt_tokens or serve_tokens, serve_tokens)
+    prefill = prefill_bytes(r, prompt, s.activation_bytes) if s.serve_prefill else 0.0
     return Memory(
         train_tokens=train_tokens,
         serve_tokens=serve_tokens,
-        full_fixed=r.total * s.full_ft_bytes_per_param * s.full_ft_overhead,
-        lora_fixed=r.total * s.lora_base_bytes_per_param + adapter * s.lora_adapter_bytes_per_param,
+        full_fixed=full_fixed,
+        lora_fixed=lora_fixed,
         lora_adapter_params=adapter,
-        serve_fixed=r.total * s.serve_bytes_per_param if serve_bytes is None else serve_bytes,
-        act_per_sample=sum(layer_act) + logits,
+        serve_fixed=serve_w / shards,
+        act_per_sample=act,
         kv_per_sequence=sum(layer_kv),
         layer_act=layer_act,
         logits_act=logits,
         layer_kv=layer_kv,
+        full_bytes_per_param=full_per,
+        lora_bytes_per_param=lora_per,
+        serve_bytes_per_param=serve_per,
+        prefill_per_sequence=prefill,
+        shards=shards,
     )

@@ -173,7 +173,7 @@ class LayerSpec:
     Widths for the activation formula: `q_width`, `k_width`, `v_width` (per token, all heads),
     `heads`, `ffn_width` (active FFN width: top-k × expert width + shared), `moe_width` (one
     expert), `gated` (gated FFN), `norms` (norms in the layer), `latent` (latent-MoE width),
-    `shared_width` (shared experts' total width).
+    `shared_width` (shared experts' total width), `mla_latent` (MLA's q + kv low ranks), `qk_norm` (per-head q/k norms).
     """
 
     attention: str
@@ -198,6 +198,8 @@ class LayerSpec:
     latent: int = 0
     shared_width: int = 0
     cross_kv_width: int = 0
+    mla_latent: int = 0
+    qk_norm: bool = False
 
 
 class Notes:

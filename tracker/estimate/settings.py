@@ -10,7 +10,12 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
-from typing import TYPE_CHECKING, Any, get_type_hints
+from typing import TYPE_CHECKING, Any, Literal, get_origin, get_type_hints
+
+Precision = Literal["bf16-mixed", "fp16-mixed", "bf16", "fp32"]
+Optimizer = Literal["adamw", "adamw-8bit", "paged-adamw", "paged-adamw-8bit"]
+BaseWeights = Literal["bf16", "nf4", "int4", "int8", "fp8"]
+Sharding = Literal["none", "zero1", "zero2", "zero3", "fsdp"]
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -47,7 +52,28 @@ DEFAULT_CARDS: tuple[Card, ...] = (
 
 @dataclass(frozen=True)
 class EstimateSettings:
-    """Reference settings of the estimate (ESTIMATES.md §2–3); every field has its default."""
+    """Reference settings of the estimate (ESTIMATES.md §2–3); every field has its default.
+
+    Settings users train and serve with (issue 9 item 5), each changing the derivation:
+    `precision`: "bf16-mixed" (the reference: fp32 weights, gradients and AdamW state, bf16
+    autocast; `full_ft_bytes_per_param` = 16 and `full_ft_overhead` 1.2 for autocast's copies),
+    "fp16-mixed" (the same bytes), "bf16" (pure bf16: weights, gradients and optimizer state in
+    bf16, 8 B/param with AdamW, no overhead) or "fp32" (fp32 weights and activations).
+    `optimizer`: "adamw", "adamw-8bit" (two 1-byte states), "paged-adamw", "paged-adamw-8bit"
+    (the same bytes; pages may move to the CPU under pressure, so the estimate is an upper
+    bound). `optimizer_in_backward`: each parameter is stepped as its gradient arrives, so only
+    one layer's gradients are held. `grad_checkpointing`: each layer keeps only its input; one
+    layer's activations are recomputed at a time. `chunked_loss`: the loss upcasts the logits
+    chunk by chunk (no full fp32 copy besides the saved one). `lora_base`: the frozen base of
+    LoRA, "bf16" or quantized (QLoRA: "nf4" with double-quantized constants, "int4" GPTQ with
+    group-128 scales and zeros, "int8", "fp8"; embeddings and head stay bf16).
+    `lora_trainable_embeddings`: embeddings and head trained besides the adapters. `sharding`
+    across `shards` cards: "zero1" shards optimizer state, "zero2" also gradients, "zero3" /
+    "fsdp" also weights (plus two unsharded layers in flight); serving splits weights and KV
+    cache over `shards` cards (tensor parallel). `serve_weights`: the serving weight dtype
+    (quantized linears, bf16 embeddings and head). `serve_prefill`: add the prefill working set
+    of a `serve_prompt_tokens`-token prompt (0: the whole `serve_seq_len`).
+    """
 
     train_seq_len: int = 2048
     serve_seq_len: int = 4096
@@ -71,6 +97,18 @@ class EstimateSettings:
     cost_card: Card = Card("A10G 24 GB", 24.0, 1.006, 125.0)
     cost_utilization: float = 0.35
     huge_linear_threshold: int = 1_000_000_000
+    precision: Precision = "bf16-mixed"
+    optimizer: Optimizer = "adamw"
+    optimizer_in_backward: bool = False
+    grad_checkpointing: bool = False
+    chunked_loss: bool = False
+    lora_base: BaseWeights = "bf16"
+    lora_trainable_embeddings: bool = False
+    sharding: Sharding = "none"
+    shards: int = 1
+    serve_weights: BaseWeights = "bf16"
+    serve_prefill: bool = True
+    serve_prompt_tokens: int = 0
 
     @property
     def all_cards(self) -> tuple[Card, ...]:
@@ -134,10 +172,15 @@ def _schema() -> dict[str, Any]:
             return Card(self.name, self.vram_gb, self.price_per_hour, self.bf16_tflops)
 
     def _block_type(annotation: Any, default: Any) -> Any:
-        """The schema type of an EstimateSettings field: numbers strictly positive and finite; a
-        list of cards not empty when its default is not (`cards`; `extra_cards` may be)."""
+        """The schema type of an EstimateSettings field: numbers strictly positive and finite
+        (an int whose default is 0 may be 0), one of the listed words, a boolean; a list of cards
+        not empty when its default is not (`cards`; `extra_cards` may be)."""
+        if annotation is bool:
+            return Annotated[bool, Field(strict=True)]
         if annotation is int:
-            return Annotated[int, Field(strict=True, gt=0)]
+            return Annotated[int, Field(strict=True, ge=0 if default == 0 else 1)]
+        if get_origin(annotation) is Literal:
+            return annotation
         if annotation is float:
             return Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False)]
         if annotation is str:

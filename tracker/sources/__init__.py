@@ -20,6 +20,8 @@ class RepoSource(Protocol):
     first, as the Hub lists them; `list_tree` is the full recursive file listing at a commit;
     `read_file` never returns more than `max_bytes` (it raises OversizedArtifactError instead);
     `read_safetensors_header` reads only the header (HTTP Range / partial read), never the weights.
+    Sources do not check whole-file bytes against the tree: `tracker.ingest` does, for every
+    source (`tracker.integrity`).
     """
 
     def resolve_ref(self, repo_id: RepoId, ref: str) -> Sha:
@@ -39,9 +41,16 @@ class RepoSource(Protocol):
         ...
 
     def read_safetensors_header(
-        self, repo_id: RepoId, sha: Sha, path: str, max_header_bytes: int
+        self,
+        repo_id: RepoId,
+        sha: Sha,
+        path: str,
+        max_header_bytes: int,
+        *,
+        expect: TreeEntry | None = None,
     ) -> SafetensorsHeader:
-        """The parsed header of the .safetensors file `path` at `sha`."""
+        """The parsed header of the .safetensors file `path` at `sha`; with `expect` (its tree
+        entry), checked against the object the tree names (size, whole-object oid where known)."""
         ...
 
 
@@ -62,10 +71,14 @@ class Sources:
         timeout_s: float,
         retry_attempts: int,
         git_root: Path,
+        request_deadline_s: float = 120.0,
+        retry_after_cap_s: float = 60.0,
     ) -> None:
         self.endpoint = endpoint
         self._token = token
         self._timeout_s = timeout_s
+        self._request_deadline_s = request_deadline_s
+        self._retry_after_cap_s = retry_after_cap_s
         self._retry_attempts = retry_attempts
         self._git_root = git_root
         self._lock = threading.Lock()
@@ -80,6 +93,8 @@ class Sources:
             token=self._token,
             timeout_s=self._timeout_s,
             retry_attempts=self._retry_attempts,
+            request_deadline_s=self._request_deadline_s,
+            retry_after_cap_s=self._retry_after_cap_s,
         )
 
     def hub(self) -> RepoSource:

@@ -57,6 +57,8 @@ class FakeSource:
         self.calls: Counter[str] = Counter()
         self.bytes_read = 0
         self._faults: list[tuple[str, str | None, SourceError, int]] = []
+        self._damage: dict[str, tuple[int, int | None]] = {}
+        self.damaged = 0
         self._clock = datetime(2024, 1, 1, tzinfo=UTC)
 
     # -- building history ----------------------------------------------------------------
@@ -176,12 +178,27 @@ class FakeSource:
                 out.append(TreeEntry(path, _git_blob_id(data), len(data)))
         return out
 
+    def damage(self, path: str, times: int = 1, *, keep: int | None = None) -> None:
+        """The next `times` reads of `path` (any repo, any revision) come back damaged, the way
+        a broken transfer delivers them: cut to `keep` bytes, or (default) with one byte flipped
+        in the middle. The tree still names the real content."""
+        self._damage[path] = (times, keep)
+
     def _file(self, method: str, repo_id: RepoId, sha: Sha, path: str) -> bytes:
         repo = self._enter(method, repo_id, path)
         files = repo.files.get(self._commit_at(repo, repo_id, sha), {})
         if path not in files:
             raise EntryNotFoundError(f"{repo_id}@{sha}: {path} not found")
-        return files[path]
+        data = files[path]
+        times, keep = self._damage.get(path, (0, None))
+        if times > 0:
+            self._damage[path] = (times - 1, keep)
+            self.damaged += 1
+            if keep is not None:
+                return data[:keep]
+            mid = len(data) // 2
+            return data[:mid] + bytes([data[mid] ^ 0x20]) + data[mid + 1 :] if data else b"\0"
+        return data
 
     def read_file(self, repo_id: RepoId, sha: Sha, path: str, max_bytes: int) -> bytes:
         data = self._file("read_file", repo_id, sha, path)
@@ -193,9 +210,16 @@ class FakeSource:
         return data
 
     def read_safetensors_header(
-        self, repo_id: RepoId, sha: Sha, path: str, max_header_bytes: int
+        self,
+        repo_id: RepoId,
+        sha: Sha,
+        path: str,
+        max_header_bytes: int,
+        *,
+        expect: TreeEntry | None = None,
     ) -> SafetensorsHeader:
         data = self._file("read_safetensors_header", repo_id, sha, path)
-        header = parse_file_prefix(data, max_header_bytes)
+        size = expect.size if expect is not None else None
+        header = parse_file_prefix(data, max_header_bytes, file_size=size)
         self.bytes_read += min(len(data), 8 + int.from_bytes(data[:8], "little"))
         return header

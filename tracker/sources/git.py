@@ -4,7 +4,8 @@
 mirror only. LFS pointer files report the pointer's sha256 as `lfs_sha256` and the real size; their
 content (and safetensors headers) is read from a local LFS store (`<git-dir>/lfs/objects/..` of
 the mirror or, for a local source, of the source) when the object is there, else the file is
-unreadable with a clear reason. Subprocess failures become tracker.errors in `_translate`.
+unreadable with a clear reason. File names that are not UTF-8 are escaped losslessly
+(`tracker.sources.names`). Subprocess failures become tracker.errors in `_translate`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from tracker.errors import (
     UnreadableArtifactError,
 )
 from tracker.settings import child_env
+from tracker.sources.names import escape_name
 from tracker.sources.safetensors import header_length, parse_file_prefix, parse_header
 
 _POINTER = re.compile(
@@ -153,8 +155,8 @@ class GitSource:
                 continue
             meta, path = item.split(b"\t", 1)
             _mode, kind, oid, size = meta.split()
-            if kind == b"blob":
-                entries[path.decode("utf-8", errors="surrogateescape")] = (oid.decode(), int(size))
+            if kind == b"blob":  # a name that is not UTF-8 is kept, escaped (sources.names)
+                entries[escape_name(path)] = (oid.decode(), int(size))
         return entries
 
     def _cat(self, repo_id: RepoId, oids: list[str]) -> dict[str, bytes]:
@@ -232,11 +234,18 @@ class GitSource:
         return data
 
     def read_safetensors_header(
-        self, repo_id: RepoId, sha: Sha, path: str, max_header_bytes: int
+        self,
+        repo_id: RepoId,
+        sha: Sha,
+        path: str,
+        max_header_bytes: int,
+        *,
+        expect: TreeEntry | None = None,
     ) -> SafetensorsHeader:
+        size = expect.size if expect is not None else None
         data, obj = self._content(repo_id, sha, path)
         if data is not None:
-            return parse_file_prefix(data, max_header_bytes)
+            return parse_file_prefix(data, max_header_bytes, file_size=size)
         assert obj is not None
         with obj.open("rb") as fh:
             n = header_length(fh.read(8), max_header_bytes)
@@ -244,4 +253,4 @@ class GitSource:
         if len(raw) < n:
             raise UnreadableArtifactError(f"{path}: header declares {n} bytes, file is shorter")
         self.bytes_received += 8 + n
-        return parse_header(raw)
+        return parse_header(raw, file_size=size)

@@ -17,8 +17,10 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import httpx2
@@ -33,8 +35,10 @@ from tracker.domain import Commit, RepoId, SafetensorsHeader, Sha, TreeEntry, is
 from tracker.errors import (
     AccessDeniedError,
     BadResponseError,
+    DeadlineError,
     EntryNotFoundError,
     GatedRepoError,
+    IntegrityError,
     NotFoundError,
     OversizedArtifactError,
     RepoNotFoundError,
@@ -44,6 +48,8 @@ from tracker.errors import (
     TransientSourceError,
     UnreadableArtifactError,
 )
+from tracker.integrity import check_object
+from tracker.sources.names import escape_text_name
 from tracker.sources.retry import call_with_retry
 from tracker.sources.safetensors import header_length, parse_header
 
@@ -55,12 +61,92 @@ _install_lock = threading.Lock()
 _installed_timeout: float | None = None
 _active: ContextVar[HubSource | None] = ContextVar("tracker_hub_source", default=None)
 """The HubSource whose call is running in this thread: the request hook counts for it."""
+_deadline: ContextVar[_Deadline | None] = ContextVar("tracker_hub_deadline", default=None)
+"""The deadline of the HubSource call running in this thread (None: outside a call)."""
+
+STALL_MIN_BYTES = 16 * 1024
+"""A body must bring at least this many bytes (or its end) in every `timeout_s` window, or it is
+stalled: a server trickling one byte every 0.3 s never trips a per-read timeout, this does. A
+stall is retried like a timeout; running past the call's total deadline is not."""
+
+
+@dataclass(frozen=True)
+class _Deadline:
+    """When the current call must be over (monotonic seconds), and the stall window."""
+
+    until: float
+    total_s: float
+    stall_s: float
+    retry_after_cap_s: float = 60.0
+
+    def check(self, what: str) -> None:
+        if time.monotonic() > self.until:
+            raise DeadlineError(f"{what}: over the deadline of {self.total_s:g} s for one call")
 
 
 def _count_request(request: httpx2.Request) -> None:
     source = _active.get()
     if source is not None:
         source._count_request()
+    deadline = _deadline.get()
+    if deadline is not None:
+        deadline.check(f"{request.method} {request.url.path}")
+
+
+class _GuardedStream(httpx2.SyncByteStream):
+    """A response body read under the call's deadline and the stall detector."""
+
+    def __init__(self, inner: Any, deadline: _Deadline, what: str, length: int | None) -> None:
+        self._inner = inner
+        self._deadline = deadline
+        self._what = what
+        self._left = length
+
+    def __iter__(self) -> Iterator[bytes]:
+        window_start = time.monotonic()
+        window_bytes = 0
+        for chunk in self._inner:
+            yield chunk
+            now = time.monotonic()
+            window_bytes += len(chunk)
+            if self._left is not None:
+                self._left -= len(chunk)
+            self._deadline.check(self._what)
+            if now - window_start >= self._deadline.stall_s:
+                wanted = STALL_MIN_BYTES if self._left is None else min(STALL_MIN_BYTES, self._left)
+                if window_bytes < wanted:  # retried like a timeout (a new connection may do)
+                    raise TransientSourceError(
+                        f"{self._what}: body stalled ({window_bytes} bytes in "
+                        f"{now - window_start:.1f} s)"
+                    )
+                window_start, window_bytes = now, 0
+
+    def close(self) -> None:
+        close = getattr(self._inner, "close", None)
+        if close is not None:
+            close()
+
+
+def _guard_response(response: httpx2.Response) -> None:
+    """Response hook: the body is read under the running call's deadline and stall detector;
+    an answer asking for a wait longer than the cap ends the call at once (huggingface_hub's own
+    backoff, used by its paginated listings, would otherwise sleep through any `Retry-After`)."""
+    deadline = _deadline.get()
+    if deadline is None:
+        return
+    wait = _retry_after(response) if response.status_code in TRANSIENT_STATUSES else None
+    if wait is not None and wait > deadline.retry_after_cap_s:
+        response.close()
+        raise DeadlineError(
+            f"{response.request.method} {response.request.url.path}: HTTP "
+            f"{response.status_code} asks to retry after {wait:g} s, over the cap of "
+            f"{deadline.retry_after_cap_s:g} s: not waited for, the repo is rescheduled",
+            retry_after=wait,
+        )
+    declared = response.headers.get("Content-Length", "")
+    length = int(declared) if declared.isdigit() else None
+    what = f"{response.request.method} {response.request.url.path}"
+    response.stream = _GuardedStream(response.stream, deadline, what, length)
 
 
 def install_client(timeout_s: float) -> None:
@@ -85,7 +171,10 @@ def install_client(timeout_s: float) -> None:
 
         def factory() -> httpx2.Client:
             return httpx2.Client(
-                event_hooks={"request": [hf_request_event_hook, _count_request]},
+                event_hooks={
+                    "request": [hf_request_event_hook, _count_request],
+                    "response": [_guard_response],
+                },
                 follow_redirects=True,
                 timeout=httpx2.Timeout(timeout_s),
             )
@@ -157,12 +246,16 @@ class HubSource:
         timeout_s: float = 20.0,
         retry_attempts: int = 4,
         retry_base_s: float = 0.5,
+        request_deadline_s: float = 120.0,
+        retry_after_cap_s: float = 60.0,
         sleep: Callable[[float], None] | None = None,
     ) -> None:
         install_client(timeout_s)
         self.endpoint = endpoint.rstrip("/")
         self.token = token
         self.timeout_s = timeout_s
+        self.request_deadline_s = request_deadline_s
+        self.retry_after_cap_s = retry_after_cap_s
         self.api = HfApi(endpoint=self.endpoint, token=token, library_name="tracker")
         self._attempts = retry_attempts
         self._base = retry_base_s
@@ -181,13 +274,40 @@ class HubSource:
             self._requests += 1
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
+        """`fn` with its requests counted, under a deadline per attempt (`request_deadline_s`
+        in total, and the stall detector on every body), errors translated, transient ones
+        retried. A `Retry-After` longer than `retry_after_cap_s` is not slept through: it
+        becomes a DeadlineError carrying `retry_after` (the repo is rescheduled)."""
+
         def once() -> T:
             token = _active.set(self)
+            deadline = _deadline.set(
+                _Deadline(
+                    time.monotonic() + self.request_deadline_s,
+                    self.request_deadline_s,
+                    self.timeout_s,
+                    self.retry_after_cap_s,
+                )
+            )
             try:
                 return fn()
             except Exception as exc:
-                raise _translate(exc, what) from exc
+                error = _translate(exc, what)
+                wait = getattr(error, "retry_after", None)
+                if (
+                    isinstance(error, TransientSourceError)
+                    and not isinstance(error, DeadlineError)
+                    and wait is not None
+                    and wait > self.retry_after_cap_s
+                ):
+                    error = DeadlineError(
+                        f"{error} asks to retry after {wait:g} s, over the cap of "
+                        f"{self.retry_after_cap_s:g} s: not waited for, the repo is rescheduled",
+                        retry_after=wait,
+                    )
+                raise error from exc
             finally:
+                _deadline.reset(deadline)
                 _active.reset(token)
 
         kwargs: dict[str, Any] = {"attempts": self._attempts, "base_s": self._base}
@@ -268,7 +388,7 @@ class HubSource:
             lfs = getattr(f, "lfs", None)
             out.append(
                 TreeEntry(
-                    path=f.path,
+                    path=escape_text_name(str(f.path)),
                     blob_id=str(f.blob_id),
                     size=int(f.size),
                     lfs_sha256=str(lfs.sha256) if lfs is not None else None,
@@ -277,11 +397,17 @@ class HubSource:
             )
         return sorted(out, key=lambda e: e.path)
 
-    def _get(self, repo_id: RepoId, sha: Sha, path: str, limit: int, range_: str | None) -> bytes:
+    def _get(
+        self, repo_id: RepoId, sha: Sha, path: str, limit: int, range_: str | None
+    ) -> tuple[bytes, int | None, str | None]:
         """GET the resolve URL (optionally a byte range); read at most `limit` bytes.
 
+        Returns (bytes, the object's total size, the object's oid) as the server declares them
+        (`Content-Range` / `X-Linked-Size` / `Content-Length`; `X-Linked-Etag`, or the `ETag` of
+        an answer that was not redirected), None where not declared.
         OversizedArtifactError when a whole-file GET is longer than `limit`; for a range GET the
         stream is simply cut at `limit` (a server ignoring Range never makes us read more).
+        A body shorter than its `Content-Length` is a truncation: IntegrityError (transient).
         """
         url = hf_hub_url(repo_id, path, revision=sha, endpoint=self.endpoint)
         headers = build_hf_headers(token=self.token, library_name="tracker")
@@ -314,37 +440,94 @@ class HubSource:
                     break
             data = b"".join(chunks)[:limit]
             if (
-                range_ is None
-                and declared is not None
+                declared is not None
                 and declared.isdigit()
-                and len(data) != int(declared)
+                and got < int(declared)
+                and len(data) < limit
             ):
-                raise BadResponseError(
+                raise IntegrityError(
                     f"{repo_id}@{sha}: {path}: got {len(data)} of {declared} bytes (truncated)"
                 )
+            total, oid = _object_of(resp, range_ is not None)
         self.bytes_received += len(data)
-        return data
+        return data, total, oid
 
     def read_file(self, repo_id: RepoId, sha: Sha, path: str, max_bytes: int) -> bytes:
         return self._call(
-            f"{repo_id}@{sha}:{path}", lambda: self._get(repo_id, sha, path, max_bytes, None)
+            f"{repo_id}@{sha}:{path}", lambda: self._get(repo_id, sha, path, max_bytes, None)[0]
         )
 
     def read_safetensors_header(
-        self, repo_id: RepoId, sha: Sha, path: str, max_header_bytes: int
+        self,
+        repo_id: RepoId,
+        sha: Sha,
+        path: str,
+        max_header_bytes: int,
+        *,
+        expect: TreeEntry | None = None,
     ) -> SafetensorsHeader:
+        """Two Range reads (the length prefix, then the header). With `expect` (the tree entry),
+        the object the server read from must be the one the tree names (total size, and the
+        whole-object oid where the server declares it), the header must fit in a file of the
+        tree's size, and a short read is a transient truncation, not a broken file."""
         what = f"{repo_id}@{sha}:{path}"
-        prefix = self._call(what, lambda: self._get(repo_id, sha, path, 8, "bytes=0-7"))
+
+        def ranged(n: int, range_: str) -> bytes:
+            data, total, oid = self._get(repo_id, sha, path, n, range_)
+            if expect is not None:
+                check_object(expect, what, total_size=total, oid=oid)
+            return data
+
+        prefix = self._call(what, lambda: ranged(8, "bytes=0-7"))
         n = header_length(prefix, max_header_bytes)
-        raw = self._call(what, lambda: self._get(repo_id, sha, path, n, f"bytes=8-{n + 7}"))
+        if expect is not None and 8 + n > expect.size:
+            raise UnreadableArtifactError(
+                f"{path}: header declares {n} bytes, more than the {expect.size}-byte file holds"
+            )
+
+        def header() -> bytes:
+            raw = ranged(n, f"bytes=8-{n + 7}")
+            if len(raw) < n and expect is not None:
+                raise IntegrityError(f"{what}: got {len(raw)} of the header's {n} bytes")
+            return raw
+
+        raw = self._call(what, header)
         if len(raw) < n:
             raise UnreadableArtifactError(
                 f"{path}: header declares {n} bytes but only {len(raw)} could be read (truncated)"
             )
         try:
-            return parse_header(raw)
+            return parse_header(raw, file_size=expect.size if expect is not None else None)
         except UnreadableArtifactError as exc:
             raise UnreadableArtifactError(f"{path}: {exc}") from exc
+
+
+_CONTENT_RANGE = re.compile(r"^bytes\s+(?:\d+-\d+|\*)/(\d+)$")
+
+
+def _object_of(resp: Any, ranged: bool) -> tuple[int | None, str | None]:
+    """(total size, oid) of the object a resolve answer (after its redirects) was read from."""
+    chain = [*getattr(resp, "history", []), resp]
+    total: int | None = None
+    m = _CONTENT_RANGE.match(resp.headers.get("Content-Range", "").strip())
+    if m:
+        total = int(m.group(1))
+    oid: str | None = None
+    for r in chain:
+        linked = r.headers.get("X-Linked-Etag")
+        if linked:
+            oid = linked.strip().removeprefix("W/").strip('"')
+        size = r.headers.get("X-Linked-Size", "")
+        if total is None and size.isdigit():
+            total = int(size)
+    if oid is None and len(chain) == 1:  # answered by the resolve URL itself: its ETag is the id
+        etag = resp.headers.get("ETag")
+        if etag:
+            oid = etag.strip().removeprefix("W/").strip('"')
+    if total is None and not ranged and resp.status_code == 200:
+        length = resp.headers.get("Content-Length", "")
+        total = int(length) if length.isdigit() else None
+    return total, oid
 
 
 __all__ = ["HubSource", "SourceError", "install_client"]

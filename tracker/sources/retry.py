@@ -1,6 +1,8 @@
 """The one retry policy of the source edge: retry TransientSourceError only, honouring Retry-After.
 
-Never retries not-found, access-denied or bad-response errors. Waits are exponential (0.5 s, 1 s,
+Never retries not-found, access-denied or bad-response errors, nor a DeadlineError (a call that ran
+past its deadline, stalled, or was asked to wait longer than the cap: the poll gives up on the
+repo and comes back later instead of holding a worker). Waits are exponential (0.5 s, 1 s,
 2 s, ... capped at `max_wait_s`) unless the error carries a `retry_after`, which wins (capped).
 """
 
@@ -10,9 +12,9 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
-from tracker.errors import TransientSourceError
+from tracker.errors import DeadlineError, TransientSourceError
 
 T = TypeVar("T")
 
@@ -25,6 +27,10 @@ def _wait(base_s: float, max_wait_s: float) -> Callable[[RetryCallState], float]
         return float(min(base_s * 2 ** (state.attempt_number - 1), max_wait_s))
 
     return wait
+
+
+def _retried(exc: BaseException) -> bool:
+    return isinstance(exc, TransientSourceError) and not isinstance(exc, DeadlineError)
 
 
 def call_with_retry(
@@ -40,7 +46,7 @@ def call_with_retry(
     Other exceptions propagate at once.
     """
     retrying = Retrying(
-        retry=retry_if_exception_type(TransientSourceError),
+        retry=retry_if_exception(_retried),
         stop=stop_after_attempt(max(1, attempts)),
         wait=_wait(base_s, max_wait_s),
         sleep=sleep,

@@ -128,14 +128,17 @@ def _tensor(name: str, spec: Any, data_size: int | None) -> TensorInfo:
     return TensorInfo(dtype=dtype, shape=tuple(shape), nbytes=nbytes)
 
 
-def parse_file_prefix(data: bytes, max_header_bytes: int) -> SafetensorsHeader:
+def parse_file_prefix(
+    data: bytes, max_header_bytes: int, *, file_size: int | None = None
+) -> SafetensorsHeader:
     """Parse a header from the first bytes of a safetensors file (prefix + at least the header).
 
-    UnreadableArtifactError when `data` is shorter than the declared header (truncated file).
+    UnreadableArtifactError when `data` is shorter than the declared header (truncated file);
+    with `file_size`, when a tensor lies past the end of a file that size.
     """
     n = header_length(data, max_header_bytes)
     if len(data) < 8 + n:
         raise UnreadableArtifactError(
             f"safetensors header declares {n} bytes but only {len(data) - 8} follow (truncated)"
         )
-    return parse_header(data[8 : 8 + n])
+    return parse_header(data[8 : 8 + n], file_size=file_size)

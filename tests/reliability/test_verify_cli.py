@@ -1,0 +1,89 @@
+"""`tracker verify`: every stored blob re-hashed against its address, every stored file version
+checked against its revision's tree; exit 0 when all match, 1 with one line per problem.
+
+The store is filled by a real ingest (FakeSource: openai/gpt-oss-20b's config.json and
+generation_config.json, a safetensors header), then damaged the two ways a store goes wrong:
+a blob's bytes changed under its address (disk or a bad copy), and a file version whose bytes
+are not the ones its tree names (what a store ingested before the integrity check could hold).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from pathlib import Path
+
+from hostile import MODELS
+from reliakit import tracker
+
+from tracker.domain import RepoId
+from tracker.ingest import poll_repo
+from tracker.sources.fake import FakeSource
+from tracker.store import Store
+from tracker.watchlist import WatchedRepo
+
+RID = RepoId("openai/gpt-oss-20b")
+GPT = MODELS / "openai__gpt-oss-20b"
+
+
+def _ingested(tmp_path: Path) -> tuple[Path, list[str]]:
+    state = tmp_path / "state"
+    state.mkdir()
+    (tmp_path / "watchlist.yaml").write_text(f"repos:\n  - id: {RID}\n")
+    src = FakeSource()
+    config = (GPT / "config.json").read_bytes()
+    shas = [
+        src.commit(RID, {"config.json": config,
+                         "generation_config.json": (GPT / "generation_config.json").read_bytes()},
+                   "upload"),
+        src.commit(RID, {"config.json": config.replace(b'"gpt_oss"', b'"gpt-oss"')}, "edit"),
+    ]  # fmt: skip
+    store = Store.open(f"sqlite:///{state / 'tracker.db'}")
+    try:
+        poll_repo(store, src, WatchedRepo(RID))
+    finally:
+        store.close()
+    return state, shas
+
+
+def test_verify_passes_a_clean_store_and_names_every_damaged_row(tmp_path: Path) -> None:
+    state, shas = _ingested(tmp_path)
+    clean = tracker(state, "http://127.0.0.1:9", "verify")
+    assert (clean.returncode, clean.stdout.strip(), clean.stderr) == (
+        0, "verified 3 blobs and 4 file versions of 2 revisions: all match", "",
+    )  # fmt: skip
+
+    db = sqlite3.connect(state / "tracker.db")
+    with db:
+        gen = (GPT / "generation_config.json").read_bytes()
+        gen_key = hashlib.sha256(gen).hexdigest()
+        db.execute("UPDATE blobs SET data = ? WHERE sha256 = ?", (gen + b" ", gen_key))
+        # the second revision's config.json now points at the first revision's bytes
+        first_cfg, second_cfg = (
+            row[0]
+            for row in db.execute(
+                "SELECT f.blob_sha256 FROM revision_files f JOIN revisions r "
+                "ON r.id = f.revision_pk WHERE f.path = 'config.json' ORDER BY r.seq"
+            )
+        )
+        db.execute(
+            "UPDATE revision_files SET blob_sha256 = ? WHERE blob_sha256 = ?",
+            (first_cfg, second_cfg),
+        )
+    db.close()
+    bad = tracker(state, "http://127.0.0.1:9", "verify", "--json")
+    assert bad.returncode == 1, bad.stderr
+    report = bad.json()
+    assert (report["ok"], report["blobs"], report["file_versions"]) == (False, 3, 4)
+    actual = hashlib.sha256(gen + b" ").hexdigest()
+    assert [(p["where"], p["why"]) for p in report["problems"]] == [
+        (f"blob {gen_key[:12]}", f"content hashes to {actual[:12]}"),
+        (f"{RID}@{shas[0][:12]}:generation_config.json", f"its blob {gen_key[:12]} is damaged"),
+        (f"{RID}@{shas[1][:12]}:config.json", json.loads(json.dumps(report["problems"][2]["why"]))),
+        (f"{RID}@{shas[1][:12]}:generation_config.json", f"its blob {gen_key[:12]} is damaged"),
+    ]
+    assert report["problems"][2]["why"].startswith("stored bytes are not the tree's: git blob id ")
+    assert bad.stderr.strip() == (
+        "verified 3 blobs and 4 file versions of 2 revisions: 4 do not match"
+    )
