@@ -15,7 +15,16 @@ import sys
 import time
 from pathlib import Path
 
-SECTIONS = ("ingest", "diff", "estimate", "preflight", "activations", "reliability", "netfaults", "push")
+SECTIONS = (
+    "ingest",
+    "diff",
+    "estimate",
+    "preflight",
+    "activations",
+    "reliability",
+    "netfaults",
+    "push",
+)
 _TRAILER = re.compile(r"^_section `(\w+)` took [^\n]*_$", re.MULTILINE)
 _HEADER = "# Benchmark results\n"
 
