@@ -311,7 +311,7 @@ def open_window(kind: str, workdir: Path, hub: Replica, watchlist: Path) -> floa
     with database(kind, workdir) as url:
         env = env_for(url, hub, watchlist, workdir / f"cal-{uuid.uuid4().hex[:6]}")
         proc = subprocess.Popen(
-            [str(TRACKER), "watch", "list", "--json"],
+            [str(TRACKER), "verify", "--json"],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -406,9 +406,9 @@ def _counted(env: dict[str, str], kill_after: int, *args: str) -> subprocess.Com
 
 
 def first_open_statements(kind: str, workdir: Path, hub: Replica, watchlist: Path) -> int:
-    """How many SQL statements `tracker watch list` runs on an empty store (the first open)."""
+    """How many SQL statements `tracker verify` runs on an empty store (the first open)."""
     with database(kind, workdir) as url:
-        done = _counted(env_for(url, hub, watchlist, workdir / "count"), 0, "watch", "list")
+        done = _counted(env_for(url, hub, watchlist, workdir / "count"), 0, "verify")
         if done.returncode != 0:
             raise RuntimeError(f"counting run failed: {done.stderr[-500:]}")
         return int(done.stderr.strip().splitlines()[-1].split()[-1])
@@ -437,14 +437,14 @@ def statement_kill_trial(
     kind: str, k: int, *, workdir: Path, hub: Replica, watchlist: Path
 ) -> StatementKillResult:
     """Kill the first open of an empty store right after its `k`-th statement; then the schema
-    must be absent or complete, and the next command (`tracker watch list`) must work."""
+    must be absent or complete, and the next command (`tracker verify`) must work."""
     with database(kind, workdir) as url:
         env = env_for(url, hub, watchlist, workdir / f"stmt-{k}")
-        done = _counted(env, k, "watch", "list")
+        done = _counted(env, k, "verify")
         killed = done.returncode == -signal.SIGKILL
         state = schema_state(url)
         after = subprocess.run(
-            [str(TRACKER), "watch", "list", "--json"],
+            [str(TRACKER), "verify", "--json"],
             env=env, capture_output=True, text=True, timeout=300, check=False,
         )  # fmt: skip
         problems = tuple(check_integrity(url)) if after.returncode == 0 else (after.stderr[-800:],)
@@ -467,12 +467,12 @@ class FirstOpensResult:
 def first_opens_trial(
     kind: str, processes: int, *, workdir: Path, hub: Replica, watchlist: Path
 ) -> FirstOpensResult:
-    """`processes` commands (`tracker watch list`) open one empty store at the same moment."""
+    """`processes` commands (`tracker verify`) open one empty store at the same moment."""
     with database(kind, workdir) as url:
         env = env_for(url, hub, watchlist, workdir / f"opens-{uuid.uuid4().hex[:6]}")
         procs = [
             subprocess.Popen(
-                [str(TRACKER), "watch", "list", "--json"],
+                [str(TRACKER), "verify", "--json"],
                 env=env,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
