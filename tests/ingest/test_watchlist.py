@@ -190,7 +190,7 @@ def test_estimate_and_advisory_blocks_are_validated_at_load_time() -> None:
     with pytest.raises(WatchlistError) as err:
         parse_watchlist(data)
     problems = err.value.problems
-    assert "repos[0].estimate.train_seq_len: must be > 0, got -5" in problems
+    assert "repos[0].estimate.train_seq_len: must be >= 1, got -5" in problems
     assert any("lora_rnak" in p and "did you mean 'lora_rank'" in p for p in problems)
     assert any(p.startswith("repos[0].advisories.rules[0].match.artifact") for p in problems)
     assert any(p.startswith("repos[0].advisories.rules[0].severity") for p in problems)
