@@ -83,6 +83,41 @@ def current_revision(engine: sa.Engine) -> str | None:
         return MigrationContext.configure(conn).get_current_revision()
 
 
+def head_revision() -> str:
+    """The newest migration this tracker knows (Alembic `head`)."""
+    head = ScriptDirectory.from_config(_alembic_config()).get_current_head()
+    assert head is not None
+    return head
+
+
+def require_schema(engine: sa.Engine, where: str) -> None:
+    """Check, without writing anything, that `engine`'s schema is at head: NoStoreError when the
+    database holds no schema at all (never migrated: nothing was polled into it), StoreError
+    naming the step to take when it is behind (or ahead of) this tracker's migrations."""
+    from tracker.errors import NoStoreError
+
+    current = current_revision(engine)
+    if current is None:
+        raise NoStoreError(
+            f"no store at {where}: nothing has been polled into it yet (`tracker poll --once` "
+            "or `tracker demo` fills it)"
+        )
+    script = ScriptDirectory.from_config(_alembic_config())
+    head = script.get_current_head()
+    if current == head:
+        return
+    known = {rev.revision for rev in script.walk_revisions()}
+    if current not in known:
+        raise StoreError(
+            f"the store at {where} is at migration {current}, which this tracker does not know "
+            f"(its newest is {head}): it was written by a newer tracker; upgrade tracker"
+        )
+    raise StoreError(
+        f"the store at {where} is at migration {current}, this tracker needs {head}: read-only "
+        "commands migrate nothing; `tracker poll --once` (or any command that writes) migrates it"
+    )
+
+
 def upgrade(engine: sa.Engine, revision: str = "head") -> None:
     """Bring the schema to `revision` in one transaction, serialised against other processes.
 
