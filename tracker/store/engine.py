@@ -114,7 +114,7 @@ def require_schema(engine: sa.Engine, where: str) -> None:
         )
     raise StoreError(
         f"the store at {where} is at migration {current}, this tracker needs {head}: read-only "
-        "commands migrate nothing; `tracker poll --once` (or any command that writes) migrates it"
+        "commands migrate nothing; `tracker migrate` (or any command that writes) migrates it"
     )
 
 
