@@ -90,6 +90,27 @@ def head_revision() -> str:
     return head
 
 
+def display_url(url: str) -> str:
+    """`url` as messages name a store: an SQLite file's path, else the URL without its password."""
+    return sa.make_url(url).render_as_string(hide_password=True).removeprefix("sqlite:///")
+
+
+def probe_revision(url: str) -> str | None:
+    """The schema revision of the store at `url`, creating nothing: None when an SQLite file is
+    not there, the database has no schema, or it cannot be reached (opening it says why)."""
+    if url.startswith("sqlite:///"):
+        path = url.removeprefix("sqlite:///").split("?", 1)[0]
+        if not path or path == ":memory:" or not Path(path).is_file():
+            return None
+    engine = create_engine(url)
+    try:
+        return current_revision(engine)
+    except sa.exc.SQLAlchemyError:
+        return None
+    finally:
+        engine.dispose()
+
+
 def require_schema(engine: sa.Engine, where: str) -> None:
     """Check, without writing anything, that `engine`'s schema is at head: NoStoreError when the
     database holds no schema at all (never migrated: nothing was polled into it), StoreError

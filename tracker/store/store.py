@@ -32,6 +32,7 @@ from tracker.store.base import utc_now
 from tracker.store.blobs import get_blobs, put_blob
 from tracker.store.engine import (
     create_engine,
+    display_url,
     insert_ignore,
     require_schema,
     transaction,
@@ -82,8 +83,7 @@ class Store:
             if migrate:
                 upgrade(engine)
             else:
-                where = sa.make_url(url).render_as_string(hide_password=True)
-                require_schema(engine, where.removeprefix("sqlite:///"))
+                require_schema(engine, display_url(url))
         except TrackerError:
             if engine is not None:
                 engine.dispose()
