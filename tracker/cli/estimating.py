@@ -155,7 +155,7 @@ def store_report(settings: Settings, store: Store, repo_id: RepoId, rev: str) ->
     return report_json(result, label, where)
 
 
-def _store_only(rev: str) -> bool:
+def store_only(rev: str) -> bool:
     """A revision only the store can resolve: HEAD, `~n` steps back, or a short sha."""
     base = rev.split("~", 1)[0]
     return (
@@ -190,7 +190,7 @@ def _from_repo(
     stored = None if hub else _from_store(settings, repo_id, rev or "HEAD")
     if stored is not None:
         return (*stored, base, where)
-    if rev and _store_only(rev):
+    if rev and store_only(rev):
         raise StoreNotFoundError(
             f"{repo_id}@{rev}: no ingested revision matches; HEAD~n and short shas resolve "
             "against ingested revisions only (the Hub takes a full sha or a ref)"
