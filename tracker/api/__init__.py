@@ -8,7 +8,7 @@ from typing import Protocol
 
 from fastapi import FastAPI
 
-from tracker.api import feeds, hooks, problem
+from tracker.api import advisories, feeds, hooks, problem, repos
 from tracker.api.limits import BodyLimit
 from tracker.api.osv import DEFAULT_PAGE_SIZE, router
 from tracker.settings import Settings
@@ -44,6 +44,8 @@ def create_app(app: PagesApp, *, page_size: int = DEFAULT_PAGE_SIZE) -> FastAPI:
     api.state.page_size = page_size
     api.state.app = app  # the push side's routes read the App (tracker.api.hooks)
     api.include_router(router)
+    api.include_router(repos.router)
+    api.include_router(advisories.router)
     api.include_router(hooks.router)
     api.include_router(feeds.router)
     mount_pages(api, app)
