@@ -114,6 +114,38 @@ def next_due(
     return now + timedelta(seconds=wait)
 
 
+class Notifier:
+    """sd_notify under systemd (`Type=notify`; the `sdnotify` package speaks the socket protocol):
+    READY=1 once the worker is registered and its schedule synced, WATCHDOG=1 every half of
+    `WatchdogSec` from the claim loop (a hung loop or database call stops the pings and systemd
+    restarts the worker), STOPPING=1 on SIGTERM. Without NOTIFY_SOCKET it does nothing."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._notifier: Any = None
+        if settings.notify_socket:
+            import sdnotify
+
+            self._notifier = sdnotify.SystemdNotifier()
+        usec = settings.watchdog_usec
+        self.every_s = usec / 2e6 if usec else None
+        self._last = 0.0
+
+    def send(self, state: str) -> None:
+        if self._notifier is not None:
+            self._notifier.notify(state)
+
+    def watchdog(self) -> None:
+        """WATCHDOG=1, at most every half of the watchdog interval."""
+        import time
+
+        if self._notifier is None or self.every_s is None:
+            return
+        now = time.monotonic()
+        if now - self._last >= self.every_s:
+            self._last = now
+            self._notifier.notify("WATCHDOG=1")
+
+
 class Daemon:
     """One polling worker (see the module docstring). `only`: poll just these repos (`tracker
     poll ORG/NAME`); `follow_watchlist`: re-read the watchlist file while running."""
@@ -139,6 +171,7 @@ class Daemon:
         self._running = 0
         self.claimed: dict[str, Claim] = {}  # job id → claim, until finished or handed back
         self.pool = ThreadPoolExecutor(self.settings.poll_concurrency, "poll")
+        self.notifier = Notifier(self.settings)
 
     # -- bookkeeping ------------------------------------------------------------------------
 
@@ -273,6 +306,7 @@ class Daemon:
                 if not started:
                     return
                 self._guarded(self.claim, "claims.crashed")
+            self.notifier.watchdog()
             self.wake_claims.wait(self.settings.queue_check_s)
             self.wake_claims.clear()
 
@@ -391,6 +425,7 @@ class Daemon:
             self.wake_claims.set()
             self.wake_deliveries.set()
             log.info("poll.stopping", signal=signal.Signals(signum).name)
+            self.notifier.send("STOPPING=1")
             scheduler.shutdown(wait=False)
 
         signal.signal(signal.SIGTERM, stop)
@@ -401,6 +436,7 @@ class Daemon:
             threading.Thread(target=self.claims_loop, name="claims", daemon=True),
             threading.Thread(target=self.deliveries, name="webhook-deliveries", daemon=True),
         ]
+        self.notifier.send(f"READY=1\nSTATUS=worker {self.id}: {len(self.watched)} repos")
         for t in threads:
             t.start()
         try:

@@ -205,6 +205,17 @@ class Settings(BaseSettings):
         description="Set by systemd (JOURNAL_STREAM/INVOCATION_ID): logs are JSON lines.",
     )
 
+    notify_socket: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("NOTIFY_SOCKET"),
+        description="Set by systemd for Type=notify units: the daemon reports READY=1 and WATCHDOG=1 there.",
+    )
+    watchdog_usec: int | None = Field(
+        default=None,
+        validation_alias=AliasChoices("WATCHDOG_USEC"),
+        description="Set by systemd with WatchdogSec=: the daemon sends WATCHDOG=1 every half of it.",
+    )
+
     @field_validator("state_dir")
     @classmethod
     def _a_directory(cls, value: Path) -> Path:
@@ -333,7 +344,11 @@ def _variable(name: str) -> str:
 
 def known_variables() -> frozenset[str]:
     """Every TRACKER_* variable tracker reads."""
-    return frozenset(_variable(name) for name in Settings.model_fields) - {"JOURNAL_STREAM"}
+    return frozenset(_variable(name) for name in Settings.model_fields) - {
+        "JOURNAL_STREAM",
+        "NOTIFY_SOCKET",
+        "WATCHDOG_USEC",
+    }
 
 
 def unknown_variables() -> list[tuple[str, str | None]]:
