@@ -24,6 +24,7 @@ from tracker.advisories.lifecycle import (
     mark_fixed,
     reopen,
     reopened_pending,
+    same_place,
     state_of,
     unwithdraw,
     value_digest,
@@ -231,14 +232,17 @@ def _restores(
     out: list[Restore] = []
     for c in group.published:
         ch = c.change
-        loc = (ch.artifact.value, ch.file, ch.key)
+        place = same_place((ch.artifact.value, ch.file, ch.key))
         now_digest = value_digest(ch.after)
         for stored in earlier:
             if stored.advisory.introduced == sha:
                 continue
             for p in stored.pending:
                 entry = PendingChange.from_json(p)
-                if entry.location == loc and entry.before == now_digest != entry.after:
+                if (
+                    same_place(entry.location) == place
+                    and entry.before == now_digest != entry.after
+                ):
                     out.append(Restore(stored.advisory.id, ch.key or ch.file, ch.file))
                     break
     return tuple(dict.fromkeys(out))
