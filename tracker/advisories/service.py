@@ -16,6 +16,7 @@ from tracker.advisories.advice import Restore
 from tracker.advisories.classify import Classified, Context, Overrides, classify, parse_overrides
 from tracker.advisories.consistency import assign
 from tracker.advisories.consistency import introduced as introduced_findings
+from tracker.advisories.consistency import resolved as resolved_findings
 from tracker.advisories.groups import ESTIMATE_GROUP, ChangeGroup, Subject, group_changes
 from tracker.advisories.lifecycle import (
     PendingChange,
@@ -152,19 +153,18 @@ def _publish(
     ]
     out: list[Advisory] = []
     groups = group_changes(classified)
-    carried = assign(
-        introduced_findings(context),
-        [
-            {k for c in g.published for k in (c.change.key, c.change.key.split(".")[-1])}
-            for g in groups
-        ],
-    )
+    group_keys = [
+        {k for c in g.published for k in (c.change.key, c.change.key.split(".")[-1])}
+        for g in groups
+    ]
+    carried = assign(introduced_findings(context), group_keys)
+    resolving = assign(resolved_findings(context), group_keys)
     earlier = (
         [*tx.in_state(repo_id, AdvisoryState.OPEN), *tx.in_state(repo_id, AdvisoryState.FIXED)]
         if groups and previous is not None
         else []
     )
-    for group, findings in zip(groups, carried, strict=True):
+    for group, findings, solved in zip(groups, carried, resolving, strict=True):
         n = tx.allocate(prefix, now.year)
         adv_id = advisory_id(prefix, now.year, n)
         extra = [
@@ -178,6 +178,7 @@ def _publish(
             now=now,
             restores=_restores(group, earlier, sha),
             findings=findings,
+            resolved=solved,
         )
         validate_record(record)
         adv = Advisory(adv_id, repo_id, sha, group.name, group.severity, record)
