@@ -100,6 +100,17 @@ def test_home_lists_every_watched_repo_with_its_state_and_open_advisories(
         (a.id for a in app.advisories.list_advisories()), key=lambda i: int(i.split("-")[-1])
     )
     assert ids == list(reversed(everything))[: len(ids)] and len(ids) == 20
+    # the feeds of everything: discoverable (<link rel="alternate">) and visible
+    feeds = [
+        served_demo.url + "/v1/feeds/advisories.atom",
+        served_demo.url + "/v1/feeds/advisories.json",
+    ]
+    assert _attr(browser, 'link[rel="alternate"]', "href") == feeds
+    assert _attr(browser, 'link[rel="alternate"]', "type") == [
+        "application/atom+xml",
+        "application/feed+json",
+    ]
+    assert _attr(browser, "#subscribe a", "href") == feeds
     # following the repo link opens its page
     browser.find_element(By.LINK_TEXT, GRANITE).click()
     assert urlsplit(browser.current_url).path == f"/repos/{GRANITE}"
@@ -172,6 +183,26 @@ def test_granite_page_shows_the_estimate_timeline_fix_and_charts(
     group = entry.find_element(By.CSS_SELECTOR, '.group[data-artifact="chat_template"]')
     removed = _texts(group, 'li[data-kind="rendered"] pre.diff .del')
     assert removed == [DUPLICATE_SYSTEM, DUPLICATE_SYSTEM]  # system_user and generation_prompt
+    # ... shown side by side: the removed line in the Before column faces a blank After cell,
+    # the lines both renderings share face each other
+    tables = group.find_elements(By.CSS_SELECTOR, 'li[data-kind="rendered"] table.sbs')
+    assert len(tables) == 2
+    for table in tables:
+        assert _texts(table, "thead th") == ["Before", "After"]
+        rows = table.find_elements(By.CSS_SELECTOR, "tbody tr:not(.hunk)")
+        first = rows[0].find_elements(By.CSS_SELECTOR, "td")
+        assert [c.get_attribute("data-side") for c in first] == ["before", "after"]
+        assert (first[0].text, first[1].text) == (DUPLICATE_SYSTEM, "")
+        for row in rows[1:]:
+            before, after = (c.text for c in row.find_elements(By.CSS_SELECTOR, "td"))
+            assert before == after and before.startswith(" <|start_of_role|>")
+        top = [c.rect["y"] for c in rows[1].find_elements(By.CSS_SELECTOR, "td")]
+        assert top[0] == top[1]  # side by side on a desktop
+    # the repo's feeds: discoverable and visible
+    repo_feeds = [f"{served_demo.url}/v1/repos/{GRANITE}/feed.atom",
+                  f"{served_demo.url}/v1/repos/{GRANITE}/feed.json"]  # fmt: skip
+    assert _attr(browser, 'link[rel="alternate"]', "href") == repo_feeds
+    assert _attr(browser, "#subscribe a", "href") == repo_feeds
     assert _attr(entry, "ul.advisories li", "data-advisory") == [fix.id]
 
     # charts: inline SVG per series, with the same values in a table
@@ -226,6 +257,10 @@ def test_advisory_page_renders_the_record_for_a_person(browser: Any, served_demo
     # the raw JSON, linked from the page and as the alternate of the page
     alternate = browser.find_element(By.CSS_SELECTOR, 'link[rel="alternate"]')
     assert alternate.get_attribute("href") == f"{served_demo.url}/v1/vulns/{fix.id}"
+    assert _attr(browser, 'link[rel="alternate"]', "href")[1:] == [
+        f"{served_demo.url}/v1/repos/{GRANITE}/feed.atom",
+        f"{served_demo.url}/v1/repos/{GRANITE}/feed.json",
+    ]
     browser.find_element(By.LINK_TEXT, "OSV JSON").click()
     assert f'"id":"{fix.id}"' in browser.find_element(By.TAG_NAME, "body").text.replace(" ", "")
 
@@ -252,6 +287,7 @@ def test_pages_read_with_javascript_off(browser: Any, served_demo: Any) -> None:
         assert len(browser.find_elements(By.CSS_SELECTOR, "#fit tbody tr")) == 5
         assert browser.find_element(By.ID, "headline").is_displayed()
         assert DUPLICATE_SYSTEM in _texts(browser, "#timeline pre.diff .del")
+        assert DUPLICATE_SYSTEM in _texts(browser, "#timeline table.sbs td.before")
         browser.get(f"{served_demo.url}/advisories/{fix.id}")
         assert _text(browser, "#summary") == fix.record["summary"]
     finally:
