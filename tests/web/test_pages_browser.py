@@ -36,7 +36,7 @@ from pagekit import (
     vnu_start,
 )
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support.ui import Select
+from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from tracker.advisories.lifecycle import state_of
 from tracker.domain import Artifact, RepoId
@@ -246,7 +246,8 @@ def test_granite_page_shows_the_estimate_timeline_fix_and_charts(
     # the revision selector works as a plain form; the page then shows that revision
     Select(browser.find_element(By.ID, "rev")).select_by_value(revisions[0].sha)
     browser.find_element(By.CSS_SELECTOR, "form.revsel button").click()
-    assert browser.current_url.endswith(f"?rev={revisions[0].sha}")
+    # the click returns once the form is submitted, not once the next page has loaded
+    WebDriverWait(browser, 30).until(lambda d: d.current_url.endswith(f"?rev={revisions[0].sha}"))
     assert revisions[0].sha in _text(browser, "#at-revision")
     assert "not the head" in _text(browser, "#at-revision")
     # and the advisory link opens the advisory page
