@@ -9,6 +9,7 @@ from typing import Protocol
 from fastapi import FastAPI
 
 from tracker.api import advisories, feeds, hooks, preflight, problem, repos
+from tracker.api.auth import optional_reads
 from tracker.api.limits import BodyLimit
 from tracker.api.osv import DEFAULT_PAGE_SIZE, router
 from tracker.settings import Settings
@@ -52,6 +53,6 @@ def create_app(app: PagesApp, *, page_size: int = DEFAULT_PAGE_SIZE) -> FastAPI:
     mount_pages(api, app)
     api.add_middleware(BodyLimit)
     problem.install(api)
-    problem.problem_openapi(api)
+    problem.problem_openapi(api, then=optional_reads)
 
     return api

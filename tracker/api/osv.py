@@ -18,6 +18,7 @@ from fastapi.responses import Response
 
 from tracker.api.auth import require_read
 from tracker.api.caching import ADVISORY, NOT_MODIFIED, cached_json
+from tracker.api.params import REPO_PART
 from tracker.api.problem import Problem
 from tracker.domain import is_full_sha, parse_repo_id
 from tracker.errors import InvalidRepoIdError
@@ -29,6 +30,57 @@ MAX_BODY = 1_000_000
 _QUERY_KEYS = ("commit", "version", "package", "page_token")
 _PACKAGE_KEYS = ("name", "ecosystem", "purl")
 _PURL_PREFIX = "pkg:huggingface/"
+
+_SHA_SCHEMA = {"type": "string", "pattern": "^[0-9a-fA-F]{40}$"}
+_PART = REPO_PART.removeprefix("^").removesuffix("$")
+QUERY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "anyOf": [{"required": ["commit"]}, {"required": ["package"]}],
+    "not": {"anyOf": [{"required": ["commit", "package"]}, {"required": ["commit", "version"]}]},
+    "description": "An OSV query: a commit, or a package (purl, or the repo URL with ecosystem "
+    "GIT) with an optional version (a full commit id); page_token from a previous answer.",
+    "properties": {
+        "commit": _SHA_SCHEMA,
+        "version": _SHA_SCHEMA,
+        "package": {
+            "oneOf": [
+                {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["purl"],
+                    "properties": {
+                        "purl": {
+                            "type": "string",
+                            "pattern": f"^pkg:huggingface/{_PART}/{_PART}(@[0-9a-fA-F]{{40}})?$",
+                        }
+                    },
+                },
+                {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["name", "ecosystem"],
+                    "properties": {
+                        "name": {"type": "string", "minLength": 1},
+                        "ecosystem": {"const": "GIT"},
+                    },
+                },
+            ]
+        },
+        "page_token": {"type": "string"},
+    },
+}
+BATCH_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["queries"],
+    "properties": {"queries": {"type": "array", "maxItems": MAX_BATCH, "items": QUERY_SCHEMA}},
+}
+
+
+def _body_doc(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
+
 
 router = APIRouter(tags=["osv"], dependencies=[Depends(require_read)])
 
@@ -134,7 +186,7 @@ def _page(ids: list[str], token: Any, size: int) -> tuple[list[str], str | None]
     return ids[start:end], (_token(end) if end < len(ids) else None)
 
 
-@router.post("/v1/query")
+@router.post("/v1/query", openapi_extra=_body_doc(QUERY_SCHEMA))
 async def query(request: Request) -> dict[str, Any]:
     """OSV `POST /v1/query`: `{"vulns": [full records]}` plus `next_page_token` when more remain."""
     store: AdvisoryStore = request.app.state.advisories
@@ -147,7 +199,7 @@ async def query(request: Request) -> dict[str, Any]:
     return out
 
 
-@router.post("/v1/querybatch")
+@router.post("/v1/querybatch", openapi_extra=_body_doc(BATCH_SCHEMA))
 async def querybatch(request: Request) -> dict[str, Any]:
     """OSV `POST /v1/querybatch`: per query, `{"vulns": [{"id", "modified"}]}` (ids only, as osv.dev)."""
     store: AdvisoryStore = request.app.state.advisories
