@@ -8,7 +8,7 @@ from typing import Protocol
 
 from fastapi import FastAPI
 
-from tracker.api import advisories, feeds, hooks, problem, repos
+from tracker.api import advisories, feeds, hooks, preflight, problem, repos
 from tracker.api.auth import optional_reads
 from tracker.api.limits import BodyLimit
 from tracker.api.osv import DEFAULT_PAGE_SIZE, router
@@ -47,6 +47,7 @@ def create_app(app: PagesApp, *, page_size: int = DEFAULT_PAGE_SIZE) -> FastAPI:
     api.include_router(router)
     api.include_router(repos.router)
     api.include_router(advisories.router)
+    api.include_router(preflight.router)
     api.include_router(hooks.router)
     api.include_router(feeds.router)
     mount_pages(api, app)

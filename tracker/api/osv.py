@@ -15,6 +15,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
+from starlette.concurrency import run_in_threadpool
 
 from tracker.api.auth import require_read
 from tracker.api.caching import ADVISORY, NOT_MODIFIED, cached_json
@@ -189,10 +190,16 @@ def _page(ids: list[str], token: Any, size: int) -> tuple[list[str], str | None]
 @router.post("/v1/query", openapi_extra=_body_doc(QUERY_SCHEMA))
 async def query(request: Request) -> dict[str, Any]:
     """OSV `POST /v1/query`: `{"vulns": [full records]}` plus `next_page_token` when more remain."""
-    store: AdvisoryStore = request.app.state.advisories
     body = await _body(request)
+    return await run_in_threadpool(
+        _answer, request.app.state.advisories, body, request.app.state.page_size
+    )
+
+
+def _answer(store: AdvisoryStore, body: Any, size: int) -> dict[str, Any]:
+    """One query's answer (store reads: run in the threadpool, off the event loop)."""
     found = run_query(store, body)
-    page, nxt = _page(found, body.get("page_token"), request.app.state.page_size)
+    page, nxt = _page(found, body.get("page_token"), size)
     out: dict[str, Any] = {"vulns": [dict(a.record) for a in store.get_many(page)]}
     if nxt:
         out["next_page_token"] = nxt
@@ -202,18 +209,24 @@ async def query(request: Request) -> dict[str, Any]:
 @router.post("/v1/querybatch", openapi_extra=_body_doc(BATCH_SCHEMA))
 async def querybatch(request: Request) -> dict[str, Any]:
     """OSV `POST /v1/querybatch`: per query, `{"vulns": [{"id", "modified"}]}` (ids only, as osv.dev)."""
-    store: AdvisoryStore = request.app.state.advisories
     body = _check_keys(await _body(request), ("queries",), "request")
     queries = body.get("queries")
     if not isinstance(queries, list):
         raise OsvQueryError("queries must be a list")
     if len(queries) > MAX_BATCH:
         raise OsvQueryError(f"too many queries: {len(queries)} > {MAX_BATCH}")
+    return await run_in_threadpool(
+        _answer_batch, request.app.state.advisories, queries, request.app.state.page_size
+    )
+
+
+def _answer_batch(store: AdvisoryStore, queries: list[Any], size: int) -> dict[str, Any]:
+    """A batch's answers (store reads: run in the threadpool, off the event loop)."""
     results = []
     for i, q in enumerate(queries):
         try:
             found = run_query(store, q)
-            page, nxt = _page(found, q.get("page_token"), request.app.state.page_size)
+            page, nxt = _page(found, q.get("page_token"), size)
         except OsvQueryError as exc:
             raise OsvQueryError(f"queries[{i}]: {exc}") from exc
         item: dict[str, Any] = {"vulns": store.modified_of(page)}
