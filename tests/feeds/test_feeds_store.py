@@ -3,12 +3,11 @@ the Hub replica: `AdvisoryStore.newest` (newest modified first, by severity and 
 `AnalysisStore.fit_moves` (revisions whose estimate moved a card-fit verdict), on SQLite and on
 PostgreSQL.
 
-The repo is Qwen3-1.7B's real config.json; its second commit doubles the layers (28 → 56), so
-LoRA r=16 stops fitting an L4 24 GB and full fine-tuning an 80 GB card; the third undoes it."""
+The repo is acme/fit-moves (`feedkit.fit_step`): Qwen3-1.7B's real config.json, whose second
+commit doubles the layers and whose third undoes it."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta
@@ -16,34 +15,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from feedkit import FIT_REPO, fit_step
 
 from tracker.app import App, build
 from tracker.domain import Artifact, ChangeKind, RepoId, Severity
 from tracker.replica import Replica
-from tracker.replica.repos import commit, init_repo
 from tracker.settings import load_settings
 
 pytestmark = pytest.mark.replica
 
-CONFIGS = Path(__file__).resolve().parents[1] / "data" / "configs"
-FIT_REPO = "acme/fit-moves"
 T0 = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
-
-
-def qwen3_config(layers: int) -> bytes:
-    config = json.loads((CONFIGS / "Qwen__Qwen3-1.7B.json").read_text())
-    return json.dumps(config | {"num_hidden_layers": layers}, indent=2).encode()
-
-
-def fit_history(hub: Path) -> list[str]:
-    """acme/fit-moves: 28 layers, then 56, then 28 again (the replica's commit shas)."""
-    repo = init_repo(hub, FIT_REPO)
-    day = datetime(2025, 6, 1, tzinfo=UTC)
-    return [
-        commit(repo, {"config.json": qwen3_config(28)}, "Upload", date=day),
-        commit(repo, {"config.json": qwen3_config(56)}, "Double the layers", date=day.replace(day=2)),
-        commit(repo, {"config.json": qwen3_config(28)}, "Back to 28 layers", date=day.replace(day=3)),
-    ]  # fmt: skip
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -51,7 +32,7 @@ def polled(
     request: pytest.FixtureRequest,
     tmp_path: Path,
 ) -> Iterator[tuple[App, list[str]]]:
-    shas = fit_history(tmp_path / "hub")
+    shas = [fit_step(tmp_path / "hub", i) for i in range(3)]
     (tmp_path / "watchlist.yaml").write_text(f"repos:\n  - id: {FIT_REPO}\n")
     url: str | None = None
     ctx: AbstractContextManager[str] | None = None

@@ -11,8 +11,9 @@ A validation error adds `errors`: every `{location, message}` found.
 - `install(api)`: the exception handlers: `Problem` (`OsvQueryError` is one), request validation errors
   (400, not FastAPI's 422: a malformed request is a bad request, as the OSV API has always said;
   422 is kept for well-formed input we refuse, e.g. a webhook target on a private network),
-  Starlette's HTTP errors (404 unknown route, 405 wrong method), `StoreError` (503 with
-  `Retry-After`), and everything else (500: logged with its traceback, never echoed).
+  Starlette's HTTP errors (404 unknown route, 405 wrong method), `StoreNotFoundError` (404: a
+  repo or revision the store does not hold), `StoreError` (503 with `Retry-After`), and
+  everything else (500: logged with its traceback, never echoed).
 - `problem_openapi(api)`: the OpenAPI schema declares the problem document (schema `Problem`)
   as the error answer of every operation (and drops FastAPI's `HTTPValidationError`).
 """
@@ -20,7 +21,7 @@ A validation error adds `errors`: every `{location, message}` found.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from http import HTTPStatus
 from typing import Any
 
@@ -32,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
-from tracker.errors import StoreError
+from tracker.errors import StoreError, StoreNotFoundError
 
 log = structlog.get_logger(__name__)
 
@@ -189,6 +190,10 @@ def install(api: FastAPI) -> None:
             detail = f"{request.method} is not allowed on {request.url.path}"
         return respond(exc.status_code, "", detail, request.url.path, headers=exc.headers)
 
+    @api.exception_handler(StoreNotFoundError)
+    async def _missing(request: Request, exc: StoreNotFoundError) -> Response:
+        return respond(404, "not-found", str(exc).splitlines()[0], request.url.path)
+
     @api.exception_handler(StoreError)
     async def _store(request: Request, exc: StoreError) -> Response:
         log.warning("api.store_unavailable", path=request.url.path, error=str(exc).splitlines()[0])
@@ -221,8 +226,11 @@ def _error_response(status: int) -> dict[str, Any]:
     }
 
 
-def problem_openapi(api: FastAPI) -> None:
-    """Make `api.openapi()` declare problem documents as every operation's error answers."""
+def problem_openapi(
+    api: FastAPI, *, then: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+) -> None:
+    """Make `api.openapi()` declare problem documents as every operation's error answers (and
+    pass the schema through `then`, once, when given)."""
 
     def openapi() -> dict[str, Any]:
         if api.openapi_schema:
@@ -253,7 +261,7 @@ def problem_openapi(api: FastAPI) -> None:
                         continue
                     responses.setdefault(str(status), _error_response(status))
                 responses.setdefault("default", _error_response(500))
-        api.openapi_schema = schema
+        api.openapi_schema = then(schema) if then is not None else schema
         return schema
 
     api.openapi = openapi  # type: ignore[method-assign]

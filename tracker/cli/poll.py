@@ -147,34 +147,16 @@ def history(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Every ingested revision of a repo, oldest first, and its events (force-pushes, ...)."""
+    from tracker.queries import history_json
+
     rid = parse_repo_id(repo)
     app = build(load_settings(), read_only=True)
     try:
-        revisions = app.store.revisions(rid)
-        events = app.store.events(rid)
+        out = history_json(app.store, rid)
     finally:
         app.close()
-    rows: list[dict[str, Any]] = [
-        {
-            "seq": r.seq,
-            "sha": r.sha,
-            "date": r.commit.date.isoformat(),
-            "title": r.commit.title,
-            "authors": list(r.commit.authors),
-            "previous": r.previous,
-            "analysed": r.analysed,
-            "rewritten_away": r.rewritten_away,
-        }
-        for r in revisions
-    ]
+    rows: list[dict[str, Any]] = out["revisions"]
     if as_json:
-        out = {
-            "repo": rid,
-            "revisions": rows,
-            "events": [
-                {"at": e.at.isoformat(), "kind": e.kind.value, "details": e.details} for e in events
-            ],
-        }
         typer.echo(json.dumps(out, indent=2))
         return
     screen = console()
@@ -203,8 +185,8 @@ def history(
             for row in rows
         ],
     )
-    for e in events:
-        screen.print(f"{e.at.isoformat()} {e.kind.value} {json.dumps(e.details)}", markup=False)
+    for e in out["events"]:
+        screen.print(f"{e['at']} {e['kind']} {json.dumps(e['details'])}", markup=False)
 
 
 def show(

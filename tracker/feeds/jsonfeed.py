@@ -38,8 +38,8 @@ class TrackerItemExtension(_Model):
     state: str
     repo: str
     commit: str
-    advisory_id: str | None
-    osv_url: str | None
+    advisory_id: str | None = None
+    osv_url: str | None = None
 
 
 class Item(_Model):

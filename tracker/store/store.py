@@ -30,7 +30,14 @@ from tracker.domain import (
 from tracker.errors import StoreError, StoreNotFoundError, TrackerError
 from tracker.store.base import utc_now
 from tracker.store.blobs import get_blobs, put_blob
-from tracker.store.engine import create_engine, insert_ignore, transaction, upgrade
+from tracker.store.engine import (
+    create_engine,
+    display_url,
+    insert_ignore,
+    require_schema,
+    transaction,
+    upgrade,
+)
 from tracker.store.rows import pk as _pk
 from tracker.store.rows import to_stored as _to_stored
 from tracker.store.tables import (
@@ -64,14 +71,26 @@ class Store:
         self.engine = engine
 
     @classmethod
-    def open(cls, url: str) -> Store:
-        """Connect to `url`, bring the schema to head, and return the store (StoreError on failure)."""
+    def open(cls, url: str, *, migrate: bool = True) -> Store:
+        """Connect to `url`, bring the schema to head, and return the store (StoreError on failure).
+
+        `migrate=False` (read-only commands) writes nothing: a database without a schema is a
+        NoStoreError, one behind this tracker's migrations a StoreError that says how to migrate.
+        """
+        engine = None
         try:
             engine = create_engine(url)
-            upgrade(engine)
+            if migrate:
+                upgrade(engine)
+            else:
+                require_schema(engine, display_url(url))
         except TrackerError:
+            if engine is not None:
+                engine.dispose()
             raise
         except Exception as exc:
+            if engine is not None:
+                engine.dispose()
             raise StoreError(f"cannot open store at {sa.make_url(url)!r}: {exc}") from exc
         return cls(engine)
 
@@ -212,6 +231,21 @@ class Store:
                 q = q.where(col(RevisionRow.rewritten_away) == sa.false())
             rows = s.execute(q.order_by(col(RevisionRow.seq))).scalars().all()
             return [_to_stored(r) for r in rows]
+
+    def revision_page(
+        self, repo_id: RepoId, *, newest_first: bool, after_seq: int | None, limit: int
+    ) -> list[StoredRevision]:
+        """At most `limit` ingested revisions (rewritten-away ones included) in `seq` order,
+        oldest or newest first, starting after `seq` `after_seq` (None: from the start): a page
+        of `revisions` read with one bounded query."""
+        with self._session() as s:
+            repo = self._repo(s, repo_id)
+            seq = col(RevisionRow.seq)
+            q = sa.select(RevisionRow).where(col(RevisionRow.repo_pk) == _pk(repo))
+            if after_seq is not None:
+                q = q.where(seq < after_seq if newest_first else seq > after_seq)
+            q = q.order_by(seq.desc() if newest_first else seq).limit(limit)
+            return [_to_stored(r) for r in s.execute(q).scalars().all()]
 
     def revision(self, repo_id: RepoId, sha: Sha) -> StoredRevision:
         with self._session() as s:
