@@ -62,6 +62,10 @@ class Settings(BaseSettings):
         default=DEFAULT_HUB,
         description="The Hub's public URL, used in advisories (stable even when reading through a mirror or replica).",
     )
+    public_url: str | None = Field(
+        default=None,
+        description="The URL readers reach `tracker serve` at (e.g. behind a reverse proxy): feed links are made absolute against it; unset: against each request's own URL (its Host header).",
+    )
     watchlist_sync_s: float = Field(
         default=30.0, gt=0, description="How often the polling daemon re-reads the watchlist file."
     )
@@ -229,6 +233,11 @@ class Settings(BaseSettings):
         if not value:
             return None
         return check_database_url(value)
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url(cls, value: str | None) -> str | None:
+        return cls._an_http_url(value) if value else None
 
     @field_validator("hf_endpoint", "hub_public_url")
     @classmethod

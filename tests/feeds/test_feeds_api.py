@@ -118,3 +118,18 @@ def test_the_read_token_is_honoured(gated: TestClient) -> None:
     assert ok.headers["vary"] == "Authorization"
     wrong = gated.get(ROUTES[1], headers={"Authorization": "Bearer not-the-token-0000000000"})
     assert wrong.status_code == 401
+
+
+def test_feed_links_follow_the_public_url_not_the_host_header(tmp_path: Path) -> None:
+    app = build(
+        load_settings(state_dir=tmp_path / "state", public_url="https://tracker.example.org/t/")
+    )
+    with TestClient(create_app(app)) as c:
+        atom = c.get("/v1/feeds/advisories.atom", headers={"Host": "evil.example"})
+        json_feed = c.get("/v1/feeds/advisories.json", headers={"Host": "evil.example"})
+    app.close()
+    assert atom.status_code == json_feed.status_code == 200
+    assert "evil.example" not in atom.text and "evil.example" not in json_feed.text
+    parsed = feedparser.parse(atom.content)
+    assert parsed.feed.links[0].href == "https://tracker.example.org/t/v1/feeds/advisories.atom"
+    assert json_feed.json()["feed_url"] == "https://tracker.example.org/t/v1/feeds/advisories.json"

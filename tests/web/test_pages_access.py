@@ -58,6 +58,10 @@ def test_a_page_answers_an_etag_and_304(open_pages: TestClient) -> None:
     # the form is harmless when no token is set: back to the page
     r = open_pages.post("/session", data={"token": "x", "next": "/repos/acme/none"})
     assert (r.status_code, r.headers["location"]) == (303, "/repos/acme/none")
+    # a body with more fields than the form has is no form of ours: back home, never a 500
+    many = open_pages.post("/session", content="&".join(f"f{i}=1" for i in range(9)),
+                           headers={"Content-Type": "application/x-www-form-urlencoded"})  # fmt: skip
+    assert (many.status_code, many.headers["location"]) == (303, "/")
 
 
 def test_home_links_the_feeds_of_everything(open_pages: TestClient) -> None:

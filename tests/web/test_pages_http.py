@@ -112,3 +112,24 @@ def test_demo_serve_prints_the_home_page_url_and_serves_it(demo_run: Any, tmp_pa
             proc.wait()
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+def test_a_repo_page_keeps_its_etag_and_answers_head(demo_run: Any) -> None:
+    """Equal data, equal bytes: the charts' SVG ids are fixed per chart (pygal's are random), so
+    a repo page's ETag holds and a conditional GET is a 304; HEAD answers as GET without a body."""
+    client = TestClient(create_app(demo_run.app))
+    first = client.get(f"/repos/{GRANITE}")
+    second = client.get(f"/repos/{GRANITE}")
+    assert first.status_code == second.status_code == 200
+    assert first.content == second.content
+    assert 'id="chart-' in first.text
+    assert re.search(r'id="chart-[0-9a-f]{8}-', first.text) is None  # no uuid left
+    etag = first.headers["etag"]
+    again = client.get(f"/repos/{GRANITE}", headers={"If-None-Match": etag})
+    assert (again.status_code, again.content) == (304, b"")
+    for path in (f"/repos/{GRANITE}", "/v1/feeds/advisories.atom", "/v1/advisories", "/"):
+        get, head = client.get(path), client.head(path)
+        assert (head.status_code, head.content) == (200, b""), path
+        assert head.headers["etag"] == get.headers["etag"], path
+        assert head.headers["content-length"] == str(len(get.content)), path
+    assert client.head("/v1/vulns/x_TRACKER-2026-999999").status_code == 404

@@ -281,6 +281,9 @@ def test_ssrf_guard_refuses_internal_targets_unless_allowed(store: Store) -> Non
         "http://192.168.0.10/hook",
         "http://[::1]/hook",
         "http://[::ffff:127.0.0.1]/hook",
+        "http://[2002:7f00:1::]/hook",  # 6to4 around 127.0.0.1
+        "http://[2002:a01:203::1]/hook",  # 6to4 around 10.1.2.3
+        "http://[2001:0:4136:e378:8000:63bf:80ff:fffe]/hook",  # Teredo, client 127.0.0.1
         "http://0.0.0.0/hook",
         "http://100.64.0.1/hook",
         "ftp://example.org/hook",

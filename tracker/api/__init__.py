@@ -10,6 +10,7 @@ from fastapi import FastAPI
 
 from tracker.api import advisories, feeds, hooks, preflight, problem, repos
 from tracker.api.auth import optional_reads
+from tracker.api.head import HeadAsGet
 from tracker.api.limits import BodyLimit
 from tracker.api.osv import DEFAULT_PAGE_SIZE, router
 from tracker.settings import Settings
@@ -52,6 +53,7 @@ def create_app(app: PagesApp, *, page_size: int = DEFAULT_PAGE_SIZE) -> FastAPI:
     api.include_router(feeds.router)
     mount_pages(api, app)
     api.add_middleware(BodyLimit)
+    api.add_middleware(HeadAsGet)
     problem.install(api)
     problem.problem_openapi(api, then=optional_reads)
 

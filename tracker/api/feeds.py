@@ -146,7 +146,10 @@ def _serve(
         built = collect(app, repo_id, floor, limit)
     except StoreNotFoundError as exc:
         raise Problem(404, "not-found", f"no repo {repo_id!r} in the store") from exc
-    base = str(request.base_url)
+    # Links are absolute against the configured public URL; without one, against the request's
+    # own URL (Host header), which a reverse proxy may have rewritten.
+    public = app.settings.public_url
+    base = f"{public}/" if public else str(request.base_url)
     if atom:
         return cached_response(request, render_atom(built, base), ATOM_TYPE, LIST)
     return cached_response(request, render_json_feed(built, base), JSON_FEED_TYPE, LIST)

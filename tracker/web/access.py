@@ -44,7 +44,10 @@ async def form(request: Request) -> dict[str, str]:
     body = await request.body()
     if len(body) > MAX_FORM:
         return {}
-    fields = parse_qs(body.decode("utf-8", "replace"), max_num_fields=8)
+    try:
+        fields = parse_qs(body.decode("utf-8", "replace"), max_num_fields=8)
+    except ValueError:  # more fields than the form has: not a form of ours
+        return {}
     return {k: v[0] for k, v in fields.items() if v}
 
 

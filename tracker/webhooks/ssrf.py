@@ -49,8 +49,14 @@ def parse_networks(text: str) -> tuple[Network, ...]:
 
 
 def _why_not_public(addr: Address) -> str | None:
-    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
-        return _why_not_public(addr.ipv4_mapped)
+    if isinstance(addr, ipaddress.IPv6Address):
+        # IPv6 forms that carry an IPv4 address a host may route to: IPv4-mapped, 6to4
+        # (2002::/16) and Teredo (its client address): judged by the address they wrap.
+        for inner in (addr.ipv4_mapped, addr.sixtofour, addr.teredo[1] if addr.teredo else None):
+            if inner is not None:
+                why = _why_not_public(inner)
+                if why is not None:
+                    return f"{why} (wrapped in {addr})"
     checks = (
         (addr.is_loopback, "loopback"),
         (addr.is_link_local, "link-local"),
