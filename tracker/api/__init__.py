@@ -10,7 +10,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from tracker.api import hooks
+from tracker.api import hooks, ops
 from tracker.api.limits import BodyLimit
 from tracker.api.osv import DEFAULT_PAGE_SIZE, OsvQueryError, router
 from tracker.errors import StoreError
@@ -48,6 +48,7 @@ def create_app(app: PagesApp, *, page_size: int = DEFAULT_PAGE_SIZE) -> FastAPI:
     api.include_router(hooks.router)
     mount_pages(api, app)
     api.add_middleware(BodyLimit)
+    ops.install(api, app.store.engine)  # /healthz, /readyz, /metrics; its middleware is outermost
 
     @api.exception_handler(OsvQueryError)
     async def _bad_query(request: Request, exc: OsvQueryError) -> JSONResponse:
