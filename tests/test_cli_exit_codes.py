@@ -183,6 +183,67 @@ CASES: list[tuple[str, tuple[str, ...], dict[str, str], int, str]] = [
         2,
         "TRACKER_DATABASE_URL: 'postgresql://u@h:port/db' has a bad port",
     ),
+    # 2: usage errors (click's), one line with a hint, not click's boxed text
+    (
+        "unknown option",
+        ("watch", "list", "--bogus"),
+        {},
+        2,
+        "error: no such option: --bogus (try: tracker watch list --help)",
+    ),
+    (
+        "missing argument",
+        ("history",),
+        {},
+        2,
+        "error: missing argument 'repo' (try: tracker history --help)",
+    ),
+    ("unknown command", ("hsitory",), {}, 2, "error: no such command 'hsitory'"),
+    (
+        "bad value",
+        ("serve", "--port", "70000"),
+        {},
+        2,
+        "error: invalid value for '--port': Input should be less than or equal to 65535 "
+        "(try: tracker serve --help)",
+    ),
+    (
+        "replica serve, missing option",
+        ("replica", "serve"),
+        {},
+        2,
+        "error: missing option '--root' (try: tracker replica serve --help)",
+    ),
+    # 2: a server that cannot start (the replica's port is in use)
+    ("serve, port in use", ("serve", "--port", "{port}"), {}, 2, "cannot bind 127.0.0.1:{port}"),
+    (
+        "serve, host does not resolve",
+        ("serve", "--host", "nowhere.invalid"),
+        {},
+        2,
+        "error: --host 'nowhere.invalid' does not resolve",
+    ),
+    (
+        "serve, bad setting",
+        ("serve",),
+        {"TRACKER_LOG_LEVEL": "loud"},
+        2,
+        "TRACKER_LOG_LEVEL: 'LOUD' is not one of",
+    ),
+    (
+        "replica serve, port in use",
+        ("replica", "serve", "--root", "hub", "--port", "{port}"),
+        {},
+        2,
+        "cannot bind 127.0.0.1:{port}",
+    ),
+    (
+        "replica serve, root missing",
+        ("replica", "serve", "--root", "nope"),
+        {},
+        2,
+        "error: replica root nope is not a directory",
+    ),
     # 3: not found
     (
         "show, missing path",
@@ -258,6 +319,9 @@ CASES: list[tuple[str, tuple[str, ...], dict[str, str], int, str]] = [
 def test_exit_code_and_one_line(
     world: World, args: tuple[str, ...], env: dict[str, str], code: int, says: str
 ) -> None:
+    port = world.url.rsplit(":", 1)[1].rstrip("/")
+    args = tuple(a.replace("{port}", port) for a in args)
+    says = says.replace("{port}", port)
     done = run(world, *args, **env)
     assert done.returncode == code, (done.returncode, done.stdout[-500:], done.stderr[-1500:])
     assert "Traceback" not in done.stderr

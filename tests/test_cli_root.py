@@ -21,10 +21,10 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
 def test_unknown_command_and_missing_argument_are_usage_errors() -> None:
     unknown = _run("nonexistent")
     assert unknown.returncode == 2
-    assert "No such command 'nonexistent'" in unknown.stderr
+    assert unknown.stderr == "error: no such command 'nonexistent' (try: tracker --help)\n"
     missing = _run("diff")
     assert missing.returncode == 2
-    assert "Missing argument 'repo'" in missing.stderr
+    assert missing.stderr == "error: missing argument 'repo' (try: tracker diff --help)\n"
     assert "Traceback" not in unknown.stderr + missing.stderr
 
 

@@ -147,6 +147,10 @@ class Settings(BaseSettings):
         default=None,
         description="The bearer token every write endpoint of the HTTP API needs (several, comma-separated, during rotation); unset: writes are refused.",
     )
+    api_read_token: SecretStr | None = Field(
+        default=None,
+        description="When set, every read of the HTTP API (GET, OSV queries) needs this bearer token or a write token (several, comma-separated, during rotation); unset: reads are open.",
+    )
     log_level: LogLevel = Field(
         default="WARNING", description="structlog level (the systemd units set INFO)."
     )
@@ -201,9 +205,9 @@ class Settings(BaseSettings):
     def _blank_is_none(cls, value: str | None) -> str | None:
         return value or None
 
-    @field_validator("api_write_token")
+    @field_validator("api_write_token", "api_read_token")
     @classmethod
-    def _write_tokens(cls, value: SecretStr | None) -> SecretStr | None:
+    def _tokens(cls, value: SecretStr | None) -> SecretStr | None:
         # Never echo the value: a problem names the variable only.
         if value is None or not value.get_secret_value().strip():
             return None
@@ -212,10 +216,19 @@ class Settings(BaseSettings):
             raise ValueError(f"each token must be at least {MIN_TOKEN_CHARS} characters")
         return SecretStr(",".join(tokens))
 
-    def api_tokens(self, which: Literal["write"]) -> tuple[str, ...]:
-        """The accepted bearer tokens for writes (empty: none configured, writes refused)."""
-        value = self.api_write_token
-        return tuple(value.get_secret_value().split(",")) if value is not None else ()
+    def api_tokens(self, which: Literal["read", "write"]) -> tuple[str, ...]:
+        """The accepted bearer tokens: for writes the write tokens (empty: writes refused); for
+        reads the read tokens and the write tokens, or none at all when no read token is set
+        (empty: reads are open)."""
+
+        def split(value: SecretStr | None) -> tuple[str, ...]:
+            return tuple(value.get_secret_value().split(",")) if value is not None else ()
+
+        write = split(self.api_write_token)
+        if which == "write":
+            return write
+        read = split(self.api_read_token)
+        return read + write if read else ()
 
     @field_validator("log_level", mode="before")
     @classmethod

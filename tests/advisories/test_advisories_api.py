@@ -137,7 +137,16 @@ def test_get_vuln_by_id(client: TestClient) -> None:
     assert r.json()["affected"][0]["ranges"][0]["events"] == [{"introduced": M[3]}, {"fixed": M6}]
     missing = client.get("/v1/vulns/x_TRACKER-2026-99")
     assert missing.status_code == 404
-    assert missing.json() == {"code": 5, "message": "Bug not found."}
+    assert missing.headers["content-type"] == "application/problem+json"
+    assert missing.json() == {  # an RFC 9457 problem document carrying osv.dev's code and message
+        "type": "urn:tracker:problem:not-found",
+        "title": "Not Found",
+        "status": 404,
+        "detail": "Bug not found.",
+        "instance": "/v1/vulns/x_TRACKER-2026-99",
+        "code": 5,
+        "message": "Bug not found.",
+    }
 
 
 @pytest.mark.parametrize(
@@ -167,8 +176,10 @@ def test_get_vuln_by_id(client: TestClient) -> None:
 def test_bad_queries_get_osv_400(client: TestClient, path: str, body: object) -> None:
     r = client.post(path, json=body)
     assert r.status_code == 400, r.text
+    assert r.headers["content-type"] == "application/problem+json"
     assert r.json()["code"] == 3
-    assert r.json()["message"]
+    assert r.json()["message"] == r.json()["detail"] != ""
+    assert (r.json()["status"], r.json()["instance"]) == (400, path)
 
 
 def test_non_json_body_is_400(client: TestClient) -> None:

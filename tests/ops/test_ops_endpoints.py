@@ -281,7 +281,9 @@ def test_webhook_and_queue_metrics_and_readyz_on_a_store_behind(tmp_path: Path) 
         assert behind.status_code == 503
         assert behind.headers["content-type"] == "application/problem+json"
         problem = behind.json()
+        assert problem["type"] == "urn:tracker:problem:not-ready"
         assert problem["status"] == 503 and problem["title"] == "Not ready"
+        assert problem["instance"] == "/readyz"
         assert problem["schema"] == "0007" and problem["head"] == head_revision()
         assert problem["detail"].startswith(
             f"the store's schema is at migration 0007, behind {head_revision()}"
@@ -327,3 +329,21 @@ def test_readyz_503_when_the_store_cannot_be_reached(pg_database: Any, tmp_path:
             samples = scrape(client)
             assert samples[("tracker_store_up", ())] == 0
             assert client.get("/healthz").status_code == 200
+
+
+def test_metrics_need_the_read_token_when_reads_do(tmp_path: Path) -> None:
+    Store.open(f"sqlite:///{tmp_path / 'state' / 'tracker.db'}").close()
+    env = {
+        "TRACKER_STATE_DIR": str(tmp_path / "state"),
+        "TRACKER_WATCHLIST": str(WATCHLIST),
+        "TRACKER_API_READ_TOKEN": "ops-read-token-0123456789",
+    }
+    with serving(env) as client:
+        refused = client.get("/metrics")
+        assert refused.status_code == 401
+        assert refused.headers["content-type"] == "application/problem+json"
+        assert "tracker_store_up" not in refused.text
+        auth = {"Authorization": "Bearer ops-read-token-0123456789"}
+        assert client.get("/metrics", headers=auth).status_code == 200
+        assert client.get("/healthz").status_code == 200  # probes need no token
+        assert client.get("/readyz").status_code == 200

@@ -5,7 +5,7 @@ transformers builds natively, its Linear / Conv1D modules grouped as [last name 
 count], and the output layer. `--check` rebuilds and compares with the file instead (exit 1 on a
 difference); `--only NAME...` limits either to those configs. The LoRA resolution test compares
 the derivation with this file; `test_the_recorded_module_names_are_what_transformers_builds`
-rebuilds two of them live.
+rebuilds all of them live.
 
     .venv/bin/python -m tests.preflight.metagen [--check] [--only FILE.json ...]
 """

@@ -7,7 +7,8 @@ is_torch_fx_available` (as DeepSeek-V3's remote code does; gone since transforme
 is a high advisory naming the name, the module that lacks it and the version it vanished in; a
 re-upload of the weights in FP8 (bytes per parameter 2.00 → 1.00: a capacity advisory with before →
 after); and a config that drops two layers (every LoRA target resolves to two modules fewer).
-Each revision's preflight is stored and `tracker preflight ORG/NAME@REV` reads the Hub the same way.
+Each revision's preflight is stored; `tracker preflight ORG/NAME@REV` answers from the store with no
+network (full sha, short sha, HEAD~n) and the same from the Hub with `--hub`.
 """
 
 from __future__ import annotations
@@ -103,10 +104,24 @@ def test_every_revision_gets_a_preflight_and_a_changed_answer_is_an_advisory(
         env["TRACKER_HF_ENDPOINT"] = hub.url
         poll = _tracker(env, "poll", "--once", "--json")
         assert poll.returncode == 0, poll.stderr
-        shown = _tracker(env, "preflight", f"{REPO}@{shas[1]}")
-    assert shown.returncode == 0, shown.stderr
+        live = _tracker(env, "preflight", "--hub", f"{REPO}@{shas[1]}")
+    # the Hub is gone now: the store answers, by full sha, short sha or HEAD~n
+    shown = _tracker(env, "preflight", f"{REPO}@{shas[1]}")
+    back = _tracker(env, "preflight", f"{REPO}@HEAD~2")
+    short = _tracker(env, "preflight", f"{REPO}@{shas[1][:8]}")
+    for run in (live, shown, back, short):
+        assert run.returncode == 0, run.stderr
     lines = shown.stdout.splitlines()
-    assert lines[0] == f"{REPO}@{shas[1][:12]}"
+    assert lines[0] == f"{REPO}@{shas[1][:12]} (ingested revision {shas[1]}, read from the store)"
+    assert live.stdout.splitlines()[0] == f"{REPO}@{shas[1][:12]} (from the Hub)"
+    assert back.stdout == short.stdout == shown.stdout
+    assert live.stdout.splitlines()[1:] == lines[1:]
+    missing = _tracker(env, "preflight", f"{REPO}@HEAD~9")
+    assert missing.returncode != 0
+    assert missing.stderr.strip().splitlines() == [
+        f"error: {REPO}@HEAD~9: no ingested revision matches; HEAD~n and short shas resolve "
+        "against ingested revisions only (the Hub takes a full sha or a ref)"
+    ]
     assert "  transformers 4.57.1: importable" in lines
     assert "  transformers 5.1.0: does not import" in lines
     assert (

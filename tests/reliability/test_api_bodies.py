@@ -65,7 +65,18 @@ def _post(api: FastAPI, total: int, headers: list[tuple[bytes, bytes]]) -> tuple
 
 def test_a_100_mb_chunked_body_is_refused_after_one_megabyte(api: FastAPI) -> None:
     status, answer, pulled = _post(api, 100_000_000, [(b"transfer-encoding", b"chunked")])
-    assert (status, answer) == (413, {"code": 3, "message": "request body over 1,000,000 bytes"})
+    assert (status, answer) == (
+        413,
+        {
+            "type": "urn:tracker:problem:too-large",
+            "title": "Request Entity Too Large",
+            "status": 413,
+            "detail": "request body over 1,000,000 bytes",
+            "instance": "/v1/query",
+            "code": 3,
+            "message": "request body over 1,000,000 bytes",
+        },
+    )
     assert MAX_BODY < pulled <= MAX_BODY + CHUNK  # not one chunk more than needed
 
 
@@ -89,7 +100,15 @@ def test_a_deeply_nested_json_body_is_a_400_not_a_500(api: FastAPI) -> None:
     r = client.post("/v1/query", content=nested, headers={"content-type": "application/json"})
     assert (r.status_code, r.json()) == (
         400,
-        {"code": 3, "message": "request body is JSON nested deeper than 64 levels"},
+        {
+            "type": "urn:tracker:problem:invalid-request",
+            "title": "Bad Request",
+            "status": 400,
+            "detail": "request body is JSON nested deeper than 64 levels",
+            "instance": "/v1/query",
+            "code": 3,
+            "message": "request body is JSON nested deeper than 64 levels",
+        },
     )
     ok = client.post("/v1/query", json={"commit": "a" * 40})
     assert (ok.status_code, ok.json()) == (200, {"vulns": []})

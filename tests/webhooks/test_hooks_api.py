@@ -1,6 +1,6 @@
 """The push side's HTTP routes in process: subscriptions behind the write token, the Hub's webhook
 (X-Webhook-Secret, what it queues and what it ignores), the manual poll trigger. Errors say what
-went wrong in `detail`; no secret or token is ever echoed."""
+went wrong in a problem document's `detail`; no secret or token is ever echoed."""
 
 from __future__ import annotations
 
@@ -59,8 +59,15 @@ def test_subscriptions_need_the_write_token_and_never_list_secrets(
     assert client.get("/v1/subscriptions").status_code == 401
     wrong = client.post("/v1/subscriptions", json=body, headers={"Authorization": "Bearer x" * 3})
     assert wrong.status_code == 401
-    assert wrong.headers["www-authenticate"] == 'Bearer realm="tracker"'
-    assert wrong.json() == {"detail": "writing: the bearer token is not valid"}
+    assert wrong.headers["www-authenticate"] == 'Bearer realm="tracker", error="invalid_token"'
+    assert wrong.headers["content-type"] == "application/problem+json"
+    assert wrong.json() == {
+        "type": "urn:tracker:problem:unauthorized",
+        "title": "Unauthorized",
+        "status": 401,
+        "detail": "writing: the bearer token is not valid",
+        "instance": "/v1/subscriptions",
+    }
     created = client.post("/v1/subscriptions", json=body, headers=AUTH)
     assert created.status_code == 201
     sub = created.json()

@@ -6,14 +6,11 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi import FastAPI
 
-from tracker.api import hooks, ops
+from tracker.api import hooks, ops, problem
 from tracker.api.limits import BodyLimit
-from tracker.api.osv import DEFAULT_PAGE_SIZE, OsvQueryError, router
-from tracker.errors import StoreError
+from tracker.api.osv import DEFAULT_PAGE_SIZE, router
 from tracker.settings import Settings
 from tracker.store.advisories import AdvisoryStore
 from tracker.web import mount as mount_pages
@@ -34,9 +31,11 @@ def create_app(app: PagesApp, *, page_size: int = DEFAULT_PAGE_SIZE) -> FastAPI:
     """A FastAPI app serving the OSV API over `app.advisories` and the model pages
     (`tracker.web`, which read the App's stores at request time).
 
-    Bad requests answer OSV-style `400 {"code": 3, "message": ...}`; unknown ids `404 {"code": 5}`;
-    store failures `503 {"code": 14}`; a body over 1 MB `413` while it streams in, a JSON body
-    nested too deep `400` (`tracker.api.limits.BodyLimit`). Nothing is created at import time.
+    Every error is a problem document (`tracker.api.problem`); on the OSV routes it also carries
+    osv.dev's `code` and `message`: bad requests `400` (code 3), unknown ids `404` (code 5),
+    store failures `503` (code 14); a body over 1 MB `413` while it streams in, a JSON body
+    nested too deep `400` (`tracker.api.limits.BodyLimit`). Reads may need a token
+    (`tracker.api.auth`). Nothing is created at import time.
     """
     api = FastAPI(
         title="tracker", summary="OSV advisories for Hugging Face model repos", version="0.1.0"
@@ -48,19 +47,8 @@ def create_app(app: PagesApp, *, page_size: int = DEFAULT_PAGE_SIZE) -> FastAPI:
     api.include_router(hooks.router)
     mount_pages(api, app)
     api.add_middleware(BodyLimit)
+    problem.install(api)
+    problem.problem_openapi(api)
     ops.install(api, app.store.engine)  # /healthz, /readyz, /metrics; its middleware is outermost
-
-    @api.exception_handler(OsvQueryError)
-    async def _bad_query(request: Request, exc: OsvQueryError) -> JSONResponse:
-        return JSONResponse({"code": exc.code, "message": str(exc)}, status_code=exc.status)
-
-    @api.exception_handler(RequestValidationError)
-    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        first = exc.errors()[0] if exc.errors() else {"msg": "invalid request"}
-        return JSONResponse({"code": 3, "message": str(first.get("msg"))}, status_code=400)
-
-    @api.exception_handler(StoreError)
-    async def _store(request: Request, exc: StoreError) -> JSONResponse:
-        return JSONResponse({"code": 14, "message": "advisory store unavailable"}, status_code=503)
 
     return api

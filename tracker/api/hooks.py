@@ -2,8 +2,8 @@
 
 - `/v1/subscriptions` (list, create), `/v1/subscriptions/{id}` (read, delete), its `deliveries`
   (the delivery log), `rotate` (a new signing secret) and `enable`: every one needs a write token
-  (`require_write`), reads included, since they show where deliveries go. Errors answer
-  `{"detail": ...}` with their status (401 carries `WWW-Authenticate: Bearer`).
+  (`tracker.api.auth.require_write`), reads included, since they show where deliveries go.
+  Errors are problem documents (`tracker.api.problem`; 401 carries `WWW-Authenticate: Bearer`).
 - `POST /v1/repos/{org}/{name}/poll`: queue a poll of a watched repo now (write token).
 - `POST /v1/hooks/huggingface`: the Hub's webhook. Authenticated by `X-Webhook-Secret` (compared
   in constant time with `TRACKER_HUB_WEBHOOK_SECRET`; unset: 404). A `repo.content` event of a
@@ -13,17 +13,17 @@
 
 from __future__ import annotations
 
-import hmac
 import json
 from datetime import timedelta
 from typing import Any, Protocol
 
-from fastapi import APIRouter, Depends, Header, HTTPException, Request, Response
+from fastapi import APIRouter, Depends, Header, Request, Response
 from fastapi.responses import JSONResponse
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
+from tracker.api.auth import REALM, require_write
+from tracker.api.problem import Problem
 from tracker.domain import Artifact, Clock, RepoId, Severity, parse_repo_id
 from tracker.errors import ConfigError, InvalidRepoIdError, StoreNotFoundError
 from tracker.settings import Settings
@@ -34,9 +34,6 @@ from tracker.webhooks import subscriptions as subs
 from tracker.webhooks.hub import BadHubPayload, HubEvent, read_event, secret_matches
 
 MAX_HOOK_BODY = 1_000_000
-
-_bearer = HTTPBearer(auto_error=False, description="The write token (TRACKER_API_WRITE_TOKEN).")
-_CHALLENGE = {"WWW-Authenticate": 'Bearer realm="tracker"'}
 
 
 class HooksApp(Protocol):
@@ -66,39 +63,6 @@ class Ctx:
 
 def ctx(request: Request) -> Ctx:
     return Ctx(request.app.state.app)
-
-
-class ApiProblem(HTTPException):
-    """An error answer (`status`, a `slug` naming the problem, and what went wrong)."""
-
-    def __init__(self, status: int, slug: str, detail: str, **_: object) -> None:
-        headers = _CHALLENGE if status == 401 else None
-        super().__init__(status, detail=detail, headers=headers)
-        self.slug = slug
-
-
-def require_write(
-    request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(_bearer)
-) -> None:
-    """A write token, always: 403 when none is configured, 401 when it is missing or wrong. Every
-    configured token is compared in constant time (no early exit); none is logged or echoed."""
-    settings: Settings = request.app.state.app.settings
-    accepted = settings.api_tokens("write")
-    if not accepted:
-        raise ApiProblem(
-            403,
-            "writes-disabled",
-            "writes are disabled: set TRACKER_API_WRITE_TOKEN to enable them",
-        )
-    presented = credentials.credentials if credentials is not None else None
-    if presented is None or credentials is None or credentials.scheme.lower() != "bearer":
-        raise ApiProblem(401, "unauthorized", "writing needs `Authorization: Bearer <token>`")
-    given = presented.encode()
-    found = False
-    for token in accepted:
-        found |= hmac.compare_digest(given, token.encode())
-    if not found:
-        raise ApiProblem(401, "unauthorized", "writing: the bearer token is not valid")
 
 
 router = APIRouter(tags=["webhooks"])
@@ -185,11 +149,11 @@ def _found(read: Any, subscription_id: int) -> Any:
     try:
         return read(subscription_id)
     except StoreNotFoundError as exc:
-        raise ApiProblem(404, "not-found", str(exc)) from None
+        raise Problem(404, "not-found", str(exc)) from None
 
 
-def _bad(exc: ConfigError) -> ApiProblem:
-    return ApiProblem(422, "invalid-subscription", str(exc).splitlines()[0])
+def _bad(exc: ConfigError) -> Problem:
+    return Problem(422, "invalid-subscription", str(exc).splitlines()[0])
 
 
 @router.get(
@@ -257,7 +221,7 @@ def delete_subscription(subscription_id: int, c: Ctx = Depends(ctx)) -> Response
 )
 def deliveries(subscription_id: int, limit: int = 50, c: Ctx = Depends(ctx)) -> Any:
     if not 1 <= limit <= 1000:
-        raise ApiProblem(400, "invalid-request", "limit: between 1 and 1000")
+        raise Problem(400, "invalid-request", "limit: between 1 and 1000")
     return _found(lambda i: subs.log_json(c.app.webhooks, i, limit), subscription_id)
 
 
@@ -318,9 +282,9 @@ def poll_now(org: str, name: str, c: Ctx = Depends(ctx)) -> Queued:
     try:
         repo_id = parse_repo_id(f"{org}/{name}")
     except InvalidRepoIdError as exc:
-        raise ApiProblem(400, "invalid-repo-id", str(exc)) from None
+        raise Problem(400, "invalid-repo-id", str(exc)) from None
     if not _watched(c, repo_id):
-        raise ApiProblem(404, "not-watched", f"{repo_id} is not on the watchlist")
+        raise Problem(404, "not-watched", f"{repo_id} is not on the watchlist")
     return _queue(c, repo_id, "manual")
 
 
@@ -337,20 +301,22 @@ async def hub_webhook(
 ) -> Any:
     configured = c.app.settings.hub_webhook_secret
     if configured is None:
-        raise ApiProblem(
+        raise Problem(
             404, "hub-webhooks-off", "Hub webhooks are off: set TRACKER_HUB_WEBHOOK_SECRET"
         )
     if x_webhook_secret is None:
-        raise ApiProblem(401, "unauthorized", "X-Webhook-Secret is missing")
+        raise Problem(
+            401, "unauthorized", "X-Webhook-Secret is missing", headers={"WWW-Authenticate": REALM}
+        )
     if not secret_matches(x_webhook_secret, configured.get_secret_value()):
-        raise ApiProblem(403, "forbidden", "X-Webhook-Secret is not valid")
+        raise Problem(403, "forbidden", "X-Webhook-Secret is not valid")
     raw = await request.body()
     if len(raw) > MAX_HOOK_BODY:
-        raise ApiProblem(413, "too-large", f"a Hub webhook is at most {MAX_HOOK_BODY} bytes")
+        raise Problem(413, "too-large", f"a Hub webhook is at most {MAX_HOOK_BODY} bytes")
     try:
         event = read_event(json.loads(raw or b"null"))
     except (UnicodeDecodeError, json.JSONDecodeError, BadHubPayload) as exc:
-        raise ApiProblem(400, "invalid-request", f"not a Hub webhook payload: {exc}") from None
+        raise Problem(400, "invalid-request", f"not a Hub webhook payload: {exc}") from None
     if not event.content:
         answer = Queued(
             repo=event.repo_id, queued=False, detail=f"ignored: {event.ignored_because}"

@@ -6,16 +6,16 @@ front of every route.
   `max_bytes`: a 100 MB chunked body costs at most `max_bytes` plus one chunk of memory.
 - A JSON body nested deeper than `max_depth` is refused with 400 before any route parses it
   (`tracker.bounded.json_depth`, iterative), so no handler can hit Python's recursion limit.
-Answers are OSV-shaped: `{"code": 3, "message": ...}`. The body, once read, is replayed to the
-route unchanged.
+Answers are problem documents (`tracker.api.problem`), with OSV's `code` and `message` on the
+OSV routes. The body, once read, is replayed to the route unchanged.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from tracker.api.problem import PROBLEM_TYPE, body_of, document, is_osv_path
 from tracker.bounded import json_depth
 
 Scope = MutableMapping[str, Any]
@@ -28,14 +28,19 @@ MAX_BODY = 1_000_000
 MAX_JSON_DEPTH = 64
 
 
-async def _answer(send: Send, status: int, message: str) -> None:
-    body = json.dumps({"code": 3, "message": message}).encode()
+async def _answer(send: Send, scope: Scope, status: int, message: str) -> None:
+    slug = "too-large" if status == 413 else "invalid-request"
+    path = str(scope.get("path", ""))
+    doc = document(status, slug, message, path)
+    if is_osv_path(path):
+        doc["code"] = 3
+    body = body_of(doc)
     await send(
         {
             "type": "http.response.start",
             "status": status,
             "headers": [
-                (b"content-type", b"application/json"),
+                (b"content-type", PROBLEM_TYPE.encode()),
                 (b"content-length", str(len(body)).encode()),
                 (b"connection", b"close"),
             ],
@@ -62,7 +67,7 @@ class BodyLimit:
         headers = dict(scope.get("headers") or [])
         declared = headers.get(b"content-length", b"").strip()
         if declared.isdigit() and int(declared) > self.max_bytes:
-            await _answer(send, 413, too_big)
+            await _answer(send, scope, 413, too_big)
             return
         chunks: list[bytes] = []
         size = 0
@@ -74,14 +79,14 @@ class BodyLimit:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_bytes:
-                await _answer(send, 413, too_big)
+                await _answer(send, scope, 413, too_big)
                 return
             chunks.append(chunk)
             more = bool(message.get("more_body", False))
         body = b"".join(chunks)
         if body and json_depth(body, self.max_depth) > self.max_depth:
             await _answer(
-                send, 400, f"request body is JSON nested deeper than {self.max_depth} levels"
+                send, scope, 400, f"request body is JSON nested deeper than {self.max_depth} levels"
             )
             return
         replayed = False

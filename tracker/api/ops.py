@@ -2,15 +2,16 @@
 
 - `/healthz`: the process is up and answering; it touches nothing else (200 always).
 - `/readyz`: the store answers and its schema is at this code's migration head: 200; otherwise
-  503 with a problem document (RFC 9457) naming what is wrong (unreachable, behind, ahead, or no
-  answer within `READY_TIMEOUT_S`).
+  503 with a problem document (`tracker.api.problem`, type `urn:tracker:problem:not-ready`)
+  naming what is wrong (unreachable, behind, ahead, or no answer within `READY_TIMEOUT_S`).
 - `/metrics`: what the store says, read at scrape time by `StoreCollector` (`tracker.store.ops`:
   a few grouped queries in one read transaction), so `tracker serve` reports what `tracker poll`
   (a separate process) did, and the numbers survive restarts of either; plus this process's own
   HTTP requests (`HttpMetrics`, counted in memory) and the `process_*` metrics.
 
-Metric names and meanings are listed in the README (Operations). None of these routes needs a
-token or appears in the OpenAPI document.
+Metric names and meanings are listed in the README (Operations). The probes never need a token;
+`/metrics` needs a read token when reads do (it names the watched repos). None of these routes
+appears in the OpenAPI document.
 """
 
 from __future__ import annotations
@@ -19,11 +20,10 @@ import asyncio
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Any
 
 import sqlalchemy as sa
 import structlog
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
@@ -36,7 +36,9 @@ from prometheus_client.metrics_core import (
 from prometheus_client.registry import Collector
 from starlette.concurrency import run_in_threadpool
 
+from tracker.api.auth import require_read
 from tracker.api.limits import ASGIApp, Message, Receive, Scope, Send
+from tracker.api.problem import respond
 from tracker.domain import AdvisoryState, Clock, Severity
 from tracker.errors import TrackerError
 from tracker.store.ops import OpsCounts, OpsReader
@@ -50,13 +52,6 @@ READY_TIMEOUT_S = 3.0
 _NO_STORE = {"cache-control": "no-store"}
 
 router = APIRouter(include_in_schema=False)
-
-
-def _problem(status: int, title: str, detail: str, **extra: Any) -> JSONResponse:
-    body = {"type": "about:blank", "title": title, "status": status, "detail": detail, **extra}
-    return JSONResponse(
-        body, status_code=status, media_type="application/problem+json", headers=_NO_STORE
-    )
 
 
 @router.get("/healthz")
@@ -105,15 +100,24 @@ async def readyz(request: Request) -> Response:
         problem, current, head = f"the store did not answer within {READY_TIMEOUT_S:g} s", None, "?"
     if problem is not None:
         log.warning("readyz.not_ready", problem=problem)
-        return _problem(503, "Not ready", problem, schema=current, head=head)
+        return respond(
+            503,
+            "not-ready",
+            problem,
+            request.url.path,
+            title="Not ready",
+            headers=_NO_STORE,
+            schema=current,
+            head=head,
+        )
     return JSONResponse(
         {"status": "ready", "store": "reachable", "schema": current}, headers=_NO_STORE
     )
 
 
-@router.get("/metrics")
+@router.get("/metrics", dependencies=[Depends(require_read)])
 def metrics(request: Request) -> Response:
-    """Prometheus text format (version 0.0.4)."""
+    """Prometheus text format; a read token when reads need one (`tracker.api.auth`)."""
     registry: CollectorRegistry = request.app.state.metrics
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST, headers=_NO_STORE)
 

@@ -13,8 +13,12 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import Response
 
+from tracker.api.auth import require_read
+from tracker.api.caching import ADVISORY, cached_json
+from tracker.api.problem import Problem
 from tracker.domain import is_full_sha, parse_repo_id
 from tracker.errors import InvalidRepoIdError
 from tracker.store.advisories import AdvisoryStore
@@ -26,16 +30,17 @@ _QUERY_KEYS = ("commit", "version", "package", "page_token")
 _PACKAGE_KEYS = ("name", "ecosystem", "purl")
 _PURL_PREFIX = "pkg:huggingface/"
 
-router = APIRouter()
+router = APIRouter(tags=["osv"], dependencies=[Depends(require_read)])
 
 
-class OsvQueryError(Exception):
-    """A request the OSV API rejects; `code` is the gRPC status code osv.dev uses."""
+class OsvQueryError(Problem):
+    """A request the OSV API rejects (a problem document); `code` is the gRPC status code
+    osv.dev answers with it."""
 
     def __init__(self, message: str, *, code: int = 3, status: int = 400) -> None:
-        super().__init__(message)
+        super().__init__(status, "not-found" if status == 404 else "invalid-request", message)
+        self.extensions["code"] = code
         self.code = code
-        self.status = status
 
 
 async def _body(request: Request) -> Any:
@@ -166,11 +171,16 @@ async def querybatch(request: Request) -> dict[str, Any]:
     return {"results": results}
 
 
-@router.get("/v1/vulns/{advisory_id}")
-async def vuln(advisory_id: str, request: Request) -> dict[str, Any]:
-    """OSV `GET /v1/vulns/{id}`: the full record (withdrawn ones too), or 404."""
+@router.get(
+    "/v1/vulns/{advisory_id}",
+    response_model=dict[str, Any],
+    responses={304: {"description": "Not Modified (If-None-Match matched the ETag)"}},
+)
+def vuln(advisory_id: str, request: Request) -> Response:
+    """OSV `GET /v1/vulns/{id}`: the full record (withdrawn ones too), or 404. Served with its
+    ETag and `Cache-Control: no-cache` (an advisory changes only when modified: revalidate)."""
     store: AdvisoryStore = request.app.state.advisories
     adv = store.get(advisory_id)
     if adv is None:
         raise OsvQueryError("Bug not found.", code=5, status=404)
-    return dict(adv.record)
+    return cached_json(request, dict(adv.record), ADVISORY)

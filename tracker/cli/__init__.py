@@ -142,11 +142,35 @@ def main(argv: list[str] | None = None) -> None:
         typer.echo("aborted", err=True)
         sys.exit(130)
     except Exception as exc:
-        # Usage errors (typer's vendored click): they know how to show themselves and their code.
-        show, code = getattr(exc, "show", None), getattr(exc, "exit_code", None)
-        if callable(show) and isinstance(code, int):
-            show()
-            sys.exit(code)
-        raise
+        # Usage errors (typer's vendored click): one `error:` line and click's code (2, bad input).
+        message, code = usage_error(exc)
+        if code is None:
+            raise
+        if message is None:  # no arguments at all: the help is the answer
+            exc.show()  # type: ignore[attr-defined]
+        else:
+            typer.echo(f"error: {message}", err=True)
+        sys.exit(code)
     if isinstance(code, int) and code != 0:
         sys.exit(code)
+
+
+def usage_error(exc: BaseException) -> tuple[str | None, int | None]:
+    """(one line, exit code) for a click usage error (unknown option or command, missing
+    argument, bad value) with a hint naming the command's --help; (None, code) when the help
+    itself is the answer (no arguments); (None, None) for anything that is not click's."""
+    code = getattr(exc, "exit_code", None)
+    fmt = getattr(exc, "format_message", None)
+    if not isinstance(code, int) or not callable(fmt):
+        return None, None
+    if type(exc).__name__ == "NoArgsIsHelpError":
+        return None, code
+    text = " ".join(str(fmt()).split()).rstrip(".")
+    if text[:2].istitle() and text[1:2].islower():
+        text = text[0].lower() + text[1:]
+    ctx = getattr(exc, "ctx", None)
+    path = getattr(ctx, "command_path", None)
+    if isinstance(path, str):
+        words = ["tracker", *path.split()[1:]]
+        text += f" (try: {' '.join(words)} --help)"
+    return text, code

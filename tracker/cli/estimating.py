@@ -127,7 +127,7 @@ def run(
         sys.stdout.write(render(label, result, where))
 
 
-def _store_only(rev: str) -> bool:
+def store_only(rev: str) -> bool:
     """A revision only the store can resolve: HEAD, `~n` steps back, or a short sha."""
     base = rev.split("~", 1)[0]
     return (
@@ -162,7 +162,7 @@ def _from_repo(
     stored = None if hub else _from_store(settings, repo_id, rev or "HEAD")
     if stored is not None:
         return (*stored, base, where)
-    if rev and _store_only(rev):
+    if rev and store_only(rev):
         raise StoreNotFoundError(
             f"{repo_id}@{rev}: no ingested revision matches; HEAD~n and short shas resolve "
             "against ingested revisions only (the Hub takes a full sha or a ref)"
@@ -305,22 +305,6 @@ def fetch_from_source(
     return config, headers, tokenizer, f"{repo_id}@{sha[:12]}"
 
 
-def _table(title: str, header: Sequence[str], rows: Sequence[Sequence[str]], right: int) -> str:
-    """A plain-text table: `title`, a header, a rule, the rows; columns from index `right` on are
-    right-aligned (numbers)."""
-    widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
-
-    def line(cells: Sequence[str]) -> str:
-        out = [
-            c.rjust(w) if i >= right else c.ljust(w)
-            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-        ]
-        return "  ".join(out).rstrip()
-
-    rule = "  ".join("-" * w for w in widths)
-    return "\n".join([title, line(header), rule, *(line(r) for r in rows)]) + "\n"
-
-
 def assumptions(est: Estimate) -> list[str]:
     """The settings the numbers rest on, as an operator reads them."""
     s = est.settings
@@ -333,52 +317,75 @@ def assumptions(est: Estimate) -> list[str]:
     ]
 
 
-def render(label: str, est: Estimate, settings_from: str = "defaults") -> str:
-    """The readable report: what was read and assumed, summary lines, where the parameters
-    live, the fit table, cost, layout, checkpoint, findings and notes."""
+def render(
+    label: str, est: Estimate, settings_from: str = "defaults", at: int | None = None
+) -> str:
+    """The readable report, fitted to `at` columns (the terminal's width, 80 when piped): what
+    was read and assumed, summary lines, where the parameters live, the fit table, cost,
+    layout, checkpoint, findings and notes. Lines wrap at spaces (no number is cut); the fit
+    table wraps its cells, and names any column it had to leave out."""
+    from tracker.cli.textfit import Column, table, width, wrap
+
+    at = at or width()
     p, v, m = est.params, est.verification, est.memory
-    out = [f"{label}  {est.architecture} ({est.model_type})" + ("  custom code" * est.custom_code)]
-    out.append(f"settings: {settings_from}")
-    out += [f"assumed {line}" for line in assumptions(est)]
-    out.append(
+    lines = [
+        f"{label}  {est.architecture} ({est.model_type})" + ("  custom code" * est.custom_code)
+    ]
+    lines.append(f"settings: {settings_from}")
+    lines += [f"assumed {line}" for line in assumptions(est)]
+    lines.append(
         f"parameters: {p.total:,} total, {p.active:,} active per token, "
         f"{p.embedding:,} embedding; {est.layers} layers"
     )
-    out.append(
+    lines.append(
         f"verification: {v.status.value}" + (f" ({'; '.join(v.reasons)})" if v.reasons else "")
     )
+    out = [w for line in lines for w in wrap(line, at)]
     out.append("")
     rows = [(n, f"{c:,}", f"{p.shares[n] * 100:.1f}%") for n, c in p.by_component.items()]
-    out.append(_table("where the parameters live", ("component", "count", "share"), rows, 1))
+    components = [
+        Column("component", keep=True),
+        Column("count", keep=True, right=True),
+        Column("share", keep=True, right=True),
+    ]
+    out.append(table("where the parameters live", components, rows, at))
     source = " (checkpoint bytes)" if m.serve_weights_source == "checkpoint" else ""
-    out.append(
+    out += wrap(
         f"memory (GB): full fine-tune {m.full_finetune} at batch 1 "
         f"({m.full_finetune_states} weights+grads+optimizer), LoRA {m.lora}, "
         f"serving weights {m.serve_weights}{source} + KV {m.kv_cache} per "
-        f"{m.serve_tokens}-token sequence"
+        f"{m.serve_tokens}-token sequence",
+        at,
     )
     out.append("")
     fits = [(c.name, c.full_finetune.summary, c.lora.summary, c.serve.summary) for c in est.cards]
     title = f"largest batch per card (VRAM / {est.settings.get('headroom', 1.15)})"
     if not v.vouched:
         title += ": NO VERDICT, the estimate is unverified (numbers for reference only)"
-    out.append(_table(title, ("card", "full fine-tune", "LoRA", "serving"), fits, 9))
-    if not v.vouched:
-        out.append("card fit: no verdict from an unverified estimate (numbers for reference)")
-    cost = est.cost
-    out.append(
-        f"cost: {cost.hours} h, ${cost.usd} on {cost.assumptions['gpu']} "
-        f"({cost.assumptions['formula']})"
+    cards = (
+        Column("card", keep=True),
+        Column("full fine-tune", priority=3),
+        Column("LoRA", priority=2),
+        Column("serving", priority=1),
     )
-    out.append(f"layout: {est.structure.pattern.summary}")
+    out.append(table(title, cards, fits, at))
+    if not v.vouched:
+        out += wrap("card fit: no verdict from an unverified estimate (numbers for reference)", at)
+    cost = est.cost
+    tail = [
+        f"cost: {cost.hours} h, ${cost.usd} on {cost.assumptions['gpu']} "
+        f"({cost.assumptions['formula']})",
+        f"layout: {est.structure.pattern.summary}",
+    ]
     ck = est.checkpoint
     if ck:
-        out.append(
+        tail.append(
             f"checkpoint: {ck.params:,} stored params, {ck.bytes:,} bytes, "
             f"delta {ck.delta_pct}%, dtypes {dict(ck.dtypes)}"
         )
-    out += [f"[{f.level}] {f.id}: {f.evidence} (fix: {f.fix})" for f in est.findings]
-    out += [f"note: {note}" for note in est.notes]
+    tail += [f"[{f.level}] {f.id}: {f.evidence} (fix: {f.fix})" for f in est.findings]
+    tail += [f"note: {note}" for note in est.notes]
+    out += [w for line in tail for w in wrap(line, at)]
     return "\n".join(out) + "\n"
 
 

@@ -1,4 +1,4 @@
-"""CLI: `tracker preflight ORG/NAME[@REV] | CONFIG_DIR [--transformers V]... [--json]`."""
+"""CLI: `tracker preflight ORG/NAME[@REV] | CONFIG_DIR [--transformers V]... [--json] [--hub]`."""
 
 from __future__ import annotations
 
@@ -10,11 +10,19 @@ from typing import Annotated
 import typer
 
 from tracker.artifacts import AUTO_MAP_FILES, Limits, is_header_only
+from tracker.cli.estimating import store_only
 from tracker.domain import RepoId, SafetensorsHeader, TreeEntry, parse_repo_id
-from tracker.errors import ConfigError, EstimateError, NotWatchedError, TrackerError
+from tracker.errors import (
+    ConfigError,
+    EstimateError,
+    NotWatchedError,
+    StoreNotFoundError,
+    TrackerError,
+)
 from tracker.estimate import EstimateSettings
 from tracker.preflight.report import INDEX_FILES, Preflight
 from tracker.preflight.settings import PreflightSettings
+from tracker.settings import Settings
 from tracker.sources import RepoSource
 
 MAX_SHARDS = 512
@@ -41,6 +49,12 @@ def register(app: typer.Typer) -> None:
             float | None, typer.Option("--throughput", help="download throughput in MB/s")
         ] = None,
         as_json: Annotated[bool, typer.Option("--json", help="print the preflight JSON")] = False,
+        hub: Annotated[
+            bool,
+            typer.Option(
+                "--hub", help="read ORG/NAME[@REV] from the Hub even when the store has it"
+            ),
+        ] = False,
     ) -> None:
         """Will its remote code import, what will it take to fetch and hold, what will LoRA adapt.
 
@@ -48,6 +62,10 @@ def register(app: typer.Typer) -> None:
         transformers imports are checked against each version's symbol table, built from the
         version's wheel (fetched with pip into the preflight cache once). Capacity comes from the
         safetensors headers and the index's total_size; LoRA targets from the config.
+
+        ORG/NAME[@REV] reads an ingested revision from the store, with no network (REV: a sha,
+        a short sha, HEAD or HEAD~n; default HEAD); a repo or revision the store lacks, or
+        --hub, reads the Hub (a full sha or a ref there; default main).
         """
         from tracker.domain import Sha, Snapshot
         from tracker.preflight import preflight_snapshot
@@ -68,13 +86,23 @@ def register(app: typer.Typer) -> None:
             pf, est = _watched_settings(settings.watchlist, repo_id)
             from tracker.app import build
 
-            application = build(settings)
-            try:
-                files, headers, tree, label = fetch_repo(
-                    application.sources.hub(), repo_id, rev or "main", limits
-                )
-            finally:
-                application.close()
+            stored = None if hub else from_store(settings, repo_id, rev or "HEAD")
+            if stored is not None:
+                files, headers, tree, label = stored
+            else:
+                if rev and store_only(rev):
+                    raise StoreNotFoundError(
+                        f"{repo_id}@{rev}: no ingested revision matches; HEAD~n and short shas "
+                        "resolve against ingested revisions only (the Hub takes a full sha or a ref)"
+                    )
+                application = build(settings)
+                try:
+                    files, headers, tree, label = fetch_repo(
+                        application.sources.hub(), repo_id, rev or "main", limits
+                    )
+                finally:
+                    application.close()
+                label += " (from the Hub)"
         else:
             raise EstimateError(f"{target}: not a directory, and not ORG/NAME[@REV]")
         if transformers:
@@ -111,6 +139,29 @@ def _watched_settings(
         PreflightSettings.from_mapping(watched.preflight),
         EstimateSettings.from_mapping(watched.estimate),
     )
+
+
+def from_store(
+    settings: Settings, repo_id: RepoId, rev: str
+) -> tuple[dict[str, bytes], dict[str, SafetensorsHeader], list[TreeEntry], str] | None:
+    """What preflight reads of an ingested revision, from the store (None when the store, the
+    repo or the revision is not there). Opens the store read-only: nothing is created."""
+    from tracker.app import build
+
+    try:
+        application = build(settings, read_only=True)
+    except StoreNotFoundError:
+        return None
+    try:
+        try:
+            sha = application.store.resolve(repo_id, rev)
+        except StoreNotFoundError:
+            return None
+        snap = application.store.snapshot(repo_id, sha)
+    finally:
+        application.close()
+    label = f"{repo_id}@{sha[:12]} (ingested revision {sha}, read from the store)"
+    return dict(snap.files), dict(snap.headers), list(snap.tree), label
 
 
 def _read(path: Path, cap: int) -> bytes:

@@ -34,6 +34,7 @@ from tracker.store import Store
 from tracker.store.advisories import AdvisoryStore
 from tracker.store.advisories.values import id_key
 from tracker.store.analysis import AnalysisStore, StoredEstimate
+from tracker.store.preflight import PreflightStore, StoredPreflight
 from tracker.store.values import RepoState, RepoStatus, StoredRevision
 from tracker.watchlist import Watchlist
 
@@ -58,6 +59,9 @@ class PagesApp(Protocol):
 
     @property
     def analysis(self) -> AnalysisStore: ...
+
+    @property
+    def preflight(self) -> PreflightStore: ...
 
     def load_watchlist(self) -> Watchlist: ...
 
@@ -221,6 +225,7 @@ class RepoView:
     advisories: tuple[AdvisoryRow, ...]
     repo_url: str | None
     open_by_severity: tuple[tuple[str, int], ...] = field(default=())
+    preflight: StoredPreflight | None = None
 
 
 def repo_url(app: PagesApp, st: RepoState) -> str | None:
@@ -303,6 +308,7 @@ def repo(app: PagesApp, repo_id: str, rev: str | None) -> RepoView:
         advisories=tuple(adv),
         repo_url=repo_url(app, st),
         open_by_severity=tuple((s.value, counts[s.value]) for s in SEVERITIES),
+        preflight=app.preflight.get(st.repo_id, selected.sha) if selected else None,
     )
 
 

@@ -1,0 +1,111 @@
+"""Conditional GET for every read route: a strong `ETag` over the exact response bytes,
+`If-None-Match` answered by `304 Not Modified`, and a `Cache-Control` chosen by what is served.
+
+The ETag is `"` + base64url(sha256(body)) (no padding) + `"`: equal bytes, equal tag, so two
+servers (or two workers) over the same store agree without sharing state. `If-None-Match` is a
+list of tags or `*` and uses the weak comparison (RFC 9110 §13.1.2): `W/"x"` matches `"x"`.
+
+Cache-Control, by what a response is addressed by (`cached_response(..., cache_control=...)`):
+- `IMMUTABLE` (`public, max-age=31536000, immutable`): content named by full commit shas (a file
+  at a sha, a diff between two shas, an estimate at a sha): those bytes can never change.
+- `ADVISORY` (`public, no-cache`): one advisory. It is immutable until its `modified` moves (a fix,
+  a withdrawal), so caches keep it but revalidate every time: a 304 costs one hash, and a
+  withdrawal reaches every reader at once instead of after a max-age.
+- `LIST` (`public, no-cache`): lists, and anything named by a ref (`main`, `HEAD~2`) or a short sha.
+When reads need a token (`TRACKER_API_READ_TOKEN`), `public` becomes `private` (a shared cache
+must not hand an authorised answer to anyone) and `Vary: Authorization` is added.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from fastapi import Request
+from starlette.responses import Response
+
+IMMUTABLE = "public, max-age=31536000, immutable"
+ADVISORY = "public, no-cache"
+LIST = "public, no-cache"
+JSON_TYPE = "application/json"
+
+
+def etag_of(body: bytes) -> str:
+    """The strong entity tag of `body` (quoted)."""
+    digest = hashlib.sha256(body).digest()
+    return '"' + base64.urlsafe_b64encode(digest).decode().rstrip("=") + '"'
+
+
+def _opaque(tag: str) -> str:
+    tag = tag.strip()
+    return tag[2:] if tag.startswith("W/") else tag
+
+
+def none_match(header: str | None, etag: str) -> bool:
+    """Whether an `If-None-Match` value matches `etag` (weak comparison, `*` matches any).
+    A value that is not a list of quoted tags matches nothing."""
+    if header is None:
+        return False
+    value = header.strip()
+    if value == "*":
+        return True
+    mine = _opaque(etag)
+    return any(_opaque(part) == mine for part in value.split(",") if part.strip())
+
+
+def _gated(request: Request) -> bool:
+    app = getattr(request.app.state, "app", None)
+    settings = getattr(app, "settings", None)
+    return bool(settings is not None and settings.api_tokens("read"))
+
+
+def cached_response(
+    request: Request,
+    body: bytes,
+    media_type: str,
+    cache_control: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    status_code: int = 200,
+) -> Response:
+    """`body` with its ETag and `cache_control`, or a bodiless 304 when the request's
+    `If-None-Match` matches. `headers` go on both (e.g. `Link`, digests)."""
+    etag = etag_of(body)
+    out = {"ETag": etag, "Cache-Control": cache_control, **(headers or {})}
+    if _gated(request):
+        out["Cache-Control"] = cache_control.replace("public", "private")
+        out["Vary"] = "Authorization"
+    if none_match(request.headers.get("if-none-match"), etag):
+        return Response(status_code=304, headers=out)
+    return Response(body, status_code=status_code, media_type=media_type, headers=out)
+
+
+def json_bytes(data: Any) -> bytes:
+    """The bytes a JSON answer is served as (UTF-8, compact, key order kept)."""
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def cached_json(
+    request: Request,
+    data: Any,
+    cache_control: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+) -> Response:
+    """`data` as JSON through `cached_response`."""
+    return cached_response(request, json_bytes(data), JSON_TYPE, cache_control, headers=headers)
+
+
+__all__ = [
+    "ADVISORY",
+    "IMMUTABLE",
+    "LIST",
+    "cached_json",
+    "cached_response",
+    "etag_of",
+    "json_bytes",
+    "none_match",
+]
