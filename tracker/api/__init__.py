@@ -49,6 +49,6 @@ def create_app(app: PagesApp, *, page_size: int = DEFAULT_PAGE_SIZE) -> FastAPI:
     api.add_middleware(BodyLimit)
     problem.install(api)
     problem.problem_openapi(api)
-    ops.install(api, app.store.engine)  # /healthz, /readyz, /metrics; its middleware is outermost
+    ops.install(api, lambda: app.store.engine)  # /healthz, /readyz, /metrics (outermost)
 
     return api

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 
 import sqlalchemy as sa
@@ -125,8 +125,8 @@ def metrics(request: Request) -> Response:
 class StoreCollector(Collector):
     """The store's counts, read at each scrape (`tracker.store.ops.OpsReader.counts`)."""
 
-    def __init__(self, reader: OpsReader, clock: Clock) -> None:
-        self.reader = reader
+    def __init__(self, engine: Callable[[], sa.Engine], clock: Clock) -> None:
+        self.engine = engine
         self.clock = clock
 
     def describe(self) -> list[Metric]:
@@ -137,7 +137,7 @@ class StoreCollector(Collector):
             "tracker_store_up", "1 when this scrape read the store, 0 when the store failed."
         )
         try:
-            counts = self.reader.counts(self.clock())
+            counts = OpsReader(self.engine()).counts(self.clock())
         except TrackerError as exc:
             log.warning("metrics.store_failed", error=str(exc).splitlines()[0])
             up.add_metric([], 0)
@@ -277,11 +277,12 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def install(api: FastAPI, engine: sa.Engine, clock: Clock = _now) -> None:
-    """Add the operations routes and the metrics registry (per app) to `api`."""
+def install(api: FastAPI, engine: Callable[[], sa.Engine], clock: Clock = _now) -> None:
+    """Add the operations routes and the metrics registry (per app) to `api`; `engine` gives
+    the store's engine when a scrape needs it (never at install time)."""
     registry = CollectorRegistry()
     ProcessCollector(registry=registry)
-    registry.register(StoreCollector(OpsReader(engine), clock))
+    registry.register(StoreCollector(engine, clock))
     api.state.metrics = registry
     api.include_router(router)
     api.add_middleware(HttpMetrics, registry=registry)
