@@ -13,6 +13,7 @@ from tracker.api.limits import BodyLimit
 from tracker.api.osv import DEFAULT_PAGE_SIZE, router
 from tracker.settings import Settings
 from tracker.store.advisories import AdvisoryStore
+from tracker.store.ops import OpsReader
 from tracker.web import mount as mount_pages
 from tracker.web.views import PagesApp
 
@@ -49,6 +50,6 @@ def create_app(app: PagesApp, *, page_size: int = DEFAULT_PAGE_SIZE) -> FastAPI:
     api.add_middleware(BodyLimit)
     problem.install(api)
     problem.problem_openapi(api)
-    ops.install(api, lambda: app.store.engine)  # /healthz, /readyz, /metrics (outermost)
+    ops.install(api, lambda: OpsReader(app.store.engine))  # /healthz, /readyz, /metrics
 
     return api

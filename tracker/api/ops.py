@@ -21,7 +21,6 @@ import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 
-import sqlalchemy as sa
 import structlog
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
@@ -91,7 +90,7 @@ def _readiness(reader: OpsReader) -> tuple[str | None, str | None, str]:
 @router.get("/readyz")
 async def readyz(request: Request) -> Response:
     """Ready: the store is reachable and at the migration head (200), else 503 with why."""
-    reader = OpsReader(request.app.state.app.store.engine)
+    reader: OpsReader = request.app.state.ops_reader()
     try:
         problem, current, head = await asyncio.wait_for(
             run_in_threadpool(_readiness, reader), READY_TIMEOUT_S
@@ -125,8 +124,8 @@ def metrics(request: Request) -> Response:
 class StoreCollector(Collector):
     """The store's counts, read at each scrape (`tracker.store.ops.OpsReader.counts`)."""
 
-    def __init__(self, engine: Callable[[], sa.Engine], clock: Clock) -> None:
-        self.engine = engine
+    def __init__(self, reader: Callable[[], OpsReader], clock: Clock) -> None:
+        self.reader = reader
         self.clock = clock
 
     def describe(self) -> list[Metric]:
@@ -137,7 +136,7 @@ class StoreCollector(Collector):
             "tracker_store_up", "1 when this scrape read the store, 0 when the store failed."
         )
         try:
-            counts = OpsReader(self.engine()).counts(self.clock())
+            counts = self.reader().counts(self.clock())
         except TrackerError as exc:
             log.warning("metrics.store_failed", error=str(exc).splitlines()[0])
             up.add_metric([], 0)
@@ -277,12 +276,13 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def install(api: FastAPI, engine: Callable[[], sa.Engine], clock: Clock = _now) -> None:
-    """Add the operations routes and the metrics registry (per app) to `api`; `engine` gives
-    the store's engine when a scrape needs it (never at install time)."""
+def install(api: FastAPI, reader: Callable[[], OpsReader], clock: Clock = _now) -> None:
+    """Add the operations routes and the metrics registry (per app) to `api`; `reader` gives
+    the store's reader when a probe or a scrape needs it (never at install time)."""
     registry = CollectorRegistry()
     ProcessCollector(registry=registry)
-    registry.register(StoreCollector(engine, clock))
+    registry.register(StoreCollector(reader, clock))
     api.state.metrics = registry
+    api.state.ops_reader = reader
     api.include_router(router)
     api.add_middleware(HttpMetrics, registry=registry)
