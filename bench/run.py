@@ -24,6 +24,7 @@ SECTIONS = (
     "reliability",
     "netfaults",
     "push",
+    "workers",
 )
 _TRAILER = re.compile(r"^_section `(\w+)` took [^\n]*_$", re.MULTILINE)
 _HEADER = "# Benchmark results\n"
@@ -60,7 +61,7 @@ def main(argv: list[str]) -> int:
     parts = [
         _HEADER,
         "Made by `make bench` (`python -m bench.run`: ingest, diff, estimate, preflight, activations, "
-        "reliability, netfaults, push) and `make soak` "
+        "reliability, netfaults, push, workers) and `make soak` "
         "(`python -m bench.run soak`); each section says when it was last run. 2 cores.\n",
     ]
     parts += [sections[n] + "\n" for n in order if n in sections]

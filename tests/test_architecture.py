@@ -18,7 +18,7 @@ import tracker
 PACKAGE_DIR = Path(tracker.__file__).parent
 
 # Pure stages: no network, database, clock or logging; they import only these.
-PURE_PACKAGES = ("tracker/diff", "tracker/estimate")
+PURE_PACKAGES = ("tracker/diff", "tracker/estimate", "tracker/feeds")
 PURE_MODULES = (
     "tracker/advisories/classify.py",
     "tracker/advisories/osv.py",
@@ -42,6 +42,7 @@ PURE_MODULES = (
 )
 PURE_ALLOWED_THIRD_PARTY = {
     "deepdiff",
+    "feedgen",
     "jinja2",
     "yaml",
     "jsonschema",

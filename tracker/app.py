@@ -141,6 +141,14 @@ def build(
             f"TRACKER_STATE_DIR {settings.state_dir}: cannot create it: {exc.strerror or exc}"
         ) from exc
     store = Store.open(settings.effective_database_url)
+    budget = None
+    if sources is None:
+        from tracker.ratebudget import RateBudget, budget_enabled
+
+        if budget_enabled(settings):
+            from tracker.store.workers import WorkStore
+
+            budget = RateBudget(WorkStore(store.engine), settings)
     return App(
         settings=settings,
         store=store,
@@ -155,6 +163,7 @@ def build(
             git_root=settings.state_dir / "git",
             request_deadline_s=settings.request_deadline_s,
             retry_after_cap_s=settings.retry_after_cap_s,
+            budget=budget,
         ),
         clock=clock or utc_now,
         stages=stages,

@@ -143,6 +143,11 @@ class StoreError(TrackerError):
     """The store refused an operation or found itself inconsistent."""
 
 
+class WorkerConflictError(StoreError):
+    """Another `tracker poll` daemon already works on this SQLite store (SQLite takes one worker;
+    several workers share a PostgreSQL database)."""
+
+
 class StoreNotFoundError(StoreError):
     """The store holds no such repo, revision or advisory.
 

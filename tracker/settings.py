@@ -135,6 +135,51 @@ class Settings(BaseSettings):
         le=60,
         description="How often the polling daemon looks at its queues: poll requests (Hub webhooks, manual triggers) and due webhook deliveries.",
     )
+    worker_lease_s: float = Field(
+        default=120.0,
+        gt=0,
+        le=86400,
+        description="How long a worker's claim on a repo lasts without renewal; its heartbeat renews the claims of running polls every third of it, and a dead worker's repos are taken over once it runs out.",
+    )
+    poll_concurrency: int = Field(
+        default=4, ge=1, le=256, description="Repos one polling daemon polls at the same time."
+    )
+    poll_jitter: float = Field(
+        default=0.1,
+        ge=0,
+        le=1,
+        description="Each repo's next poll comes up to this fraction of its interval later (chosen at random), so polls spread out.",
+    )
+    poll_backoff_max_s: float = Field(
+        default=21600.0,
+        gt=0,
+        description="A failing repo's wait doubles from its poll interval with each failure, up to this (or its interval when longer).",
+    )
+    rate_budget: Literal["auto", "on", "off"] = Field(
+        default="auto",
+        description="The shared request budget per Hub endpoint bucket: auto = on for huggingface.co only (a mirror or replica publishes no limits).",
+    )
+    hub_tier: Literal["anonymous", "free", "pro", "team", "enterprise"] = Field(
+        default="free",
+        description="The Hub account tier whose published 5-minute limits the rate budget follows.",
+    )
+    rate_window_s: float = Field(
+        default=300.0, gt=0, le=86400, description="The rate budget's fixed window."
+    )
+    rate_api_per_window: int | None = Field(
+        default=None, ge=1, description="Requests per window to /api/ (default: the tier's)."
+    )
+    rate_resolvers_per_window: int | None = Field(
+        default=None, ge=1, description="Requests per window to file URLs (default: the tier's)."
+    )
+    rate_pages_per_window: int | None = Field(
+        default=None, ge=1, description="Requests per window to other pages (default: the tier's)."
+    )
+    rate_burst: int = Field(
+        default=10,
+        ge=1,
+        description="Requests a window may take at once; the rest of its quota is spread evenly over it.",
+    )
     preflight_cache_dir: Path | None = Field(
         default=None,
         description="Where preflight keeps transformers wheels and their symbol tables; default <state_dir>/cache/preflight.",
@@ -158,6 +203,17 @@ class Settings(BaseSettings):
         default=False,
         validation_alias=AliasChoices("JOURNAL_STREAM", "INVOCATION_ID"),
         description="Set by systemd (JOURNAL_STREAM/INVOCATION_ID): logs are JSON lines.",
+    )
+
+    notify_socket: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("NOTIFY_SOCKET"),
+        description="Set by systemd for Type=notify units: the daemon reports READY=1 and WATCHDOG=1 there.",
+    )
+    watchdog_usec: int | None = Field(
+        default=None,
+        validation_alias=AliasChoices("WATCHDOG_USEC"),
+        description="Set by systemd with WatchdogSec=: the daemon sends WATCHDOG=1 every half of it.",
     )
 
     @field_validator("state_dir")
@@ -288,7 +344,11 @@ def _variable(name: str) -> str:
 
 def known_variables() -> frozenset[str]:
     """Every TRACKER_* variable tracker reads."""
-    return frozenset(_variable(name) for name in Settings.model_fields) - {"JOURNAL_STREAM"}
+    return frozenset(_variable(name) for name in Settings.model_fields) - {
+        "JOURNAL_STREAM",
+        "NOTIFY_SOCKET",
+        "WATCHDOG_USEC",
+    }
 
 
 def unknown_variables() -> list[tuple[str, str | None]]:

@@ -276,7 +276,7 @@ def test_webhook_and_queue_metrics_and_readyz_on_a_store_behind(tmp_path: Path) 
 
         # The store is taken one migration back behind the server's back: not ready, and why.
         engine = sa.create_engine(url)
-        _downgrade(engine, "0007")
+        _downgrade(engine, "0008")
         behind = client.get("/readyz")
         assert behind.status_code == 503
         assert behind.headers["content-type"] == "application/problem+json"
@@ -284,9 +284,9 @@ def test_webhook_and_queue_metrics_and_readyz_on_a_store_behind(tmp_path: Path) 
         assert problem["type"] == "urn:tracker:problem:not-ready"
         assert problem["status"] == 503 and problem["title"] == "Not ready"
         assert problem["instance"] == "/readyz"
-        assert problem["schema"] == "0007" and problem["head"] == head_revision()
+        assert problem["schema"] == "0008" and problem["head"] == head_revision()
         assert problem["detail"].startswith(
-            f"the store's schema is at migration 0007, behind {head_revision()}"
+            f"the store's schema is at migration 0008, behind {head_revision()}"
         )
         assert client.get("/healthz").status_code == 200  # the process is still up
         # `tracker verify` opens (and so migrates) the store: ready again.

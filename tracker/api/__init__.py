@@ -1,6 +1,6 @@
 """The HTTP API: `create_app(app)` builds the FastAPI application: the OSV API (`osv`), the push
-side's routes (`hooks`: webhook subscriptions, the Hub's webhook, the manual poll trigger) and the
-model pages (`tracker.web`)."""
+side's routes (`hooks`: webhook subscriptions, the Hub's webhook, the manual poll trigger), the
+feeds (`feeds`: Atom and JSON Feed) and the model pages (`tracker.web`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Protocol
 
 from fastapi import FastAPI
 
-from tracker.api import hooks, ops, problem
+from tracker.api import advisories, feeds, hooks, ops, problem, repos
 from tracker.api.limits import BodyLimit
 from tracker.api.osv import DEFAULT_PAGE_SIZE, router
 from tracker.settings import Settings
@@ -45,7 +45,10 @@ def create_app(app: PagesApp, *, page_size: int = DEFAULT_PAGE_SIZE) -> FastAPI:
     api.state.page_size = page_size
     api.state.app = app  # the push side's routes read the App (tracker.api.hooks)
     api.include_router(router)
+    api.include_router(repos.router)
+    api.include_router(advisories.router)
     api.include_router(hooks.router)
+    api.include_router(feeds.router)
     mount_pages(api, app)
     api.add_middleware(BodyLimit)
     problem.install(api)

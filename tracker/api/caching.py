@@ -31,6 +31,10 @@ IMMUTABLE = "public, max-age=31536000, immutable"
 ADVISORY = "public, no-cache"
 LIST = "public, no-cache"
 JSON_TYPE = "application/json"
+NOT_MODIFIED: dict[int | str, dict[str, Any]] = {
+    304: {"description": "Not Modified: If-None-Match matched the ETag (no body)"}
+}
+"""The `responses=` entry every cached GET route declares."""
 
 
 def etag_of(body: bytes) -> str:
@@ -103,6 +107,7 @@ __all__ = [
     "ADVISORY",
     "IMMUTABLE",
     "LIST",
+    "NOT_MODIFIED",
     "cached_json",
     "cached_response",
     "etag_of",

@@ -17,7 +17,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
 from tracker.api.auth import require_read
-from tracker.api.caching import ADVISORY, cached_json
+from tracker.api.caching import ADVISORY, NOT_MODIFIED, cached_json
 from tracker.api.problem import Problem
 from tracker.domain import is_full_sha, parse_repo_id
 from tracker.errors import InvalidRepoIdError
@@ -174,7 +174,7 @@ async def querybatch(request: Request) -> dict[str, Any]:
 @router.get(
     "/v1/vulns/{advisory_id}",
     response_model=dict[str, Any],
-    responses={304: {"description": "Not Modified (If-None-Match matched the ETag)"}},
+    responses=NOT_MODIFIED,
 )
 def vuln(advisory_id: str, request: Request) -> Response:
     """OSV `GET /v1/vulns/{id}`: the full record (withdrawn ones too), or 404. Served with its

@@ -11,8 +11,9 @@ A validation error adds `errors`: every `{location, message}` found.
 - `install(api)`: the exception handlers: `Problem` (`OsvQueryError` is one), request validation errors
   (400, not FastAPI's 422: a malformed request is a bad request, as the OSV API has always said;
   422 is kept for well-formed input we refuse, e.g. a webhook target on a private network),
-  Starlette's HTTP errors (404 unknown route, 405 wrong method), `StoreError` (503 with
-  `Retry-After`), and everything else (500: logged with its traceback, never echoed).
+  Starlette's HTTP errors (404 unknown route, 405 wrong method), `StoreNotFoundError` (404: a
+  repo or revision the store does not hold), `StoreError` (503 with `Retry-After`), and
+  everything else (500: logged with its traceback, never echoed).
 - `problem_openapi(api)`: the OpenAPI schema declares the problem document (schema `Problem`)
   as the error answer of every operation (and drops FastAPI's `HTTPValidationError`).
 """
@@ -32,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
-from tracker.errors import StoreError
+from tracker.errors import StoreError, StoreNotFoundError
 
 log = structlog.get_logger(__name__)
 
@@ -188,6 +189,10 @@ def install(api: FastAPI) -> None:
         elif exc.status_code == 405 and detail == "Method Not Allowed":
             detail = f"{request.method} is not allowed on {request.url.path}"
         return respond(exc.status_code, "", detail, request.url.path, headers=exc.headers)
+
+    @api.exception_handler(StoreNotFoundError)
+    async def _missing(request: Request, exc: StoreNotFoundError) -> Response:
+        return respond(404, "not-found", str(exc).splitlines()[0], request.url.path)
 
     @api.exception_handler(StoreError)
     async def _store(request: Request, exc: StoreError) -> Response:

@@ -92,6 +92,7 @@ def _register_all() -> None:
         preflight,
         replica,
         serve,
+        status,
         subscribe,
         verify,
         watch,
@@ -109,6 +110,7 @@ def _register_all() -> None:
         replica.register,
         demo.register,
         verify.register,
+        status.register,
     )
     _register_root(_app())
     for register in modules:

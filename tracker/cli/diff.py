@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from tracker.domain import Artifact, Diff, parse_repo_id
+from tracker.domain import Artifact, parse_repo_id
 from tracker.errors import ConfigError
 
 _KINDS = ", ".join(a.value for a in Artifact if a is not Artifact.ESTIMATE)
@@ -50,10 +50,8 @@ def diff_command(
 ) -> None:
     """Show what changed between revisions A and B of REPO, artifact by artifact."""
     from tracker.app import build
-    from tracker.diff import diff_snapshots
     from tracker.diff.render import render_json, render_text
-    from tracker.pipeline import render_limits
-    from tracker.render_backstop import render_batch
+    from tracker.queries import diff_revisions
     from tracker.settings import load_settings
 
     repo_id = parse_repo_id(repo)
@@ -61,16 +59,9 @@ def diff_command(
     settings = load_settings()
     app = build(settings, read_only=True)
     try:
-        sha_a = app.store.resolve(repo_id, a)
-        sha_b = app.store.resolve(repo_id, b)
-        before = app.store.snapshot(repo_id, sha_a)
-        after = app.store.snapshot(repo_id, sha_b)
+        diff = diff_revisions(app.store, settings, repo_id, a, b, kinds)
     finally:
         app.close()
-    changes = diff_snapshots(
-        before, after, kinds=kinds, render_limits=render_limits(settings), renderer=render_batch
-    )
-    diff = Diff(repo_id, sha_a, sha_b, changes)
     if as_json:
         typer.echo(render_json(diff), nl=False)
         return

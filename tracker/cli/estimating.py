@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from tracker.estimate.settings import EstimateSettings
     from tracker.settings import Settings
     from tracker.sources import RepoSource
+    from tracker.store import Store
 
 MAX_SHARDS = 512
 USAGE = (
@@ -83,13 +84,7 @@ def run(
     """Estimate `target` (a config file, or ORG/NAME[@REV]: an ingested revision from the store,
     else the Hub) under the defaults, the watchlist's `estimate:` for the repo and `values`
     (flags), and print the report: which revision and settings it used, what it assumed."""
-    from tracker.estimate import (
-        TOKENIZER_FILES,
-        estimate,
-        highest_token_id_from_files,
-        parse_config,
-    )
-    from tracker.estimate.settings import EstimateSettings
+    from tracker.estimate import TOKENIZER_FILES, parse_config
 
     flags = {k: (values or {})[k] for k in VALUES if k in (values or {})}
     path = Path(target)
@@ -113,18 +108,51 @@ def run(
         config, headers, tokenizer, label, base, where = _from_repo(
             target, with_headers=not no_headers, hub=hub
         )
+    result, where = estimate_with(config, headers, tokenizer, base, flags, where)
+    if as_json:
+        sys.stdout.write(json.dumps(report_json(result, label, where), indent=2) + "\n")
+    else:
+        sys.stdout.write(render(label, result, where))
+
+
+def estimate_with(
+    config: Mapping[str, Any],
+    headers: Mapping[str, SafetensorsHeader] | None,
+    tokenizer: Mapping[str, bytes],
+    base: Mapping[str, Any],
+    flags: Mapping[str, int],
+    where: str,
+) -> tuple[Estimate, str]:
+    """The estimate of `config` under the defaults, `base` (the watchlist's `estimate:`) and
+    `flags`, and `where` its settings came from (the flags appended)."""
+    from tracker.estimate import estimate, highest_token_id_from_files
+    from tracker.estimate.settings import EstimateSettings
+
     settings = EstimateSettings.from_mapping({**base, **flags}) if base or flags else None
     if flags:
         where += " + flags " + ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in flags.items())
     result = estimate(
-        config, headers, settings, max_token_id=highest_token_id_from_files(tokenizer)
+        config, headers, settings, max_token_id=highest_token_id_from_files(dict(tokenizer))
     )
-    if as_json:
-        data = result.to_json()
-        data["source"] = {"target": label, "settings_from": where}
-        sys.stdout.write(json.dumps(data, indent=2, sort_keys=False) + "\n")
-    else:
-        sys.stdout.write(render(label, result, where))
+    return result, where
+
+
+def report_json(result: Estimate, label: str, where: str) -> dict[str, Any]:
+    """`tracker estimate --json`: the §5 JSON and `source` (what was read, whose settings)."""
+    data: dict[str, Any] = result.to_json()
+    data["source"] = {"target": label, "settings_from": where}
+    return data
+
+
+def store_report(settings: Settings, store: Store, repo_id: RepoId, rev: str) -> dict[str, Any]:
+    """`tracker estimate ORG/NAME@REV --json` of an ingested revision, read from `store`:
+    StoreNotFoundError for an unknown repo or revision, EstimateError when its config.json was
+    not stored or cannot be read."""
+    config, headers, tokenizer, label = stored_inputs(store, repo_id, rev)
+    base = _watchlist_block(settings, repo_id)
+    where = f"defaults + {settings.watchlist} estimate:" if base else "defaults"
+    result, where = estimate_with(config, headers, tokenizer, base, {}, where)
+    return report_json(result, label, where)
 
 
 def store_only(rev: str) -> bool:
@@ -198,20 +226,29 @@ def _from_store(
     the repo or the revision is not there; EstimateError when config.json was not stored)."""
     from tracker.app import build
     from tracker.errors import StoreNotFoundError
-    from tracker.estimate import TOKENIZER_FILES, parse_config
 
     try:
         application = build(settings, read_only=True)
     except StoreNotFoundError:
         return None
     try:
-        try:
-            sha = application.store.resolve(repo_id, rev)
-        except StoreNotFoundError:
-            return None
-        snap = application.store.snapshot(repo_id, sha)
+        return stored_inputs(application.store, repo_id, rev)
+    except StoreNotFoundError:
+        return None
     finally:
         application.close()
+
+
+def stored_inputs(
+    store: Store, repo_id: RepoId, rev: str
+) -> tuple[Mapping[str, Any], Mapping[str, SafetensorsHeader], dict[str, bytes], str]:
+    """config.json, headers, tokenizer files and the label of an ingested revision (REV as in
+    `show`); StoreNotFoundError when the repo or revision is not stored, EstimateError when
+    config.json was not stored or cannot be read."""
+    from tracker.estimate import TOKENIZER_FILES, parse_config
+
+    sha = store.resolve(repo_id, rev)
+    snap = store.snapshot(repo_id, sha)
     if "config.json" in snap.unreadable:
         raise EstimateError(
             f"{repo_id}@{sha[:12]}: config.json could not be read: {snap.unreadable['config.json']}"

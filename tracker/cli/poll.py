@@ -1,19 +1,14 @@
 """CLI commands: `tracker poll [REPO] [--once]`, `tracker history REPO`, `tracker show REPO@REV PATH`.
 
-Without `--once`, `poll` runs an APScheduler 3 BlockingScheduler: one job per repo at its poll
-interval (first run at once), structlog context bound per job, clean stop on SIGTERM/SIGINT.
+Without `--once`, `poll` runs the polling daemon (`tracker.scheduler`): one worker among any
+number sharing one PostgreSQL database (SQLite: one), clean stop on SIGTERM/SIGINT.
 """
 
 from __future__ import annotations
 
 import json
-import signal
 import sys
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import asdict
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import structlog
@@ -24,7 +19,6 @@ from tracker.cli.tables import Col, console, print_table, size
 from tracker.domain import parse_repo_id
 from tracker.errors import ConfigError, StoreNotFoundError, UnreadableArtifactError, WatchlistError
 from tracker.ingest import PollReport
-from tracker.pipeline import CycleReport
 from tracker.settings import load_settings
 from tracker.store import FileKind
 from tracker.store.values import decode_header
@@ -32,9 +26,6 @@ from tracker.watchlist import WatchedRepo
 from tracker.webhooks.deliver import Deliverer
 
 log = structlog.get_logger(__name__)
-
-REQUEST_LEASE_S = 900
-"""A claimed poll request is claimed again after this long if its daemon died polling it."""
 
 
 def report_json(r: PollReport) -> dict[str, Any]:
@@ -87,31 +78,6 @@ def _selected(app: App, repo: str | None) -> list[WatchedRepo]:
     return [watchlist.get(rid)]
 
 
-def serve_poll_requests(app: App, run: Callable[[WatchedRepo], None]) -> int:
-    """Poll every repo with a waiting poll request (`tracker.store.webhooks`: the Hub's webhooks
-    and manual triggers queue them) through `run`, then mark the request done; a repo the
-    watchlist no longer lists is dropped unpolled. Returns how many repos were polled."""
-    requests = app.webhooks.claim_poll_requests(
-        app.clock(), lease=timedelta(seconds=REQUEST_LEASE_S)
-    )
-    if not requests:
-        return 0
-    watched = {r.repo_id: r for r in app.load_watchlist().repos}
-    polled = 0
-    for req in requests:
-        target = watched.get(req.repo_id)
-        try:
-            if target is None:
-                log.info("poll_request.unwatched", repo=req.repo_id, reason=req.reason)
-            else:
-                log.info("poll_request.polling", repo=req.repo_id, reason=req.reason)
-                run(target)
-                polled += 1
-        finally:
-            app.webhooks.finish_poll_request(req)
-    return polled
-
-
 def deliver_due(app: App) -> int:
     """Attempt every webhook delivery due now, once (`poll --once`: a failed one waits for its
     retry time and the next run); returns how many were attempted."""
@@ -123,178 +89,6 @@ def deliver_due(app: App) -> int:
     finally:
         deliverer.close()
     return total
-
-
-def run_daemon(app: App, repos: list[WatchedRepo], *, follow_watchlist: bool = True) -> None:
-    """Poll each repo at its interval until SIGTERM/SIGINT (APScheduler 3 BlockingScheduler).
-
-    With `follow_watchlist`, the watchlist file is re-read every `settings.watchlist_sync_s` seconds, so
-    `tracker watch add/remove` and edits take effect without a restart.
-
-    It logs at `settings.log_level` (WARNING by default: failures only; the systemd unit sets
-    INFO, one `repo.polled` event per job). On SIGTERM/SIGINT no new job starts; the jobs under
-    way finish their repo, and only then is `poll.stopped` logged: nothing after it.
-    """
-    from apscheduler.executors.pool import ThreadPoolExecutor
-    from apscheduler.schedulers.blocking import BlockingScheduler
-
-    scheduler = BlockingScheduler(
-        executors={"default": ThreadPoolExecutor(4)},
-        job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 300},
-        timezone=UTC,
-    )
-
-    stopping = threading.Event()
-    idle = threading.Condition()
-    running = 0
-
-    wake_deliveries = threading.Event()
-    repo_locks: dict[str, threading.Lock] = {}
-    locks_lock = threading.Lock()
-
-    @contextmanager
-    def counted() -> Iterator[bool]:
-        """Counts the work under way (the stop waits for it); False once stopping."""
-        nonlocal running
-        with idle:
-            if stopping.is_set():
-                yield False  # queued before the stop: never started
-                return
-            running += 1
-        try:
-            yield True
-        finally:
-            with idle:
-                running -= 1
-                idle.notify_all()
-
-    def run_repo(watched: WatchedRepo, job_name: str) -> None:
-        """One cycle of one repo; scheduled and requested polls of a repo never overlap."""
-        with locks_lock:
-            lock = repo_locks.setdefault(watched.repo_id, threading.Lock())
-        with lock, structlog.contextvars.bound_contextvars(repo=watched.repo_id, job=job_name):
-            try:
-                report = app.pipeline.run_cycle([watched])
-            except Exception:  # keep the daemon alive; the error is logged with its traceback
-                log.exception("poll.crashed")
-            else:
-                if any(r.analysed for r in report.repos):  # it may have queued deliveries
-                    wake_deliveries.set()
-                reschedule(watched, report)
-
-    def job(watched: WatchedRepo) -> None:
-        with counted() as started:
-            if started:
-                run_repo(watched, "poll")
-
-    def requested_polls() -> None:
-        """Serve the poll-request queue (Hub webhooks, manual triggers) until the stop."""
-        while not stopping.wait(app.settings.queue_check_s):
-            with counted() as started:
-                if not started:
-                    return
-                try:
-                    serve_poll_requests(app, lambda w: run_repo(w, "requested"))
-                except Exception:
-                    log.exception("poll_requests.crashed")
-
-    def deliveries() -> None:
-        """Send due webhook deliveries until the stop; woken early when a poll published."""
-        deliverer = Deliverer(app.webhooks, app.settings, app.clock)
-        try:
-            while not stopping.is_set():
-                attempted = 0
-                due: float | None = None
-                with counted() as started:
-                    if not started:
-                        return
-                    try:
-                        attempted = deliverer.run_once()
-                        due = None if attempted else deliverer.seconds_until_due()
-                    except Exception:
-                        log.exception("webhooks.crashed")
-                if attempted:
-                    continue
-                wait = app.settings.queue_check_s * 4 if due is None else due
-                wake_deliveries.wait(min(max(wait, 0.01), app.settings.queue_check_s * 4))
-                wake_deliveries.clear()
-        finally:
-            deliverer.close()
-
-    scheduled: dict[str, WatchedRepo] = {}
-
-    def reschedule(watched: WatchedRepo, report: CycleReport) -> None:
-        """A source that asked for a wait longer than the cap on honoured `Retry-After`: the
-        repo's next poll moves that far ahead (no worker sleeps through it)."""
-        wait = max((r.poll.retry_after or 0.0 for r in report.repos), default=0.0)
-        if wait <= 0:
-            return
-        job = scheduler.get_job(watched.repo_id)
-        when = datetime.now(UTC) + timedelta(seconds=wait)
-        if job is not None and (job.next_run_time is None or job.next_run_time < when):
-            job.modify(next_run_time=when)
-            log.warning("repo.rescheduled", retry_after_s=wait, next_poll=when.isoformat())
-
-    def schedule(watched: WatchedRepo, first_run: datetime | None) -> None:
-        scheduled[watched.repo_id] = watched
-        scheduler.add_job(
-            job,
-            "interval",
-            seconds=watched.poll_interval_s,
-            args=[watched],
-            id=watched.repo_id,
-            next_run_time=first_run,
-            replace_existing=True,
-        )
-
-    def sync() -> None:
-        """Follow edits of the watchlist file: new repos start, removed ones stop, changed ones
-        are rescheduled with their new settings. An invalid file keeps the current jobs."""
-        try:
-            current = {r.repo_id: r for r in app.load_watchlist().repos}
-        except ConfigError as exc:
-            log.error("watchlist.invalid", error=str(exc))
-            return
-        for rid in [r for r in scheduled if r not in current]:
-            scheduler.remove_job(rid)
-            del scheduled[rid]
-            log.info("watchlist.repo_removed", repo=rid)
-        for rid, watched in current.items():
-            if scheduled.get(rid) != watched:
-                log.info("watchlist.repo_scheduled", repo=rid, interval_s=watched.poll_interval_s)
-                schedule(watched, datetime.now(UTC))
-
-    now = datetime.now(UTC)
-    for watched in repos:
-        schedule(watched, now)
-    if follow_watchlist:
-        scheduler.add_job(
-            sync, "interval", seconds=app.settings.watchlist_sync_s, id="watchlist-sync"
-        )
-
-    def stop(signum: int, _frame: Any) -> None:
-        stopping.set()
-        wake_deliveries.set()
-        log.info("poll.stopping", signal=signal.Signals(signum).name)
-        scheduler.shutdown(wait=False)
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    log.info("poll.started", repos=len(repos))
-    workers = [
-        threading.Thread(target=requested_polls, name="poll-requests", daemon=True),
-        threading.Thread(target=deliveries, name="webhook-deliveries", daemon=True),
-    ]
-    for worker in workers:
-        worker.start()
-    scheduler.start()
-    stopping.set()
-    wake_deliveries.set()
-    with idle:
-        idle.wait_for(lambda: running == 0)
-    for worker in workers:
-        worker.join()
-    log.info("poll.stopped")
 
 
 def poll(
@@ -340,7 +134,10 @@ def poll(
                 typer.echo(f"error: {report.unclean_line()}", err=True)
                 raise typer.Exit(1)
         else:
-            run_daemon(app, repos, follow_watchlist=repo is None)
+            from tracker.scheduler import Daemon
+
+            only = None if repo is None else [r.repo_id for r in repos]
+            Daemon(app, only=only, follow_watchlist=repo is None).run()
     finally:
         app.close()
 
@@ -350,34 +147,16 @@ def history(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Every ingested revision of a repo, oldest first, and its events (force-pushes, ...)."""
+    from tracker.queries import history_json
+
     rid = parse_repo_id(repo)
     app = build(load_settings(), read_only=True)
     try:
-        revisions = app.store.revisions(rid)
-        events = app.store.events(rid)
+        out = history_json(app.store, rid)
     finally:
         app.close()
-    rows: list[dict[str, Any]] = [
-        {
-            "seq": r.seq,
-            "sha": r.sha,
-            "date": r.commit.date.isoformat(),
-            "title": r.commit.title,
-            "authors": list(r.commit.authors),
-            "previous": r.previous,
-            "analysed": r.analysed,
-            "rewritten_away": r.rewritten_away,
-        }
-        for r in revisions
-    ]
+    rows: list[dict[str, Any]] = out["revisions"]
     if as_json:
-        out = {
-            "repo": rid,
-            "revisions": rows,
-            "events": [
-                {"at": e.at.isoformat(), "kind": e.kind.value, "details": e.details} for e in events
-            ],
-        }
         typer.echo(json.dumps(out, indent=2))
         return
     screen = console()
@@ -406,8 +185,8 @@ def history(
             for row in rows
         ],
     )
-    for e in events:
-        screen.print(f"{e.at.isoformat()} {e.kind.value} {json.dumps(e.details)}", markup=False)
+    for e in out["events"]:
+        screen.print(f"{e['at']} {e['kind']} {json.dumps(e['details'])}", markup=False)
 
 
 def show(

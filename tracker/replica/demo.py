@@ -12,7 +12,7 @@ from __future__ import annotations
 import csv
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -218,18 +218,16 @@ def _commit_files(
     return files
 
 
-def build_repo(
+def replay_repo(
     root: Path, repo_id: str, data: Path, cache: OidCache, *, workers: int = 2
-) -> list[Sha]:
-    """Replay the demo data dir `data` of `repo_id` into a new replica repo under `root`.
-
-    Returns the commit shas, oldest first (one per HISTORY.tsv seq).
-    """
+) -> Iterator[Sha]:
+    """Replay the demo data dir `data` of `repo_id` into a new replica repo under `root`, one
+    commit per HISTORY.tsv seq, yielding each commit's sha once it is made (oldest first): a
+    caller may stop, poll, and resume to let a history grow the way it did upstream."""
     repo = init_repo(root, repo_id)
     rows = load_history(data)
     plans = plan_weights(data)
     current_shards: set[str] = set()
-    shas: list[Sha] = []
     for seq in sorted({r.seq for r in rows}):
         group = [r for r in rows if r.seq == seq]
         weights: dict[str, LfsPointer | None] = {}
@@ -241,16 +239,22 @@ def build_repo(
             weights.update(new)
             current_shards = set(new)
         head = group[0]
-        shas.append(
-            commit(
-                repo,
-                _commit_files(data, group, weights, gen_index),
-                head.message,
-                author=f"{head.author} <>",
-                date=head.date,
-            )
+        yield commit(
+            repo,
+            _commit_files(data, group, weights, gen_index),
+            head.message,
+            author=f"{head.author} <>",
+            date=head.date,
         )
-    return shas
+
+
+def build_repo(
+    root: Path, repo_id: str, data: Path, cache: OidCache, *, workers: int = 2
+) -> list[Sha]:
+    """Replay the demo data dir `data` of `repo_id` into a new replica repo under `root`.
+
+    Returns the commit shas, oldest first (one per HISTORY.tsv seq)."""
+    return list(replay_repo(root, repo_id, data, cache, workers=workers))
 
 
 def build_demo_hub(

@@ -31,7 +31,8 @@ _IDLE_TIMEOUT_S = 60
 @dataclass(frozen=True)
 class RequestRecord:
     """One request the replica answered: raw path and query (percent-encoded), status, the body
-    length it sent (0 for HEAD) and the `Range` header (None when absent)."""
+    length it sent (0 for HEAD), the `Range` header (None when absent) and when it arrived (Unix
+    time: rate windows are counted on it)."""
 
     method: str
     path: str
@@ -39,6 +40,7 @@ class RequestRecord:
     status: int
     bytes_sent: int
     range: str | None
+    at: float = 0.0
 
 
 @dataclass
@@ -79,6 +81,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _serve(self) -> None:
         replica = self.server.owner
+        arrived = time.time()
         split = urlsplit(self.path)
         raw_path, raw_query = split.path, split.query
         range_header = self.headers.get("Range")
@@ -88,7 +91,7 @@ class _Handler(BaseHTTPRequestHandler):
             length = -1
         if not 0 <= length <= _MAX_BODY:
             status = 413 if length > _MAX_BODY else 400
-            replica._record(self.command, raw_path, raw_query, status, 0, range_header)
+            replica._record(self.command, raw_path, raw_query, status, 0, range_header, arrived)
             self.close_connection = True
             self._send(HubError(status, "Bad or oversized request body").response())
             return
@@ -99,14 +102,16 @@ class _Handler(BaseHTTPRequestHandler):
                 time.sleep(fault.delay_s)
             if fault.disconnect:
                 self.close_connection = True
-                replica._record(self.command, raw_path, raw_query, 0, 0, range_header)
+                replica._record(self.command, raw_path, raw_query, 0, 0, range_header, arrived)
                 return
             headers = dict(fault.headers)
             response = Response(fault.status, headers, fault.body)
             if any(k.lower() == "content-length" for k in headers):
                 self.close_connection = True
             sent = 0 if self.command == "HEAD" else len(fault.body)
-            replica._record(self.command, raw_path, raw_query, fault.status, sent, range_header)
+            replica._record(
+                self.command, raw_path, raw_query, fault.status, sent, range_header, arrived
+            )
             self._send(response)
             return
         host = self.headers.get("Host") or f"{replica.host}:{replica.port}"
@@ -126,7 +131,9 @@ class _Handler(BaseHTTPRequestHandler):
             response = HubError(500, f"replica error: {type(exc).__name__}: {exc}").response()
         # Recorded before the first byte goes out, so a client that got its answer sees the record.
         sent = 0 if self.command == "HEAD" else response.content_length
-        replica._record(self.command, raw_path, raw_query, response.status, sent, range_header)
+        replica._record(
+            self.command, raw_path, raw_query, response.status, sent, range_header, arrived
+        )
         self._send(response)
 
     def _send(self, response: Response) -> int:
@@ -272,10 +279,17 @@ class Replica(BackgroundServer):
         return None
 
     def _record(
-        self, method: str, path: str, query: str, status: int, sent: int, range_: str | None
+        self,
+        method: str,
+        path: str,
+        query: str,
+        status: int,
+        sent: int,
+        range_: str | None,
+        at: float,
     ) -> None:
         with self._lock:
-            self._records.append(RequestRecord(method, path, query, status, sent, range_))
+            self._records.append(RequestRecord(method, path, query, status, sent, range_, at))
 
     def _repo_for(self, path: Path) -> GitRepo:
         with self._lock:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from tracker.domain import Commit, RepoId, SafetensorsHeader, Sha, TreeEntry
 
@@ -73,8 +73,10 @@ class Sources:
         git_root: Path,
         request_deadline_s: float = 120.0,
         retry_after_cap_s: float = 60.0,
+        budget: Any = None,
     ) -> None:
         self.endpoint = endpoint
+        self._budget = budget
         self._token = token
         self._timeout_s = timeout_s
         self._request_deadline_s = request_deadline_s
@@ -95,6 +97,7 @@ class Sources:
             retry_attempts=self._retry_attempts,
             request_deadline_s=self._request_deadline_s,
             retry_after_cap_s=self._retry_after_cap_s,
+            budget=self._budget,
         )
 
     def hub(self) -> RepoSource:

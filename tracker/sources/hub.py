@@ -18,10 +18,10 @@ import json
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import httpx2
 from huggingface_hub import HfApi, get_session, hf_hub_url, set_client_factory
@@ -63,6 +63,18 @@ _active: ContextVar[HubSource | None] = ContextVar("tracker_hub_source", default
 """The HubSource whose call is running in this thread: the request hook counts for it."""
 _deadline: ContextVar[_Deadline | None] = ContextVar("tracker_hub_deadline", default=None)
 """The deadline of the HubSource call running in this thread (None: outside a call)."""
+_budget: ContextVar[RequestBudget | None] = ContextVar("tracker_hub_budget", default=None)
+"""The rate budget of the HubSource call running in this thread (None: none)."""
+
+
+class RequestBudget(Protocol):
+    """A request budget (`tracker.ratebudget.RateBudget`): taken before every request, told
+    every answer."""
+
+    def acquire(self, path: str, cap_s: float) -> None: ...
+
+    def observe(self, path: str, status: int, headers: Mapping[str, str]) -> None: ...
+
 
 STALL_MIN_BYTES = 16 * 1024
 """A body must bring at least this many bytes (or its end) in every `timeout_s` window, or it is
@@ -91,6 +103,10 @@ def _count_request(request: httpx2.Request) -> None:
     deadline = _deadline.get()
     if deadline is not None:
         deadline.check(f"{request.method} {request.url.path}")
+    budget = _budget.get()
+    if budget is not None:
+        cap = deadline.retry_after_cap_s if deadline is not None else 60.0
+        budget.acquire(request.url.path, cap)
 
 
 class _GuardedStream(httpx2.SyncByteStream):
@@ -131,6 +147,9 @@ def _guard_response(response: httpx2.Response) -> None:
     """Response hook: the body is read under the running call's deadline and stall detector;
     an answer asking for a wait longer than the cap ends the call at once (huggingface_hub's own
     backoff, used by its paginated listings, would otherwise sleep through any `Retry-After`)."""
+    budget = _budget.get()
+    if budget is not None:
+        budget.observe(response.request.url.path, response.status_code, response.headers)
     deadline = _deadline.get()
     if deadline is None:
         return
@@ -249,8 +268,10 @@ class HubSource:
         request_deadline_s: float = 120.0,
         retry_after_cap_s: float = 60.0,
         sleep: Callable[[float], None] | None = None,
+        budget: RequestBudget | None = None,
     ) -> None:
         install_client(timeout_s)
+        self.budget = budget
         self.endpoint = endpoint.rstrip("/")
         self.token = token
         self.timeout_s = timeout_s
@@ -281,6 +302,7 @@ class HubSource:
 
         def once() -> T:
             token = _active.set(self)
+            budget = _budget.set(self.budget)
             deadline = _deadline.set(
                 _Deadline(
                     time.monotonic() + self.request_deadline_s,
@@ -308,6 +330,7 @@ class HubSource:
                 raise error from exc
             finally:
                 _deadline.reset(deadline)
+                _budget.reset(budget)
                 _active.reset(token)
 
         kwargs: dict[str, Any] = {"attempts": self._attempts, "base_s": self._base}

@@ -18,7 +18,7 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlmodel import Field, Session, col, select
 
-from tracker.domain import Change, Diff, Estimate, RepoId, Sha
+from tracker.domain import Artifact, Change, ChangeKind, Diff, Estimate, RepoId, Sha
 from tracker.errors import StoreNotFoundError
 from tracker.store.base import StoreModel, UtcDateTime
 from tracker.store.engine import transaction, upsert
@@ -57,6 +57,7 @@ class RevisionEstimateRow(StoreModel, table=True):
 
 
 ANALYSIS_TABLES = ("revision_diffs", "revision_estimates")
+FIT_KINDS = (ChangeKind.FIT_LOST, ChangeKind.FIT_GAINED)
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,19 @@ class StoredEstimate:
     sha: Sha
     estimate: Estimate | None
     error: str | None
+
+
+@dataclass(frozen=True)
+class FitMoveRow:
+    """A revision whose estimate moved a card-fit verdict: its estimate changes (fit moves first),
+    its commit title and when it was analysed (the diff's creation time, kept on re-analysis)."""
+
+    repo_id: RepoId
+    sha: Sha
+    before: Sha | None
+    title: str
+    at: datetime
+    changes: tuple[Change, ...]
 
 
 def _diff(repo_id: RepoId, row: RevisionDiffRow) -> Diff:
@@ -174,3 +188,50 @@ class AnalysisStore:
                 .order_by(col(RevisionDiffRow.id))
             ).all()
             return [_diff(repo_id, r) for r in rows]
+
+    def fit_moves(self, limit: int, *, repo_id: RepoId | None = None) -> list[FitMoveRow]:
+        """The newest `limit` revisions (by analysis time, not rewritten away) whose stored diff
+        holds a card-fit move (an estimate change of kind fit_lost or fit_gained), newest first,
+        each with its estimate changes (fit moves first). Bounded: the database picks the rows
+        (a text match on the stored diff, confirmed here on the parsed changes), never a whole
+        history."""
+        r, d, rev = RepoRow.__table__, RevisionDiffRow.__table__, RevisionRow.__table__  # type: ignore[attr-defined]
+        q = (
+            sa.select(
+                r.c.repo_id, d.c.after_sha, d.c.before_sha, d.c.changes, d.c.created_at, rev.c.title
+            )
+            .join(r, r.c.id == d.c.repo_pk)
+            .join(rev, (rev.c.repo_pk == d.c.repo_pk) & (rev.c.sha == d.c.after_sha))
+            .where(
+                sa.or_(*(d.c.changes.contains(f'"{k.value}"') for k in FIT_KINDS)),
+                rev.c.rewritten_away == sa.false(),
+            )
+            .order_by(d.c.created_at.desc(), d.c.id.desc())
+        )
+        if repo_id is not None:
+            q = q.where(r.c.repo_id == repo_id)
+        out: list[FitMoveRow] = []
+        offset = 0
+        with self._session() as s:
+            while len(out) < limit:
+                rows = s.execute(q.limit(limit).offset(offset)).all()
+                for rid, after, before, payload, at, title in rows:
+                    changes = [Change.from_json(c) for c in json.loads(payload)]
+                    estimate = [c for c in changes if c.artifact is Artifact.ESTIMATE]
+                    fits = [c for c in estimate if c.kind in FIT_KINDS]
+                    if fits and len(out) < limit:
+                        rest = [c for c in estimate if c.kind not in FIT_KINDS]
+                        out.append(
+                            FitMoveRow(
+                                RepoId(rid),
+                                Sha(after),
+                                Sha(before) if before else None,
+                                str(title),
+                                at,
+                                (*fits, *rest),
+                            )
+                        )
+                if len(rows) < limit:
+                    break
+                offset += limit
+        return out

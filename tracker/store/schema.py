@@ -12,10 +12,16 @@ from tracker.store.base import METADATA
 from tracker.store.preflight import PREFLIGHT_TABLES
 from tracker.store.tables import SNAPSHOT_TABLES
 from tracker.store.webhooks.tables import WEBHOOK_TABLES
+from tracker.store.workers import WORKER_TABLES
 
 ALL_TABLES: tuple[str, ...] = (
-    SNAPSHOT_TABLES + ADVISORY_TABLES + ANALYSIS_TABLES + PREFLIGHT_TABLES + WEBHOOK_TABLES
+    SNAPSHOT_TABLES
+    + ADVISORY_TABLES
+    + ANALYSIS_TABLES
+    + PREFLIGHT_TABLES
+    + WEBHOOK_TABLES
+    + WORKER_TABLES
 )
 """Every table of the store (all in `METADATA`; `METADATA.sorted_tables` orders them by dependency)."""
 
-__all__ = ["ALL_TABLES", "METADATA", "WEBHOOK_TABLES"]
+__all__ = ["ALL_TABLES", "METADATA", "WEBHOOK_TABLES", "WORKER_TABLES"]

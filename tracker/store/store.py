@@ -229,6 +229,21 @@ class Store:
             rows = s.execute(q.order_by(col(RevisionRow.seq))).scalars().all()
             return [_to_stored(r) for r in rows]
 
+    def revision_page(
+        self, repo_id: RepoId, *, newest_first: bool, after_seq: int | None, limit: int
+    ) -> list[StoredRevision]:
+        """At most `limit` ingested revisions (rewritten-away ones included) in `seq` order,
+        oldest or newest first, starting after `seq` `after_seq` (None: from the start): a page
+        of `revisions` read with one bounded query."""
+        with self._session() as s:
+            repo = self._repo(s, repo_id)
+            seq = col(RevisionRow.seq)
+            q = sa.select(RevisionRow).where(col(RevisionRow.repo_pk) == _pk(repo))
+            if after_seq is not None:
+                q = q.where(seq < after_seq if newest_first else seq > after_seq)
+            q = q.order_by(seq.desc() if newest_first else seq).limit(limit)
+            return [_to_stored(r) for r in s.execute(q).scalars().all()]
+
     def revision(self, repo_id: RepoId, sha: Sha) -> StoredRevision:
         with self._session() as s:
             return _to_stored(self._rev(s, self._repo(s, repo_id), sha))

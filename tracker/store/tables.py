@@ -67,7 +67,7 @@ class IngestionStateRow(StoreModel, table=True):
     state: str = Field(
         default="new", sa_column=sa.Column(sa.String(16), nullable=False, server_default="new")
     )
-    # Operations counters (migration 0008; `tracker.store.ops` reads them for /metrics): every
+    # Operations counters (migration 0009; `tracker.store.ops` reads them for /metrics): every
     # poll recorded, those that did not end OK, and the ingest seconds of each as a histogram
     # (sum, and counts per upper bound: JSON {"0.1": n, ...}, cumulative as Prometheus has them).
     polls: int = Field(

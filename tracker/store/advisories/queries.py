@@ -441,6 +441,50 @@ class AdvisoryStore:
         with self._read() as s:
             return _load(s, s.exec(q).all())
 
+    def newest(
+        self,
+        limit: int,
+        *,
+        repo_id: str | None = None,
+        severities: Sequence[Severity] | None = None,
+    ) -> list[Advisory]:
+        """At most `limit` advisories (withdrawn ones too), the most recently modified first
+        (ties: the higher id number first), of one repo and/or of the given severities. The
+        database picks and orders the rows (`modified` is indexed); only those are loaded."""
+        a, r = AdvisoryRow.__table__, RepoRow.__table__  # type: ignore[attr-defined]
+        q = sa.select(a.c.id).order_by(
+            a.c.modified.desc(), sa.func.length(a.c.id).desc(), a.c.id.desc()
+        )
+        if repo_id is not None:
+            q = q.join(r, r.c.id == a.c.repo_pk).where(r.c.repo_id == repo_id)
+        if severities is not None:
+            q = q.where(a.c.severity.in_([s.value for s in severities]))
+        with self._read() as s:
+            ids = [str(i) for i in s.execute(q.limit(limit)).scalars()]
+            rows = s.exec(select(AdvisoryRow).where(col(AdvisoryRow.id).in_(ids))).all()
+            by_id = {adv.id: adv for adv in _load(s, rows)}
+        return [by_id[i] for i in ids]
+
+    def introduced_ids(
+        self, pairs: Sequence[tuple[str, str]], group: Artifact
+    ) -> dict[tuple[str, str], str]:
+        """The id of the `group` advisory introduced at each `(repo_id, sha)` that has one."""
+        a, r = AdvisoryRow.__table__, RepoRow.__table__  # type: ignore[attr-defined]
+        out: dict[tuple[str, str], str] = {}
+        if not pairs:
+            return out
+        wanted = set(pairs)
+        q = (
+            sa.select(r.c.repo_id, a.c.introduced, a.c.id)
+            .join(r, r.c.id == a.c.repo_pk)
+            .where(a.c.grp == group.value, a.c.introduced.in_(sorted({sha for _, sha in pairs})))
+        )
+        with self._read() as s:
+            for rid, sha, aid in s.execute(q).all():
+                if (str(rid), str(sha)) in wanted:
+                    out[(str(rid), str(sha))] = str(aid)
+        return out
+
     def affecting_commit(self, sha: str) -> list[Advisory]:
         """Non-withdrawn advisories whose versions list contains commit `sha`, ordered by id."""
         return self.get_many(self.query_ids(commit=sha))

@@ -1,7 +1,7 @@
 """Tables of the push side: webhook subscriptions, the delivery outbox and its attempts, and the
 queue of poll requests (Hub webhooks and manual triggers).
 
-Migration 0007 creates exactly these (0008 narrows the outbox's unique key to publications).
+Migration 0007 creates exactly these (0009 narrows the outbox's unique key to publications).
 `webhook_deliveries` is the outbox, written in the transaction that changes the advisories: one
 row per (subscription, revision) for its publication, one per withdrawal of a revision's
 advisories (a history rewrite), each holding the exact body every attempt sends (so a retry after a crash sends the same `webhook-id` and bytes).

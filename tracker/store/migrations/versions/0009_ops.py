@@ -1,6 +1,6 @@
-"""Migration 0008: operations counters per repo, and the outbox keyed by event type too.
+"""Migration 0009: operations counters per repo, and the outbox keyed by event type too.
 
-Revision "0008" after "0007".
+Revision "0009" after "0008".
 - `ingestion_state` gets `polls`, `poll_failures`, `ingest_seconds_sum` and
   `ingest_seconds_buckets` (a JSON histogram), which `record_poll` keeps and `/metrics` reads, so
   the numbers are the store's (one truth for `tracker poll` and `tracker serve`, kept across
@@ -21,8 +21,8 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0008"
-down_revision = "0007"
+revision = "0009"
+down_revision = "0008"
 branch_labels = None
 depends_on = None
 
@@ -62,7 +62,7 @@ def _sqlite_rebuild(change: Callable[[Any], None]) -> None:
     table would break the delivery log's references to it (within a transaction SQLite cannot
     turn foreign keys off), so the log is set aside first and put back, row for row, once the
     new table has the old one's name."""
-    op.execute("CREATE TABLE _webhook_attempts_0008 AS SELECT * FROM webhook_attempts")
+    op.execute("CREATE TABLE _webhook_attempts_0009 AS SELECT * FROM webhook_attempts")
     op.drop_index("ix_webhook_attempts_delivery_id", table_name="webhook_attempts")
     op.drop_table("webhook_attempts")
     with op.batch_alter_table("webhook_deliveries") as batch:
@@ -71,9 +71,9 @@ def _sqlite_rebuild(change: Callable[[Any], None]) -> None:
     op.execute(
         "INSERT INTO webhook_attempts (id, delivery_id, n, started_at, duration_ms, status, "
         "error, outcome) SELECT id, delivery_id, n, started_at, duration_ms, status, error, "
-        "outcome FROM _webhook_attempts_0008"
+        "outcome FROM _webhook_attempts_0009"
     )
-    op.drop_table("_webhook_attempts_0008")
+    op.drop_table("_webhook_attempts_0009")
 
 
 def _publication_index() -> None:

@@ -1,0 +1,93 @@
+"""Must-show (issue 8): the diff-store API answers exactly what the installed `tracker diff --json`,
+`tracker history --json` and `tracker estimate ORG/NAME@REV --json` print, for the same demo
+revisions (the session's demo store, polled from the bundled demo Hub)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tracker.api import create_app
+
+TRACKER = Path(sys.executable).with_name("tracker")
+GRANITE = "ibm-granite/granite-3.1-1b-a400m-instruct"
+
+
+def _cli(demo_run: Any, *args: str) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACKER_", "HF_"))}
+    env["TRACKER_STATE_DIR"] = str(demo_run.root / "state")
+    env["TRACKER_WATCHLIST"] = str(demo_run.app.settings.watchlist)
+    done = subprocess.run(
+        [str(TRACKER), *args], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def client(demo_run: Any) -> Any:
+    with TestClient(create_app(demo_run.app)) as c:
+        yield c
+
+
+def test_history_diff_and_estimate_match_the_cli(demo_run: Any, client: Any) -> None:
+    """Each answer against the installed CLI's, for full shas, a short sha and HEAD~n (one
+    process per CLI answer: six in all, the machine is small)."""
+    repo = GRANITE  # chat template, config and generation config changes in its history
+    history = client.get(f"/v1/repos/{repo}/history")
+    assert history.status_code == 200
+    assert history.json() == json.loads(_cli(demo_run, "history", repo, "--json"))
+    shas = [r["sha"] for r in history.json()["revisions"]]
+    assert len(shas) >= 3
+    for a, b, kinds in (
+        (shas[0], shas[-1], ()),
+        ("HEAD~1", "HEAD", ()),
+        (shas[0], shas[-1], ("config",)),
+    ):
+        params: dict[str, Any] = {"from": a, "to": b}
+        if kinds:
+            params["kind"] = list(kinds)
+        r = client.get(f"/v1/repos/{repo}/diff", params=params)
+        assert r.status_code == 200, r.text
+        flags = [x for k in kinds for x in ("--kind", k)]
+        cli = _cli(demo_run, "diff", repo, a, b, *flags, "--json")
+        assert r.content == cli.encode()  # the same bytes, not only the same JSON
+        assert json.loads(cli)["count"] > 0
+        assert r.headers["cache-control"] == (
+            "public, max-age=31536000, immutable" if a != "HEAD~1" else "public, no-cache"
+        )
+    for rev in (shas[0], shas[-1][:10]):
+        r = client.get(f"/v1/repos/{repo}/revisions/{rev}/estimate")
+        assert r.status_code == 200, r.text
+        assert r.json() == json.loads(_cli(demo_run, "estimate", f"{repo}@{rev}", "--json"))
+
+
+def test_the_estimate_history_carries_the_stored_estimates_and_their_deltas(
+    demo_run: Any, client: Any
+) -> None:
+    from tracker.estimate.delta import estimate_delta
+
+    items = client.get(f"/v1/repos/{GRANITE}/estimates").json()["items"]
+    live = [r for r in demo_run.app.store.revisions(GRANITE) if not r.rewritten_away]
+    assert [i["sha"] for i in items] == [r.sha for r in live]
+    previous = None
+    for item, rev in zip(items, live, strict=True):
+        stored = demo_run.app.analysis.estimate(GRANITE, rev.sha)
+        assert item["estimate"] == stored.estimate.to_json()
+        # the stored estimate is the one the estimate route computes now (same inputs, settings)
+        now = client.get(f"/v1/repos/{GRANITE}/revisions/{rev.sha}/estimate").json()
+        now.pop("source")
+        assert item["estimate"] == now
+        if previous is None:
+            assert (item["compared_to"], item["delta"]) == (None, [])
+        else:
+            expected = [c.to_json() for c in estimate_delta(previous[1], stored.estimate)]
+            assert (item["compared_to"], item["delta"]) == (previous[0], expected)
+        previous = (rev.sha, stored.estimate)

@@ -1,0 +1,365 @@
+"""The /v1 read API over a real SQLite store seeded by hand: repos and their state, revision pages,
+a file at a revision with its hashes, advisory filters (exact ids) and pages that lose and repeat
+nothing while advisories keep arriving, ETag/304 and problem documents."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tracker.api import create_app
+from tracker.app import App, build
+from tracker.domain import (
+    Advisory,
+    AdvisoryState,
+    Artifact,
+    Commit,
+    RepoId,
+    Severity,
+    Sha,
+    TreeEntry,
+    WithdrawnBy,
+    rfc3339,
+)
+from tracker.settings import load_settings
+from tracker.store.values import FileVersion, RepoStatus
+
+T0 = datetime(2026, 11, 1, 12, 0, 0, tzinfo=UTC)
+A = RepoId("acme/alpha")
+B = RepoId("acme/beta")
+UNPOLLED = RepoId("acme/gamma")
+SEVERITIES = [Severity.LOW, Severity.MODERATE, Severity.HIGH, Severity.CRITICAL]
+KINDS = [a for a in Artifact if a is not Artifact.ESTIMATE]  # ten advisory groups
+
+
+def sha(n: int) -> Sha:
+    return Sha(hashlib.sha1(str(n).encode()).hexdigest())
+
+
+CONFIG_1 = b'{"hidden_size": 4096}\n'
+CONFIG_2 = b'{"hidden_size": 8192}\n'
+
+
+@dataclass(frozen=True)
+class Seeded:
+    id: str
+    repo: RepoId
+    severity: Severity
+    kind: Artifact
+    state: AdvisoryState
+    published: datetime
+    modified: datetime
+
+
+class Seeder:
+    """Advisories inserted straight into the store (the API reads them; how they were classified
+    is not its business), with the facts the expected answers are computed from."""
+
+    def __init__(self, app: App) -> None:
+        self.app = app
+        self.made: list[Seeded] = []
+        self.n = 0
+        self.per_repo: dict[RepoId, int] = {}
+
+    def add(
+        self,
+        repo: RepoId,
+        *,
+        published: datetime,
+        state: AdvisoryState = AdvisoryState.OPEN,
+        modified: datetime | None = None,
+    ) -> Seeded:
+        i = self.n
+        self.n += 1
+        k = self.per_repo.get(repo, 0)
+        self.per_repo[repo] = k + 1
+        # (repo, introduced, group) is unique: ten groups per revision, then the next revision
+        severity, kind = SEVERITIES[i % 4], KINDS[k % 10]
+        aid = f"x_TEST-2026-{i + 1}"
+        intro = sha(1 + k // 10) if repo == A else sha(100 + k // 10)
+        modified = modified or published
+        record = {
+            "schema_version": "1.6.0",
+            "id": aid,
+            "published": rfc3339(published),
+            "modified": rfc3339(modified),
+            "summary": f"change {i + 1}",
+            "affected": [{"package": {"name": repo, "ecosystem": "GIT"}, "versions": [intro]}],
+        }
+        adv = Advisory(aid, repo, intro, kind, severity, record)
+        with self.app.advisories.transaction() as tx:
+            tx.insert(adv, package_name=f"https://huggingface.co/{repo}", pending=[])
+            if state is not AdvisoryState.OPEN:
+                by = WithdrawnBy.REWRITE if state is AdvisoryState.WITHDRAWN else None
+                tx.update(adv, state=state, pending=[], withdrawn_by=by)
+        made = Seeded(aid, repo, severity, kind, state, published, modified)
+        self.made.append(made)
+        return made
+
+
+def _commit(n: int, parent: int | None) -> Commit:
+    return Commit(sha(n), (sha(parent),) if parent else (), T0, f"commit {n}", "", ("tester",))
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[TestClient, App, Seeder]]:
+    (tmp_path / "watchlist.yaml").write_text(f"repos:\n  - id: {A}\n  - id: {UNPOLLED}\n")
+    app = build(load_settings(state_dir=tmp_path / "state", watchlist=tmp_path / "watchlist.yaml"))
+    store = app.store
+    store.ensure_repo(A, source_kind="hub", url=None, ref="main")
+    store.ensure_repo(B, source_kind="hub", url=None, ref="main")
+    previous = None
+    for n in range(1, 6):  # A: five revisions; config.json changes at 3
+        data = CONFIG_1 if n < 3 else CONFIG_2
+        blob = hashlib.sha1(b"blob %d\x00" % len(data) + data).hexdigest()
+        tree = [TreeEntry("config.json", blob, len(data)), TreeEntry("README.md", "f" * 40, 3)]
+        store.store_revision(
+            A, _commit(n, previous), tree, {"config.json": FileVersion.content(data)},
+            previous=sha(previous) if previous else None,
+        )  # fmt: skip
+        previous = n
+    for n in (100, 101, 102):
+        store.store_revision(
+            B, _commit(n, n - 1 if n > 100 else None), [], {},
+            previous=sha(n - 1) if n > 100 else None,
+        )  # fmt: skip
+    store.record_poll(A, status=RepoStatus.OK, error=None, now=T0)
+    store.record_poll(B, status=RepoStatus.FAILING, error="hub: 503 Service Unavailable", now=T0)
+    seeder = Seeder(app)
+    for i in range(24):  # two advisories per published second: ties are ordered by id
+        repo = A if i % 3 else B
+        state = {5: AdvisoryState.FIXED, 9: AdvisoryState.WITHDRAWN}.get(i, AdvisoryState.OPEN)
+        published = T0 + timedelta(seconds=i // 2)
+        seeder.add(repo, published=published, state=state,
+                   modified=published + timedelta(hours=i % 4))  # fmt: skip
+    with TestClient(create_app(app), raise_server_exceptions=False) as client:
+        yield client, app, seeder
+    app.close()
+
+
+def test_repos_show_their_ingestion_state(served: tuple[TestClient, App, Seeder]) -> None:
+    client, _, seeder = served
+    r = client.get("/v1/repos")
+    assert (r.status_code, r.headers["cache-control"]) == (200, "public, no-cache")
+    by = {x["repo"]: x for x in r.json()["repos"]}
+    assert list(by) == [A, B, UNPOLLED]
+    count = {
+        repo: {s.value: sum(1 for m in seeder.made if m.repo == repo and m.state is s)
+               for s in AdvisoryState}
+        for repo in (A, B)
+    }  # fmt: skip
+    assert by[A] == {
+        "repo": A, "watched": True, "state": "ok", "source_kind": "hub", "url": None,
+        "ref": "main", "head": sha(5), "last_poll_at": "2026-11-01T12:00:00Z",
+        "last_success_at": "2026-11-01T12:00:00Z", "consecutive_failures": 0,
+        "last_error": None, "revisions": 5, "advisories": count[A],
+        "links": {
+            "self": f"/v1/repos/{A}", "revisions": f"/v1/repos/{A}/revisions",
+            "history": f"/v1/repos/{A}/history", "estimates": f"/v1/repos/{A}/estimates",
+            "advisories": f"/v1/advisories?repo={A}",
+        },
+    }  # fmt: skip
+    assert count == {
+        A: {"open": 15, "fixed": 1, "withdrawn": 0},
+        B: {"open": 7, "fixed": 0, "withdrawn": 1},
+    }
+    assert by[B]["advisories"] == count[B]
+    assert (by[B]["state"], by[B]["watched"], by[B]["last_error"]) == (
+        "failing", False, "hub: 503 Service Unavailable",
+    )  # fmt: skip
+    assert (by[UNPOLLED]["state"], by[UNPOLLED]["head"], by[UNPOLLED]["revisions"]) == (
+        "new", None, 0,
+    )  # fmt: skip
+    one = client.get(f"/v1/repos/{B}")
+    assert one.json() == by[B]
+    missing = client.get("/v1/repos/acme/nothing")
+    assert (missing.status_code, missing.json()["detail"]) == (
+        404, "acme/nothing is neither watched nor stored",
+    )  # fmt: skip
+    bad = client.get("/v1/repos/acme/bad..name")
+    assert (bad.status_code, bad.json()["type"]) == (400, "urn:tracker:problem:invalid-repo-id")
+
+
+def _pages(client: TestClient, url: str, **params: Any) -> list[dict[str, Any]]:
+    """Every page of a list, following `next` (and checking Link agrees with it)."""
+    pages = []
+    cursor = None
+    while True:
+        r = client.get(url, params={**params, **({"cursor": cursor} if cursor else {})})
+        assert r.status_code == 200, r.text
+        pages.append(r.json())
+        cursor = r.json()["next"]
+        if cursor is None:
+            assert "link" not in r.headers
+            return pages
+        assert r.headers["link"].endswith(f'cursor={cursor}>; rel="next"')
+
+
+def test_revisions_page_oldest_and_newest_first(served: tuple[TestClient, App, Seeder]) -> None:
+    client, _, _ = served
+    url = f"/v1/repos/{A}/revisions"
+    oldest = _pages(client, url, limit=2)
+    assert [[i["sha"] for i in p["items"]] for p in oldest] == [
+        [sha(1), sha(2)], [sha(3), sha(4)], [sha(5)],
+    ]  # fmt: skip
+    newest = _pages(client, url, limit=3, order="newest")
+    assert [[i["seq"] for i in p["items"]] for p in newest] == [[5, 4, 3], [2, 1]]
+    assert newest[0]["items"][0] == {
+        "seq": 5, "sha": sha(5), "date": "2026-11-01T12:00:00+00:00", "title": "commit 5",
+        "authors": ["tester"], "previous": sha(4), "analysed": False, "rewritten_away": False,
+    }  # fmt: skip
+    other_order = client.get(url, params={"cursor": oldest[0]["next"], "order": "newest"})
+    assert (other_order.status_code, other_order.json()["type"]) == (
+        400, "urn:tracker:problem:invalid-cursor",
+    )  # fmt: skip
+    junk = client.get(url, params={"cursor": "!!!"})
+    assert junk.status_code == 400
+    assert client.get(url, params={"limit": 0}).status_code == 400
+    assert client.get(url, params={"order": "sideways"}).json()["errors"][0]["location"] == (
+        "query.order"
+    )
+
+
+def test_a_file_at_a_revision_with_its_hashes(served: tuple[TestClient, App, Seeder]) -> None:
+    client, _, _ = served
+    url = f"/v1/repos/{A}/revisions/{sha(3)}/files/config.json"
+    r = client.get(url)
+    assert (r.status_code, r.content) == (200, CONFIG_2)
+    digest = hashlib.sha256(CONFIG_2)
+    import base64
+
+    assert r.headers["repr-digest"] == f"sha-256=:{base64.b64encode(digest.digest()).decode()}:"
+    assert r.headers["x-content-sha256"] == digest.hexdigest()
+    blob = hashlib.sha1(b"blob %d\x00" % len(CONFIG_2) + CONFIG_2).hexdigest()
+    assert (r.headers["x-git-blob-id"], r.headers["x-revision"]) == (blob, sha(3))
+    assert r.headers["cache-control"] == "public, max-age=31536000, immutable"
+    again = client.get(url, headers={"If-None-Match": r.headers["etag"]})
+    assert (again.status_code, again.content, again.headers["x-content-sha256"]) == (
+        304, b"", digest.hexdigest(),
+    )  # fmt: skip
+    head = client.get(f"/v1/repos/{A}/revisions/HEAD~4/files/config.json")
+    assert (head.content, head.headers["cache-control"]) == (CONFIG_1, "public, no-cache")
+    untracked = client.get(f"/v1/repos/{A}/revisions/{sha(3)}/files/README.md")
+    assert (untracked.status_code, untracked.json()["detail"]) == (
+        404, f"{A}@{sha(3)}: README.md is in the tree but not tracked; nothing stored",
+    )  # fmt: skip
+    nowhere = client.get(f"/v1/repos/{A}/revisions/{sha(3)}/files/no/such.json")
+    assert nowhere.status_code == 404
+    assert nowhere.headers["content-type"] == "application/problem+json"
+    unknown_rev = client.get(f"/v1/repos/{A}/revisions/HEAD~9/files/config.json")
+    assert (unknown_rev.status_code, unknown_rev.json()["type"]) == (
+        404, "urn:tracker:problem:not-found",
+    )  # fmt: skip
+
+
+def _ids(client: TestClient, **params: Any) -> list[str]:
+    return [i["id"] for p in _pages(client, "/v1/advisories", **params) for i in p["items"]]
+
+
+def _by_published(made: list[Seeded], newest: bool = False) -> list[str]:
+    return [m.id for m in sorted(made, key=lambda m: (m.published, m.id), reverse=newest)]
+
+
+def test_advisory_filters_give_exact_ids(served: tuple[TestClient, App, Seeder]) -> None:
+    client, _, seeder = served
+    made = seeder.made
+    assert _ids(client, limit=500) == _by_published(made)
+    assert _ids(client, repo=B, limit=4) == _by_published([m for m in made if m.repo == B])
+    assert _ids(client, repo=B) == ["x_TEST-2026-1", "x_TEST-2026-4", "x_TEST-2026-7",
+                                    "x_TEST-2026-10", "x_TEST-2026-13", "x_TEST-2026-16",
+                                    "x_TEST-2026-19", "x_TEST-2026-22"]  # fmt: skip
+    assert _ids(client, severity="high") == _by_published(
+        [m for m in made if m.severity is Severity.HIGH]
+    )
+    assert _ids(client, min_severity="high", limit=3) == _by_published(
+        [m for m in made if m.severity in (Severity.HIGH, Severity.CRITICAL)]
+    )
+    assert _ids(client, kind="tokenizer", repo=A) == _by_published(
+        [m for m in made if m.kind is Artifact.TOKENIZER and m.repo == A]
+    )
+    assert _ids(client, kind="tokenizer") == ["x_TEST-2026-5", "x_TEST-2026-7",
+                                              "x_TEST-2026-20"]  # fmt: skip
+    assert _ids(client, state="fixed") == ["x_TEST-2026-6"]
+    assert _ids(client, state="withdrawn") == ["x_TEST-2026-10"]
+    since = T0 + timedelta(hours=3)
+    assert _ids(client, since=rfc3339(since)) == _by_published(
+        [m for m in made if m.modified >= since]
+    )
+    assert _ids(client, since=rfc3339(since)) == ["x_TEST-2026-4", "x_TEST-2026-8",
+        "x_TEST-2026-12", "x_TEST-2026-16", "x_TEST-2026-20", "x_TEST-2026-24"]  # fmt: skip
+    assert _ids(client, severity="low", min_severity="high") == []
+    newest = _ids(client, order="newest", limit=5)
+    assert newest == _by_published(made, newest=True)
+    first = client.get("/v1/advisories", params={"limit": 1}).json()["items"][0]
+    assert first == {
+        "id": "x_TEST-2026-1", "repo": B, "introduced": sha(100), "kind": "config",
+        "severity": "low", "state": "open", "published": "2026-11-01T12:00:00Z",
+        "modified": "2026-11-01T12:00:00Z", "summary": "change 1",
+        "link": "/v1/vulns/x_TEST-2026-1",
+    }  # fmt: skip
+    assert client.get(first["link"]).json()["id"] == "x_TEST-2026-1"
+    bad_since = client.get("/v1/advisories", params={"since": "yesterday"})
+    assert (bad_since.status_code, bad_since.json()["detail"]) == (
+        400, "since: 'yesterday' is not an RFC 3339 time (2026-11-30T09:30:00Z)",
+    )  # fmt: skip
+    bad_severity = client.get("/v1/advisories", params={"severity": "dire"})
+    assert (bad_severity.status_code, bad_severity.json()["errors"][0]["location"]) == (
+        400, "query.severity",
+    )  # fmt: skip
+    page = client.get("/v1/advisories", params={"limit": 2}).json()
+    other_filter = client.get("/v1/advisories", params={"cursor": page["next"], "repo": A})
+    assert other_filter.status_code == 400
+
+
+@pytest.mark.parametrize("order", ["oldest", "newest"])
+def test_paging_while_advisories_arrive_loses_and_repeats_nothing(
+    served: tuple[TestClient, App, Seeder], order: str
+) -> None:
+    client, _, seeder = served
+    before = _by_published(seeder.made, newest=order == "newest")
+    seen: list[str] = []
+    arrived: list[str] = []
+    cursor = None
+    clock = itertools.count(1)
+    while True:
+        params: dict[str, Any] = {"limit": 5, "order": order}
+        if cursor:
+            params["cursor"] = cursor
+        page = client.get("/v1/advisories", params=params).json()
+        seen += [i["id"] for i in page["items"]]
+        for _ in range(2):  # new advisories published between two page reads
+            when = T0 + timedelta(minutes=next(clock))
+            arrived.append(seeder.add(A if len(arrived) % 2 else B, published=when).id)
+        cursor = page["next"]
+        if cursor is None:
+            break
+    assert len(seen) == len(set(seen))  # nothing repeated
+    if order == "oldest":  # everything: what was there, then what arrived while paging
+        assert seen[: len(before)] == before
+        assert set(seen[len(before) :]) <= set(arrived) and len(seen) > len(before)
+        assert seen == _by_published([m for m in seeder.made if m.id in set(seen)])
+    else:  # what was there when paging started, newest first; arrivals sort before page 1
+        assert seen == before
+
+
+def test_lists_answer_304_until_they_change(served: tuple[TestClient, App, Seeder]) -> None:
+    client, _, seeder = served
+    first = client.get("/v1/advisories", params={"repo": A})
+    etag = first.headers["etag"]
+    same = client.get("/v1/advisories", params={"repo": A}, headers={"If-None-Match": etag})
+    assert (same.status_code, same.content, same.headers["etag"]) == (304, b"", etag)
+    seeder.add(A, published=T0)
+    changed = client.get("/v1/advisories", params={"repo": A}, headers={"If-None-Match": etag})
+    assert changed.status_code == 200 and changed.headers["etag"] != etag
+    repos = client.get("/v1/repos")
+    assert (
+        client.get("/v1/repos", headers={"If-None-Match": repos.headers["etag"]}).status_code == 304
+    )

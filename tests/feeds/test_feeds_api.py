@@ -1,0 +1,120 @@
+"""The feed routes in process: OpenAPI names their media types, the query is checked (a bad
+`min_severity` or `limit` is a 400 problem document), the read token is honoured, and conditional
+GET answers 304. The routes' content over a polled history is tests/feeds/test_feeds_serve.py."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import feedparser
+import pytest
+from fastapi.testclient import TestClient
+from feedkit import check_json_feed
+
+from tracker.api import create_app
+from tracker.app import build
+from tracker.settings import load_settings
+
+READ = "feeds-read-token-0123456789"
+ROUTES = (
+    "/v1/feeds/advisories.atom",
+    "/v1/feeds/advisories.json",
+    "/v1/repos/{org}/{name}/feed.atom",
+    "/v1/repos/{org}/{name}/feed.json",
+)
+
+
+@pytest.fixture
+def client(tmp_path: Path) -> Iterator[TestClient]:
+    app = build(load_settings(state_dir=tmp_path / "state"))
+    with TestClient(create_app(app), raise_server_exceptions=False) as c:
+        yield c
+    app.close()
+
+
+@pytest.fixture
+def gated(tmp_path: Path) -> Iterator[TestClient]:
+    app = build(load_settings(state_dir=tmp_path / "state", api_read_token=READ))
+    with TestClient(create_app(app), raise_server_exceptions=False) as c:
+        yield c
+    app.close()
+
+
+def test_openapi_documents_the_feeds_with_their_media_types(client: TestClient) -> None:
+    paths = client.get("/openapi.json").json()["paths"]
+    for route in ROUTES:
+        op = paths[route]["get"]
+        media = "application/atom+xml" if route.endswith(".atom") else "application/feed+json"
+        assert list(op["responses"]["200"]["content"]) == [media], route
+        params = {p["name"]: p for p in op["parameters"]}
+        assert params["limit"]["schema"]["maximum"] == 500
+        assert params["limit"]["schema"]["minimum"] == 1
+        assert "min_severity" in params
+        assert op["responses"]["400"]["content"]["application/problem+json"]
+    json_schema = paths[ROUTES[1]]["get"]["responses"]["200"]["content"]["application/feed+json"]
+    assert json_schema["schema"] == {"$ref": "#/components/schemas/JsonFeed"}
+
+
+def test_an_empty_store_serves_valid_empty_feeds(client: TestClient) -> None:
+    atom = client.get(ROUTES[0])
+    assert atom.status_code == 200
+    parsed = feedparser.parse(atom.content)
+    assert (parsed.bozo, parsed.entries, parsed.feed.updated) == (
+        0,
+        [],
+        "1970-01-01T00:00:00+00:00",
+    )
+    doc = client.get(ROUTES[1]).json()
+    check_json_feed(doc)
+    assert doc["items"] == []
+    assert doc["feed_url"] == "http://testserver/v1/feeds/advisories.json"
+
+
+@pytest.mark.parametrize(
+    ("query", "detail"),
+    [
+        ("min_severity=urgent", "min_severity: 'urgent' is not one of critical, high, moderate, low"),
+        ("limit=0", "query.limit: Input should be greater than or equal to 1"),
+        ("limit=501", "query.limit: Input should be less than or equal to 500"),
+        ("limit=ten", "query.limit: Input should be a valid integer, unable to parse string as an integer"),
+    ],
+)  # fmt: skip
+def test_a_bad_query_is_a_400_problem(client: TestClient, query: str, detail: str) -> None:
+    for route in (ROUTES[0], "/v1/repos/acme/x/feed.json"):
+        r = client.get(f"{route}?{query}")
+        assert (r.status_code, r.headers["content-type"]) == (400, "application/problem+json")
+        assert r.json()["detail"] == detail
+
+
+def test_an_unknown_repo_is_a_404_problem(client: TestClient) -> None:
+    r = client.get("/v1/repos/acme/nowhere/feed.atom")
+    assert (r.status_code, r.json()["type"], r.json()["detail"]) == (
+        404,
+        "urn:tracker:problem:not-found",
+        "no repo 'acme/nowhere' in the store",
+    )
+
+
+def test_conditional_get(client: TestClient) -> None:
+    first = client.get(ROUTES[0])
+    etag = first.headers["etag"]
+    assert first.headers["cache-control"] == "public, no-cache"
+    again = client.get(ROUTES[0], headers={"If-None-Match": etag})
+    assert (again.status_code, again.content, again.headers["etag"]) == (304, b"", etag)
+    other = client.get(ROUTES[0], headers={"If-None-Match": '"something-else"'})
+    assert other.status_code == 200 and other.content == first.content
+
+
+def test_the_read_token_is_honoured(gated: TestClient) -> None:
+    for route in (ROUTES[0], ROUTES[1], "/v1/repos/acme/x/feed.atom"):
+        r = gated.get(route)
+        assert r.status_code == 401
+        assert r.headers["www-authenticate"] == 'Bearer realm="tracker"'
+        assert READ not in r.text
+    ok = gated.get(ROUTES[0], headers={"Authorization": f"Bearer {READ}"})
+    assert ok.status_code == 200
+    assert ok.headers["cache-control"] == "private, no-cache"
+    assert ok.headers["vary"] == "Authorization"
+    wrong = gated.get(ROUTES[1], headers={"Authorization": "Bearer not-the-token-0000000000"})
+    assert wrong.status_code == 401

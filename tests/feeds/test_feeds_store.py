@@ -1,0 +1,115 @@
+"""The store's bounded reads behind the feeds, over a history polled by the real pipeline through
+the Hub replica: `AdvisoryStore.newest` (newest modified first, by severity and repo) and
+`AnalysisStore.fit_moves` (revisions whose estimate moved a card-fit verdict), on SQLite and on
+PostgreSQL.
+
+The repo is acme/fit-moves (`feedkit.fit_step`): Qwen3-1.7B's real config.json, whose second
+commit doubles the layers and whose third undoes it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from feedkit import FIT_REPO, fit_step
+
+from tracker.app import App, build
+from tracker.domain import Artifact, ChangeKind, RepoId, Severity
+from tracker.replica import Replica
+from tracker.settings import load_settings
+
+pytestmark = pytest.mark.replica
+
+T0 = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def polled(
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+) -> Iterator[tuple[App, list[str]]]:
+    shas = [fit_step(tmp_path / "hub", i) for i in range(3)]
+    (tmp_path / "watchlist.yaml").write_text(f"repos:\n  - id: {FIT_REPO}\n")
+    url: str | None = None
+    ctx: AbstractContextManager[str] | None = None
+    if request.param == "postgres":
+        pg: Callable[[str], AbstractContextManager[str]] = request.getfixturevalue("pg_database")
+        ctx = pg("feeds")
+        url = ctx.__enter__()
+    try:
+        with Replica(tmp_path / "hub") as hub:
+            extra: dict[str, Any] = {"database_url": url} if url else {}
+            settings = load_settings(
+                state_dir=tmp_path / "state",
+                watchlist=tmp_path / "watchlist.yaml",
+                hf_endpoint=hub.url,
+                hub_public_url="https://huggingface.co",
+                **extra,
+            )
+            ticks = iter(T0 + timedelta(minutes=i) for i in range(1000))
+            app = build(settings, clock=lambda: next(ticks))
+            try:
+                report = app.pipeline.run_cycle()
+                assert [len(r.analysed) for r in report.repos] == [3]
+                yield app, shas
+            finally:
+                app.close()
+    finally:
+        if ctx is not None:
+            ctx.__exit__(None, None, None)
+
+
+def test_fit_moves_are_the_revisions_that_moved_a_verdict(polled: tuple[App, list[str]]) -> None:
+    app, shas = polled
+    moves = app.analysis.fit_moves(10)
+    assert [(m.repo_id, m.sha, m.before, m.title) for m in moves] == [
+        (FIT_REPO, shas[2], shas[1], "Back to 28 layers"),
+        (FIT_REPO, shas[1], shas[0], "Double the layers"),
+    ]
+    fits = [[(c.kind, c.summary) for c in m.changes if c.key.startswith("cards.")
+             and c.kind is not ChangeKind.CHANGED] for m in moves]  # fmt: skip
+    assert fits == [
+        [
+            (ChangeKind.FIT_GAINED, "LoRA r=16 now fits L4 24 GB at batch 1"),
+            (ChangeKind.FIT_GAINED, "full fine-tune now fits A100/H100 80 GB at batch 3"),
+        ],
+        [
+            (ChangeKind.FIT_LOST, "LoRA r=16 no longer fits L4 24 GB at batch 1 (now: 2 cards at batch 1 (31 + 25 layers))"),
+            (ChangeKind.FIT_LOST, "full fine-tune no longer fits A100/H100 80 GB at batch 1 (now: 2 cards at batch 1 (27 + 29 layers))"),
+        ],
+    ]  # fmt: skip
+    # fit moves first, then the other estimate changes; nothing but estimate changes
+    for m in moves:
+        kinds = [c.kind in (ChangeKind.FIT_LOST, ChangeKind.FIT_GAINED) for c in m.changes]
+        assert kinds == sorted(kinds, reverse=True) and kinds[:2] == [True, True]
+        assert {c.artifact for c in m.changes} == {Artifact.ESTIMATE}
+    assert moves[0].at > moves[1].at
+    assert [m.sha for m in app.analysis.fit_moves(1)] == [shas[2]]
+    assert app.analysis.fit_moves(5, repo_id=RepoId("acme/other")) == []
+    reported = app.advisories.introduced_ids([(FIT_REPO, s) for s in shas], Artifact.ESTIMATE)
+    # the revert fixes the advisory of the doubling instead of opening one of its own
+    assert reported == {(FIT_REPO, shas[1]): "x_TRACKER-2026-2"}
+
+
+def test_newest_advisories_are_picked_and_ordered_by_the_database(
+    polled: tuple[App, list[str]],
+) -> None:
+    app, _ = polled
+    every = app.advisories.list_advisories()
+    by_modified = sorted(
+        every, key=lambda a: (a.record["modified"], int(a.id.rsplit("-", 1)[1])), reverse=True
+    )
+    assert len(every) >= 2
+    assert [a.id for a in app.advisories.newest(100)] == [a.id for a in by_modified]
+    assert [a.id for a in app.advisories.newest(1)] == [by_modified[0].id]
+    high = [a.id for a in by_modified if a.severity in (Severity.CRITICAL, Severity.HIGH)]
+    got = app.advisories.newest(100, severities=(Severity.CRITICAL, Severity.HIGH))
+    assert [a.id for a in got] == high
+    assert app.advisories.newest(100, repo_id="acme/other") == []
+    assert [a.id for a in app.advisories.newest(100, repo_id=FIT_REPO)] == [
+        a.id for a in by_modified
+    ]

@@ -1,0 +1,198 @@
+"""Feed routes: Atom and JSON Feed 1.1 of the advisories and card-fit moves, for everything and
+per repo, at an optional severity floor.
+
+- `GET /v1/feeds/advisories.atom`, `GET /v1/feeds/advisories.json`
+- `GET /v1/repos/{org}/{name}/feed.atom`, `GET /v1/repos/{org}/{name}/feed.json`
+
+Query: `min_severity` (critical, high, moderate or low, any case; another value is a 400
+problem document) and `limit` (1 to 500, default 100). `collect` reads only the newest `limit`
+advisories and the newest `limit` fit moves from the store (`AdvisoryStore.newest`,
+`AnalysisStore.fit_moves`), never a whole history. A fit move's severity is what the advisory
+rules (the repo's watchlist overrides first) give its fit changes. Answers carry a strong ETag
+and `Cache-Control: no-cache` (`tracker.api.caching`), and need the read token when one is set
+(`tracker.api.auth`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from starlette.responses import JSONResponse, Response
+
+from tracker.advisories.classify import Overrides, classify, highest, parse_overrides
+from tracker.api.auth import require_read
+from tracker.api.caching import LIST, cached_response
+from tracker.api.problem import Problem
+from tracker.domain import Artifact, ChangeKind, RepoId, Severity
+from tracker.errors import StoreNotFoundError, TrackerError
+from tracker.feeds import (
+    ATOM_TYPE,
+    DEFAULT_LIMIT,
+    JSON_FEED_TYPE,
+    MAX_LIMIT,
+    Feed,
+    FeedEntry,
+    FeedQueryError,
+    FitMove,
+    advisory_entry,
+    at_or_above,
+    feed,
+    fit_entry,
+    parse_floor,
+    render_atom,
+    render_json_feed,
+)
+from tracker.feeds.jsonfeed import JsonFeed
+from tracker.web.views import PagesApp, repo_url
+
+router = APIRouter(tags=["feeds"], dependencies=[Depends(require_read)])
+FIT_KINDS = (ChangeKind.FIT_LOST, ChangeKind.FIT_GAINED)
+
+
+class AtomResponse(Response):
+    media_type = ATOM_TYPE
+
+
+class JsonFeedResponse(JSONResponse):
+    """Declares the JSON Feed media type in OpenAPI (a JSON body, so its schema is `JsonFeed`)."""
+
+    media_type = JSON_FEED_TYPE
+
+
+def _overrides(app: PagesApp) -> dict[str, Overrides]:
+    """Each watched repo's advisory overrides (none when the watchlist cannot be read: the
+    default rules then decide, as they do for a repo no longer watched)."""
+    try:
+        repos = app.load_watchlist().repos
+    except TrackerError:
+        return {}
+    out: dict[str, Overrides] = {}
+    for r in repos:
+        try:
+            out[r.repo_id] = parse_overrides(r.advisories, where=f"{r.repo_id}.advisories")
+        except TrackerError:
+            continue
+    return out
+
+
+def collect(app: PagesApp, repo_id: str | None, floor: Severity | None, limit: int) -> Feed:
+    """The feed of everything (`repo_id` None) or of one repo, reading only the newest `limit`
+    advisories and fit moves (StoreNotFoundError for a repo the store does not hold)."""
+    urls: dict[str, str | None] = {}
+    if repo_id is not None:
+        urls[repo_id] = repo_url(app, app.store.repo_state(RepoId(repo_id)))
+    allowed = at_or_above(floor)
+    entries: list[FeedEntry] = [
+        advisory_entry(a)
+        for a in app.advisories.newest(
+            limit, repo_id=repo_id, severities=allowed if floor is not None else None
+        )
+    ]
+    moves = app.analysis.fit_moves(limit, repo_id=RepoId(repo_id) if repo_id else None)
+    if moves:
+        overrides = _overrides(app)
+        reported = app.advisories.introduced_ids(
+            [(m.repo_id, m.sha) for m in moves], Artifact.ESTIMATE
+        )
+        for m in moves:
+            rules = overrides.get(m.repo_id, Overrides())
+            fits = [c for c in m.changes if c.kind in FIT_KINDS]
+            severity = highest([classify(c, rules).severity for c in fits])
+            if severity not in allowed:
+                continue
+            if m.repo_id not in urls:
+                urls[m.repo_id] = repo_url(app, app.store.repo_state(m.repo_id))
+            move = FitMove(
+                repo_id=m.repo_id,
+                sha=m.sha,
+                before=m.before,
+                title=m.title,
+                at=m.at,
+                changes=m.changes,
+                advisory_id=reported.get((m.repo_id, m.sha)),
+            )
+            entries.append(fit_entry(move, severity, urls[m.repo_id]))
+    return feed(repo_id=repo_id, floor=floor, entries=entries, limit=limit)
+
+
+MIN_SEVERITY = Query(
+    None,
+    description="Only entries of this severity or above: critical, high, moderate or low (any case).",
+)
+LIMIT = Query(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT, description="The newest this many entries.")
+_ATOM_DOC: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "An Atom feed (RFC 4287), newest entry first.",
+        "content": {ATOM_TYPE: {"schema": {"type": "string"}}},
+    }
+}
+_JSON_DOC: dict[int | str, dict[str, Any]] = {
+    200: {"description": "A JSON Feed 1.1, newest item first.", "model": JsonFeed}
+}
+
+
+def _serve(
+    request: Request, repo_id: str | None, min_severity: str | None, limit: int, atom: bool
+) -> Response:
+    try:
+        floor = parse_floor(min_severity)
+    except FeedQueryError as exc:
+        raise Problem(400, "invalid-request", str(exc)) from exc
+    app: PagesApp = request.app.state.app
+    try:
+        built = collect(app, repo_id, floor, limit)
+    except StoreNotFoundError as exc:
+        raise Problem(404, "not-found", f"no repo {repo_id!r} in the store") from exc
+    base = str(request.base_url)
+    if atom:
+        return cached_response(request, render_atom(built, base), ATOM_TYPE, LIST)
+    return cached_response(request, render_json_feed(built, base), JSON_FEED_TYPE, LIST)
+
+
+@router.get(
+    "/v1/feeds/advisories.atom", response_class=AtomResponse, responses=_ATOM_DOC,
+    summary="Atom feed of every repo's advisories and card-fit moves",
+)  # fmt: skip
+def advisories_atom(
+    request: Request, min_severity: str | None = MIN_SEVERITY, limit: int = LIMIT
+) -> Response:
+    return _serve(request, None, min_severity, limit, atom=True)
+
+
+@router.get(
+    "/v1/feeds/advisories.json", response_class=JsonFeedResponse, responses=_JSON_DOC,
+    summary="JSON Feed of every repo's advisories and card-fit moves",
+)  # fmt: skip
+def advisories_json(
+    request: Request, min_severity: str | None = MIN_SEVERITY, limit: int = LIMIT
+) -> Response:
+    return _serve(request, None, min_severity, limit, atom=False)
+
+
+@router.get(
+    "/v1/repos/{org}/{name}/feed.atom", response_class=AtomResponse, responses=_ATOM_DOC,
+    summary="Atom feed of one repo's advisories and card-fit moves",
+)  # fmt: skip
+def repo_atom(
+    request: Request,
+    org: str,
+    name: str,
+    min_severity: str | None = MIN_SEVERITY,
+    limit: int = LIMIT,
+) -> Response:
+    return _serve(request, f"{org}/{name}", min_severity, limit, atom=True)
+
+
+@router.get(
+    "/v1/repos/{org}/{name}/feed.json", response_class=JsonFeedResponse, responses=_JSON_DOC,
+    summary="JSON Feed of one repo's advisories and card-fit moves",
+)  # fmt: skip
+def repo_json(
+    request: Request,
+    org: str,
+    name: str,
+    min_severity: str | None = MIN_SEVERITY,
+    limit: int = LIMIT,
+) -> Response:
+    return _serve(request, f"{org}/{name}", min_severity, limit, atom=False)

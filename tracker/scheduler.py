@@ -1,0 +1,457 @@
+"""The polling daemon (`tracker poll` without `--once`): one worker among any number sharing one
+database.
+
+Work is handed out through the database (`tracker.store.workers`): every watched repo has a row in
+the schedule with the time it is next due; a worker claims due repos (`FOR UPDATE SKIP LOCKED` on
+PostgreSQL), each claim with its own job id and a lease of `worker_lease_s`, polls them on a pool
+of `poll_concurrency` threads, then records the outcome and the next due time (its interval plus
+jitter; a failing repo backs off exponentially, capped, and delays no other) and releases the
+lease. The heartbeat (every third of the lease) renews the leases of the claims this worker holds,
+by job id; a worker that dies leaves its repos to be taken over once their leases expire.
+SQLite takes one worker: a second daemon on one SQLite store exits with one line
+(`WorkerConflictError`).
+
+APScheduler 3 (coalesce, max_instances=1, jitter) runs the periodic jobs: the heartbeat, the
+watchlist re-read (also on SIGHUP) and the poll-request queue (a Hub webhook or a manual trigger
+makes the repo due now, so that poll too goes through a lease). Due webhook deliveries are sent by
+their own thread. SIGTERM/SIGINT: nothing new starts; the polls under way finish their repo
+(every write is its own transaction); claims not yet started are handed back and every lease is
+released; `poll.stopped` is the last event.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import random
+import signal
+import socket
+import threading
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import IO, Any
+
+import structlog
+
+from tracker.app import App
+from tracker.domain import RepoId
+from tracker.errors import ConfigError, WorkerConflictError
+from tracker.settings import Settings
+from tracker.store.workers import Claim, WorkStore
+from tracker.watchlist import WatchedRepo
+from tracker.webhooks.deliver import Deliverer
+
+log = structlog.get_logger(__name__)
+
+REQUEST_LEASE_S = 900
+"""A claimed poll request is claimed again after this long if its daemon died handling it."""
+
+
+def sqlite_path(settings: Settings) -> Path | None:
+    """The SQLite file of `settings`' store (None: PostgreSQL, or an in-memory database)."""
+    url = settings.effective_database_url
+    if not url.startswith("sqlite:///"):
+        return None
+    path = url.removeprefix("sqlite:///").split("?", 1)[0]
+    return Path(path) if path and path != ":memory:" else None
+
+
+@contextmanager
+def single_worker(settings: Settings) -> Iterator[None]:
+    """Hold the SQLite store's worker lock (`<db>.poll.lock`, `flock`) while the daemon runs; a
+    second daemon on the same store raises WorkerConflictError. PostgreSQL: nothing to hold."""
+    db = sqlite_path(settings)
+    if db is None:
+        yield
+        return
+    lock_path = db.with_name(db.name + ".poll.lock")
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    handle: IO[str] = open(lock_path, "a+")  # noqa: SIM115 - held until the daemon stops
+    try:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "unknown"
+            raise WorkerConflictError(
+                f"another `tracker poll` daemon (pid {holder}) works on the SQLite store {db}; "
+                "SQLite takes one worker: stop that one, or point every worker at one "
+                "PostgreSQL database (TRACKER_DATABASE_URL)"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        yield
+    finally:
+        handle.close()  # closing the file releases the lock
+
+
+def next_due(
+    now: datetime,
+    *,
+    interval_s: float,
+    ok: bool,
+    failures: int,
+    backoff_max_s: float,
+    jitter: float,
+    retry_after: float | None,
+    rng: random.Random,
+) -> datetime:
+    """When a repo is due again after a poll: its interval later (plus up to `jitter` of it), or
+    after `failures` consecutive failures its interval doubled `failures - 1` times, capped at
+    `backoff_max_s` (or the interval when that is longer); never before a source's `retry_after`."""
+    wait = interval_s
+    if not ok and failures > 1:
+        wait = min(interval_s * 2.0 ** min(failures - 1, 40), max(interval_s, backoff_max_s))
+    wait += rng.uniform(0, jitter * interval_s)
+    if retry_after is not None:
+        wait = max(wait, retry_after)
+    return now + timedelta(seconds=wait)
+
+
+class Notifier:
+    """sd_notify under systemd (`Type=notify`; the `sdnotify` package speaks the socket protocol):
+    READY=1 once the worker is registered and its schedule synced, WATCHDOG=1 every half of
+    `WatchdogSec` from the claim loop (a hung loop or database call stops the pings and systemd
+    restarts the worker), STOPPING=1 on SIGTERM. Without NOTIFY_SOCKET it does nothing."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._notifier: Any = None
+        if settings.notify_socket:
+            import sdnotify
+
+            self._notifier = sdnotify.SystemdNotifier()
+        usec = settings.watchdog_usec
+        self.every_s = usec / 2e6 if usec else None
+        self._last = 0.0
+
+    def send(self, state: str) -> None:
+        if self._notifier is not None:
+            self._notifier.notify(state)
+
+    def watchdog(self) -> None:
+        """WATCHDOG=1, at most every half of the watchdog interval."""
+        import time
+
+        if self._notifier is None or self.every_s is None:
+            return
+        now = time.monotonic()
+        if now - self._last >= self.every_s:
+            self._last = now
+            self._notifier.notify("WATCHDOG=1")
+
+
+class Daemon:
+    """One polling worker (see the module docstring). `only`: poll just these repos (`tracker
+    poll ORG/NAME`); `follow_watchlist`: re-read the watchlist file while running."""
+
+    def __init__(
+        self, app: App, *, only: list[RepoId] | None = None, follow_watchlist: bool = True
+    ) -> None:
+        self.app = app
+        self.settings = app.settings
+        self.work = WorkStore(app.store.engine)
+        self.only = only
+        self.follow_watchlist = follow_watchlist
+        self.id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.lease = timedelta(seconds=self.settings.worker_lease_s)
+        self.rng = random.Random()
+        self.watched: dict[RepoId, WatchedRepo] = {}
+        self.stopping = threading.Event()
+        self.wake_claims = threading.Event()
+        self.wake_deliveries = threading.Event()
+        self.reload = threading.Event()
+        self._lock = threading.Lock()
+        self._idle = threading.Condition()
+        self._running = 0
+        self.claimed: dict[str, Claim] = {}  # job id → claim, until finished or handed back
+        self.pool = ThreadPoolExecutor(self.settings.poll_concurrency, "poll")
+        self.notifier = Notifier(self.settings)
+
+    # -- bookkeeping ------------------------------------------------------------------------
+
+    @contextmanager
+    def counted(self) -> Iterator[bool]:
+        """Counts the work under way (the stop waits for it); False once stopping."""
+        with self._idle:
+            if self.stopping.is_set():
+                yield False  # queued before the stop: never started
+                return
+            self._running += 1
+        try:
+            yield True
+        finally:
+            with self._idle:
+                self._running -= 1
+                self._idle.notify_all()
+
+    def now(self) -> datetime:
+        return self.app.clock()
+
+    # -- the watchlist ----------------------------------------------------------------------
+
+    def sync(self) -> None:
+        """Follow the watchlist file: new repos are due now, changed ones (new settings) too,
+        removed ones leave the schedule. An invalid file keeps the current repos."""
+        try:
+            repos = self.app.load_watchlist().repos
+        except ConfigError as exc:
+            log.error("watchlist.invalid", error=str(exc))
+            return
+        current = {r.repo_id: r for r in repos if self.only is None or r.repo_id in self.only}
+        before = self.watched
+        changed = [rid for rid, w in current.items() if rid in before and before[rid] != w]
+        for rid in current.keys() - before.keys():
+            if before:
+                log.info(
+                    "watchlist.repo_scheduled", repo=rid, interval_s=current[rid].poll_interval_s
+                )
+        for rid in before.keys() - current.keys():
+            log.info("watchlist.repo_removed", repo=rid)
+        for rid in changed:
+            log.info("watchlist.repo_changed", repo=rid, interval_s=current[rid].poll_interval_s)
+        with self._lock:
+            self.watched = current
+        added, removed = self.work.sync(
+            sorted(current), self.now(), changed=changed, prune=self.only is None
+        )
+        if added or removed or changed:
+            self.wake_claims.set()
+
+    # -- polls ------------------------------------------------------------------------------
+
+    def claim(self) -> None:
+        """Claim due repos for the free places of the pool (and as many again queued behind)."""
+        with self._lock:
+            free = 2 * self.settings.poll_concurrency - len(self.claimed)
+            only = sorted(self.watched) if self.only is not None else None
+        if free <= 0 or self.stopping.is_set():
+            return
+        claims = self.work.claim(self.id, self.now(), lease=self.lease, limit=free, only=only)
+        for c in claims:
+            if c.taken_from is not None and c.taken_from != self.id:
+                log.warning(
+                    "lease.taken_over", repo=c.repo_id, worker=self.id, previous=c.taken_from
+                )
+            with self._lock:
+                self.claimed[c.job] = c
+            self.pool.submit(self.poll, c)
+
+    def poll(self, claim: Claim) -> None:
+        """One claimed repo: poll it, analyse what came, record the outcome, release the lease."""
+        with self.counted() as started:
+            if not started:
+                return  # handed back by `stop`
+            try:
+                self._poll(claim)
+            finally:
+                with self._lock:
+                    self.claimed.pop(claim.job, None)
+                self.wake_claims.set()
+
+    def _poll(self, claim: Claim) -> None:
+        with self._lock:
+            watched = self.watched.get(claim.repo_id)
+        if watched is None:  # removed from the watchlist since it was claimed
+            self.work.release([claim])
+            return
+        job = "requested" if claim.requested else "poll"
+        with structlog.contextvars.bound_contextvars(repo=watched.repo_id, job=job, worker=self.id):
+            ok, error, retry_after = False, None, None
+            try:
+                report = self.app.pipeline.run_cycle([watched])
+            except (
+                Exception
+            ) as exc:  # keep the daemon alive; the error is logged with its traceback
+                log.exception("poll.crashed")
+                error = f"unexpected {exc.__class__.__name__}: {exc}"
+            else:
+                [cycle] = report.repos
+                ok, error = cycle.clean, cycle.poll.error or cycle.error
+                retry_after = cycle.poll.retry_after
+                if cycle.analysed:  # it may have queued deliveries
+                    self.wake_deliveries.set()
+                if retry_after is not None and retry_after > 0:
+                    log.warning("repo.rescheduled", retry_after_s=retry_after)
+            now = self.now()
+            failures = 0 if ok else self.work.failures(watched.repo_id) + 1
+            due = next_due(
+                now,
+                interval_s=watched.poll_interval_s,
+                ok=ok,
+                failures=failures,
+                backoff_max_s=self.settings.poll_backoff_max_s,
+                jitter=self.settings.poll_jitter,
+                retry_after=retry_after,
+                rng=self.rng,
+            )
+            if not self.work.finish(claim, now, next_due=due, ok=ok, error=error):
+                log.warning("lease.lost", detail="the lease expired during the poll")
+
+    def claims_loop(self) -> None:
+        """Claim due repos until the stop: every `queue_check_s`, and at once when a poll ends,
+        the watchlist changed or a poll was asked for."""
+        while not self.stopping.is_set():
+            if self.reload.is_set():
+                self.reload.clear()
+                with self.counted() as started:
+                    if started:
+                        self._guarded(self.sync, "watchlist.sync_failed")
+            with self.counted() as started:
+                if not started:
+                    return
+                self._guarded(self.claim, "claims.crashed")
+            self.notifier.watchdog()
+            self.wake_claims.wait(self.settings.queue_check_s)
+            self.wake_claims.clear()
+
+    @staticmethod
+    def _guarded(fn: Any, event: str) -> None:
+        try:
+            fn()
+        except Exception:  # a database hiccup: logged, tried again next time
+            log.exception(event)
+
+    # -- periodic jobs ----------------------------------------------------------------------
+
+    def heartbeat(self) -> None:
+        """Renew this worker's row and the leases of its claims (by job id)."""
+        with self.counted() as started:
+            if not started:
+                return
+            with self._lock:
+                jobs = list(self.claimed)
+            now = self.now()
+            if self.work.heartbeat(self.id, jobs, now, self.lease) < 0:
+                log.warning("worker.reregistered", worker=self.id)
+                self.work.register(self.id, socket.gethostname(), os.getpid(), now)
+                self.work.heartbeat(self.id, jobs, now, self.lease)
+            self.work.forget_dead_workers(now - max(10 * self.lease, timedelta(hours=1)))
+
+    def poll_requests(self) -> None:
+        """Poll requests (Hub webhooks, manual triggers) make their repos due now."""
+        with self.counted() as started:
+            if not started:
+                return
+            hooks = self.app.webhooks
+            requests = hooks.claim_poll_requests(
+                self.now(), lease=timedelta(seconds=REQUEST_LEASE_S)
+            )
+            for req in requests:
+                try:
+                    with self._lock:
+                        watched = req.repo_id in self.watched
+                    if watched:
+                        log.info("poll_request.due", repo=req.repo_id, reason=req.reason)
+                        self.work.make_due(req.repo_id, self.now())
+                    else:
+                        log.info("poll_request.unwatched", repo=req.repo_id, reason=req.reason)
+                finally:
+                    hooks.finish_poll_request(req)
+            if requests:
+                self.wake_claims.set()
+
+    def deliveries(self) -> None:
+        """Send due webhook deliveries until the stop; woken early when a poll published."""
+        deliverer = Deliverer(self.app.webhooks, self.settings, self.app.clock)
+        check = self.settings.queue_check_s
+        try:
+            while not self.stopping.is_set():
+                attempted = 0
+                due: float | None = None
+                with self.counted() as started:
+                    if not started:
+                        return
+                    try:
+                        attempted = deliverer.run_once()
+                        due = None if attempted else deliverer.seconds_until_due()
+                    except Exception:
+                        log.exception("webhooks.crashed")
+                if attempted:
+                    continue
+                wait = check * 4 if due is None else due
+                self.wake_deliveries.wait(min(max(wait, 0.01), check * 4))
+                self.wake_deliveries.clear()
+        finally:
+            deliverer.close()
+
+    # -- the run ----------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Run until SIGTERM/SIGINT (see the module docstring)."""
+        with single_worker(self.settings):
+            self._run()
+
+    def _run(self) -> None:
+        from apscheduler.executors.pool import ThreadPoolExecutor as JobPool
+        from apscheduler.schedulers.blocking import BlockingScheduler
+
+        now = self.now()
+        if self.settings.effective_database_url.startswith("sqlite"):
+            # the lock is ours: no other worker can hold a lease on this store
+            self.work.unregister_all()
+        self.work.register(self.id, socket.gethostname(), os.getpid(), now)
+        self.sync()
+        scheduler = BlockingScheduler(
+            executors={"default": JobPool(3)},
+            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 300},
+            timezone=UTC,
+        )
+        beat = self.settings.worker_lease_s / 3
+        scheduler.add_job(self.heartbeat, "interval", seconds=beat, id="heartbeat")
+        check = self.settings.queue_check_s
+        scheduler.add_job(
+            self.poll_requests, "interval", seconds=check, id="poll-requests", jitter=check / 4
+        )
+        if self.follow_watchlist:
+            every = self.settings.watchlist_sync_s
+            scheduler.add_job(
+                self.reload.set, "interval", seconds=every, id="watchlist-sync", jitter=every / 10
+            )
+            self.reload.clear()
+
+        def reload(_signum: int, _frame: Any) -> None:
+            log.info("watchlist.reload", signal="SIGHUP")
+            self.reload.set()
+            self.wake_claims.set()
+
+        def stop(signum: int, _frame: Any) -> None:
+            self.stopping.set()
+            self.wake_claims.set()
+            self.wake_deliveries.set()
+            log.info("poll.stopping", signal=signal.Signals(signum).name)
+            self.notifier.send("STOPPING=1")
+            scheduler.shutdown(wait=False)
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+        signal.signal(signal.SIGHUP, reload)
+        log.info("poll.started", repos=len(self.watched), worker=self.id)
+        threads = [
+            threading.Thread(target=self.claims_loop, name="claims", daemon=True),
+            threading.Thread(target=self.deliveries, name="webhook-deliveries", daemon=True),
+        ]
+        self.notifier.send(f"READY=1\nSTATUS=worker {self.id}: {len(self.watched)} repos")
+        for t in threads:
+            t.start()
+        try:
+            scheduler.start()
+        finally:
+            self.stopping.set()
+            self.wake_claims.set()
+            self.wake_deliveries.set()
+            with self._idle:
+                self._idle.wait_for(lambda: self._running == 0)
+            for t in threads:
+                t.join()
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            with self._lock:
+                unstarted = list(self.claimed.values())
+            self.work.release(unstarted)
+            released = self.work.unregister(self.id)
+            log.info("poll.stopped", worker=self.id, handed_back=len(unstarted), released=released)
