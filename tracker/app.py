@@ -99,8 +99,9 @@ class App:
 
 
 def _require_store(settings: Settings) -> None:
-    """NoStoreError when the store named by `settings` is an SQLite file that is not there. A
-    server database (PostgreSQL) exists by the time its URL is set; opening it is the check."""
+    """NoStoreError when the store named by `settings` is an SQLite file that is not there (so
+    that connecting creates no file). A server database (PostgreSQL) is checked when opened
+    without migrating (`Store.open(migrate=False)`): no schema is the same NoStoreError."""
     from tracker.errors import NoStoreError
 
     url = settings.effective_database_url
@@ -126,21 +127,24 @@ def build(
     state dir cannot be created, StoreError when the store cannot be opened.
 
     `clock`, `stages` and `sources` replace the real ones (tests pass fakes here). With
-    `read_only` (commands that only read), a store that does not exist yet is not created:
-    NoStoreError (a StoreNotFoundError) says so instead.
+    `read_only` (commands that only read), nothing is created or migrated, on SQLite and on
+    PostgreSQL alike: a store that does not exist yet, or a database without a schema, is a
+    NoStoreError (a StoreNotFoundError, exit 3); one behind on migrations a StoreError (exit 6)
+    that says `tracker poll --once` migrates it.
     """
     from tracker.logs import configure
 
     configure(level=settings.log_level, under_systemd=settings.under_systemd, force=True)
     if read_only:
         _require_store(settings)
-    try:
-        settings.state_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(
-            f"TRACKER_STATE_DIR {settings.state_dir}: cannot create it: {exc.strerror or exc}"
-        ) from exc
-    store = Store.open(settings.effective_database_url)
+    else:
+        try:
+            settings.state_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(
+                f"TRACKER_STATE_DIR {settings.state_dir}: cannot create it: {exc.strerror or exc}"
+            ) from exc
+    store = Store.open(settings.effective_database_url, migrate=not read_only)
     budget = None
     if sources is None:
         from tracker.ratebudget import RateBudget, budget_enabled

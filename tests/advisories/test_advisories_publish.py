@@ -403,3 +403,49 @@ def test_exactly_once_and_lifecycle_on_postgres(fresh_pg: str) -> None:
         assert store.counts()["advisories"] == 2
     finally:
         store.engine.dispose()
+
+
+def test_weight_manifest_advisory_stored_under_the_old_attribution_is_fixed(
+    store: AdvisoryStore,
+) -> None:
+    """An advisory the previous tracker stored with its manifest-level changes attributed to the
+    index file (a repo without one) is fixed by a later revision whose changes name the shard."""
+    old_file, new_file = "model.safetensors.index.json", "model.safetensors"
+    f32, bf16 = {"F32": 218}, {"BF16": 218}
+    retype = (
+        ch(A.WEIGHTS, K.CHANGED, "dtypes", f32, bf16, file=old_file),
+        ch(A.WEIGHTS, K.CHANGED, "total_bytes", 5338513408, 2669256704, file=old_file),
+    )
+    [adv] = _pub(store, M[1], M[0], retype)
+    with store.transaction() as tx:
+        [stored] = tx.in_state(MIXTRAL, AdvisoryState.OPEN)
+    assert {(p["file"], p["key"]) for p in stored.pending} == {
+        (old_file, "dtypes"),
+        (old_file, "total_bytes"),
+    }
+    back = (
+        ch(A.WEIGHTS, K.CHANGED, "dtypes", bf16, f32, file=new_file),
+        ch(A.WEIGHTS, K.CHANGED, "total_bytes", 2669256704, 5338513408, file=new_file),
+    )
+    assert _pub(store, M[2], M[1], back, now=NOW + timedelta(days=1)) == []
+    fixed = store.get(adv.id)
+    assert fixed is not None
+    assert fixed.record["affected"][0]["ranges"][0]["events"][-1] == {"fixed": M[2]}
+    with store.transaction() as tx:
+        assert tx.in_state(MIXTRAL, AdvisoryState.OPEN) == []
+
+
+def test_a_tensor_change_in_another_shard_is_not_the_same_place(store: AdvisoryStore) -> None:
+    """Only manifest-level keys ignore the file: a tensor key names its shard."""
+    name = "model.layers.0.mlp.weight"
+    [adv] = _pub(
+        store, M[1], M[0], (ch(A.WEIGHTS, K.RETYPED, name, "F32", "BF16", file="a.safetensors"),)
+    )
+    other = (ch(A.WEIGHTS, K.RETYPED, name, "BF16", "F32", file="b.safetensors"),)
+    assert [a.id for a in _pub(store, M[2], M[1], other, now=NOW + timedelta(days=1))] == [
+        "x_TRACKER-2026-2"
+    ]
+    still = store.get(adv.id)
+    assert (
+        still is not None and "fixed" not in still.record["affected"][0]["ranges"][0]["events"][-1]
+    )

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from apikit import ADVISORY, READ, WRITE, app_with_advisory
+from apikit import ADVISORY, READ, REPO, WRITE, A, B, app_with_advisory
 from fastapi.testclient import TestClient
 
 from tracker.api import create_app
@@ -152,6 +152,19 @@ def test_the_installed_server_gates_reads_and_answers_problems(tmp_path: Path) -
             )
             nowhere = client.get("/nowhere", headers=auth)
             assert (nowhere.status_code, nowhere.json()["type"]) == (404, "about:blank")
+            # the read API over the store, as a client meets it
+            assert client.get("/v1/advisories").status_code == 401
+            listed = client.get("/v1/advisories", headers=auth)
+            assert [i["id"] for i in listed.json()["items"]] == [ADVISORY]
+            revs = client.get(f"/v1/repos/{REPO}/revisions", params={"limit": 1}, headers=auth)
+            assert [i["sha"] for i in revs.json()["items"]] == [A]
+            link = revs.headers["link"]
+            assert link.startswith(f"<http://127.0.0.1:{port}/v1/repos/{REPO}/revisions?")
+            following = client.get(link[1 : link.index(">")], headers=auth)
+            assert ([i["sha"] for i in following.json()["items"]], following.json()["next"]) == (
+                [B],
+                None,
+            )
     finally:
         proc.terminate()
         proc.wait(20)

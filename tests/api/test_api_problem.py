@@ -78,7 +78,10 @@ def test_a_validation_error_is_a_400_problem_listing_every_error(
         "body.min_severity",
     ]
     limit = client.get("/v1/subscriptions/1/deliveries?limit=0", headers=auth)
-    assert (limit.status_code, _problem(limit)["detail"]) == (400, "limit: between 1 and 1000")
+    assert (limit.status_code, _problem(limit)["detail"]) == (
+        400,
+        "query.limit: Input should be greater than or equal to 1",
+    )
 
 
 def test_a_store_failure_is_a_503_problem(

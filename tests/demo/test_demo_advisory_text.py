@@ -82,6 +82,42 @@ def test_a_restore_names_the_earlier_advisory() -> None:
     assert rec["database_specific"]["restores"] == ["x_TRACKER-2026-14"]
 
 
+@pytest.mark.parametrize("n", [28, 34, 37, 49, 50])
+def test_the_commit_calling_it_a_fix_is_not_evidence_of_a_defect(n: int) -> None:
+    """bloom's "Fix architecture" commits and others whose only evidence is their words: a change
+    the commit calls a fix, never "a fix of an earlier defect" nor advice that says so."""
+    d = _details(n)
+    assert (
+        "**Kind: a change the commit calls a fix (no evidence that the previous revision was "
+        "broken)**: the commit title calls it a fix: “" in d
+    )
+    assert "a fix of an earlier defect" not in d and "To take the fix" not in d
+    assert "The commit calls this a fix; nothing tracker checks shows the previous revision " in d
+
+
+def test_bloom_fix_architecture_is_a_claimed_fix_with_both_directions() -> None:
+    d = _details(49)
+    assert "the commit title calls it a fix: “Fix architecture (#46)”; tracker found no " in d
+    assert (
+        "To take the change, upgrade to `aa345fefe36b` or later once you check that your code, "
+        "adapters and serving configuration match the new config. To keep the old behaviour, "
+        "pin `42afc9a66a46`" in d
+    )
+
+
+def test_a_resolved_consistency_finding_is_fix_evidence() -> None:
+    rec = _record(4)
+    assert (
+        "**Kind: a fix of an earlier defect**: it resolves 2 findings of the previous revision: "
+        "`pad_token_id` 32000 in generation_config.json is outside the vocabulary (`vocab_size` "
+        "32000: ids 0 to 31999)" in rec["details"]
+    )
+    assert [f["check"] for f in rec["database_specific"]["resolved_findings"]] == [
+        "token-id-out-of-vocab",
+        "token-id-disagrees",
+    ]
+
+
 def test_mass_dtype_conversion_is_one_pattern_attributed_to_its_file() -> None:
     rec = _record(22)
     d = rec["details"]

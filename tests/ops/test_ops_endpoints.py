@@ -289,9 +289,9 @@ def test_webhook_and_queue_metrics_and_readyz_on_a_store_behind(tmp_path: Path) 
             f"the store's schema is at migration 0008, behind {head_revision()}"
         )
         assert client.get("/healthz").status_code == 200  # the process is still up
-        # `tracker verify` opens (and so migrates) the store: ready again.
+        # `tracker migrate` migrates the store: ready again.
         done = subprocess.run(
-            [str(TRACKER), "verify"],
+            [str(TRACKER), "migrate"],
             env={**os.environ, **env},
             capture_output=True,
             text=True,

@@ -296,7 +296,15 @@ def test_previous_release_database_migrates_with_every_row(
     old_export = old_tracker(old_release, env, "advisories", "export", str(tmp_path / "old"))
     assert all(r.returncode == 0 for r in [*old_out, old_export]), [r.stderr for r in old_out]
 
-    # This tree's installed tracker: the first command opens the store and migrates it.
+    # This tree's installed tracker: a read-only command migrates nothing, it says how to;
+    # `tracker migrate` migrates.
+    refused = tracker(env, "advisories", "export", str(tmp_path / "new"))
+    assert refused.returncode == 6
+    assert "is at migration 0003, this tracker needs" in refused.stderr
+    assert "`tracker migrate` (or any command that writes) migrates it" in refused.stderr
+    migrated = tracker(env, "migrate")
+    assert migrated.returncode == 0, migrated.stderr
+    assert migrated.stdout.endswith(f": migration 0003 -> {head_revision()}\n")
     new_export = tracker(env, "advisories", "export", str(tmp_path / "new"))
     assert new_export.returncode == 0, new_export.stderr
     new_out = [tracker(env, *args) for args in reads]

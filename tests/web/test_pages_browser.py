@@ -19,12 +19,14 @@ import httpx
 import pytest
 from pagekit import (
     ARTIFACTS,
+    DESKTOP,
     GONE_REPO,
     HOSTILE_FILE,
     HOSTILE_REPO,
     IMG,
     JS_LINK,
     LONG,
+    PHONE,
     SCRIPT,
     axe_serious,
     inert,
@@ -34,7 +36,7 @@ from pagekit import (
     vnu_start,
 )
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support.ui import Select
+from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from tracker.advisories.lifecycle import state_of
 from tracker.domain import Artifact, RepoId
@@ -100,6 +102,17 @@ def test_home_lists_every_watched_repo_with_its_state_and_open_advisories(
         (a.id for a in app.advisories.list_advisories()), key=lambda i: int(i.split("-")[-1])
     )
     assert ids == list(reversed(everything))[: len(ids)] and len(ids) == 20
+    # the feeds of everything: discoverable (<link rel="alternate">) and visible
+    feeds = [
+        served_demo.url + "/v1/feeds/advisories.atom",
+        served_demo.url + "/v1/feeds/advisories.json",
+    ]
+    assert _attr(browser, 'link[rel="alternate"]', "href") == feeds
+    assert _attr(browser, 'link[rel="alternate"]', "type") == [
+        "application/atom+xml",
+        "application/feed+json",
+    ]
+    assert _attr(browser, "#subscribe a", "href") == feeds
     # following the repo link opens its page
     browser.find_element(By.LINK_TEXT, GRANITE).click()
     assert urlsplit(browser.current_url).path == f"/repos/{GRANITE}"
@@ -172,6 +185,44 @@ def test_granite_page_shows_the_estimate_timeline_fix_and_charts(
     group = entry.find_element(By.CSS_SELECTOR, '.group[data-artifact="chat_template"]')
     removed = _texts(group, 'li[data-kind="rendered"] pre.diff .del')
     assert removed == [DUPLICATE_SYSTEM, DUPLICATE_SYSTEM]  # system_user and generation_prompt
+    # ... shown side by side: the removed line in the Before column faces a blank After cell,
+    # the lines both renderings share face each other
+    tables = group.find_elements(By.CSS_SELECTOR, 'li[data-kind="rendered"] table.sbs')
+    assert len(tables) == 2
+    for table in tables:
+        assert _texts(table, "thead th") == ["Before", "After"]
+        rows = table.find_elements(By.CSS_SELECTOR, "tbody tr:not(.hunk)")
+        first = rows[0].find_elements(By.CSS_SELECTOR, "td")
+        assert [c.get_attribute("data-side") for c in first] == ["before", "after"]
+        assert (first[0].text, first[1].text) == (DUPLICATE_SYSTEM, "")
+        for row in rows[1:]:
+            before, after = (c.text for c in row.find_elements(By.CSS_SELECTOR, "td"))
+            assert before == after and before.startswith(" <|start_of_role|>")
+        top = [c.rect["y"] for c in rows[1].find_elements(By.CSS_SELECTOR, "td")]
+        assert top[0] == top[1]  # side by side on a desktop
+    # on a phone the columns stack: each row's before line, then its after line (a blank cell,
+    # and an after line equal to its before line, are not repeated)
+    browser.set_window_size(*PHONE)
+    try:
+        for table in tables:
+            shown = browser.execute_script(
+                "return [...arguments[0].querySelectorAll('tbody td')]"
+                ".filter(td => getComputedStyle(td).display !== 'none')"
+                ".map(td => [td.dataset.side || 'hunk', getComputedStyle(td).display, td.innerText])",
+                table,
+            )
+            rows = table.find_elements(By.CSS_SELECTOR, "tbody tr")
+            assert [(side, shown_as) for side, shown_as, _ in shown] == [("hunk", "block")] + [
+                ("before", "block")
+            ] * (len(rows) - 1)
+            assert shown[1][2].endswith(DUPLICATE_SYSTEM)
+    finally:
+        browser.set_window_size(*DESKTOP)
+    # the repo's feeds: discoverable and visible
+    repo_feeds = [f"{served_demo.url}/v1/repos/{GRANITE}/feed.atom",
+                  f"{served_demo.url}/v1/repos/{GRANITE}/feed.json"]  # fmt: skip
+    assert _attr(browser, 'link[rel="alternate"]', "href") == repo_feeds
+    assert _attr(browser, "#subscribe a", "href") == repo_feeds
     assert _attr(entry, "ul.advisories li", "data-advisory") == [fix.id]
 
     # charts: inline SVG per series, with the same values in a table
@@ -195,7 +246,8 @@ def test_granite_page_shows_the_estimate_timeline_fix_and_charts(
     # the revision selector works as a plain form; the page then shows that revision
     Select(browser.find_element(By.ID, "rev")).select_by_value(revisions[0].sha)
     browser.find_element(By.CSS_SELECTOR, "form.revsel button").click()
-    assert browser.current_url.endswith(f"?rev={revisions[0].sha}")
+    # the click returns once the form is submitted, not once the next page has loaded
+    WebDriverWait(browser, 30).until(lambda d: d.current_url.endswith(f"?rev={revisions[0].sha}"))
     assert revisions[0].sha in _text(browser, "#at-revision")
     assert "not the head" in _text(browser, "#at-revision")
     # and the advisory link opens the advisory page
@@ -226,6 +278,10 @@ def test_advisory_page_renders_the_record_for_a_person(browser: Any, served_demo
     # the raw JSON, linked from the page and as the alternate of the page
     alternate = browser.find_element(By.CSS_SELECTOR, 'link[rel="alternate"]')
     assert alternate.get_attribute("href") == f"{served_demo.url}/v1/vulns/{fix.id}"
+    assert _attr(browser, 'link[rel="alternate"]', "href")[1:] == [
+        f"{served_demo.url}/v1/repos/{GRANITE}/feed.atom",
+        f"{served_demo.url}/v1/repos/{GRANITE}/feed.json",
+    ]
     browser.find_element(By.LINK_TEXT, "OSV JSON").click()
     assert f'"id":"{fix.id}"' in browser.find_element(By.TAG_NAME, "body").text.replace(" ", "")
 
@@ -252,6 +308,7 @@ def test_pages_read_with_javascript_off(browser: Any, served_demo: Any) -> None:
         assert len(browser.find_elements(By.CSS_SELECTOR, "#fit tbody tr")) == 5
         assert browser.find_element(By.ID, "headline").is_displayed()
         assert DUPLICATE_SYSTEM in _texts(browser, "#timeline pre.diff .del")
+        assert DUPLICATE_SYSTEM in _texts(browser, "#timeline table.sbs td.before")
         browser.get(f"{served_demo.url}/advisories/{fix.id}")
         assert _text(browser, "#summary") == fix.record["summary"]
     finally:
@@ -272,8 +329,9 @@ def test_hostile_upstream_text_is_inert_on_every_page(browser: Any, hostile: Any
         "hostile-missing-rev": f"/repos/{HOSTILE_REPO}?rev={SCRIPT}",
         **{f"hostile-{i}": f"/advisories/{i}" for i in ids},
     }
+    shots = ("hostile-repo", f"hostile-{ids[0]}")  # every kind of page once (home: the demo's)
     for shot, path in pages.items():
-        errors = visit(browser, base + path, shot)
+        errors = visit(browser, base + path, shot if shot in shots else None)
         if shot == "hostile-missing-rev":  # a 404 page: its own status is the one console entry
             assert len(errors) == 1 and "status of 404" in errors[0], errors
             assert "no stored revision" in _text(browser, "#error-message") or "unknown" in _text(
@@ -292,7 +350,7 @@ def test_hostile_upstream_text_is_inert_on_every_page(browser: Any, hostile: Any
         }, path
         body = browser.find_element(By.TAG_NAME, "body").text
         assert SCRIPT in body or HOSTILE_FILE in body, path  # shown as text
-        assert phone_overflow(browser, base + path) == 0, path
+        assert phone_overflow(browser) == 0, path
     # each place upstream controls reached the pages as text
     visit(browser, base + f"/repos/{HOSTILE_REPO}")
     body = browser.find_element(By.TAG_NAME, "body").text
@@ -339,7 +397,7 @@ def test_every_page_passes_axe_phone_width_and_the_html_checker(
             else:
                 assert errors == [], (name, errors)
             assert axe_serious(browser) == [], name
-            assert phone_overflow(browser, url) == 0, name
+            assert phone_overflow(browser) == 0, name
         assert vnu_errors(checker) == []
     finally:
         if checker.poll() is None:

@@ -1,11 +1,14 @@
 """What kind of change an advisory is about, from the evidence at hand, and what to do about that kind (pure).
 
-Kinds: a fix of an earlier defect, a regression, new code to review, a new default, or a change
-with no evidence either way. The evidence: whether the change restores a value an earlier advisory
-changed (named), what the chat template rendered before and after over the canonical
-conversations (a message the old template rendered twice or dropped), whether a template no longer
-renders, the introducing commit's title and message, and the artifact. Every kind's advice names
-the revisions to pin or to take, and offers both directions where both apply.
+Kinds: a fix of an earlier defect, a regression, new code to review, a new default, a change the
+commit calls a fix, or a change with no evidence either way. The evidence: whether the change
+restores a value an earlier advisory changed (named), what the chat template rendered before and
+after over the canonical conversations (a message the old template rendered twice or dropped),
+whether a template no longer renders, consistency findings introduced or resolved, the introducing
+commit's title and message, and the artifact. The commit's words alone never make a fix: calling
+the previous revision broken needs evidence tracker can show (a restored earlier value, a resolved
+consistency finding, a rendered-template defect removed). Every kind's advice names the revisions
+to pin or to take, and offers both directions where both apply.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ class Kind(StrEnum):
     REGRESSION = "regression"
     NEW_CODE = "new code"
     NEW_DEFAULT = "new default"
+    CLAIMED_FIX = "claimed fix"
     CHANGE = "change"
 
 
@@ -35,6 +39,8 @@ KIND_TITLES: Mapping[Kind, str] = {
     Kind.REGRESSION: "a regression",
     Kind.NEW_CODE: "new code to review",
     Kind.NEW_DEFAULT: "a new default",
+    Kind.CLAIMED_FIX: "a change the commit calls a fix (no evidence that the previous revision "
+    "was broken)",
     Kind.CHANGE: "a change with no evidence that it fixes or breaks something",
 }
 
@@ -156,33 +162,49 @@ def assess(
     group: ChangeGroup,
     restores: Sequence[Restore] = (),
     findings: Sequence[str] = (),
+    resolved: Sequence[str] = (),
 ) -> Assessment:
     """The kind of `group`'s change. Regression evidence (a template that no longer renders or
     renders a message wrongly, a consistency finding introduced) outranks everything; then new
-    code; then fix evidence (a restored earlier value, a template defect gone, the commit saying
-    so); then a new default (generation defaults); else a change."""
+    code; then fix evidence (a restored earlier value, a template defect gone, a consistency
+    finding of the previous revision resolved), the commit's words supporting it; then a new
+    default (generation defaults); then a change the commit calls a fix (its words alone); else a
+    change."""
     fix, reg = template_evidence(group) if group.name is Artifact.CHAT_TEMPLATE else ([], [])
     reg += list(findings)
     for r in restores:
         fix.append(f"`{r.key}` is back to the value it had before {r.advisory_id}")
+    if resolved:
+        which = "a finding" if len(resolved) == 1 else f"{len(resolved)} findings"
+        fix.append(f"it resolves {which} of the previous revision: {'; '.join(resolved)}")
     commit = subject.commit
     said = ""
     if commit is not None:
         if _FIX_WORDS.search(commit.title):
-            said = f"the commit title says it fixes something: {_quote(commit.title)}"
+            said = f"the commit title calls it a fix: {_quote(commit.title)}"
         elif _FIX_WORDS.search(commit.message):
-            said = "the commit message says it fixes something"
+            said = "the commit message calls it a fix"
     if reg:
         return Assessment(Kind.REGRESSION, tuple(reg + fix))
     if group.name in (Artifact.CUSTOM_CODE, Artifact.EXECUTABLE):
         return Assessment(Kind.NEW_CODE, tuple(["it changes code that runs when the model loads"]))
-    if fix or said:
+    if fix:
         return Assessment(Kind.FIX, tuple(fix + ([said] if said else [])))
     if group.name is Artifact.GENERATION_CONFIG:
         keys = ", ".join(f"`{c.change.key}`" for c in group.published if c.change.key)
         return Assessment(
             Kind.NEW_DEFAULT,
-            (f"calls that do not set {keys} themselves get the new generation defaults",),
+            (f"calls that do not set {keys} themselves get the new generation defaults",)
+            + ((said,) if said else ()),
+        )
+    if said:
+        return Assessment(
+            Kind.CLAIMED_FIX,
+            (
+                said,
+                "tracker found no restored earlier value, resolved consistency finding or "
+                "rendered-template defect that shows the previous revision was broken",
+            ),
         )
     return Assessment(Kind.CHANGE, ())
 
@@ -233,6 +255,12 @@ def advice(subject: Subject, group: ChangeGroup, assessment: Assessment) -> list
             keep = f"pass the old values explicitly ({', '.join(old)}) or {pin}" if old else pin
             return [
                 f"To keep the old behaviour, {keep}. To take the new defaults, {take} and {check}."
+            ]
+        case Kind.CLAIMED_FIX:
+            return [
+                f"The commit calls this a fix; nothing tracker checks shows the previous revision "
+                f"misbehaving. To take the change, {take} once you {check}. To keep the old "
+                f"behaviour, {pin}."
             ]
         case Kind.CHANGE:
             return [

@@ -236,6 +236,21 @@ def introduced(context: Context | None) -> list[Finding]:
     return out
 
 
+def resolved(context: Context | None) -> list[Finding]:
+    """The findings of the parent revision that the revision `context` leads to no longer has
+    (fix evidence: the change resolved an inconsistency), for the checks whose files changed."""
+    if context is None or context.after is None or context.before is None:
+        return []
+    changed = _changed(context)
+    out: list[Finding] = []
+    for check, reads in _CHECKS:
+        if not any(reads(p) for p in changed):
+            continue
+        new = {(f.check, f.text) for f in check(context.after)}
+        out += [f for f in check(context.before) if (f.check, f.text) not in new]
+    return out
+
+
 def assign(findings: Sequence[Finding], keys: Sequence[set[str]]) -> list[list[Finding]]:
     """Which advisory of a revision carries each finding: the first whose changes touch the key
     it is about (a change's key, or its last dotted part), else the revision's first advisory.

@@ -206,12 +206,13 @@ def render_details(
     estimate_changes: Sequence[Classified],
     restores: Sequence[Restore] = (),
     findings: Sequence[Finding] = (),
+    resolved: Sequence[Finding] = (),
 ) -> str:
     """The Markdown body of one advisory; deterministic for equal inputs; ends with a newline.
 
     `restores`: changes of this revision that set a value back to what it was before an earlier
     advisory (named as fix evidence); `findings`: consistency problems this revision introduced
-    (regression evidence).
+    (regression evidence); `resolved`: those of the previous revision it resolved (fix evidence).
     """
     repo_id, url, introduced = subject.repo_id, subject.url, subject.introduced
     previous = subject.previous
@@ -222,7 +223,9 @@ def render_details(
         else "(first ingested revision)"
     )
     label = GROUP_LABELS[group.name]
-    judged = assess(subject, group, restores, [f.text for f in findings])
+    judged = assess(
+        subject, group, restores, [f.text for f in findings], [f.text for f in resolved]
+    )
     kind = f"**Kind: {KIND_TITLES[judged.kind]}**"
     why = "; ".join(judged.evidence)
     rows = collapse(group.published)

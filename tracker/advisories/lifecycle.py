@@ -83,6 +83,23 @@ def _location(change: Change) -> Location:
     return (change.artifact.value, change.file, change.key)
 
 
+MANIFEST_KEYS = frozenset({"shards", "total_bytes", "dtypes", "duplicates", "content"})
+"""Keys of the weight manifest as a whole (not one tensor). Their `file` names what carries them,
+and that attribution moved: first the index file (`model.safetensors.index.json`, even in repos
+without one), now the shards when there is no index, and the shard list itself changes between
+revisions. So they are matched on (artifact, key) alone."""
+
+
+def same_place(location: Location) -> Location:
+    """The identity a pending entry and a later change are matched on: the location, without the
+    file for weight-manifest keys (see MANIFEST_KEYS), so advisories stored under an earlier
+    attribution still meet the changes that fix them."""
+    artifact, _file, key = location
+    if artifact == "weights" and key in MANIFEST_KEYS:
+        return (artifact, "", key)
+    return location
+
+
 def _trackable(change: Change) -> bool:
     # "Could not read" says nothing about the value, so it can neither introduce nor restore one.
     return change.kind is not ChangeKind.UNREADABLE
@@ -93,9 +110,9 @@ def initial_pending(changes: Sequence[Change]) -> tuple[PendingChange, ...]:
     seen: dict[Location, PendingChange] = {}
     for ch in changes:
         loc = _location(ch)
-        if loc not in seen:
+        if same_place(loc) not in seen:
             after = value_digest(ch.after)
-            seen[loc] = PendingChange(
+            seen[same_place(loc)] = PendingChange(
                 *loc, before=value_digest(ch.before), current=after, after=after
             )
     return tuple(seen.values())
@@ -115,28 +132,30 @@ class Advance:
 def advance(pending: Sequence[PendingChange], changes: Sequence[Change]) -> Advance:
     """Apply a revision's `changes` to an advisory's `pending` entries.
 
-    A change at a pending location sets that entry's current digest to its `after`. It is
+    A change at a pending location (matched by `same_place`; the entry takes the change's
+    current attribution) sets that entry's current digest to its `after`. It is
     "restoring" when it directly undoes the advisory's change: its after equals the entry's
     before and its before equals the entry's original after (a change from some third value that
     happens to restore is a change of its own). `fixed` is true when something was touched by this
     revision and every entry's current value equals its before value. UNREADABLE changes are ignored.
     """
-    by_loc = {p.location: p for p in pending}
+    by_loc = {same_place(p.location): p for p in pending}
     restoring: set[int] = set()
     touched = False
     for i, ch in enumerate(changes):
         loc = _location(ch)
-        if loc not in by_loc or not _trackable(ch):
+        place = same_place(loc)
+        if place not in by_loc or not _trackable(ch):
             continue
         touched = True
-        entry = by_loc[loc]
+        entry = by_loc[place]
         entry = PendingChange(
             *loc, before=entry.before, current=value_digest(ch.after), after=entry.after
         )
-        by_loc[loc] = entry
+        by_loc[place] = entry
         if entry.restored and value_digest(ch.before) == entry.after:
             restoring.add(i)
-    new = tuple(by_loc[p.location] for p in pending)
+    new = tuple(by_loc[same_place(p.location)] for p in pending)
     return Advance(
         new, frozenset(restoring), touched and bool(new) and all(p.restored for p in new)
     )

@@ -202,6 +202,7 @@ def build_record(
     now: datetime,
     restores: Sequence[Restore] = (),
     findings: Sequence[Finding] = (),
+    resolved: Sequence[Finding] = (),
 ) -> dict[str, JSONValue]:
     """The OSV record of a new (open) advisory introduced at `subject.introduced`.
 
@@ -221,6 +222,7 @@ def build_record(
         estimate_changes=estimate_changes,
         restores=restores,
         findings=findings,
+        resolved=resolved,
     )
     return {
         "schema_version": SCHEMA_VERSION,
@@ -247,6 +249,7 @@ def build_record(
             "previous": previous,
             **({"restores": [r.advisory_id for r in restores]} if restores else {}),
             **({"findings": [f.to_json() for f in findings]} if findings else {}),
+            **({"resolved_findings": [f.to_json() for f in resolved]} if resolved else {}),
             "changes": [change_json(c) for c in group.published],
             "suppressed": [change_json(c) for c in group.suppressed],
             "estimate_changes": [change_json(c) for c in estimate_changes],

@@ -16,6 +16,7 @@ from tracker.advisories.advice import Restore
 from tracker.advisories.classify import Classified, Context, Overrides, classify, parse_overrides
 from tracker.advisories.consistency import assign
 from tracker.advisories.consistency import introduced as introduced_findings
+from tracker.advisories.consistency import resolved as resolved_findings
 from tracker.advisories.groups import ESTIMATE_GROUP, ChangeGroup, Subject, group_changes
 from tracker.advisories.lifecycle import (
     PendingChange,
@@ -24,6 +25,7 @@ from tracker.advisories.lifecycle import (
     mark_fixed,
     reopen,
     reopened_pending,
+    same_place,
     state_of,
     unwithdraw,
     value_digest,
@@ -162,19 +164,18 @@ def _publish(
     ]
     out: list[Advisory] = []
     groups = group_changes(classified)
-    carried = assign(
-        introduced_findings(context),
-        [
-            {k for c in g.published for k in (c.change.key, c.change.key.split(".")[-1])}
-            for g in groups
-        ],
-    )
+    group_keys = [
+        {k for c in g.published for k in (c.change.key, c.change.key.split(".")[-1])}
+        for g in groups
+    ]
+    carried = assign(introduced_findings(context), group_keys)
+    resolving = assign(resolved_findings(context), group_keys)
     earlier = (
         [*tx.in_state(repo_id, AdvisoryState.OPEN), *tx.in_state(repo_id, AdvisoryState.FIXED)]
         if groups and previous is not None
         else []
     )
-    for group, findings in zip(groups, carried, strict=True):
+    for group, findings, solved in zip(groups, carried, resolving, strict=True):
         n = tx.allocate(prefix, now.year)
         adv_id = advisory_id(prefix, now.year, n)
         extra = [
@@ -188,6 +189,7 @@ def _publish(
             now=now,
             restores=_restores(group, earlier, sha),
             findings=findings,
+            resolved=solved,
         )
         validate_record(record)
         adv = Advisory(adv_id, repo_id, sha, group.name, group.severity, record)
@@ -290,14 +292,17 @@ def _restores(
     out: list[Restore] = []
     for c in group.published:
         ch = c.change
-        loc = (ch.artifact.value, ch.file, ch.key)
+        place = same_place((ch.artifact.value, ch.file, ch.key))
         now_digest = value_digest(ch.after)
         for stored in earlier:
             if stored.advisory.introduced == sha:
                 continue
             for p in stored.pending:
                 entry = PendingChange.from_json(p)
-                if entry.location == loc and entry.before == now_digest != entry.after:
+                if (
+                    same_place(entry.location) == place
+                    and entry.before == now_digest != entry.after
+                ):
                     out.append(Restore(stored.advisory.id, ch.key or ch.file, ch.file))
                     break
     return tuple(dict.fromkeys(out))

@@ -8,7 +8,8 @@ from typing import Protocol
 
 from fastapi import FastAPI
 
-from tracker.api import advisories, feeds, hooks, ops, problem, repos
+from tracker.api import advisories, feeds, hooks, ops, preflight, problem, repos
+from tracker.api.auth import optional_reads
 from tracker.api.limits import BodyLimit
 from tracker.api.osv import DEFAULT_PAGE_SIZE, router
 from tracker.settings import Settings
@@ -47,12 +48,13 @@ def create_app(app: PagesApp, *, page_size: int = DEFAULT_PAGE_SIZE) -> FastAPI:
     api.include_router(router)
     api.include_router(repos.router)
     api.include_router(advisories.router)
+    api.include_router(preflight.router)
     api.include_router(hooks.router)
     api.include_router(feeds.router)
     mount_pages(api, app)
     api.add_middleware(BodyLimit)
     problem.install(api)
-    problem.problem_openapi(api)
+    problem.problem_openapi(api, then=optional_reads)
     ops.install(api, lambda: OpsReader(app.store.engine))  # /healthz, /readyz, /metrics
 
     return api

@@ -14,7 +14,7 @@ when a token was given but is not valid).
 from __future__ import annotations
 
 import hmac
-from typing import Literal
+from typing import Any, Literal
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -23,9 +23,15 @@ from tracker.api.problem import Problem
 from tracker.settings import Settings
 
 REALM = 'Bearer realm="tracker"'
-_bearer = HTTPBearer(
+READ_SCHEME = "ReadToken"
+_read_bearer = HTTPBearer(
     auto_error=False,
-    description="TRACKER_API_WRITE_TOKEN for writes; TRACKER_API_READ_TOKEN (when set) for reads.",
+    scheme_name=READ_SCHEME,
+    description="TRACKER_API_READ_TOKEN or a write token; only when TRACKER_API_READ_TOKEN is "
+    "set (reads are open otherwise).",
+)
+_write_bearer = HTTPBearer(
+    auto_error=False, scheme_name="WriteToken", description="TRACKER_API_WRITE_TOKEN."
 )
 
 
@@ -87,14 +93,14 @@ def read_allowed(request: Request) -> bool:
 
 
 def require_read(
-    request: Request, _: HTTPAuthorizationCredentials | None = Depends(_bearer)
+    request: Request, _: HTTPAuthorizationCredentials | None = Depends(_read_bearer)
 ) -> None:
     """FastAPI dependency of every read route: see `check_read`."""
     check_read(request)
 
 
 def require_write(
-    request: Request, _: HTTPAuthorizationCredentials | None = Depends(_bearer)
+    request: Request, _: HTTPAuthorizationCredentials | None = Depends(_write_bearer)
 ) -> None:
     """FastAPI dependency of every write route: a write token, always (403 when none is set)."""
     accepted = _settings(request).api_tokens("write")
@@ -107,4 +113,22 @@ def require_write(
     _check(request, "write", accepted)
 
 
-__all__ = ["check_read", "read_allowed", "require_read", "require_write", "token_matches"]
+def optional_reads(schema: dict[str, Any]) -> dict[str, Any]:
+    """Mark the read token optional in an OpenAPI schema (`security: [{}, {ReadToken: []}]`):
+    reads are open unless TRACKER_API_READ_TOKEN is set."""
+    for item in schema.get("paths", {}).values():
+        for op in item.values():
+            if isinstance(op, dict) and op.get("security") == [{READ_SCHEME: []}]:
+                op["security"] = [{}, {READ_SCHEME: []}]
+    return schema
+
+
+__all__ = [
+    "READ_SCHEME",
+    "check_read",
+    "optional_reads",
+    "read_allowed",
+    "require_read",
+    "require_write",
+    "token_matches",
+]

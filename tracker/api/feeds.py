@@ -23,6 +23,7 @@ from starlette.responses import JSONResponse, Response
 from tracker.advisories.classify import Overrides, classify, highest, parse_overrides
 from tracker.api.auth import require_read
 from tracker.api.caching import LIST, cached_response
+from tracker.api.params import SEVERITY_ANY_CASE, Name, Org
 from tracker.api.problem import Problem
 from tracker.domain import Artifact, ChangeKind, RepoId, Severity
 from tracker.errors import StoreNotFoundError, TrackerError
@@ -119,6 +120,7 @@ def collect(app: PagesApp, repo_id: str | None, floor: Severity | None, limit: i
 MIN_SEVERITY = Query(
     None,
     description="Only entries of this severity or above: critical, high, moderate or low (any case).",
+    json_schema_extra={"pattern": SEVERITY_ANY_CASE},  # declared; the handler checks it
 )
 LIMIT = Query(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT, description="The newest this many entries.")
 _ATOM_DOC: dict[int | str, dict[str, Any]] = {
@@ -176,8 +178,8 @@ def advisories_json(
 )  # fmt: skip
 def repo_atom(
     request: Request,
-    org: str,
-    name: str,
+    org: Org,
+    name: Name,
     min_severity: str | None = MIN_SEVERITY,
     limit: int = LIMIT,
 ) -> Response:
@@ -190,8 +192,8 @@ def repo_atom(
 )  # fmt: skip
 def repo_json(
     request: Request,
-    org: str,
-    name: str,
+    org: Org,
+    name: Name,
     min_severity: str | None = MIN_SEVERITY,
     limit: int = LIMIT,
 ) -> Response:

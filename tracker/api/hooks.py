@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import Annotated, Any, Protocol
 
-from fastapi import APIRouter, Depends, Header, Request, Response
+from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from tracker.api.auth import REALM, require_write
+from tracker.api.params import REPO_PART, Name, Org
 from tracker.api.problem import Problem
 from tracker.domain import Artifact, Clock, RepoId, Severity, parse_repo_id
 from tracker.errors import ConfigError, InvalidRepoIdError, StoreNotFoundError
@@ -69,12 +70,21 @@ router = APIRouter(tags=["webhooks"])
 write = [Depends(require_write)]
 
 
+SubscriptionId = Annotated[
+    int, Path(ge=1, le=2_147_483_647, description="The subscription's id.")
+]  # within every store's integer column (PostgreSQL's is 32-bit)
+
+
 class NewSubscription(BaseModel):
     """A subscription to create."""
 
     model_config = ConfigDict(extra="forbid")
 
-    url: str = Field(max_length=2000, description="The receiver's http(s) URL.")
+    url: str = Field(
+        max_length=2000,
+        pattern=r"^[Hh][Tt][Tt][Pp][Ss]?://[^\s/?#]+",
+        description="The receiver's http(s) URL.",
+    )
     repos: list[str] = Field(
         default_factory=lambda: ["*"], max_length=100, description="Repo globs, e.g. 'org/*'."
     )
@@ -197,7 +207,7 @@ def create_subscription(body: NewSubscription, c: Ctx = Depends(ctx)) -> Any:
     response_model=SubscriptionOut,
     summary="One subscription",
 )
-def get_subscription(subscription_id: int, c: Ctx = Depends(ctx)) -> Any:
+def get_subscription(subscription_id: SubscriptionId, c: Ctx = Depends(ctx)) -> Any:
     return subs.subscription_json(_found(c.app.webhooks.subscription, subscription_id))
 
 
@@ -208,7 +218,7 @@ def get_subscription(subscription_id: int, c: Ctx = Depends(ctx)) -> Any:
     response_class=Response,
     summary="Delete a subscription and its delivery log",
 )
-def delete_subscription(subscription_id: int, c: Ctx = Depends(ctx)) -> Response:
+def delete_subscription(subscription_id: SubscriptionId, c: Ctx = Depends(ctx)) -> Response:
     _found(c.app.webhooks.remove_subscription, subscription_id)
     return Response(status_code=204)
 
@@ -219,9 +229,11 @@ def delete_subscription(subscription_id: int, c: Ctx = Depends(ctx)) -> Response
     response_model=list[DeliveryOut],
     summary="The delivery log: newest delivery first, each with every attempt",
 )
-def deliveries(subscription_id: int, limit: int = 50, c: Ctx = Depends(ctx)) -> Any:
-    if not 1 <= limit <= 1000:
-        raise Problem(400, "invalid-request", "limit: between 1 and 1000")
+def deliveries(
+    subscription_id: SubscriptionId,
+    limit: Annotated[int, Query(ge=1, le=1000, description="The newest this many.")] = 50,
+    c: Ctx = Depends(ctx),
+) -> Any:
     return _found(lambda i: subs.log_json(c.app.webhooks, i, limit), subscription_id)
 
 
@@ -231,7 +243,7 @@ def deliveries(subscription_id: int, limit: int = 50, c: Ctx = Depends(ctx)) -> 
     response_model=SubscriptionOut,
     summary="A new signing secret (answered once); the old one signs too until the grace ends",
 )
-def rotate(subscription_id: int, body: Rotation, c: Ctx = Depends(ctx)) -> Any:
+def rotate(subscription_id: SubscriptionId, body: Rotation, c: Ctx = Depends(ctx)) -> Any:
     _found(c.app.webhooks.subscription, subscription_id)
     try:
         sub, secret = subs.rotate(
@@ -252,7 +264,7 @@ def rotate(subscription_id: int, body: Rotation, c: Ctx = Depends(ctx)) -> Any:
     response_model=SubscriptionOut,
     summary="Enable a subscription again (after a 410 Gone disabled it)",
 )
-def enable(subscription_id: int, c: Ctx = Depends(ctx)) -> Any:
+def enable(subscription_id: SubscriptionId, c: Ctx = Depends(ctx)) -> Any:
     store = c.app.webhooks
     try:
         subs.check_target(_found(store.subscription, subscription_id).url, c.app.settings)
@@ -278,7 +290,7 @@ def _watched(c: Ctx, repo_id: RepoId) -> bool:
     response_model=Queued,
     summary="Poll a watched repo now (the polling daemon serves the queue)",
 )
-def poll_now(org: str, name: str, c: Ctx = Depends(ctx)) -> Queued:
+def poll_now(org: Org, name: Name, c: Ctx = Depends(ctx)) -> Queued:
     try:
         repo_id = parse_repo_id(f"{org}/{name}")
     except InvalidRepoIdError as exc:
@@ -288,10 +300,49 @@ def poll_now(org: str, name: str, c: Ctx = Depends(ctx)) -> Queued:
     return _queue(c, repo_id, "manual")
 
 
+_PART = REPO_PART.removeprefix("^").removesuffix("$")
+HUB_PAYLOAD: dict[str, Any] = {
+    "type": "object",
+    "required": ["event", "repo"],
+    "description": "The Hub's webhook payload (the fields read; others are ignored).",
+    "properties": {
+        "event": {
+            "type": "object",
+            "required": ["scope"],
+            "properties": {"scope": {"type": "string"}, "action": {"type": "string"}},
+        },
+        "repo": {
+            "type": "object",
+            "required": ["name"],
+            "properties": {
+                "name": {"type": "string", "pattern": f"^{_PART}/{_PART}$"},
+                "type": {"type": "string"},
+                "headSha": {"type": "string"},
+            },
+        },
+        "updatedRefs": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "ref": {"type": "string"},
+                    "oldSha": {"type": ["string", "null"]},
+                    "newSha": {"type": ["string", "null"]},
+                },
+            },
+        },
+    },
+}
+
+
 @router.post(
     "/v1/hooks/huggingface",
+    openapi_extra={
+        "requestBody": {"required": True, "content": {"application/json": {"schema": HUB_PAYLOAD}}}
+    },
     status_code=202,
     response_model=Queued,
+    responses={200: {"model": Queued, "description": "Acknowledged and ignored (see detail)"}},
     summary="The Hub's webhook: a repo.content event of a watched repo queues a poll of it",
 )
 async def hub_webhook(

@@ -74,8 +74,8 @@ def _readiness(reader: OpsReader) -> tuple[str | None, str | None, str]:
 
     if known_revision(current):
         return (
-            f"the store's schema is at migration {current}, behind {head}: run `tracker verify` "
-            "(opening the store migrates it) or restart `tracker serve`",
+            f"the store's schema is at migration {current}, behind {head}: `tracker migrate` "
+            "(or any command that writes) migrates it",
             current,
             head,
         )

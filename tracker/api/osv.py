@@ -15,9 +15,11 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
+from starlette.concurrency import run_in_threadpool
 
 from tracker.api.auth import require_read
 from tracker.api.caching import ADVISORY, NOT_MODIFIED, cached_json
+from tracker.api.params import REPO_PART
 from tracker.api.problem import Problem
 from tracker.domain import is_full_sha, parse_repo_id
 from tracker.errors import InvalidRepoIdError
@@ -29,6 +31,57 @@ MAX_BODY = 1_000_000
 _QUERY_KEYS = ("commit", "version", "package", "page_token")
 _PACKAGE_KEYS = ("name", "ecosystem", "purl")
 _PURL_PREFIX = "pkg:huggingface/"
+
+_SHA_SCHEMA = {"type": "string", "pattern": "^[0-9a-fA-F]{40}$"}
+_PART = REPO_PART.removeprefix("^").removesuffix("$")
+QUERY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "anyOf": [{"required": ["commit"]}, {"required": ["package"]}],
+    "not": {"anyOf": [{"required": ["commit", "package"]}, {"required": ["commit", "version"]}]},
+    "description": "An OSV query: a commit, or a package (purl, or the repo URL with ecosystem "
+    "GIT) with an optional version (a full commit id); page_token from a previous answer.",
+    "properties": {
+        "commit": _SHA_SCHEMA,
+        "version": _SHA_SCHEMA,
+        "package": {
+            "oneOf": [
+                {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["purl"],
+                    "properties": {
+                        "purl": {
+                            "type": "string",
+                            "pattern": f"^pkg:huggingface/{_PART}/{_PART}(@[0-9a-fA-F]{{40}})?$",
+                        }
+                    },
+                },
+                {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["name", "ecosystem"],
+                    "properties": {
+                        "name": {"type": "string", "minLength": 1},
+                        "ecosystem": {"const": "GIT"},
+                    },
+                },
+            ]
+        },
+        "page_token": {"type": "string"},
+    },
+}
+BATCH_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["queries"],
+    "properties": {"queries": {"type": "array", "maxItems": MAX_BATCH, "items": QUERY_SCHEMA}},
+}
+
+
+def _body_doc(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
+
 
 router = APIRouter(tags=["osv"], dependencies=[Depends(require_read)])
 
@@ -134,34 +187,46 @@ def _page(ids: list[str], token: Any, size: int) -> tuple[list[str], str | None]
     return ids[start:end], (_token(end) if end < len(ids) else None)
 
 
-@router.post("/v1/query")
+@router.post("/v1/query", openapi_extra=_body_doc(QUERY_SCHEMA))
 async def query(request: Request) -> dict[str, Any]:
     """OSV `POST /v1/query`: `{"vulns": [full records]}` plus `next_page_token` when more remain."""
-    store: AdvisoryStore = request.app.state.advisories
     body = await _body(request)
+    return await run_in_threadpool(
+        _answer, request.app.state.advisories, body, request.app.state.page_size
+    )
+
+
+def _answer(store: AdvisoryStore, body: Any, size: int) -> dict[str, Any]:
+    """One query's answer (store reads: run in the threadpool, off the event loop)."""
     found = run_query(store, body)
-    page, nxt = _page(found, body.get("page_token"), request.app.state.page_size)
+    page, nxt = _page(found, body.get("page_token"), size)
     out: dict[str, Any] = {"vulns": [dict(a.record) for a in store.get_many(page)]}
     if nxt:
         out["next_page_token"] = nxt
     return out
 
 
-@router.post("/v1/querybatch")
+@router.post("/v1/querybatch", openapi_extra=_body_doc(BATCH_SCHEMA))
 async def querybatch(request: Request) -> dict[str, Any]:
     """OSV `POST /v1/querybatch`: per query, `{"vulns": [{"id", "modified"}]}` (ids only, as osv.dev)."""
-    store: AdvisoryStore = request.app.state.advisories
     body = _check_keys(await _body(request), ("queries",), "request")
     queries = body.get("queries")
     if not isinstance(queries, list):
         raise OsvQueryError("queries must be a list")
     if len(queries) > MAX_BATCH:
         raise OsvQueryError(f"too many queries: {len(queries)} > {MAX_BATCH}")
+    return await run_in_threadpool(
+        _answer_batch, request.app.state.advisories, queries, request.app.state.page_size
+    )
+
+
+def _answer_batch(store: AdvisoryStore, queries: list[Any], size: int) -> dict[str, Any]:
+    """A batch's answers (store reads: run in the threadpool, off the event loop)."""
     results = []
     for i, q in enumerate(queries):
         try:
             found = run_query(store, q)
-            page, nxt = _page(found, q.get("page_token"), request.app.state.page_size)
+            page, nxt = _page(found, q.get("page_token"), size)
         except OsvQueryError as exc:
             raise OsvQueryError(f"queries[{i}]: {exc}") from exc
         item: dict[str, Any] = {"vulns": store.modified_of(page)}

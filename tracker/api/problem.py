@@ -21,7 +21,7 @@ A validation error adds `errors`: every `{location, message}` found.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from http import HTTPStatus
 from typing import Any
 
@@ -226,8 +226,11 @@ def _error_response(status: int) -> dict[str, Any]:
     }
 
 
-def problem_openapi(api: FastAPI) -> None:
-    """Make `api.openapi()` declare problem documents as every operation's error answers."""
+def problem_openapi(
+    api: FastAPI, *, then: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+) -> None:
+    """Make `api.openapi()` declare problem documents as every operation's error answers (and
+    pass the schema through `then`, once, when given)."""
 
     def openapi() -> dict[str, Any]:
         if api.openapi_schema:
@@ -258,7 +261,7 @@ def problem_openapi(api: FastAPI) -> None:
                         continue
                     responses.setdefault(str(status), _error_response(status))
                 responses.setdefault("default", _error_response(500))
-        api.openapi_schema = schema
+        api.openapi_schema = then(schema) if then is not None else schema
         return schema
 
     api.openapi = openapi  # type: ignore[method-assign]

@@ -36,6 +36,7 @@ from tracker.api.models import (
     ReposOut,
     RevisionPage,
 )
+from tracker.api.params import Name, Org
 from tracker.api.problem import Problem
 from tracker.domain import Artifact, RepoId, is_full_sha, parse_repo_id, rfc3339
 from tracker.errors import ConfigError, EstimateError, InvalidRepoIdError, StoreNotFoundError
@@ -125,7 +126,7 @@ def list_repos(request: Request) -> Response:
     responses=NOT_MODIFIED,
     summary="One repo's ingestion state",
 )
-def get_repo(org: str, name: str, request: Request) -> Response:
+def get_repo(org: Org, name: Name, request: Request) -> Response:
     app = _app(request)
     repo_id = repo_id_of(org, name)
     watched = repo_id in _watched(app)
@@ -159,8 +160,8 @@ def _revision_json(r: StoredRevision) -> dict[str, Any]:
     summary="Ingested revisions, oldest or newest first, a page at a time",
 )
 def revisions(
-    org: str,
-    name: str,
+    org: Org,
+    name: Name,
     request: Request,
     order: Order = "oldest",
     limit: Annotated[int, Query(ge=1, le=paging.MAX_LIMIT)] = paging.DEFAULT_LIMIT,
@@ -194,7 +195,7 @@ def revisions(
     responses=NOT_MODIFIED,
     summary="Every revision and event: exactly `tracker history --json`",
 )
-def history(org: str, name: str, request: Request) -> Response:
+def history(org: Org, name: Name, request: Request) -> Response:
     from tracker.queries import history_json
 
     return cached_json(request, history_json(_app(request).store, repo_id_of(org, name)), LIST)
@@ -217,7 +218,7 @@ def _b64(digest: bytes) -> str:
     },
     summary="A tracked file at a revision, raw, with its content hashes",
 )
-def file_at(org: str, name: str, rev: str, path: str, request: Request) -> Response:
+def file_at(org: Org, name: Name, rev: str, path: str, request: Request) -> Response:
     app = _app(request)
     repo_id = repo_id_of(org, name)
     sha = app.store.resolve(repo_id, rev)
@@ -297,8 +298,8 @@ def _diff_cache(request: Request) -> _DiffCache:
     summary="The structured diff between two ingested revisions: exactly `tracker diff --json`",
 )
 def diff(
-    org: str,
-    name: str,
+    org: Org,
+    name: Name,
     request: Request,
     from_: Annotated[str, Query(alias="from", min_length=1, max_length=200)],
     to: Annotated[str, Query(min_length=1, max_length=200)],
@@ -332,7 +333,7 @@ def diff(
     responses=NOT_MODIFIED,
     summary="The estimate at a revision: exactly `tracker estimate ORG/NAME@REV --json`",
 )
-def estimate_at(org: str, name: str, rev: str, request: Request) -> Response:
+def estimate_at(org: Org, name: Name, rev: str, request: Request) -> Response:
     from tracker.cli.estimating import store_report
 
     app = _app(request)
@@ -351,7 +352,7 @@ def estimate_at(org: str, name: str, rev: str, request: Request) -> Response:
     responses=NOT_MODIFIED,
     summary="The stored estimate of every live revision, oldest first, with what moved",
 )
-def estimates(org: str, name: str, request: Request) -> Response:
+def estimates(org: Org, name: Name, request: Request) -> Response:
     from tracker.estimate.delta import estimate_delta
 
     app = _app(request)

@@ -88,6 +88,7 @@ def _register_all() -> None:
         demo,
         diff,
         estimate,
+        migrate,
         poll,
         preflight,
         replica,
@@ -111,6 +112,7 @@ def _register_all() -> None:
         demo.register,
         verify.register,
         status.register,
+        migrate.register,
     )
     _register_root(_app())
     for register in modules:

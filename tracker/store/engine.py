@@ -78,14 +78,6 @@ def _alembic_config() -> Config:
     return cfg
 
 
-@functools.cache
-def head_revision() -> str:
-    """The newest migration of this code (what a store at head has in `alembic_version`)."""
-    head = ScriptDirectory.from_config(_alembic_config()).get_current_head()
-    assert head is not None
-    return head
-
-
 def known_revision(revision: str) -> bool:
     """Whether `revision` is one of this code's migrations."""
     try:
@@ -98,6 +90,63 @@ def current_revision(engine: sa.Engine) -> str | None:
     """The schema's Alembic revision (None for an empty database)."""
     with engine.connect() as conn:
         return MigrationContext.configure(conn).get_current_revision()
+
+
+@functools.cache
+def head_revision() -> str:
+    """The newest migration this tracker knows (Alembic `head`)."""
+    head = ScriptDirectory.from_config(_alembic_config()).get_current_head()
+    assert head is not None
+    return head
+
+
+def display_url(url: str) -> str:
+    """`url` as messages name a store: an SQLite file's path, else the URL without its password."""
+    return sa.make_url(url).render_as_string(hide_password=True).removeprefix("sqlite:///")
+
+
+def probe_revision(url: str) -> str | None:
+    """The schema revision of the store at `url`, creating nothing: None when an SQLite file is
+    not there, the database has no schema, or it cannot be reached (opening it says why)."""
+    if url.startswith("sqlite:///"):
+        path = url.removeprefix("sqlite:///").split("?", 1)[0]
+        if not path or path == ":memory:" or not Path(path).is_file():
+            return None
+    engine = create_engine(url)
+    try:
+        return current_revision(engine)
+    except sa.exc.SQLAlchemyError:
+        return None
+    finally:
+        engine.dispose()
+
+
+def require_schema(engine: sa.Engine, where: str) -> None:
+    """Check, without writing anything, that `engine`'s schema is at head: NoStoreError when the
+    database holds no schema at all (never migrated: nothing was polled into it), StoreError
+    naming the step to take when it is behind (or ahead of) this tracker's migrations."""
+    from tracker.errors import NoStoreError
+
+    current = current_revision(engine)
+    if current is None:
+        raise NoStoreError(
+            f"no store at {where}: nothing has been polled into it yet (`tracker poll --once` "
+            "or `tracker demo` fills it)"
+        )
+    script = ScriptDirectory.from_config(_alembic_config())
+    head = script.get_current_head()
+    if current == head:
+        return
+    known = {rev.revision for rev in script.walk_revisions()}
+    if current not in known:
+        raise StoreError(
+            f"the store at {where} is at migration {current}, which this tracker does not know "
+            f"(its newest is {head}): it was written by a newer tracker; upgrade tracker"
+        )
+    raise StoreError(
+        f"the store at {where} is at migration {current}, this tracker needs {head}: read-only "
+        "commands migrate nothing; `tracker migrate` (or any command that writes) migrates it"
+    )
 
 
 def upgrade(engine: sa.Engine, revision: str = "head") -> None:

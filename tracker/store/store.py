@@ -30,7 +30,14 @@ from tracker.domain import (
 from tracker.errors import StoreError, StoreNotFoundError, TrackerError
 from tracker.store.base import utc_now
 from tracker.store.blobs import get_blobs, put_blob
-from tracker.store.engine import create_engine, insert_ignore, transaction, upgrade
+from tracker.store.engine import (
+    create_engine,
+    display_url,
+    insert_ignore,
+    require_schema,
+    transaction,
+    upgrade,
+)
 from tracker.store.ops import observe
 from tracker.store.rows import pk as _pk
 from tracker.store.rows import to_stored as _to_stored
@@ -65,14 +72,26 @@ class Store:
         self.engine = engine
 
     @classmethod
-    def open(cls, url: str) -> Store:
-        """Connect to `url`, bring the schema to head, and return the store (StoreError on failure)."""
+    def open(cls, url: str, *, migrate: bool = True) -> Store:
+        """Connect to `url`, bring the schema to head, and return the store (StoreError on failure).
+
+        `migrate=False` (read-only commands) writes nothing: a database without a schema is a
+        NoStoreError, one behind this tracker's migrations a StoreError that says how to migrate.
+        """
+        engine = None
         try:
             engine = create_engine(url)
-            upgrade(engine)
+            if migrate:
+                upgrade(engine)
+            else:
+                require_schema(engine, display_url(url))
         except TrackerError:
+            if engine is not None:
+                engine.dispose()
             raise
         except Exception as exc:
+            if engine is not None:
+                engine.dispose()
             raise StoreError(f"cannot open store at {sa.make_url(url)!r}: {exc}") from exc
         return cls(engine)
 

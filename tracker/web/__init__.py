@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from fastapi import FastAPI
-from fastapi.responses import HTMLResponse, Response
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
 from tracker.errors import StoreError
@@ -104,6 +104,7 @@ def environment() -> Environment:
         advisory_href=advisory_href,
         commit_href=commit_href,
         diff_lines=views.diff_lines,
+        side_by_side=views.side_by_side,
         setups=views.SETUPS,
         max_changes=MAX_CHANGES,
         max_title=MAX_TITLE,
@@ -113,44 +114,98 @@ def environment() -> Environment:
     return env
 
 
+ATOM = "application/atom+xml"
+JSON_FEED = "application/feed+json"
+
+
+def feeds_of(repo_id: str | None) -> list[dict[str, str]]:
+    """The Atom and JSON feeds of everything (`repo_id` None) or of one repo."""
+    if repo_id is None:
+        base, what = "/v1/feeds/advisories", "every repo"
+    else:
+        base, what = "/v1" + repo_href(repo_id) + "/feed", repo_id
+    return [
+        {"type": ATOM, "href": f"{base}.atom", "title": f"Atom feed: {what}"},
+        {"type": JSON_FEED, "href": f"{base}.json", "title": f"JSON Feed: {what}"},
+    ]
+
+
 def alternates(page: str, **params: str) -> list[dict[str, str]]:
-    """The feeds and JSON endpoints of the same view as `page` (linked `rel="alternate"`)."""
+    """The feeds and JSON endpoints of the same view as `page` (linked `rel="alternate"`, so a
+    feed reader given the page finds its feeds): home → the feeds of everything; a repo page →
+    that repo's feeds; an advisory → its OSV JSON and its repo's feeds."""
     if page == "advisory":
         aid = quote(params["advisory_id"], safe="")
-        return [{"type": "application/json", "href": f"/v1/vulns/{aid}", "title": "OSV JSON"}]
-    return []
+        osv = {"type": "application/json", "href": f"/v1/vulns/{aid}", "title": "OSV JSON"}
+        return [osv, *feeds_of(params["repo_id"])]
+    if page == "repo":
+        return feeds_of(params["repo_id"])
+    return feeds_of(None)
 
 
 def mount(api: FastAPI, app: views.PagesApp) -> None:
-    """Add the pages to `api`, reading `app`'s stores at request time."""
+    """Add the pages to `api`, reading `app`'s stores at request time.
+
+    A page of status 200 answers a strong ETag and honours `If-None-Match` with a 304
+    (`tracker.api.caching`, `Cache-Control: public, no-cache`: a page changes whenever a poll
+    lands, so a browser revalidates every time and a 304 costs one render). With a read token
+    set, a page needs it (`tracker.web.access`: the bearer header, or the cookie the 401 page's
+    form sets through `POST /session`)."""
+    # Imported here: tracker.api imports this package (its app mounts the pages).
+    from tracker.api.caching import LIST, cached_response
+    from tracker.web import access
+
     env = environment()
     css = (STATIC / "style.css").read_bytes()
 
-    def page(name: str, status: int = 200, **ctx: Any) -> HTMLResponse:
+    def render(name: str, status: int, request: Request | None, **ctx: Any) -> Response:
         ctx.setdefault("alternates", [])
         html = env.get_template(name).render(**ctx)
+        if status == 200 and request is not None:
+            body = html.encode()
+            return cached_response(request, body, HTML_TYPE, LIST, headers=_headers())
         return HTMLResponse(html, status_code=status, headers=_headers())
 
-    def missing(message: str) -> HTMLResponse:
+    def page(name: str, status: int = 200, **ctx: Any) -> Response:
+        return render(name, status, None, **ctx)
+
+    def unauthorized(request: Request, wrong: bool = False, target: str | None = None) -> Response:
+        if target is None:
+            target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        headers = {"WWW-Authenticate": 'Bearer realm="tracker"'}
+        html = env.get_template("login.html").render(
+            title="Read token needed", alternates=[], next=access.safe_next(target), wrong=wrong
+        )
+        return HTMLResponse(html, status_code=401, headers={**_headers(), **headers})
+
+    def gate(request: Request) -> Response | None:
+        """The 401 page when `request` may not read the pages, else None."""
+        return None if access.allowed(request, app.settings) else unauthorized(request)
+
+    def missing(message: str) -> Response:
         return page("error.html", 404, title="Not found", message=message)
 
-    def unavailable() -> HTMLResponse:
+    def unavailable() -> Response:
         message = "The store cannot be read right now; try again shortly."
         return page("error.html", 503, title="Store unavailable", message=message)
 
     @api.get("/", response_class=HTMLResponse, include_in_schema=False)
-    def home_page() -> HTMLResponse:
+    def home_page(request: Request) -> Response:
+        if (denied := gate(request)) is not None:
+            return denied
         names, problem = views.watchlist_names(app.load_watchlist)
         try:
             view = views.home(app, names, problem)
         except StoreError:
             return unavailable()
-        return page("home.html", view=view, alternates=alternates("home"))
+        return render("home.html", 200, request, view=view, alternates=alternates("home"))
 
     @api.get("/repos/{org}/{name}", response_class=HTMLResponse, include_in_schema=False)
-    def repo_page(org: str, name: str, rev: str | None = None) -> HTMLResponse:
+    def repo_page(request: Request, org: str, name: str, rev: str | None = None) -> Response:
         from tracker.web.charts import charts
 
+        if (denied := gate(request)) is not None:
+            return denied
         repo_id = f"{org}/{name}"
         try:
             view = views.repo(app, repo_id, rev.strip() if rev else None)
@@ -159,8 +214,10 @@ def mount(api: FastAPI, app: views.PagesApp) -> None:
         except StoreError:
             return unavailable()
         est = view.estimate
-        return page(
+        return render(
             "repo.html",
+            200,
+            request,
             view=view,
             headline=views.headline(repo_id, est) if est is not None else [],
             charts=charts(view.points),
@@ -168,21 +225,52 @@ def mount(api: FastAPI, app: views.PagesApp) -> None:
         )
 
     @api.get("/advisories/{advisory_id}", response_class=HTMLResponse, include_in_schema=False)
-    def advisory_page(advisory_id: str) -> HTMLResponse:
+    def advisory_page(request: Request, advisory_id: str) -> Response:
+        if (denied := gate(request)) is not None:
+            return denied
         try:
             view = views.advisory(app, advisory_id)
         except views.PageNotFound as exc:
             return missing(str(exc))
         except StoreError:
             return unavailable()
-        return page(
+        return render(
             "advisory.html",
+            200,
+            request,
             view=view,
             details_html=render_markdown(view.details),
             alternates=alternates(
                 "advisory", advisory_id=advisory_id, repo_id=view.advisory.repo_id
             ),
         )
+
+    @api.post("/session", include_in_schema=False)
+    async def session(request: Request) -> Response:
+        """The 401 page's form: a valid read token becomes the session's cookie (then back to
+        the page asked for, 303); a wrong one gets the form again (401)."""
+        fields = await access.form(request)
+        target = access.safe_next(fields.get("next"))
+        if not app.settings.api_tokens("read"):
+            return RedirectResponse(target, status_code=303)  # the pages are open
+        if not access.token_ok(fields.get("token", ""), app.settings):
+            return unauthorized(request, wrong=True, target=target)
+        out = RedirectResponse(target, status_code=303)
+        out.set_cookie(
+            access.COOKIE,
+            fields["token"],
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+            path="/",
+        )
+        return out
+
+    @api.get("/favicon.ico", include_in_schema=False)
+    def favicon() -> Response:
+        """No icon (the pages say `rel="icon" href="data:,"`); a browser showing a JSON answer
+        asks anyway, and gets an empty 204 instead of a 404 in its console."""
+        return Response(status_code=204, headers={"Cache-Control": "public, max-age=86400"})
 
     @api.get(STYLESHEET, include_in_schema=False)
     def stylesheet() -> Response:

@@ -394,6 +394,53 @@ def diff_lines(detail: str) -> tuple[DiffLine, ...] | None:
     return tuple(out)
 
 
+@dataclass(frozen=True)
+class SideRow:
+    """One row of a side-by-side diff: a hunk header (`hunk` set), or a line on each side that
+    has one (`before`: a `del` or `ctx` line, `after`: an `add` or `ctx` line; None: blank)."""
+
+    hunk: str | None = None
+    before: DiffLine | None = None
+    after: DiffLine | None = None
+
+
+def side_by_side(lines: Sequence[DiffLine]) -> tuple[SideRow, ...]:
+    """A unified diff's lines (`diff_lines`) as before | after rows, aligned by the line diff:
+    a context line on both sides; within a hunk each run of removed lines is paired, in order,
+    with the run of added lines that follows it (the longer run's extra lines face a blank);
+    file headers are dropped (the columns say before and after)."""
+    rows: list[SideRow] = []
+    dels: list[DiffLine] = []
+    adds: list[DiffLine] = []
+
+    def flush() -> None:
+        for i in range(max(len(dels), len(adds))):
+            rows.append(
+                SideRow(
+                    before=dels[i] if i < len(dels) else None,
+                    after=adds[i] if i < len(adds) else None,
+                )
+            )
+        dels.clear()
+        adds.clear()
+
+    for line in lines:
+        if line.kind == "del":
+            if adds:  # a removal after additions starts a new run
+                flush()
+            dels.append(line)
+        elif line.kind == "add":
+            adds.append(line)
+        else:
+            flush()
+            if line.kind == "hunk":
+                rows.append(SideRow(hunk=line.text))
+            elif line.kind == "ctx":
+                rows.append(SideRow(before=line, after=line))
+    flush()
+    return tuple(rows)
+
+
 def is_rendered(change: Change) -> bool:
     return change.kind is ChangeKind.RENDERED
 

@@ -1,0 +1,34 @@
+"""Path and query parameters several routes share, declared with the constraints the handlers
+enforce, so the OpenAPI schema says exactly what is accepted (schemathesis checks it)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Path
+
+from tracker.domain import Severity
+
+# A repo id part as `tracker.domain.parse_repo_id` accepts it: 1-96 of [A-Za-z0-9._-], starting
+# with a letter or digit, no "..", not ending with "." (written without lookarounds).
+REPO_PART = r"^[A-Za-z0-9][A-Za-z0-9_-]*(?:\.[A-Za-z0-9_-]+)*$"
+
+# Declared in the schema only: the handler checks (`parse_repo_id`) and answers its own clear
+# problem ("invalid-repo-id") for anything else.
+_PART = {"pattern": REPO_PART, "maxLength": 96}
+Org = Annotated[str, Path(description="The repo's owner.", json_schema_extra=_PART)]
+Name = Annotated[str, Path(description="The repo's name.", json_schema_extra=_PART)]
+
+
+def any_case(words: list[str]) -> str:
+    """A JSON Schema pattern matching any of `words` in any letter case (ECMA regexes have no
+    inline case-insensitive flag)."""
+    alternatives = (
+        "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else c for c in w) for w in words
+    )
+    return "^(?:" + "|".join(alternatives) + ")$"
+
+
+SEVERITY_ANY_CASE = any_case([s.value for s in Severity])
+
+__all__ = ["REPO_PART", "SEVERITY_ANY_CASE", "Name", "Org", "any_case"]
