@@ -79,7 +79,7 @@ def _svg(chart: pygal.Line, key: str) -> Markup:
     # pygal names the root `chart-<uuid4>` and its stylesheet selects by that id: a fixed id per
     # chart instead, so equal data renders equal bytes (the page's ETag stays put).
     assert root_id is not None
-    return Markup(text.replace(root_id, f"chart-{key}"))  # serialized by lxml: text escaped
+    return Markup(text.replace(root_id, f"svg-{key}"))  # serialized by lxml: text escaped
 
 
 def _line(
