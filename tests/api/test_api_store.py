@@ -363,3 +363,26 @@ def test_lists_answer_304_until_they_change(served: tuple[TestClient, App, Seede
     assert (
         client.get("/v1/repos", headers={"If-None-Match": repos.headers["etag"]}).status_code == 304
     )
+
+
+def test_a_page_reads_one_bounded_query(served: tuple[TestClient, App, Seeder]) -> None:
+    """A page of the advisory list is one SELECT with a LIMIT of the page size + 1 (to know
+    whether more follow): the store never loads every advisory to serve a page."""
+    import sqlalchemy as sa
+
+    client, app, _ = served
+    seen: list[tuple[str, Any]] = []
+
+    def record(conn: Any, cursor: Any, statement: str, params: Any, *rest: Any) -> None:
+        if "FROM advisories" in statement:
+            seen.append((statement, params))
+
+    sa.event.listen(app.store.engine, "before_cursor_execute", record)
+    try:
+        r = client.get("/v1/advisories", params={"limit": 3, "min_severity": "moderate"})
+    finally:
+        sa.event.remove(app.store.engine, "before_cursor_execute", record)
+    assert len(r.json()["items"]) == 3
+    assert len(seen) == 1
+    statement, params = seen[0]
+    assert "LIMIT" in statement and params[-2:] == (4, 0)
