@@ -337,7 +337,9 @@ def poll_repo(
 
     def finish(status: RepoStatus, error: str | None, event: EventKind | None = None) -> PollReport:
         """Record the poll; an event when the repo enters GONE/GATED (or leaves them)."""
-        store.record_poll(rid, status=status, error=error, now=now())
+        store.record_poll(
+            rid, status=status, error=error, now=now(), seconds=time.perf_counter() - started
+        )
         if status is not before.status and event is not None:
             store.record_event(rid, event, {"error": error, "ref": watched.ref}, now=now())
         elif status is RepoStatus.OK and before.status in (RepoStatus.GONE, RepoStatus.GATED):
@@ -483,7 +485,9 @@ def poll_all(
                 url=watched.git,
                 ref=watched.ref,
             )
-            store.record_poll(watched.repo_id, status=RepoStatus.FAILING, error=error, now=now())
+            store.record_poll(
+                watched.repo_id, status=RepoStatus.FAILING, error=error, now=now(), seconds=0.0
+            )
             log.warning("repo.failing", repo=watched.repo_id, error=error)
             return PollReport(watched.repo_id, RepoStatus.FAILING, None, error=error)
 

@@ -1,8 +1,9 @@
 """Push mode end to end, every part a real process or server: a commit lands in a replica repo,
 the replica sends the Hub's webhook to `tracker serve`, which queues a poll; the polling daemon
 (`tracker poll`, poll interval 1 h: no interval poll after its start) polls the repo through the
-real huggingface_hub client and publishes; the advisory is in the API and delivered, signed, to
-a receiver on loopback subscribed through the API, and the API answers it. Also: a hook with a wrong or no secret is
+real huggingface_hub client and publishes; the advisory is delivered, signed, to a receiver on
+loopback subscribed through the API, the API answers it and it is in the repo's Atom feed
+(parsed with feedparser). Also: a hook with a wrong or no secret is
 refused, a replayed one polls nothing more, an unwatched repo is ignored, writes need the token."""
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import feedparser
 import httpx
 import pytest
 from hookkit import Receiver
@@ -157,6 +159,12 @@ def test_commit_to_advisory_in_the_api_and_delivered_by_push(tmp_path: Path) -> 
             # ... and through the API: the OSV query by commit answers it
             found = client.post("/v1/query", json={"commit": sha})
             assert [v["id"] for v in found.json()["vulns"]] == [adv["id"]]
+            # ... and it is in the repo's feed, read as a feed reader does
+            feed = feedparser.parse(client.get(f"/v1/repos/{REPO}/feed.atom").content)
+            assert feed.bozo is False
+            [entry] = [e for e in feed.entries if e.id.endswith(f"/{adv['id']}")]
+            assert entry.id == f"tag:tracker.local,2026:advisory/{adv['id']}"
+            assert entry.link.endswith(f"/advisories/{adv['id']}")
             requested = log.polls("requested")
             assert [e["revisions"] for e in requested] == [1]
             # The replica's own hook, replayed: the commit is ingested, nothing is polled.

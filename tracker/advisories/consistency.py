@@ -12,8 +12,11 @@ not have. Checks:
   special token (generation uses generation_config.json's; code reading the config gets the other);
 - `dtype-disagrees-with-checkpoint`: `torch_dtype` (or `dtype`) is not the dtype most of the
   checkpoint's floating-point tensors are stored in;
-- `template-token-undefined`: the chat template writes a special-token literal (`<|name|>`, or
-  DeepSeek's `<｜name｜>`) the tokenizer does not define, so it is encoded as ordinary text.
+- `template-token-undefined`: the chat template writes a special-token literal the tokenizer
+  does not define, so it is encoded as ordinary text: `<|name|>` or DeepSeek's `<｜name｜>`, or a
+  literal in the style of the tokenizer's own special tokens (`<s>`, `[INST]`, `<start_of_turn>`:
+  the same delimiters around a name) close to one of them, read from the template's text and
+  string literals only.
 
 A template that no longer renders the canonical conversations is the chat-template differ's own
 BROKEN change, and a regression in the advisory's kind.
@@ -157,6 +160,73 @@ def _dtype_findings(side: Side) -> list[Finding]:
 
 
 _SPECIAL = re.compile(r"<\|[A-Za-z0-9_.:/-]{1,64}\|>|<\uff5c[^<>\n]{1,64}\uff5c>")
+"""The `<|name|>` and DeepSeek's `<｜name｜>` literals: special tokens in any tokenizer that uses them."""
+_OPENERS = "<[|\uff5c/"
+_CLOSERS = ">]|\uff5c/"
+_INNER = r"[A-Za-z][A-Za-z0-9_.:\u2581-]{0,63}"
+
+
+def _styles(specials: frozenset[str]) -> set[tuple[str, str]]:
+    """The (opening, closing) delimiters of the tokenizer's own special tokens: `<s>` gives
+    ("<", ">"), `</s>` ("</", ">"), `[INST]` ("[", "]"), `<start_of_turn>` ("<", ">")."""
+    out: set[tuple[str, str]] = set()
+    for token in specials:
+        m = re.fullmatch(
+            f"([{re.escape(_OPENERS)}]{{1,3}})({_INNER})([{re.escape(_CLOSERS)}]{{1,3}})", token
+        )
+        if m:
+            out.add((m.group(1), m.group(3)))
+    return out
+
+
+def _literal_texts(source: str) -> list[str]:
+    """The template's text and string literals (what it can write into a prompt), by jinja's own
+    lexer; the whole source when it does not lex (the differ reports that)."""
+    from jinja2 import Environment
+    from jinja2.exceptions import TemplateSyntaxError
+
+    try:
+        return [
+            value
+            for _, kind, value in Environment().lex(source)
+            if kind in ("data", "string") and value
+        ]
+    except TemplateSyntaxError:
+        return [source]
+
+
+SIMILAR = 0.75
+"""How close (difflib's ratio of the names) a literal in a tag-like style (`<name>`, `[NAME]`)
+must be to one of the tokenizer's special tokens of that style to be taken for a misspelt one:
+such styles also write prose (`<co>`, `<think>`, `[citation]`), the `<|name|>` style does not."""
+
+
+def _styled_literals(source: str, specials: frozenset[str]) -> set[str]:
+    """Literals of the template that look like special tokens: every `<|name|>` / `<｜name｜>`,
+    and, in the style of the tokenizer's own special tokens (never part of a longer run of the
+    same delimiters: `<<SYS>>` is not a `<SYS>`), those whose name is within SIMILAR of the name
+    of one of its special tokens of that style (`<start_of_trun>` beside `<start_of_turn>`)."""
+    from difflib import SequenceMatcher
+
+    texts = _literal_texts(source)
+    found = {t for text in texts for t in _SPECIAL.findall(text)}
+    for opening, closing in _styles(specials):
+        pattern = re.compile(
+            f"(?<![{re.escape(_OPENERS)}]){re.escape(opening)}({_INNER}){re.escape(closing)}"
+            f"(?![{re.escape(_CLOSERS)}])"
+        )
+        names = [
+            t[len(opening) : len(t) - len(closing)]
+            for t in specials
+            if pattern.fullmatch(t) and t.startswith(opening) and t.endswith(closing)
+        ]
+        for text in texts:
+            for m in pattern.finditer(text):
+                if m.group(0) in specials:
+                    continue
+                if any(SequenceMatcher(None, m.group(1), n).ratio() >= SIMILAR for n in names):
+                    found.add(m.group(0))
+    return found
 
 
 def _template_findings(side: Side) -> list[Finding]:
@@ -172,7 +242,7 @@ def _template_findings(side: Side) -> list[Finding]:
     known = set(tokens.values())
     out: list[Finding] = []
     for name, source in sorted(templates.sources.items()):
-        missing = sorted({t for t in _SPECIAL.findall(source) if t not in known})
+        missing = sorted(t for t in _styled_literals(source, side.special_tokens) if t not in known)
         if missing:
             where = "the chat template" if name == "default" else f"the chat template `{name}`"
             out.append(

@@ -99,6 +99,38 @@ class Side:
                     out[int(k)] = str(v["content"])
         return out if found else None
 
+    @cached_property
+    def special_tokens(self) -> frozenset[str]:
+        """The tokenizer's special tokens: tokenizer.json's added tokens marked special,
+        tokenizer_config.json's `added_tokens_decoder` entries marked special, its named tokens
+        (`bos_token`, `eos_token`, ...) and `additional_special_tokens`."""
+        out: set[str] = set()
+        tok = _read_json(self.snapshot, TOKENIZER_FILE)
+        if tok.state is SideState.OK and tok.value is not None:
+            for added in tok.value.get("added_tokens") or []:
+                if isinstance(added, Mapping) and added.get("special") is True:
+                    out.add(str(added.get("content")))
+        conf = _read_json(self.snapshot, TOKENIZER_CONFIG_FILE)
+        value = conf.value if conf.state is SideState.OK and conf.value is not None else {}
+        decoder = value.get("added_tokens_decoder")
+        if isinstance(decoder, Mapping):
+            for v in decoder.values():
+                if isinstance(v, Mapping) and v.get("special") is True and "content" in v:
+                    out.add(str(v["content"]))
+        for key in ("bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token",
+                    "mask_token"):  # fmt: skip
+            named = value.get(key)
+            if isinstance(named, Mapping):
+                named = named.get("content")
+            if isinstance(named, str) and named:
+                out.add(named)
+        extra = value.get("additional_special_tokens")
+        for t in extra if isinstance(extra, list) else []:
+            t = t.get("content") if isinstance(t, Mapping) else t
+            if isinstance(t, str) and t:
+                out.add(t)
+        return frozenset(out)
+
 
 class Context:
     """The revision step a change belongs to: both snapshots (before is None on a first revision)."""

@@ -55,7 +55,18 @@ from tracker.store.advisories import (
     StoredAdvisory,
     SuppressedChange,
 )
-from tracker.webhooks.events import EVENT, Filter, RevisionEvent, matching
+from tracker.store.webhooks import Subscription
+from tracker.webhooks.events import (
+    EVENT,
+    REOPENED,
+    RESTORED,
+    WITHDRAWN,
+    Filter,
+    LifecycleEvent,
+    RevisionEvent,
+    lifecycle_body,
+    matching,
+)
 
 _ATTEMPTS = 3
 
@@ -217,12 +228,60 @@ def _enqueue_deliveries(
         tuple(fixed),
         now,
     )
-    filters = [
+    for sub_id, body in matching(_filters(subscriptions), event):
+        outbox.enqueue(sub_id, subject.repo_id, subject.introduced, EVENT, body, now)
+
+
+def _filters(subscriptions: Sequence[Subscription]) -> list[tuple[int, Filter]]:
+    return [
         (s.id, Filter(s.repos, s.min_severity, tuple(k.value for k in s.kinds)))
         for s in subscriptions
     ]
-    for sub_id, body in matching(filters, event):
-        outbox.enqueue(sub_id, subject.repo_id, subject.introduced, EVENT, body, now)
+
+
+def _enqueue_lifecycle(
+    tx: AdvisoryTx,
+    kind: str,
+    changed: Sequence[tuple[Sha, Advisory, str]],
+    now: datetime,
+) -> None:
+    """The webhook outbox, in the transaction that changed the advisories' state: per revision
+    (`sha`: the one dropped or restored), one `kind` delivery per subscription that wants any of
+    its advisories. `changed`: (sha, advisory, reason)."""
+    if not changed:
+        return
+    subscriptions = tx.outbox.subscriptions()
+    if not subscriptions:
+        return
+    filters = _filters(subscriptions)
+    by_sha: dict[Sha, list[tuple[Advisory, str]]] = {}
+    for sha, adv, reason in changed:
+        by_sha.setdefault(sha, []).append((adv, reason))
+    for sha, items in by_sha.items():
+        first = items[0][0]
+        event = LifecycleEvent(
+            kind,
+            first.repo_id,
+            _package_url(first),
+            sha,
+            tuple(a for a, _ in items),
+            items[0][1],
+            now,
+        )
+        for sub_id, f in filters:
+            body = lifecycle_body(event, f)
+            if body is not None:
+                tx.outbox.enqueue(sub_id, first.repo_id, sha, kind, body, now)
+
+
+def _package_url(adv: Advisory) -> str:
+    """The repo's URL as the advisory's record names it (its affected package)."""
+    affected = adv.record.get("affected")
+    if isinstance(affected, list) and affected and isinstance(affected[0], dict):
+        package = affected[0].get("package")
+        if isinstance(package, dict) and isinstance(package.get("name"), str):
+            return str(package["name"])
+    return f"https://huggingface.co/{adv.repo_id}"  # pragma: no cover - every record has one
 
 
 def _restores(
@@ -271,22 +330,25 @@ def withdraw_rewritten(
     Dropped commits are those a history rewrite (force-push) removed from the ref. Returns the
     advisories withdrawn by this call (already-withdrawn ones are left unchanged and not returned).
     Nothing is deleted: the records stay, with `withdrawn` and `modified` set to `now`. In the
-    same transaction, advisories fixed at a dropped commit are reopened (the fix is gone).
+    same transaction, advisories fixed at a dropped commit are reopened (the fix is gone), and
+    the webhook outbox gets, per dropped revision, an `advisory.withdrawn` delivery (the
+    advisories it introduced) or `advisory.reopened` (those it fixed) for every subscription
+    that wants any of them.
     `rewrites` maps a dropped sha to a description of the rewrite that dropped it (the force-push
     event: when, the ref, old head → new head), which the reason and the details name.
     """
     which = rewrites or {}
     out: list[Advisory] = []
+    withdrawn: list[tuple[Sha, Advisory, str]] = []
+    reopened: list[tuple[Sha, Advisory, str]] = []
     dropped = set(dropped_shas)
     with store.transaction() as tx:
         for stored in tx.not_withdrawn_introduced_in(repo_id, dropped_shas):
             adv = stored.advisory
-            record = withdraw(
-                adv.record,
-                now,
-                f"introducing commit {adv.introduced} was removed by a history rewrite"
-                + (f" ({which[adv.introduced]})" if adv.introduced in which else ""),
+            reason = f"introducing commit {adv.introduced} was removed by a history rewrite" + (
+                f" ({which[adv.introduced]})" if adv.introduced in which else ""
             )
+            record = withdraw(adv.record, now, reason)
             validate_record(record)
             new = Advisory(adv.id, adv.repo_id, adv.introduced, adv.group, adv.severity, record)
             tx.update(
@@ -296,22 +358,24 @@ def withdraw_rewritten(
                 withdrawn_by=WithdrawnBy.REWRITE,
             )
             out.append(new)
+            withdrawn.append((adv.introduced, new, reason))
         # A fix whose commit the rewrite removed no longer fixes anything: reopen the advisory.
         for stored in tx.fixed_of(repo_id):
             adv = stored.advisory
             fixed_at = (adv.record.get("database_specific") or {}).get("fixed")
             if fixed_at not in dropped or adv.introduced in dropped:
                 continue
-            record = reopen(
-                adv.record,
-                now,
-                f"fixing commit {fixed_at} was removed by a history rewrite"
-                + (f" ({which[fixed_at]})" if fixed_at in which else ""),
+            reason = f"fixing commit {fixed_at} was removed by a history rewrite" + (
+                f" ({which[fixed_at]})" if fixed_at in which else ""
             )
+            record = reopen(adv.record, now, reason)
             validate_record(record)
             new = Advisory(adv.id, adv.repo_id, adv.introduced, adv.group, adv.severity, record)
             pending = reopened_pending([PendingChange.from_json(p) for p in stored.pending])
             tx.update(new, state=AdvisoryState.OPEN, pending=[p.to_json() for p in pending])
+            reopened.append((Sha(fixed_at), new, reason))
+        _enqueue_lifecycle(tx, WITHDRAWN, withdrawn, now)
+        _enqueue_lifecycle(tx, REOPENED, reopened, now)
     return out
 
 
@@ -320,7 +384,9 @@ def restore_revived(
 ) -> list[Advisory]:
     """Make live again the advisories withdrawn by a rewrite (`WithdrawnBy.REWRITE`) whose
     introducing commit is back on the ref (a later push restored it); returns those restored by
-    this call. Advisories withdrawn for any other reason stay withdrawn."""
+    this call. Advisories withdrawn for any other reason stay withdrawn. In the same transaction,
+    the webhook outbox gets an `advisory.restored` delivery per revision for every subscription
+    that wants any of its restored advisories."""
     live = set(live_shas)
     out: list[Advisory] = []
     with store.transaction() as tx:
@@ -328,13 +394,21 @@ def restore_revived(
             adv = stored.advisory
             if adv.introduced not in live or not _revivable(stored.withdrawn_by):
                 continue
-            record = unwithdraw(
-                adv.record, now, f"introducing commit {adv.introduced} is on the ref again"
-            )
+            reason = f"introducing commit {adv.introduced} is on the ref again"
+            record = unwithdraw(adv.record, now, reason)
             validate_record(record)
             new = Advisory(adv.id, adv.repo_id, adv.introduced, adv.group, adv.severity, record)
             tx.update(new, state=state_of(record), pending=list(stored.pending))
             out.append(new)
+        _enqueue_lifecycle(
+            tx,
+            RESTORED,
+            [
+                (a.introduced, a, f"introducing commit {a.introduced} is on the ref again")
+                for a in out
+            ],
+            now,
+        )
     return out
 
 

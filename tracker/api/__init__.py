@@ -8,12 +8,13 @@ from typing import Protocol
 
 from fastapi import FastAPI
 
-from tracker.api import advisories, feeds, hooks, preflight, problem, repos
+from tracker.api import advisories, feeds, hooks, ops, preflight, problem, repos
 from tracker.api.auth import optional_reads
 from tracker.api.limits import BodyLimit
 from tracker.api.osv import DEFAULT_PAGE_SIZE, router
 from tracker.settings import Settings
 from tracker.store.advisories import AdvisoryStore
+from tracker.store.ops import OpsReader
 from tracker.web import mount as mount_pages
 from tracker.web.views import PagesApp
 
@@ -54,5 +55,6 @@ def create_app(app: PagesApp, *, page_size: int = DEFAULT_PAGE_SIZE) -> FastAPI:
     api.add_middleware(BodyLimit)
     problem.install(api)
     problem.problem_openapi(api, then=optional_reads)
+    ops.install(api, lambda: OpsReader(app.store.engine))  # /healthz, /readyz, /metrics
 
     return api

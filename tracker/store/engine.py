@@ -14,6 +14,7 @@ opens run one after the other (the later ones find the schema at head and do not
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -77,12 +78,21 @@ def _alembic_config() -> Config:
     return cfg
 
 
+def known_revision(revision: str) -> bool:
+    """Whether `revision` is one of this code's migrations."""
+    try:
+        return ScriptDirectory.from_config(_alembic_config()).get_revision(revision) is not None
+    except Exception:  # alembic's errors for an unknown id vary by version
+        return False
+
+
 def current_revision(engine: sa.Engine) -> str | None:
     """The schema's Alembic revision (None for an empty database)."""
     with engine.connect() as conn:
         return MigrationContext.configure(conn).get_current_revision()
 
 
+@functools.cache
 def head_revision() -> str:
     """The newest migration this tracker knows (Alembic `head`)."""
     head = ScriptDirectory.from_config(_alembic_config()).get_current_head()
@@ -187,12 +197,21 @@ def _insert(session: OrmSession, table: sa.Table) -> Any:
 
 
 def insert_ignore(
-    session: OrmSession, table: sa.Table, values: dict[str, Any], conflict: Sequence[str] | None
+    session: OrmSession,
+    table: sa.Table,
+    values: dict[str, Any],
+    conflict: Sequence[str] | None,
+    *,
+    where: sa.TextClause | None = None,
 ) -> bool:
     """INSERT `values` unless a row with the same `conflict` key (None: any unique key) exists,
     or is being inserted by a concurrent transaction, which is waited for; True when this call
-    inserted the row."""
-    stmt = _insert(session, table).values(**values).on_conflict_do_nothing(index_elements=conflict)
+    inserted the row. `where`: the condition of a partial unique index on `conflict`."""
+    stmt = (
+        _insert(session, table)
+        .values(**values)
+        .on_conflict_do_nothing(index_elements=conflict, index_where=where)
+    )
     # RETURNING, not rowcount: drivers report -1 for some inserts (psycopg with ON CONFLICT).
     returned = session.execute(stmt.returning(*table.primary_key.columns)).first()
     return returned is not None

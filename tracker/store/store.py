@@ -38,6 +38,7 @@ from tracker.store.engine import (
     transaction,
     upgrade,
 )
+from tracker.store.ops import observe
 from tracker.store.rows import pk as _pk
 from tracker.store.rows import to_stored as _to_stored
 from tracker.store.tables import (
@@ -166,9 +167,19 @@ class Store:
             return [self._state(s, r) for r in rows]
 
     def record_poll(
-        self, repo_id: RepoId, *, status: RepoStatus, error: str | None, now: datetime | None = None
+        self,
+        repo_id: RepoId,
+        *,
+        status: RepoStatus,
+        error: str | None,
+        now: datetime | None = None,
+        seconds: float | None = None,
     ) -> None:
-        """Record a poll's outcome: OK resets the failure count; anything else increments it."""
+        """Record a poll's outcome: OK resets the failure count; anything else increments it.
+
+        With `seconds` (how long the poll's ingest took), it is counted as one poll in the
+        operations counters too (`polls`, `poll_failures` when not OK, the ingest histogram);
+        without, it records a later stage's failure of the repo (its analysis), not a poll."""
         now = now or utc_now()
         with self._writing() as s:
             repo = self._repo(s, repo_id)
@@ -176,6 +187,11 @@ class Store:
             assert st is not None
             st.last_poll_at = now
             st.state = status.value
+            if seconds is not None:
+                st.polls += 1
+                st.poll_failures += status is not RepoStatus.OK
+                st.ingest_seconds_sum += seconds
+                st.ingest_seconds_buckets = observe(st.ingest_seconds_buckets, seconds)
             if status is RepoStatus.OK:
                 st.last_success_at = now
                 st.consecutive_failures = 0

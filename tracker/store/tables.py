@@ -67,6 +67,21 @@ class IngestionStateRow(StoreModel, table=True):
     state: str = Field(
         default="new", sa_column=sa.Column(sa.String(16), nullable=False, server_default="new")
     )
+    # Operations counters (migration 0009; `tracker.store.ops` reads them for /metrics): every
+    # poll recorded, those that did not end OK, and the ingest seconds of each as a histogram
+    # (sum, and counts per upper bound: JSON {"0.1": n, ...}, cumulative as Prometheus has them).
+    polls: int = Field(
+        default=0, sa_column=sa.Column(sa.Integer, nullable=False, server_default="0")
+    )
+    poll_failures: int = Field(
+        default=0, sa_column=sa.Column(sa.Integer, nullable=False, server_default="0")
+    )
+    ingest_seconds_sum: float = Field(
+        default=0.0, sa_column=sa.Column(sa.Float, nullable=False, server_default="0")
+    )
+    ingest_seconds_buckets: str = Field(
+        default="{}", sa_column=sa.Column(sa.Text, nullable=False, server_default="{}")
+    )
 
 
 class RevisionRow(StoreModel, table=True):

@@ -1,8 +1,14 @@
 """What a subscriber receives: which advisories of a revision match a subscription, and the body.
 
-One delivery per (subscription, revision): every advisory the revision introduced and every
-advisory it fixed that pass the subscription's filters (repo globs, minimum severity, change kinds
-i.e. advisory groups), as full OSV records, in one JSON body. Pure: no I/O.
+Two events, each one delivery per (subscription, revision) carrying every matching advisory
+(filters: repo globs, minimum severity, change kinds i.e. advisory groups) as full OSV records:
+- `revision.advisories` (`EVENT`): a revision was published: the advisories it introduced
+  (`advisories`) and those it fixed (`fixed`).
+- `advisory.withdrawn` (`WITHDRAWN`): a history rewrite (force-push) removed the revision that
+  introduced them: the advisories, now withdrawn (`withdrawn` set in each record), and why;
+  `advisory.reopened` (`REOPENED`): it removed the revision that fixed them; `advisory.restored`
+  (`RESTORED`): a later push brought their introducing revision back (`LifecycleEvent`).
+Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -16,7 +22,13 @@ from fnmatch import fnmatchcase
 from tracker.domain import Advisory, RepoId, Severity, Sha, rfc3339
 
 EVENT = "revision.advisories"
-"""The event type of a revision's delivery (the body's `type`)."""
+"""The event type of a revision's publication (the body's `type`)."""
+WITHDRAWN = "advisory.withdrawn"
+"""A history rewrite dropped the revision that introduced these advisories: now withdrawn."""
+REOPENED = "advisory.reopened"
+"""A history rewrite dropped the revision that fixed these advisories: open again."""
+RESTORED = "advisory.restored"
+"""The revision that introduced these withdrawn advisories is on the ref again: live again."""
 
 RANK = {Severity.LOW: 0, Severity.MODERATE: 1, Severity.HIGH: 2, Severity.CRITICAL: 3}
 
@@ -68,6 +80,37 @@ def body_for(event: RevisionEvent, f: Filter) -> str | None:
         "fixed": [dict(a.record) for a in fixed],
     }
     return encode({"type": EVENT, "timestamp": rfc3339(event.at), "data": data})
+
+
+@dataclass(frozen=True)
+class LifecycleEvent:
+    """Advisories of one repo whose state changed together, for one reason, outside a
+    publication: `kind` is `WITHDRAWN` (a rewrite dropped `sha`, which introduced them),
+    `REOPENED` (a rewrite dropped `sha`, which had fixed them) or `RESTORED` (`sha`, which
+    introduced them, is on the ref again)."""
+
+    kind: str
+    repo_id: RepoId
+    repo_url: str
+    sha: Sha
+    advisories: tuple[Advisory, ...]
+    reason: str
+    at: datetime
+
+
+def lifecycle_body(event: LifecycleEvent, f: Filter) -> str | None:
+    """The JSON body `f`'s subscriber gets for `event`, or None when nothing in it matches."""
+    matched = [a for a in event.advisories if f.wants(a)]
+    if not matched:
+        return None
+    data = {
+        "repo": event.repo_id,
+        "repo_url": event.repo_url,
+        "commit": event.sha,
+        "reason": event.reason,
+        "advisories": [dict(a.record) for a in matched],
+    }
+    return encode({"type": event.kind, "timestamp": rfc3339(event.at), "data": data})
 
 
 def encode(payload: object) -> str:

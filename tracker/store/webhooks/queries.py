@@ -25,6 +25,7 @@ from tracker.errors import StoreNotFoundError
 from tracker.store.engine import insert_ignore, transaction
 from tracker.store.tables import RepoRow
 from tracker.store.webhooks.tables import (
+    PUBLICATION_ONLY,
     DeliveryAttemptRow,
     DeliveryRow,
     PollRequestRow,
@@ -39,6 +40,7 @@ from tracker.store.webhooks.values import (
     Secret,
     Subscription,
 )
+from tracker.webhooks.events import EVENT as PUBLICATION_EVENT
 
 
 def _dump(value: object) -> str:
@@ -121,24 +123,31 @@ class OutboxTx:
     def enqueue(
         self, subscription_id: int, repo_id: RepoId, sha: Sha, event: str, body: str, now: datetime
     ) -> bool:
-        """Queue `body` for `subscription_id`, due now; False when this revision already has a
-        delivery for it (the publish ran before)."""
+        """Queue `body` for `subscription_id`, due now. A publication (`revision.advisories`)
+        is queued once per revision: False when it already was (the publish ran before); any
+        other event is queued each time (its transaction changes the advisories' state once)."""
+        values = {
+            "msg_id": new_msg_id(),
+            "subscription_id": subscription_id,
+            "repo_pk": self._repo_pk(repo_id),
+            "sha": sha,
+            "event": event,
+            "body": body,
+            "state": DeliveryState.PENDING.value,
+            "attempts": 0,
+            "next_attempt_at": now,
+            "created_at": now,
+        }
+        table = DeliveryRow.__table__  # type: ignore[attr-defined]
+        if event != PUBLICATION_EVENT:
+            self._s.execute(sa.insert(table).values(**values))
+            return True
         return insert_ignore(
             self._s,
-            DeliveryRow.__table__,  # type: ignore[attr-defined]
-            {
-                "msg_id": new_msg_id(),
-                "subscription_id": subscription_id,
-                "repo_pk": self._repo_pk(repo_id),
-                "sha": sha,
-                "event": event,
-                "body": body,
-                "state": DeliveryState.PENDING.value,
-                "attempts": 0,
-                "next_attempt_at": now,
-                "created_at": now,
-            },
+            table,
+            values,
             ["subscription_id", "repo_pk", "sha"],
+            where=sa.text(PUBLICATION_ONLY),
         )
 
 

@@ -1,9 +1,10 @@
 """Tables of the push side: webhook subscriptions, the delivery outbox and its attempts, and the
 queue of poll requests (Hub webhooks and manual triggers).
 
-Migration 0007 creates exactly these. `webhook_deliveries` is the outbox: one row per (subscription,
-revision), written in the transaction that publishes the revision's advisories, holding the exact
-body every attempt sends (so a retry after a crash sends the same `webhook-id` and bytes).
+Migration 0007 creates exactly these (0009 narrows the outbox's unique key to publications).
+`webhook_deliveries` is the outbox, written in the transaction that changes the advisories: one
+row per (subscription, revision) for its publication, one per withdrawal of a revision's
+advisories (a history rewrite), each holding the exact body every attempt sends (so a retry after a crash sends the same `webhook-id` and bytes).
 `webhook_attempts` is the delivery log. `poll_requests` has one row per repo with a poll asked
 for: asking again while it waits changes nothing, asking during the poll makes one more.
 """
@@ -35,10 +36,25 @@ class SubscriptionRow(StoreModel, table=True):
     updated_at: datetime = Field(sa_column=sa.Column(UtcDateTime, nullable=False))
 
 
+PUBLICATION_ONLY = "event = 'revision.advisories'"
+"""The rows the outbox's unique key covers (`tracker.webhooks.events.EVENT`)."""
+
+
 class DeliveryRow(StoreModel, table=True):
     __tablename__ = "webhook_deliveries"
     __table_args__ = (
-        sa.UniqueConstraint("subscription_id", "repo_pk", "sha", name="uq_webhook_deliveries_rev"),
+        # A revision's publication goes to a subscriber once (the publish may run again after
+        # a crash); other events (withdrawals) are made once by the transaction that changes
+        # the advisories' state, and may recur (withdrawn, restored, withdrawn again).
+        sa.Index(
+            "uq_webhook_deliveries_publication",
+            "subscription_id",
+            "repo_pk",
+            "sha",
+            unique=True,
+            sqlite_where=sa.text(PUBLICATION_ONLY),
+            postgresql_where=sa.text(PUBLICATION_ONLY),
+        ),
         revision_fk("fk_webhook_deliveries_revision"),
     )
 
