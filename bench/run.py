@@ -25,6 +25,7 @@ SECTIONS = (
     "netfaults",
     "push",
     "workers",
+    "wrk",
 )
 _TRAILER = re.compile(r"^_section `(\w+)` took [^\n]*_$", re.MULTILINE)
 _HEADER = "# Benchmark results\n"

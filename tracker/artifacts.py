@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from fnmatch import fnmatchcase
 
+from tracker.bounded import MAX_FILE_BYTES as MAX_FILE_BYTES
 from tracker.domain import Artifact
 
 
@@ -131,7 +132,6 @@ def is_tracked(path: str, patterns: tuple[str, ...]) -> bool:
     return _matches(path, patterns)
 
 
-MAX_FILE_BYTES = 64_000_000
 MAX_HEADER_BYTES = 100_000_000
 
 

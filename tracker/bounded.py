@@ -51,6 +51,11 @@ class Bounds:
     max_bytes: int = 64_000_000
 
 
+MAX_FILE_BYTES = 64_000_000
+"""The default cap on one tracked file's size (`Settings.max_file_bytes`; tracker.artifacts
+re-exports it). Here, so that a one-off estimate of a local config reads under it without loading
+tracker.artifacts and tracker.domain."""
+
 DOCUMENT = Bounds(max_depth=64, max_nodes=500_000, max_bytes=16 * 1024 * 1024)
 """Config-like files (config, generation and processor configs, tokenizer_config, special tokens
 map, chat_template.json): the largest real ones hold ~100k values in ~1 MB (Gemma 3's

@@ -227,6 +227,13 @@ class Pipeline:
         self._shards: dict[
             tuple[str, str, int | None, int], tuple[dict[str, int], int, frozenset[str]]
         ] = {}
+        # The last revision analysed of each repo: (sha, snapshot, estimate settings, estimate).
+        # It is the next revision's "before": a snapshot never changes and an estimate is a pure
+        # function of the snapshot and the settings, so a push's analysis reads, decodes and
+        # estimates one revision instead of two (push latency; bench/RESULTS.md, Push mode).
+        self._last: dict[
+            RepoId, tuple[Sha, Snapshot, EstimateSettings, tuple[Estimate | None, str | None]]
+        ] = {}
 
     def analyse_revision(self, watched: WatchedRepo, sha: Sha) -> RevisionAnalysis:
         """Diff, estimate and publish one ingested revision, then mark it analysed."""
@@ -234,16 +241,23 @@ class Pipeline:
         rid = watched.repo_id
         revision = store.revision(rid, sha)
         previous = revision.previous
-        before = store.snapshot(rid, previous) if previous else None
+        last = self._last.get(rid)
+        if last is not None and last[0] != previous:
+            last = None  # not the revision before this one (a rewrite, another process)
+        before = (last[1] if last else store.snapshot(rid, previous)) if previous else None
         after = store.snapshot(rid, sha)
         assert stages.diff is not None  # set in __init__
         changes = tuple(stages.diff(before, after))
 
         settings = EstimateSettings.from_mapping(watched.estimate)
-        est_after, est_error = stages.estimate(after, settings)
+        estimated = stages.estimate(after, settings)
+        est_after, est_error = estimated
         # The previous revision is re-estimated under today's settings (milliseconds), so that a
         # changed `estimate:` block in the watchlist never shows up as a delta of this commit.
-        est_before = stages.estimate(before, settings)[0] if before is not None else None
+        est_before = None
+        if before is not None:
+            same = last is not None and last[2] == settings
+            est_before = last[3][0] if same and last else stages.estimate(before, settings)[0]
         if est_before is not None and est_after is not None:
             changes = changes + tuple(stages.estimate_delta(est_before, est_after))
         # Preflight, like the estimate, re-runs the previous revision under today's settings.
@@ -275,6 +289,7 @@ class Pipeline:
             context=Context(before, after),
         )
         store.mark_analysed(rid, sha, now=at)
+        self._last[rid] = (sha, after, settings, estimated)
         log.info(
             "revision.analysed",
             repo=rid,

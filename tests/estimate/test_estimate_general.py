@@ -316,3 +316,21 @@ def test_verification_statuses_and_serving_from_checkpoint_bytes() -> None:
     assert off.memory.serve_weights == round(off.checkpoint.bytes / 1e9, 3)
     # a known family whose checkpoint disagrees is not vouched for either
     assert not estimate(known, _census_of(known, 0.9)).verification.vouched
+
+
+@pytest.mark.parametrize(
+    ("name", "total"),
+    [
+        # transformers 5.24.0's meta-device counts (BertForMaskedLM, T5ForConditionalGeneration)
+        ("google-bert__bert-base-uncased", 109_514_298),
+        ("google-t5__t5-base", 222_903_552),
+        ("google__t5-v1_1-base", 222_903_552),
+    ],
+)
+def test_family_traits_alone_are_exact_without_the_family_reader(name: str, total: int) -> None:
+    # BERT's token types, post-norm layout and task heads; T5's bias-free RMSNorm layers and
+    # always-tied head: traits, so the general reader with them counts what transformers builds.
+    config = load(name)
+    assert read_config(config).total == total
+    assert read_config(config, use_reader=False).total == total
+    assert read_config(config, use_family=False).total != total  # the traits are what carries it

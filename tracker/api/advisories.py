@@ -14,7 +14,14 @@ from fastapi.responses import Response
 
 from tracker.api import paging
 from tracker.api.auth import require_read
-from tracker.api.caching import LIST, NOT_MODIFIED, cached_json
+from tracker.api.caching import (
+    JSON_TYPE,
+    LIST,
+    NOT_MODIFIED,
+    cached_response,
+    json_bytes,
+)
+from tracker.api.memo import memo_of, request_key
 from tracker.api.models import AdvisoryPage, Order
 from tracker.api.problem import Problem
 from tracker.domain import (
@@ -117,14 +124,19 @@ def list_advisories(
         except (IndexError, TypeError, ValueError, OverflowError, OSError):
             raise Problem(400, "invalid-cursor", "cursor: not a cursor this API gave out") from None
     app = request.app.state.app
-    page = advisory_page(
-        app.store.engine, where, newest_first=order == "newest", after=after, limit=limit + 1
-    )
-    more = len(page) > limit
-    page = page[:limit]
-    nxt = None
-    if more:
-        last = page[-1]
-        nxt = paging.encode(scope, [int(last.published.timestamp()), last.id])
-    body = {"items": [_item(a) for a in page], "next": nxt}
-    return cached_json(request, body, LIST, headers=paging.next_link(request, nxt) if nxt else None)
+
+    def render() -> tuple[bytes, str | None]:
+        page = advisory_page(
+            app.store.engine, where, newest_first=order == "newest", after=after, limit=limit + 1
+        )
+        more = len(page) > limit
+        page = page[:limit]
+        nxt = None
+        if more:
+            last = page[-1]
+            nxt = paging.encode(scope, [int(last.published.timestamp()), last.id])
+        return json_bytes({"items": [_item(a) for a in page], "next": nxt}), nxt
+
+    body, nxt = memo_of(request).get_or_make(request_key(request), render)
+    headers = paging.next_link(request, nxt) if nxt else None
+    return cached_response(request, body, JSON_TYPE, LIST, headers=headers)

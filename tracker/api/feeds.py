@@ -23,6 +23,7 @@ from starlette.responses import JSONResponse, Response
 from tracker.advisories.classify import Overrides, classify, highest, parse_overrides
 from tracker.api.auth import require_read
 from tracker.api.caching import LIST, cached_response
+from tracker.api.memo import memo_of, request_key
 from tracker.api.params import SEVERITY_ANY_CASE, Name, Org
 from tracker.api.problem import Problem
 from tracker.domain import Artifact, ChangeKind, RepoId, Severity
@@ -142,17 +143,20 @@ def _serve(
     except FeedQueryError as exc:
         raise Problem(400, "invalid-request", str(exc)) from exc
     app: PagesApp = request.app.state.app
-    try:
-        built = collect(app, repo_id, floor, limit)
-    except StoreNotFoundError as exc:
-        raise Problem(404, "not-found", f"no repo {repo_id!r} in the store") from exc
     # Links are absolute against the configured public URL; without one, against the request's
     # own URL (Host header), which a reverse proxy may have rewritten.
     public = app.settings.public_url
     base = f"{public}/" if public else str(request.base_url)
-    if atom:
-        return cached_response(request, render_atom(built, base), ATOM_TYPE, LIST)
-    return cached_response(request, render_json_feed(built, base), JSON_FEED_TYPE, LIST)
+
+    def render() -> bytes:
+        try:
+            built = collect(app, repo_id, floor, limit)
+        except StoreNotFoundError as exc:
+            raise Problem(404, "not-found", f"no repo {repo_id!r} in the store") from exc
+        return render_atom(built, base) if atom else render_json_feed(built, base)
+
+    body = memo_of(request).get_or_make((base, *request_key(request)), render)
+    return cached_response(request, body, ATOM_TYPE if atom else JSON_FEED_TYPE, LIST)
 
 
 @router.get(

@@ -94,7 +94,7 @@ def run(
     if path.suffix == ".json" or path.exists():
         # A local file is read under the default file cap: reading the settings would load
         # pydantic, which a one-off estimate does not need (the settings govern Hub reads).
-        from tracker.artifacts import MAX_FILE_BYTES as cap
+        from tracker.bounded import MAX_FILE_BYTES as cap
 
         config = parse_config(_read(path, cap))
         tokenizer: dict[str, bytes] = {}

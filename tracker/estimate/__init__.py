@@ -8,16 +8,18 @@ Changes.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracker.bounded import DOCUMENT, BoundsError, load_json
-from tracker.domain import Estimate, SafetensorsHeader
 from tracker.errors import EstimateError
-from tracker.estimate.delta import estimate_delta
 from tracker.estimate.params import read_config
 from tracker.estimate.report import build_report
 from tracker.estimate.settings import Card, EstimateSettings
 from tracker.estimate.tokens import TOKENIZER_FILES, highest_token_id, highest_token_id_from_files
+from tracker.estimate_values import Estimate, SafetensorsHeader
+
+if TYPE_CHECKING:
+    from tracker.domain import Change
 
 __all__ = [
     "TOKENIZER_FILES",
@@ -66,3 +68,11 @@ def estimate(
         return build_report(config, reading, headers, s, max_token_id=max_token_id)
     except RecursionError as exc:
         raise EstimateError("config is nested too deeply (cyclic?)") from exc
+
+
+def estimate_delta(before: Estimate, after: Estimate) -> tuple[Change, ...]:
+    """The Changes between two estimates (tracker/estimate/delta.py). Imported on first use: the
+    change values live in tracker.domain, which a one-off estimate does not load."""
+    from tracker.estimate.delta import estimate_delta as delta
+
+    return delta(before, after)

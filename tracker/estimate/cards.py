@@ -12,11 +12,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from tracker.domain import CardFit
-from tracker.domain import Fit as FitJSON
 from tracker.estimate.memory import GB, Memory, overhead, state_bytes
 from tracker.estimate.reading import Reading
 from tracker.estimate.settings import Card, EstimateSettings
+from tracker.estimate_values import CardFit
+from tracker.estimate_values import Fit as FitJSON
 
 SETUPS = ("full_finetune", "lora", "serve")
 SETUP_WORDS = {"full_finetune": "full fine-tune", "lora": "LoRA", "serve": "serving"}

@@ -20,7 +20,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from tracker.domain import CheckpointCensus, SafetensorsHeader
+from tracker.estimate_values import CheckpointCensus, SafetensorsHeader
 
 PACKED_DTYPES = frozenset({"U8", "I8", "U4", "I4"})
 QUANTIZED_DTYPES = frozenset({"F8_E4M3", "F8_E5M2", "F8_E8M0", "U8", "I8", "U4", "I4", "I32"})

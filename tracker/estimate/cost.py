@@ -7,9 +7,9 @@ on average for causal attention; linear-attention and SSM layers add no quadrati
 
 from __future__ import annotations
 
-from tracker.domain import CostEstimate
 from tracker.estimate.reading import Reading
 from tracker.estimate.settings import EstimateSettings
+from tracker.estimate_values import CostEstimate
 
 
 def training_cost(r: Reading, s: EstimateSettings) -> CostEstimate:

@@ -113,6 +113,8 @@ class Dec:
     parallel_norms: int = 1
     final_norm: bool = True
     learned_positions: int = 0
+    token_types: int = 0  # rows of a token-type embedding table (BERT)
+    task_head: int = 0  # parameters of heads chosen by the architecture name (BERT)
     embed_norm: bool = False
     sinks: bool = False
     head_bias: bool = False
@@ -285,6 +287,8 @@ def build_decoder(d: Dec, t: Tally) -> list[LayerSpec]:
     t.add("embeddings", d.vocab * h)
     if d.learned_positions:
         t.add("embeddings", d.learned_positions * h)
+    if d.token_types:
+        t.add("embeddings", d.token_types * h)
     if d.embed_norm:
         t.add("norms", norm)
     mla_indexer = d.mla is not None and d.mla.indexer is not None and bool(d.mla.q_lora_rank)
@@ -318,6 +322,8 @@ def build_decoder(d: Dec, t: Tally) -> list[LayerSpec]:
         t.add("head", d.vocab * h)
     if d.head_bias:
         t.add("head", d.vocab)
+    if d.task_head:
+        t.add("head", d.task_head)
     return specs
 
 

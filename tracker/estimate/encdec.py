@@ -111,6 +111,13 @@ def read_encdec(
         if tr.final_norm and c.bool("normalize_before", True):
             t.add("norms", norm_p)
     tied = c.bool("tie_word_embeddings", True)
+    if tr.tie_fixed and not tied:
+        tied = True
+        n.flag(
+            "t5-head-tied",
+            "transformers 5 always ties T5's lm_head to the shared embedding "
+            "(tie_word_embeddings=false is read as a decoder-output scaling switch)",
+        )
     if not tied:
         t.add("head", v * d)
     dims = {

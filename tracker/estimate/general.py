@@ -169,6 +169,10 @@ def read_decoder(c: ConfigView, tr: Traits, n: Notes) -> Dec:
         d.learned_positions = c.int(tr.positions, default=1024) + tr.position_offset
     elif c.str("position_embedding_type") == "absolute":
         d.learned_positions = c.int(*CONTEXT) + tr.position_offset
+    if tr.token_types:
+        d.token_types = c.int("type_vocab_size", default=2)
+    if tr.task_heads:
+        d.task_head = task_head_params(c, h, vocab)
     _mixers(c, d, n)
     _moe(c, tr, d, n)
     _layer_kinds(c, tr, d, n)
@@ -182,6 +186,26 @@ def read_decoder(c: ConfigView, tr: Traits, n: Notes) -> Dec:
             "checkpoint but transformers does not build them: not counted",
         )
     return d
+
+
+def task_head_params(c: ConfigView, h: int, v: int) -> int:
+    """BERT's heads, chosen by the architecture name, not by any size key: ForMaskedLM and
+    ForPreTraining add the MLM transform (dense + LayerNorm) and an output bias (the decoder tied),
+    ForPreTraining also the pooler and the next-sentence linear; the base model and the sequence
+    classifiers have a pooler, the classifiers a linear to their labels."""
+    archs = c.list("architectures") or []
+    arch = str(archs[0]) if archs else "BertModel"
+    head = 0
+    if arch.endswith("ForMaskedLM") or arch.endswith("ForPreTraining"):
+        head += h * h + h + 2 * h + v
+        if arch.endswith("ForPreTraining"):
+            head += h * h + h + 2 * h + 2
+    elif arch in ("BertModel", "") or "Classification" in arch:
+        head += h * h + h  # pooler
+        if "Classification" in arch:
+            labels = len(c.raw("id2label", {}) or {}) or 2
+            head += h * labels + labels
+    return head
 
 
 def _qk_norm(c: ConfigView, tr: Traits) -> bool:

@@ -6,9 +6,13 @@
   may share K and V (`attention_k_eq_v`), the last `num_kv_shared_layers` reuse earlier layers'
   K/V projections, a per-layer input embedding table (`hidden_size_per_layer_input`), and a dense
   MLP next to the MoE block in the same layer.
-- BERT: token-type embeddings, an embedding LayerNorm, and task heads (pooler, MLM transform)
-  chosen by the architecture name, not by any size key.
-- T5: the relative position bias lives only in the first layer of each stack.
+- BERT: an encoder-only stack (no KV cache, encoder layer specs), which the general decoder
+  reading cannot express; its count alone (token types, embedding LayerNorm, task heads by
+  architecture name) is also exact from the general reader with the `bert` traits.
+- T5: the count is exact from the general encoder-decoder reader with the `t5` traits (checked
+  by the leave-one-family-out bench); the reader stays for its per-layer specs (LoRA dims, KV
+  width from `d_kv`), which the general reading computes differently and which are not yet
+  checked against the activation measurement.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tracker.estimate.decoder import BF16
+from tracker.estimate.general import task_head_params
 from tracker.estimate.reading import MAX_EXPERTS, MAX_LAYERS, ConfigView, LayerSpec, Notes, Tally
 
 Dims = dict[str, Any]
@@ -216,17 +221,9 @@ def _bert(c: ConfigView, t: Tally, n: Notes) -> Result:
     t.add("dense_mlp", layers * m)
     t.add("norms", layers * nn)
     specs = [spec] * layers
-    archs = c.list("architectures") or []
-    arch = str(archs[0]) if archs else "BertModel"
-    if arch.endswith("ForMaskedLM") or arch.endswith("ForPreTraining"):
-        t.add("head", lin(h, h) + 2 * h + v)  # transform dense + LayerNorm; decoder tied + bias
-        if arch.endswith("ForPreTraining"):
-            t.add("head", lin(h, h) + lin(h, 2))
-    elif arch in ("BertModel", "") or "Classification" in arch:
-        t.add("head", lin(h, h))  # pooler
-        if "Classification" in arch:
-            labels = len(c.raw("id2label", {}) or {}) or 2
-            t.add("head", lin(h, labels))
+    head = task_head_params(c, h, v)
+    if head:
+        t.add("head", head)
     return specs, dims_of(
         h, v, heads, heads, h // heads, inter, True, emb, pos, encoder_layers=layers
     )

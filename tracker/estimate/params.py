@@ -159,7 +159,7 @@ def _read_text(
         return specs, dims, known
     d = read_decoder(c, traits, n)
     specs = build_decoder(d, t)
-    emb = d.vocab * d.hidden + d.learned_positions * d.hidden
+    emb = (d.vocab + d.learned_positions + d.token_types) * d.hidden
     dims = {
         "hidden": d.hidden,
         "vocab": d.vocab,

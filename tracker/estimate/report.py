@@ -5,18 +5,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tracker.domain import (
+from tracker.estimate import cards, checkpoint, cost, findings, memory, structure
+from tracker.estimate.memory import GB
+from tracker.estimate.reading import Reading
+from tracker.estimate.settings import EstimateSettings
+from tracker.estimate.verify import verify
+from tracker.estimate_values import (
     Estimate,
     MemoryFigures,
     ParamCounts,
     SafetensorsHeader,
     VerificationStatus,
 )
-from tracker.estimate import cards, checkpoint, cost, findings, memory, structure
-from tracker.estimate.memory import GB
-from tracker.estimate.reading import Reading
-from tracker.estimate.settings import EstimateSettings
-from tracker.estimate.verify import verify
 
 
 def _gb(x: float) -> float:

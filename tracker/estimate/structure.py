@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracker.domain import LayoutPattern, Structure
 from tracker.estimate.layout import pattern
 from tracker.estimate.reading import LayerSpec, Reading
+from tracker.estimate_values import LayoutPattern, Structure
 
 ATTENTION_NAMES = {
     "gqa": "grouped-query attention",

@@ -40,6 +40,10 @@ class Traits:
     `k_bias`: False where k_proj alone has no bias (Whisper). `head_bias`: the LM head has a bias.
     `fused_qkv` / `fused_gate_up`: one linear module for q/k/v (for gate and up): the same
     parameters, but one LoRA adapter instead of three (two).
+    `tie_fixed`: the head is tied whatever `tie_word_embeddings` says (transformers 5's T5 reads
+    the key as a decoder-output scaling switch). `token_types`: a token-type embedding table of
+    `type_vocab_size` rows (default 2) beside the token embeddings. `task_heads`: the head is
+    chosen by the architecture name, BERT's way (`general.task_head_params`).
     """
 
     tie: bool = False
@@ -72,6 +76,9 @@ class Traits:
     head_bias: bool = False
     fused_qkv: bool = False
     fused_gate_up: bool = False
+    tie_fixed: bool = False
+    token_types: bool = False
+    task_heads: bool = False
 
 
 LLAMA = Traits()
@@ -166,6 +173,22 @@ TRAITS: dict[str, Traits] = {
     # Nemotron-H: RMSNorm (its config names the epsilon layer_norm_epsilon), squared-ReLU MLP with
     # two matrices, one mixer (Mamba2, attention, MLP or MoE) and one norm per layer.
     "nemotron_h": Traits(norm="rms", gated=False, one_norm_per_mixer=True),
+    # BERT: post-norm LayerNorm layers (a norm after the embeddings, none at the end), biases on
+    # every linear, a GELU two-matrix MLP, learned positions, token-type embeddings, and task
+    # heads by architecture name (MLM transform, pooler).
+    "bert": Traits(
+        tie=True,
+        qkv_bias=True,
+        o_bias=True,
+        mlp_bias=True,
+        norm="layer",
+        gated=False,
+        positions="max_position_embeddings",
+        embed_norm=True,
+        final_norm=False,
+        token_types=True,
+        task_heads=True,
+    ),
 }
 
 
@@ -177,4 +200,9 @@ TRAITS |= {
     "marian": Traits(tie=True, final_norm=False),  # sinusoidal tables are (frozen) parameters
     "pegasus": Traits(tie=True),
     "whisper": Traits(tie=True, k_bias=False),  # k_proj alone without bias
+    # T5: RMSNorm (T5LayerNorm), no bias on any linear, a ReLU two-matrix MLP unless
+    # `feed_forward_proj` says "gated-..."; the head always tied in transformers 5.
+    # Its relative position bias (first layer of each stack) comes from the config's
+    # `relative_attention_num_buckets`, which the general encoder-decoder reading reads.
+    "t5": Traits(tie=True, tie_fixed=True, qkv_bias=False, norm="rms", gated=False),
 }

@@ -10,8 +10,8 @@ reader, confirmed by the checkpoint census within tolerance).
 
 from __future__ import annotations
 
-from tracker.domain import CheckpointCensus, Verification, VerificationStatus
 from tracker.estimate.reading import Reading
+from tracker.estimate_values import CheckpointCensus, Verification, VerificationStatus
 
 TOLERANCE_PCT = 1.0
 """How far our count may sit from the checkpoint census (stored parameters, bookkeeping out)."""

@@ -1,6 +1,7 @@
 """Tables of the advisory store: records, versions lists, id counters, per-revision markers, suppressions.
 
-Migration 0004 creates exactly these (0002 made their first form; 0005 adds `withdrawn_by`). Every row that belongs to a
+Migration 0004 creates exactly these (0002 made their first form; 0005 adds `withdrawn_by`; 0010
+the (published, id) index the API's advisory list pages in). Every row that belongs to a
 repo carries its `repo_pk` (foreign key to `repos`), and every row that names one of its commits
 references that revision by `(repo_pk, sha)`, so an advisory can only exist for a stored
 revision. Times are `UtcDateTime` (see `tracker.store.base`); `published`/`modified` have the
@@ -25,6 +26,7 @@ class AdvisoryRow(StoreModel, table=True):
     __table_args__ = (
         sa.UniqueConstraint("repo_pk", "introduced", "grp", name="uq_advisories_change"),
         revision_fk("fk_advisories_introduced", "introduced"),
+        sa.Index("ix_advisories_published_id", "published", "id"),  # 0010: the API's list order
     )
 
     id: str = Field(sa_column=sa.Column(sa.String(64), primary_key=True))

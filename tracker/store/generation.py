@@ -1,0 +1,46 @@
+"""The store's generation: a value that changes whenever anything is committed to the store, read
+in microseconds, so a reader can keep what it rendered until it changes (`tracker.api.memo`).
+
+- SQLite: `PRAGMA data_version` on one dedicated connection, which never writes: it changes
+  whenever any other connection (another process, or another connection of this one) commits.
+- PostgreSQL: the current snapshot (`pg_current_snapshot()`: xmin, xmax and the transactions in
+  progress): any write transaction that starts or ends changes it, so a commit made after a
+  value was read always changes it (conservative: a write anywhere in the cluster counts).
+Never a false "unchanged": a writer that commits after `current()` was read makes the next
+`current()` differ.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+
+import sqlalchemy as sa
+
+
+class StoreGeneration:
+    """`current()`: an opaque value that changes whenever the store's contents may have."""
+
+    def __init__(self, engine: sa.Engine) -> None:
+        self.engine = engine
+        self._lock = threading.Lock()
+        self._sqlite: sqlite3.Connection | None = None
+        url = engine.url
+        self._path = url.database if url.get_backend_name() == "sqlite" else None
+
+    def current(self) -> str:
+        if self._path is None:
+            with self.engine.connect() as conn:
+                return str(conn.execute(sa.text("SELECT pg_current_snapshot()::text")).scalar_one())
+        with self._lock:
+            if self._sqlite is None:
+                self._sqlite = sqlite3.connect(
+                    self._path, check_same_thread=False, isolation_level=None
+                )
+            return str(self._sqlite.execute("PRAGMA data_version").fetchone()[0])
+
+    def close(self) -> None:
+        with self._lock:
+            if self._sqlite is not None:
+                self._sqlite.close()
+                self._sqlite = None
