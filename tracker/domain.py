@@ -77,7 +77,10 @@ def parse_rfc3339(text: str) -> datetime:
     when = datetime.fromisoformat(text)
     if when.tzinfo is None:
         raise ValueError(f"timestamp {text!r} has no offset")
-    return when.astimezone(UTC)
+    try:
+        return when.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00+01:00, 9999-12-31T23:59-01:00: no UTC instant
+        raise ValueError(f"timestamp {text!r} is out of range in UTC") from None
 
 
 def is_full_sha(text: str) -> bool:

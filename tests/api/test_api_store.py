@@ -222,6 +222,22 @@ def test_revisions_page_oldest_and_newest_first(served: tuple[TestClient, App, S
     )  # fmt: skip
     junk = client.get(url, params={"cursor": "!!!"})
     assert junk.status_code == 400
+    # forged cursors with the right scope (it is a hash of public parameters): never a 500, a 503
+    # or a silent first page
+    from tracker.api import paging
+
+    scope = paging.scope_of("revisions", {"repo": A, "order": "oldest"})
+    for key in ([10**30], [2**63], [True], [-5], [None], [], [1, 2], ["3"]):
+        forged = client.get(url, params={"cursor": paging.encode(scope, key)})
+        assert (forged.status_code, forged.json()["type"]) == (
+            400, "urn:tracker:problem:invalid-cursor",
+        ), key  # fmt: skip
+    assert (
+        client.get(url, params={"cursor": paging.encode(scope, [2])}).json()["items"][0]["seq"] == 3
+    )
+    for since in ("0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00"):
+        r = client.get("/v1/advisories", params={"since": since})
+        assert (r.status_code, r.json()["type"]) == (400, "urn:tracker:problem:invalid-request")
     assert client.get(url, params={"limit": 0}).status_code == 400
     assert client.get(url, params={"order": "sideways"}).json()["errors"][0]["location"] == (
         "query.order"

@@ -172,7 +172,9 @@ def revisions(
     scope = paging.scope_of("revisions", {"repo": repo_id, "order": order})
     key = paging.decode(cursor, scope)
     after = key[0] if key else None
-    if after is not None and not isinstance(after, int):
+    # A cursor holds one sequence number this API gave out: anything else (forged, [], a bool,
+    # a number out of the store's range) is refused, never read as the first page or a 500.
+    if key is not None and (len(key) != 1 or type(after) is not int or not 0 <= after < 2**62):
         raise Problem(400, "invalid-cursor", "cursor: not a cursor this API gave out")
     page = app.store.revision_page(
         repo_id, newest_first=order == "newest", after_seq=after, limit=limit + 1
