@@ -11,6 +11,7 @@ from typing import Any
 from tracker.domain import Artifact, Diff, RepoId
 from tracker.settings import Settings
 from tracker.store import Store
+from tracker.store.values import StoredRevision
 
 
 def diff_revisions(
@@ -38,25 +39,27 @@ def diff_revisions(
     return Diff(repo_id, sha_a, sha_b, changes)
 
 
+def revision_json(r: StoredRevision) -> dict[str, Any]:
+    """One ingested revision as `tracker history --json` and the API's revision pages give it."""
+    return {
+        "seq": r.seq,
+        "sha": r.sha,
+        "date": r.commit.date.isoformat(),
+        "title": r.commit.title,
+        "authors": list(r.commit.authors),
+        "previous": r.previous,
+        "analysed": r.analysed,
+        "rewritten_away": r.rewritten_away,
+    }
+
+
 def history_json(store: Store, repo_id: RepoId) -> dict[str, Any]:
     """`tracker history --json`: every ingested revision, oldest first, and the repo's events."""
     revisions = store.revisions(repo_id)
     events = store.events(repo_id)
     return {
         "repo": repo_id,
-        "revisions": [
-            {
-                "seq": r.seq,
-                "sha": r.sha,
-                "date": r.commit.date.isoformat(),
-                "title": r.commit.title,
-                "authors": list(r.commit.authors),
-                "previous": r.previous,
-                "analysed": r.analysed,
-                "rewritten_away": r.rewritten_away,
-            }
-            for r in revisions
-        ],
+        "revisions": [revision_json(r) for r in revisions],
         "events": [
             {"at": e.at.isoformat(), "kind": e.kind.value, "details": e.details} for e in events
         ],

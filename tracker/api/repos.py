@@ -41,7 +41,7 @@ from tracker.api.problem import Problem
 from tracker.domain import Artifact, RepoId, is_full_sha, parse_repo_id, rfc3339
 from tracker.errors import ConfigError, EstimateError, InvalidRepoIdError, StoreNotFoundError
 from tracker.store.advisories.listing import counts_by_repo
-from tracker.store.values import FileKind, RepoState, RepoStatus, StoredRevision
+from tracker.store.values import FileKind, RepoState, RepoStatus
 
 router = APIRouter(tags=["store"], dependencies=[Depends(require_read)])
 DIFF_CACHE_SIZE = 64
@@ -140,19 +140,6 @@ def get_repo(org: Org, name: Name, request: Request) -> Response:
     return cached_json(request, _repo_json(repo_id, st, watched, counts), LIST)
 
 
-def _revision_json(r: StoredRevision) -> dict[str, Any]:
-    return {
-        "seq": r.seq,
-        "sha": r.sha,
-        "date": r.commit.date.isoformat(),
-        "title": r.commit.title,
-        "authors": list(r.commit.authors),
-        "previous": r.previous,
-        "analysed": r.analysed,
-        "rewritten_away": r.rewritten_away,
-    }
-
-
 @router.get(
     "/v1/repos/{org}/{name}/revisions",
     response_model=RevisionPage,
@@ -167,6 +154,8 @@ def revisions(
     limit: Annotated[int, Query(ge=1, le=paging.MAX_LIMIT)] = paging.DEFAULT_LIMIT,
     cursor: Annotated[str | None, Query(max_length=500)] = None,
 ) -> Response:
+    from tracker.queries import revision_json
+
     app = _app(request)
     repo_id = repo_id_of(org, name)
     scope = paging.scope_of("revisions", {"repo": repo_id, "order": order})
@@ -185,7 +174,7 @@ def revisions(
     body = {
         "repo": repo_id,
         "order": order,
-        "items": [_revision_json(r) for r in page],
+        "items": [revision_json(r) for r in page],
         "next": nxt,
     }
     return cached_json(request, body, LIST, headers=paging.next_link(request, nxt) if nxt else None)
