@@ -117,6 +117,15 @@ def test_the_hub_webhook_queues_a_poll_of_a_watched_repo_only(
         (_hook("acme/other"), "ignored: acme/other is not watched"),
         (_hook(scope="discussion"), "ignored: scope 'discussion' does not change the repo's files"),
         (_hook(ref="refs/pr/1"), "ignored: the watched ref main did not move"),
+        (
+            _hook("acme/" + "x" * 97),  # the Hub's names are longer than any watchable repo id
+            "ignored: repo.name is not a watchable repo id (repo id 'acme/"
+            + "x" * 97
+            + "': '"
+            + "x" * 97
+            + "' must be 1-96 characters of letters, digits, '.', '_' or '-', not "
+            "start with '.' or '-', and contain no '..')",
+        ),
     ):
         r = client.post("/v1/hooks/huggingface", json=payload, headers=GOOD)
         assert (r.status_code, r.json()["queued"], r.json()["detail"]) == (200, False, why)

@@ -64,7 +64,9 @@ def read_event(payload: Any) -> HubEvent:
     try:
         repo_id = parse_repo_id(repo["name"])
     except InvalidRepoIdError as exc:
-        raise BadHubPayload(f"repo.name: {exc}") from None
+        # Not a repo id tracker can watch, so not a repo on the watchlist: acknowledged and
+        # ignored like any unwatched repo (the hook is only a hint), not refused.
+        return HubEvent(None, False, f"repo.name is not a watchable repo id ({exc})")
     scope = event["scope"]
     if repo.get("type", "model") != "model":
         return HubEvent(repo_id, False, f"a {repo.get('type')} repo, not a model")
