@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tracker.errors import ConfigError, EstimateError
 
@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from tracker.settings import Settings
     from tracker.sources import RepoSource
     from tracker.store import Store
+
+T = TypeVar("T")
 
 MAX_SHARDS = 512
 USAGE = (
@@ -219,11 +221,9 @@ def _watchlist_block(settings: Settings, repo_id: RepoId) -> Mapping[str, Any]:
         return {}
 
 
-def _from_store(
-    settings: Settings, repo_id: RepoId, rev: str
-) -> tuple[Mapping[str, Any], Mapping[str, SafetensorsHeader], dict[str, bytes], str] | None:
-    """config.json, headers and tokenizer files of an ingested revision (None when the store,
-    the repo or the revision is not there; EstimateError when config.json was not stored)."""
+def read_stored(settings: Settings, read: Callable[[Store], T]) -> T | None:
+    """`read(store)` over the store opened read-only (nothing is created or migrated); None when
+    there is no store, or `read` finds no such repo or revision (StoreNotFoundError)."""
     from tracker.app import build
     from tracker.errors import StoreNotFoundError
 
@@ -232,11 +232,19 @@ def _from_store(
     except StoreNotFoundError:
         return None
     try:
-        return stored_inputs(application.store, repo_id, rev)
+        return read(application.store)
     except StoreNotFoundError:
         return None
     finally:
         application.close()
+
+
+def _from_store(
+    settings: Settings, repo_id: RepoId, rev: str
+) -> tuple[Mapping[str, Any], Mapping[str, SafetensorsHeader], dict[str, bytes], str] | None:
+    """config.json, headers and tokenizer files of an ingested revision (None when the store,
+    the repo or the revision is not there; EstimateError when config.json was not stored)."""
+    return read_stored(settings, lambda store: stored_inputs(store, repo_id, rev))
 
 
 def stored_inputs(

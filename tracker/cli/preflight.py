@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from tracker.artifacts import AUTO_MAP_FILES, Limits, is_header_only
-from tracker.cli.estimating import store_only
+from tracker.cli.estimating import read_stored, store_only
 from tracker.domain import RepoId, SafetensorsHeader, TreeEntry, parse_repo_id
 from tracker.errors import (
     ConfigError,
@@ -24,6 +24,9 @@ from tracker.preflight.report import INDEX_FILES, Preflight
 from tracker.preflight.settings import PreflightSettings
 from tracker.settings import Settings
 from tracker.sources import RepoSource
+
+if TYPE_CHECKING:
+    from tracker.store import Store
 
 MAX_SHARDS = 512
 MAX_PY_FILES = 64
@@ -146,22 +149,16 @@ def from_store(
 ) -> tuple[dict[str, bytes], dict[str, SafetensorsHeader], list[TreeEntry], str] | None:
     """What preflight reads of an ingested revision, from the store (None when the store, the
     repo or the revision is not there). Opens the store read-only: nothing is created."""
-    from tracker.app import build
 
-    try:
-        application = build(settings, read_only=True)
-    except StoreNotFoundError:
-        return None
-    try:
-        try:
-            sha = application.store.resolve(repo_id, rev)
-        except StoreNotFoundError:
-            return None
-        snap = application.store.snapshot(repo_id, sha)
-    finally:
-        application.close()
-    label = f"{repo_id}@{sha[:12]} (ingested revision {sha}, read from the store)"
-    return dict(snap.files), dict(snap.headers), list(snap.tree), label
+    def read(
+        store: Store,
+    ) -> tuple[dict[str, bytes], dict[str, SafetensorsHeader], list[TreeEntry], str]:
+        sha = store.resolve(repo_id, rev)
+        snap = store.snapshot(repo_id, sha)
+        label = f"{repo_id}@{sha[:12]} (ingested revision {sha}, read from the store)"
+        return dict(snap.files), dict(snap.headers), list(snap.tree), label
+
+    return read_stored(settings, read)
 
 
 def _read(path: Path, cap: int) -> bytes:
