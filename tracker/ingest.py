@@ -512,9 +512,7 @@ def poll_all(
             reports.append(failed(str(exc)))
             continue
         try:
-            reports.append(
-                poll_repo(store, source, watched, limits=limits, now=now, stop=stop)
-            )
+            reports.append(poll_repo(store, source, watched, limits=limits, now=now, stop=stop))
         except StoreNotFoundError as exc:  # this repo's rows are inconsistent, not the database
             log.error("repo.store_inconsistent", repo=watched.repo_id, error=str(exc))
             reports.append(failed(f"store: {exc}"))
