@@ -334,3 +334,70 @@ def test_family_traits_alone_are_exact_without_the_family_reader(name: str, tota
     assert read_config(config).total == total
     assert read_config(config, use_reader=False).total == total
     assert read_config(config, use_family=False).total != total  # the traits are what carries it
+
+
+# Gemma 4 text, read by the general reader (its family reader is gone): the real 26B-A4B config
+# and the same config with one of Gemma 4's layout keys changed, each against transformers
+# 5.24.0's meta-device count of Gemma4ForConditionalGeneration (text model + vision tower),
+# computed with `test_estimate_oracle.meta_count`.
+GEMMA4_VARIANTS: list[tuple[str, dict[str, Any], int]] = [
+    ("as published", {}, 25_805_933_872),
+    # the last 10 layers reuse earlier K/V (no k/v/k_norm) and have a double-wide MLP
+    ("K/V shared", {"num_kv_shared_layers": 10, "use_double_wide_mlp": True}, 25_886_310_704),
+    ("per-layer inputs", {"hidden_size_per_layer_input": 256}, 27_884_165_168),
+    ("full layers with v_proj", {"attention_k_eq_v": False}, 25_906_859_312),  # 2 KV heads ignored
+    ("no MoE block", {"enable_moe_block": False}, 2_956_793_392),
+    ("default global head size", {"global_head_dim": None}, 25_805_933_872),  # 512 by default
+]
+
+
+@pytest.mark.parametrize(
+    ("change", "total"),
+    [(c, t) for _, c, t in GEMMA4_VARIANTS],
+    ids=[n for n, _, _ in GEMMA4_VARIANTS],
+)
+def test_gemma4_text_is_exact_from_the_general_reader(change: dict[str, Any], total: int) -> None:
+    config = load("google__gemma-4-26B-A4B")
+    text = dict(config["text_config"])
+    for key, value in change.items():
+        if value is None:
+            text.pop(key)
+        else:
+            text[key] = value
+    config = config | {"text_config": text}
+    r = read_config(config)
+    assert (r.total, r.unknown) == (total, ())
+    assert read_config(config, use_reader=False).total == total
+    assert read_config(config, use_family=False).total != total  # the gemma4_text traits carry it
+
+
+def test_gemma4_layers_by_kind() -> None:
+    # 25 sliding layers (16 heads of 256, 8 KV heads) and 5 full layers (16 heads of 512, 2 KV
+    # heads, K used as V): each layer a dense GeGLU MLP of 2112 beside 128 experts of 704 (top 8).
+    r = read_config(load("google__gemma-4-26B-A4B"))
+    h = 2816
+    sliding = [s for s in r.layers if s.attention == "sliding"]
+    full = [s for s in r.layers if s.attention == "gqa"]
+    assert (len(sliding), len(full)) == (25, 5)
+    assert (sliding[0].q_width, sliding[0].k_width, sliding[0].kv_bytes_per_token) == (
+        16 * 256,
+        8 * 256,
+        2 * 8 * 256 * 2,
+    )
+    assert (full[0].q_width, full[0].k_width, full[0].kv_bytes_per_token) == (
+        16 * 512,
+        2 * 512,
+        2 * 2 * 512 * 2,
+    )
+    attention_full = h * 16 * 512 + 2 * 512 + h * 2 * 512 + 16 * 512 * h  # q, q/k norms, k, o
+    ffn = (
+        3 * h * 2112 + 128 * 3 * h * 704 + h * 128 + h + 128 + 7 * h
+    )  # MLP, experts, router, norms
+    assert full[0].params == attention_full + ffn
+    assert full[0].active_params == attention_full + ffn - 120 * 3 * h * 704
+    assert (full[0].ffn, full[0].experts, full[0].top_k, full[0].ffn_width) == (
+        "moe",
+        128,
+        8,
+        2112 + 8 * 704,
+    )
