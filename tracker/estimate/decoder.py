@@ -55,6 +55,7 @@ class Kda:
     heads: int
     head_dim: int
     conv_kernel: int
+    full_rank_gate: bool = False  # output gate h→heads×head_dim (Kimi-K3), not h→head_dim→that
 
 
 @dataclass(frozen=True)
@@ -153,6 +154,7 @@ class Dec:
     router_scales: bool = False  # the router's per-channel (h) and per-expert (E) scale vectors
     per_layer_input: int = 0  # width of per-layer input embeddings (`hidden_size_per_layer_input`)
     per_layer_vocab: int = 0  # rows of their table (`vocab_size_per_layer_input`)
+    attn_res: bool = False  # attention residuals: an RMSNorm and an h→1 pseudo-query per sublayer
 
 
 def _linear(n_in: int, n_out: int, bias: bool) -> int:
@@ -181,8 +183,14 @@ def _linear_attention(h: int, la: Gdn | Kda) -> Mixer:
         params = 3 * h * q + 3 * q * la.conv_kernel  # q/k/v projections, depthwise conv
         params += h * hd + hd * q + q + la.heads  # forget gate (low rank), dt_bias, A_log
         params += h * la.heads  # beta projection
-        params += h * hd + hd * q + hd + q * h  # output gate (low rank), gated norm, o_proj
-        lora = 3 * (h + q) + (h + hd) + (hd + q) + (h + la.heads) + (h + hd) + (hd + q) + (q + h)
+        params += hd + q * h  # gated norm, o_proj
+        lora = 3 * (h + q) + (h + hd) + (hd + q) + (h + la.heads) + (q + h)
+        if la.full_rank_gate:
+            params += h * q  # output gate g_proj
+            lora += h + q
+        else:
+            params += h * hd + hd * q  # output gate g_a_proj, g_b_proj (low rank)
+            lora += (h + hd) + (hd + q)
         state = la.heads * hd * hd * FP32 + 3 * q * (la.conv_kernel - 1) * BF16
         return Mixer(params, lora, 0, state, "linear", q, q, q)
     kd, vd = la.key_heads * la.key_dim, la.value_heads * la.value_dim
@@ -346,6 +354,8 @@ def build_decoder(d: Dec, t: Tally) -> list[LayerSpec]:
         n = uses[key]
         for component, count, active in adds:
             t.add(component, n * count, n * active)
+    if d.attn_res:
+        t.add("attention_residuals", 2 * h)  # the output's pseudo-query and its RMSNorm
     if d.final_norm:
         t.add("norms", norm)
     if not d.tied:
@@ -371,6 +381,13 @@ def _layer(
     lora = mx.lora
     sublayers = (kind != "none") + (ffn != "none")
     n_norms = d.parallel_norms if d.parallel else sublayers * d.norms_per_sublayer
+    if d.attn_res:
+        # each sublayer attends over the earlier blocks' outputs with a learned pseudo-query
+        # (Linear(h, 1)) on RMSNorm'd keys (Kimi-K3's self_attention_res / mlp_res)
+        res = sublayers * 2 * h
+        adds.append(("attention_residuals", res, res))
+        layer_total += res
+        layer_active += res
     beside = ffn == "moe" and d.moe_beside_dense_norms is not None
     if beside:
         n_norms += d.moe_beside_dense_norms or 0

@@ -177,6 +177,9 @@ def read_decoder(c: ConfigView, tr: Traits, n: Notes) -> Dec:
     _moe(c, tr, d, n)
     _layer_kinds(c, tr, d, n)
     _per_kind_attention(c, tr, d)
+    # Attention residuals (Kimi-K3): each sublayer reads a softmax mix of earlier blocks' outputs
+    # instead of the plain residual; the block size only groups layers, the weights are per layer.
+    d.attn_res = (c.opt_int("attn_res_block_size", minimum=0) or 0) > 0
     mtp = c.int("num_nextn_predict_layers", default=0, minimum=0, maximum=MAX_LAYERS)
     mtp += c.int("mtp_num_hidden_layers", default=0, minimum=0, maximum=MAX_LAYERS)
     c.mark("mtp_hybrid_override_pattern", "mtp_use_dedicated_embeddings")
@@ -297,7 +300,9 @@ def _mixers(c: ConfigView, d: Dec, n: Notes) -> None:
             heads=lac.int("num_heads"),
             head_dim=lac.int("head_dim", default=128),
             conv_kernel=lac.int("short_conv_kernel_size", default=4),
+            full_rank_gate=lac.bool("use_full_rank_gate", False),
         )
+        # the decay's lower bound only changes the gate's formula, not its weights
         lac.mark("gate_lower_bound")
     elif d.linear is None and c.has("linear_num_heads"):
         d.linear = Kda(
