@@ -71,6 +71,7 @@ class RepoCycle:
     analysed: tuple[RevisionAnalysis, ...] = ()
     withdrawn: tuple[str, ...] = ()
     error: str | None = None  # why analysis stopped (the revisions left stay pending)
+    stopped: bool = False  # the daemon is stopping: ended between two revisions, the rest pending
 
     @property
     def advisories(self) -> tuple[str, ...]:
@@ -343,7 +344,11 @@ class Pipeline:
             return None, f"preflight failed: {exc.__class__.__name__}: {exc}"
 
     def analyse_repo(
-        self, watched: WatchedRepo, *, new_revisions: bool = True
+        self,
+        watched: WatchedRepo,
+        *,
+        new_revisions: bool = True,
+        stop: Callable[[], bool] | None = None,
     ) -> tuple[tuple[RevisionAnalysis, ...], tuple[str, ...], str | None]:
         """Withdraw advisories of rewritten-away commits, then analyse every pending revision.
 
@@ -354,7 +359,8 @@ class Pipeline:
         for the next cycle, and marks the repo failing with the reason, so the failure is
         visible in `tracker watch list` while the other repos go on. A RetryLaterError (a
         chat-template render hit its backstop) is recorded the same way, as "deferred (retry
-        later)": nothing about the revision was published.
+        later)": nothing about the revision was published. `stop` is asked before each revision:
+        once it says True the rest stay pending (the daemon is stopping).
         """
         rid = watched.repo_id
         try:
@@ -378,6 +384,8 @@ class Pipeline:
                 live = [r.sha for r in revisions if not r.rewritten_away]
                 restore_revived(self.advisories, rid, live, self.clock())
             for sha in self.store.pending_analysis(rid):
+                if stop is not None and stop():
+                    break
                 done.append(self.analyse_revision(watched, sha))
         except Exception as exc:  # one repo's bad revision must not stop the daemon or other repos
             where = f"analysis of {sha}" if sha else "analysis"
@@ -396,21 +404,40 @@ class Pipeline:
             return tuple(done), withdrawn, error
         return tuple(done), withdrawn, None
 
-    def run_cycle(self, repos: Iterable[WatchedRepo] | None = None) -> CycleReport:
+    def _pending(self, rid: RepoId) -> bool:
+        try:
+            return bool(self.store.pending_analysis(rid))
+        except StoreNotFoundError:
+            return False
+
+    def run_cycle(
+        self, repos: Iterable[WatchedRepo] | None = None, *, stop: Callable[[], bool] | None = None
+    ) -> CycleReport:
         """One full poll cycle over `repos` (default: the whole watchlist).
 
         A source failure marks that repo failing and the cycle goes on; so does an analysis
         failure (see `analyse_repo`): it is logged, recorded on the repo, and its revisions
-        stay pending.
+        stay pending. `stop` (the daemon's SIGTERM) is asked before every revision, ingested or
+        analysed: once it says True the cycle ends between two revisions, each repo's report
+        `stopped` where revisions were left for the next cycle.
         """
         watched = tuple(repos) if repos is not None else self.watchlist().repos
-        polls = poll_all(self.store, watched, self.source_for, limits=self.limits, now=self.clock)
+        polls = poll_all(
+            self.store, watched, self.source_for, limits=self.limits, now=self.clock, stop=stop
+        )
         out: list[RepoCycle] = []
         for w, poll in zip(watched, polls, strict=True):
             analysed, withdrawn, error = self.analyse_repo(
-                w, new_revisions=poll.revisions_ingested > 0
+                w, new_revisions=poll.revisions_ingested > 0, stop=stop
             )
-            out.append(RepoCycle(poll=poll, analysed=analysed, withdrawn=withdrawn, error=error))
+            stopped = poll.stopped or (
+                stop is not None and stop() and error is None and self._pending(w.repo_id)
+            )
+            out.append(
+                RepoCycle(
+                    poll=poll, analysed=analysed, withdrawn=withdrawn, error=error, stopped=stopped
+                )
+            )
         return CycleReport(repos=tuple(out))
 
 

@@ -96,6 +96,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(HubError(status, "Bad or oversized request body").response())
             return
         body = self.rfile.read(length) if length else b""
+        if replica.latency_s > 0:  # the Hub's round trip; handler threads wait side by side
+            time.sleep(replica.latency_s)
         fault = replica._take_fault(self.command, raw_path)
         if fault is not None:
             if fault.delay_s:
@@ -164,7 +166,8 @@ class Replica(BackgroundServer):
     """A Hub replica over the git repositories under `root`, served on http://host:port (0 = free port).
 
     Use as a context manager (or `.start()` / `.stop()`). Thread-safe: `requests` is a snapshot list
-    of RequestRecord in arrival order; faults are consumed in injection order.
+    of RequestRecord in arrival order; faults are consumed in injection order. `latency_s`: every
+    answer waits that long first (a model of the real Hub's round trip; settable while serving).
     """
 
     handler = _Handler
@@ -178,8 +181,10 @@ class Replica(BackgroundServer):
         port: int = 0,
         *,
         webhooks: Sequence[HubWebhook] = (),
+        latency_s: float = 0.0,
     ) -> None:
         super().__init__(host, port)
+        self.latency_s = latency_s
         self.root = Path(root)
         self.webhooks = tuple(webhooks)
         self._watcher: RefWatcher | None = None
