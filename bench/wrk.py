@@ -360,8 +360,13 @@ def run() -> str:
         f"({seeded['replicate_s']:.0f} s; below the publish path, which costs about 0.35 s "
         "per revision here: 12,000 publishes would take over an hour). Both servers answer "
         "with TCP_NODELAY (uvicorn's default; `disable_nagle_algorithm` for http.server), "
-        f"else small static answers stall on delayed ACKs. Load average {load_before:.1f} before and "
-        f"{load_after:.1f} after the runs (2 cores, shared with other work).",
+        "else small static answers stall on delayed ACKs. `tracker serve` runs as shipped "
+        "(uvicorn's access log on); a repeated request is answered from the answer kept for it "
+        "(`tracker.api.memo.MemoHits`: per request it checks the read token, the store's "
+        "generation and the watchlist file's stat, then `If-None-Match`; no route, validation "
+        "or thread pool). Load average "
+        f"{load_before:.1f} before and {load_after:.1f} after the runs (2 cores, shared with "
+        "other work).",
         "",
         "| endpoint | bytes | tracker req/s | p50 | p99 | static req/s | p50 | p99 | static ÷ tracker | within 3× |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",

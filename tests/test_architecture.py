@@ -38,6 +38,8 @@ PURE_MODULES = (
     "tracker/preflight/compat.py",
     "tracker/preflight/capacity.py",
     "tracker/preflight/lora.py",
+    "tracker/preflight/codetree.py",
+    "tracker/preflight/census_lora.py",
     "tracker/preflight/settings.py",
     "tracker/preflight/report.py",
 )

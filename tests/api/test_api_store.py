@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -402,3 +403,157 @@ def test_a_page_reads_one_bounded_query(served: tuple[TestClient, App, Seeder]) 
     assert len(seen) == 1
     statement, params = seen[0]
     assert "LIMIT" in statement and params[-2:] == (4, 0)
+
+
+class _Reads:
+    """Counts the SQL statements the store runs (a kept answer served again runs none)."""
+
+    def __init__(self, app: App) -> None:
+        import sqlalchemy as sa
+
+        self.engine = app.store.engine
+        self.n = 0
+        self._sa = sa
+        sa.event.listen(self.engine, "before_cursor_execute", self._count)
+
+    def _count(self, *args: Any) -> None:
+        self.n += 1
+
+    def since(self, mark: int) -> int:
+        return self.n - mark
+
+    def close(self) -> None:
+        self._sa.event.remove(self.engine, "before_cursor_execute", self._count)
+
+
+def test_kept_answers_change_on_the_next_request_after_the_store_does(
+    served: tuple[TestClient, App, Seeder],
+) -> None:
+    """The advisory list, the Atom feed and a diff named by a ref are served again without a
+    store read (`tracker.api.memo`) until the store changes: a new advisory, a fix, a withdrawal
+    and a new revision each show on the very next request."""
+    client, app, seeder = served
+    reads = _Reads(app)
+    try:
+        params = {"repo": A, "order": "newest", "limit": 3}
+        first = client.get("/v1/advisories", params=params)
+        mark = reads.n
+        again = client.get("/v1/advisories", params=params)
+        assert (again.content, again.headers["etag"]) == (first.content, first.headers["etag"])
+        assert reads.since(mark) == 0  # served from what was kept
+        head = client.head("/v1/advisories", params=params)
+        assert (head.status_code, head.content, head.headers["etag"]) == (
+            200, b"", first.headers["etag"],
+        )  # fmt: skip
+        assert head.headers["content-length"] == str(len(first.content))
+        not_modified = client.get(
+            "/v1/advisories", params=params, headers={"If-None-Match": first.headers["etag"]}
+        )
+        assert (not_modified.status_code, not_modified.content) == (304, b"")
+        assert reads.since(mark) == 0
+
+        new = seeder.add(A, published=T0 + timedelta(days=1))
+        items = client.get("/v1/advisories", params=params).json()["items"]
+        assert (items[0]["id"], items[0]["state"]) == (new.id, "open")
+        adv = app.advisories.get(new.id)
+        with app.advisories.transaction() as tx:
+            tx.update(adv, state=AdvisoryState.FIXED, pending=[], withdrawn_by=None)
+        items = client.get("/v1/advisories", params=params).json()["items"]
+        assert (items[0]["id"], items[0]["state"]) == (new.id, "fixed")
+        with app.advisories.transaction() as tx:
+            tx.update(
+                adv, state=AdvisoryState.WITHDRAWN, pending=[], withdrawn_by=WithdrawnBy.REWRITE
+            )
+        items = client.get("/v1/advisories", params=params).json()["items"]
+        assert (items[0]["id"], items[0]["state"]) == (new.id, "withdrawn")
+
+        feed = client.get("/v1/feeds/advisories.json", params={"limit": 1})
+        assert feed.json()["items"][0]["id"].endswith(new.id)
+        mark = reads.n
+        assert client.get("/v1/feeds/advisories.json", params={"limit": 1}).content == feed.content
+        assert reads.since(mark) == 0
+        newer = seeder.add(B, published=T0 + timedelta(days=2))
+        moved = client.get("/v1/feeds/advisories.json", params={"limit": 1})
+        assert moved.json()["items"][0]["id"].endswith(newer.id)
+
+        url = f"/v1/repos/{A}/diff"
+        span = {"from": "HEAD~1", "to": "main"}
+        diff = client.get(url, params=span).json()
+        assert (diff["before"], diff["after"]) == (sha(4), sha(5))
+        mark = reads.n
+        assert client.get(url, params=span).json() == diff
+        assert reads.since(mark) == 0  # the names are not resolved again
+        app.store.store_revision(A, _commit(6, 5), [], {}, previous=sha(5))
+        diff = client.get(url, params=span).json()
+        assert (diff["before"], diff["after"]) == (sha(5), sha(6))
+    finally:
+        reads.close()
+
+
+def test_a_kept_answer_is_never_served_to_a_request_that_may_not_read(tmp_path: Path) -> None:
+    app = build(load_settings(state_dir=tmp_path / "state", api_read_token="r" * 24))
+    try:
+        with TestClient(create_app(app)) as client:
+            ok = {"Authorization": "Bearer " + "r" * 24}
+            url = "/v1/feeds/advisories.atom"
+            assert client.get(url, headers=ok).status_code == 200
+            assert client.get(url, headers=ok).status_code == 200  # kept now
+            for headers in ({}, {"Authorization": "Bearer " + "x" * 24}):
+                refused = client.get(url, headers=headers)
+                assert (refused.status_code, refused.headers["content-type"]) == (
+                    401, "application/problem+json",
+                )  # fmt: skip
+            kept = client.get(url, headers=ok)
+            assert (kept.headers["cache-control"], kept.headers["vary"]) == (
+                "private, no-cache", "Authorization",
+            )  # fmt: skip
+            metrics = client.get("/metrics", headers=ok).text
+            line = 'tracker_http_requests_total{method="GET",route="/v1/feeds/advisories.atom",'
+            assert f'{line}status="200"}} 3.0' in metrics
+            assert f'{line}status="401"}} 2.0' in metrics
+    finally:
+        app.close()
+
+
+def test_a_watchlist_edit_renders_the_feed_again(
+    served: tuple[TestClient, App, Seeder], tmp_path: Path
+) -> None:
+    """A feed classifies fit moves by the watchlist's overrides: a kept feed is not served once
+    the watchlist file changed."""
+    client, app, _ = served
+    reads = _Reads(app)
+    try:
+        url = f"/v1/repos/{A}/feed.atom"
+        first = client.get(url)
+        mark = reads.n
+        assert client.get(url).content == first.content
+        assert reads.since(mark) == 0
+        watchlist = tmp_path / "watchlist.yaml"
+        watchlist.write_text(watchlist.read_text() + f"  - id: {B}\n")
+        assert client.get(url).content == first.content
+        assert reads.since(mark) > 0
+    finally:
+        reads.close()
+
+
+@pytest.mark.postgres
+def test_kept_answers_follow_a_postgresql_store(
+    pg_database: Callable[[str], AbstractContextManager[str]], tmp_path: Path
+) -> None:
+    """On PostgreSQL the generation is a query (run off the event loop): a kept list is served
+    until an advisory is published, then shows it. (Whether the second read was served from what
+    was kept depends on the rest of the cluster: any transaction there moves the snapshot.)"""
+    with pg_database("memo") as url:
+        app = build(load_settings(state_dir=tmp_path / "state", database_url=url))
+        try:
+            app.store.ensure_repo(A, source_kind="hub", url=None, ref="main")
+            app.store.store_revision(A, _commit(1, None), [], {}, previous=None)
+            seeder = Seeder(app)
+            first = seeder.add(A, published=T0)
+            with TestClient(create_app(app)) as client:
+                assert _ids(client) == [first.id]
+                assert _ids(client) == [first.id]  # kept (unless another client wrote)
+                second = seeder.add(A, published=T0 + timedelta(seconds=1))
+                assert _ids(client) == [first.id, second.id]
+        finally:
+            app.close()

@@ -18,8 +18,9 @@ from tracker.api.caching import (
     JSON_TYPE,
     LIST,
     NOT_MODIFIED,
-    cached_response,
+    Kept,
     json_bytes,
+    keep,
 )
 from tracker.api.memo import memo_of, request_key
 from tracker.api.models import AdvisoryPage, Order
@@ -125,7 +126,7 @@ def list_advisories(
             raise Problem(400, "invalid-cursor", "cursor: not a cursor this API gave out") from None
     app = request.app.state.app
 
-    def render() -> tuple[bytes, str | None]:
+    def render() -> Kept:
         page = advisory_page(
             app.store.engine, where, newest_first=order == "newest", after=after, limit=limit + 1
         )
@@ -135,8 +136,8 @@ def list_advisories(
         if more:
             last = page[-1]
             nxt = paging.encode(scope, [int(last.published.timestamp()), last.id])
-        return json_bytes({"items": [_item(a) for a in page], "next": nxt}), nxt
+        body = json_bytes({"items": [_item(a) for a in page], "next": nxt})
+        headers = paging.next_link(request, nxt) if nxt else None
+        return keep(request, body, JSON_TYPE, LIST, headers=headers)
 
-    body, nxt = memo_of(request).get_or_make(request_key(request), render)
-    headers = paging.next_link(request, nxt) if nxt else None
-    return cached_response(request, body, JSON_TYPE, LIST, headers=headers)
+    return memo_of(request).get_or_make(request_key(request), render).response(request)

@@ -25,7 +25,16 @@ from fastapi.responses import Response
 
 from tracker.api import paging
 from tracker.api.auth import require_read
-from tracker.api.caching import IMMUTABLE, LIST, NOT_MODIFIED, cached_json, cached_response
+from tracker.api.caching import (
+    IMMUTABLE,
+    LIST,
+    NOT_MODIFIED,
+    Kept,
+    cached_json,
+    cached_response,
+    keep,
+)
+from tracker.api.memo import memo_of, request_key
 from tracker.api.models import (
     DiffOut,
     EstimateReport,
@@ -302,20 +311,26 @@ def diff(
     app = _app(request)
     repo_id = repo_id_of(org, name)
     kinds = _kinds(kind)
-    key = (
-        repo_id,
-        app.store.resolve(repo_id, from_),
-        app.store.resolve(repo_id, to),
-        tuple(sorted(kinds or ())),
-    )
-    cache = _diff_cache(request)
-    body = cache.get(key)
-    if body is None:
-        found = diff_revisions(app.store, app.settings, repo_id, key[1], key[2], kinds)
-        body = render_json(found).encode()
-        cache.put(key, body)
-    policy = IMMUTABLE if _full(from_) and _full(to) else LIST
-    return cached_response(request, body, "application/json", policy)
+
+    def render() -> Kept:
+        key = (
+            repo_id,
+            app.store.resolve(repo_id, from_),
+            app.store.resolve(repo_id, to),
+            tuple(sorted(kinds or ())),
+        )
+        cache = _diff_cache(request)
+        body = cache.get(key)
+        if body is None:
+            found = diff_revisions(app.store, app.settings, repo_id, key[1], key[2], kinds)
+            body = render_json(found).encode()
+            cache.put(key, body)
+        policy = IMMUTABLE if _full(from_) and _full(to) else LIST
+        return keep(request, body, "application/json", policy)
+
+    # Kept per request until the store changes: a repeat resolves nothing (`tracker.api.memo`);
+    # the rendered diff of two shas outlives store changes (`_DiffCache`).
+    return memo_of(request).get_or_make(request_key(request), render).response(request)
 
 
 @router.get(

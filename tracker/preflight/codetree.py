@@ -1,0 +1,543 @@
+"""The nn.Module classes of a revision's remote code, read by AST only (never imported or run).
+
+For every class the remote code defines: its base names and, for every `self.NAME = ...` in its
+methods, what is assigned: a Linear (`nn.Linear`, `torch.nn.Linear`, `nn.LazyLinear`, torch's
+`NonDynamicallyQuantizableLinear`, transformers' `Conv1D`, or a remote class deriving from one of
+them, since PEFT matches by `isinstance`), a `ModuleList` of Linears, another call (a module of
+some class, an Embedding, a norm), or something else. A Linear may be built directly
+(`nn.Linear(a, b)`) or through a factory whose first argument is the class
+(`torch.nn.utils.skip_init(nn.Linear, a, b)`, chatglm's `init_method(nn.Linear, a, b)`).
+
+The in/out features of a Linear built in `__init__` are its call's arguments evaluated against
+config.json by a whitelist evaluator (`evaluate`): constants, names and `self.` attributes bound
+earlier in the same `__init__`, attributes of `config` (and `self.config`,
+`getattr(config, "key", default)`), `+ - * //`, unary minus, `not`, comparisons, `and`/`or` and
+conditional expressions (so `if config.multi_query_attention:` branches are followed). Anything
+else is unknown, and the expression that was not understood is kept as the reason.
+
+`output_head` applies PEFT's rule for `all-linear` (peft 0.21 `_maybe_include_all_linear_layers`):
+the module `model.get_output_embeddings()` returns is excluded; transformers' default
+(5.24 `EmbeddingAccessMixin`) returns the model's `lm_head` attribute, or nothing without one.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+LINEAR_CLASSES = frozenset({"Linear", "LazyLinear", "NonDynamicallyQuantizableLinear", "Conv1D"})
+_CONV1D = "Conv1D"  # transformers' Conv1D(nf=out, nx=in) stores its weight as [in, out]
+
+
+class Unknown:
+    """A value the evaluator could not give; `why` names what was not understood."""
+
+    __slots__ = ("why",)
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+    def __repr__(self) -> str:
+        return f"Unknown({self.why!r})"
+
+
+class _Config:
+    """The `config` object of the remote code: attribute reads are config.json lookups."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        self.data = data
+
+
+Value = int | float | bool | str | None | Unknown | _Config
+
+
+@dataclass(frozen=True)
+class Assigned:
+    """What one `self.NAME = ...` assigns: kind `linear`, `linear_list`, `call` (a class that is
+    not a Linear: `target` is its last name part), `unknown` (a function the code does not show
+    building a class: `target` names it) or `other`; a Linear's features (or why unknown)."""
+
+    kind: str
+    target: str | None = None
+    features: tuple[int, int] | str | None = None
+    conv1d: bool = False
+    bound: tuple[tuple[str, Value], ...] = ()
+
+
+@dataclass
+class ClassInfo:
+    """One class of the remote code (see the module docstring)."""
+
+    name: str
+    file: str
+    bases: tuple[str, ...]
+    attrs: dict[str, list[Assigned]] = field(default_factory=dict)
+    methods: dict[str, ast.FunctionDef] = field(default_factory=dict)
+
+
+def _last(node: ast.expr) -> str | None:
+    """The last name part of `a.b.C` / `C`."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
+
+
+def evaluate(node: ast.expr, env: Mapping[str, Value], config: Mapping[str, Any]) -> Value:
+    """`node`'s value under the whitelist of the module docstring (Unknown otherwise)."""
+    if isinstance(node, ast.Constant):
+        v = node.value
+        return (
+            v
+            if isinstance(v, int | float | str | bool) or v is None
+            else Unknown(ast.unparse(node))
+        )
+    if isinstance(node, ast.Name):
+        if node.id in env:
+            return env[node.id]
+        if node.id == "config":
+            return _Config(config)
+        return Unknown(f"`{node.id}`")
+    if isinstance(node, ast.Attribute):
+        if isinstance(node.value, ast.Name) and node.value.id == "self":
+            key = f"self.{node.attr}"
+            if key in env:
+                return env[key]
+            if node.attr == "config":
+                return _Config(config)
+            return Unknown(f"`self.{node.attr}`")
+        base = evaluate(node.value, env, config)
+        if isinstance(base, _Config):
+            if node.attr in base.data:
+                v = base.data[node.attr]
+                return (
+                    v
+                    if isinstance(v, int | float | str | bool) or v is None
+                    else Unknown(f"`config.{node.attr}` is not a number")
+                )
+            return Unknown(f"`config.{node.attr}` is not in config.json")
+        return base if isinstance(base, Unknown) else Unknown(f"`{ast.unparse(node)}`")
+    if isinstance(node, ast.Call):
+        return _call(node, env, config)
+    if isinstance(node, ast.BinOp):
+        a, b = evaluate(node.left, env, config), evaluate(node.right, env, config)
+        for side in (a, b):
+            if isinstance(side, Unknown):
+                return side
+        if not (_number(a) and _number(b)):
+            return Unknown(f"`{ast.unparse(node)}`")
+        assert isinstance(a, int | float) and isinstance(b, int | float)
+        if isinstance(node.op, ast.Add):
+            return a + b
+        if isinstance(node.op, ast.Sub):
+            return a - b
+        if isinstance(node.op, ast.Mult):
+            return a * b
+        if isinstance(node.op, ast.FloorDiv) and b != 0:
+            return a // b
+        return Unknown(f"`{ast.unparse(node)}`")
+    if isinstance(node, ast.UnaryOp):
+        operand = evaluate(node.operand, env, config)
+        if isinstance(operand, Unknown):
+            return operand
+        if isinstance(node.op, ast.Not) and not isinstance(operand, _Config):
+            return not operand
+        if isinstance(node.op, ast.USub) and _number(operand):
+            assert isinstance(operand, int | float)
+            return -operand
+        return Unknown(f"`{ast.unparse(node)}`")
+    if isinstance(node, ast.BoolOp):
+        result: Value = None
+        for part in node.values:
+            result = evaluate(part, env, config)
+            if isinstance(result, Unknown | _Config):
+                return Unknown(f"`{ast.unparse(node)}`")
+            if isinstance(node.op, ast.And) and not result:
+                return result
+            if isinstance(node.op, ast.Or) and result:
+                return result
+        return result
+    if isinstance(node, ast.Compare) and len(node.ops) == 1:
+        a, b = evaluate(node.left, env, config), evaluate(node.comparators[0], env, config)
+        if isinstance(a, Unknown | _Config) or isinstance(b, Unknown | _Config):
+            return Unknown(f"`{ast.unparse(node)}`")
+        return _compare(node.ops[0], a, b, node)
+    if isinstance(node, ast.IfExp):
+        test = evaluate(node.test, env, config)
+        if isinstance(test, Unknown | _Config):
+            return Unknown(f"`{ast.unparse(node.test)}`")
+        return evaluate(node.body if test else node.orelse, env, config)
+    return Unknown(f"`{ast.unparse(node)}`")
+
+
+def _number(v: Value) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _compare(op: ast.cmpop, a: Value, b: Value, node: ast.expr) -> Value:
+    if isinstance(op, ast.Is):
+        return a is b if a is None or b is None else Unknown(f"`{ast.unparse(node)}`")
+    if isinstance(op, ast.IsNot):
+        return a is not b if a is None or b is None else Unknown(f"`{ast.unparse(node)}`")
+    if isinstance(op, ast.Eq):
+        return a == b
+    if isinstance(op, ast.NotEq):
+        return a != b
+    if _number(a) and _number(b):
+        assert isinstance(a, int | float) and isinstance(b, int | float)
+        if isinstance(op, ast.Lt):
+            return a < b
+        if isinstance(op, ast.LtE):
+            return a <= b
+        if isinstance(op, ast.Gt):
+            return a > b
+        if isinstance(op, ast.GtE):
+            return a >= b
+    return Unknown(f"`{ast.unparse(node)}`")
+
+
+def _call(node: ast.Call, env: Mapping[str, Value], config: Mapping[str, Any]) -> Value:
+    """Only `getattr(config, "key"[, default])` is evaluated: a config lookup."""
+    if (
+        isinstance(node.func, ast.Name)
+        and node.func.id == "getattr"
+        and 2 <= len(node.args) <= 3
+        and not node.keywords
+        and isinstance(node.args[1], ast.Constant)
+        and isinstance(node.args[1].value, str)
+    ):
+        base = evaluate(node.args[0], env, config)
+        key = node.args[1].value
+        if isinstance(base, _Config):
+            if key in base.data:
+                v = base.data[key]
+                return (
+                    v
+                    if isinstance(v, int | float | str | bool) or v is None
+                    else Unknown(f"`config.{key}` is not a number")
+                )
+            if len(node.args) == 3:
+                return evaluate(node.args[2], env, config)
+            return Unknown(f"`config.{key}` is not in config.json")
+    return Unknown(f"`{ast.unparse(node)}`")
+
+
+def _linear_args(call: ast.Call, skip: int) -> tuple[ast.expr | None, ast.expr | None]:
+    """The in/out feature expressions of a Linear call (after `skip` leading positional args)."""
+    args = call.args[skip:]
+    kw = {k.arg: k.value for k in call.keywords if k.arg}
+    first = args[0] if args else None
+    second = args[1] if len(args) > 1 else None
+    return first or kw.get("in_features") or kw.get("nf"), second or kw.get(
+        "out_features"
+    ) or kw.get("nx")
+
+
+class CodeTree:
+    """The classes of the remote code `files` (path → source) for config.json `config`."""
+
+    def __init__(self, files: Mapping[str, bytes], config: Mapping[str, Any]) -> None:
+        self.config = config
+        self.classes: dict[str, ClassInfo] = {}
+        self.problems: list[str] = []
+        self.functions: dict[str, ast.FunctionDef] = {}
+        self._bound_cache: dict[tuple[str, str, tuple[tuple[str, Value], ...]], list[Assigned]] = {}
+        parsed: list[tuple[str, ast.ClassDef]] = []
+        for path, data in files.items():
+            try:
+                tree = ast.parse(data.decode("utf-8"), filename=path)
+            except (SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError):
+                self.problems.append(f"{path} does not parse")
+                continue
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ClassDef):
+                    parsed.append((path, node))
+                elif isinstance(node, ast.FunctionDef):
+                    self.functions.setdefault(node.name, node)
+        for path, node in parsed:
+            info = ClassInfo(
+                name=node.name,
+                file=path,
+                bases=tuple(b for b in (_last(x) for x in node.bases) if b),
+            )
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef):
+                    info.methods[item.name] = item
+            self.classes.setdefault(node.name, info)
+        for info in self.classes.values():
+            for name, fn in info.methods.items():
+                env: dict[str, Value] = {}
+                self._exec(info, fn.body, env, exact=name == "__init__")
+
+    # -- class relations -------------------------------------------------------------------
+
+    def is_linear_class(self, name: str, seen: frozenset[str] = frozenset()) -> bool:
+        """Whether class `name` is a Linear for PEFT (a known Linear class, or derives from one)."""
+        if name in self.classes and name not in seen:
+            return any(self.is_linear_class(b, seen | {name}) for b in self.classes[name].bases)
+        return name in LINEAR_CLASSES
+
+    def _conv1d(self, name: str, seen: frozenset[str] = frozenset()) -> bool:
+        if name in self.classes and name not in seen:
+            return any(self._conv1d(b, seen | {name}) for b in self.classes[name].bases)
+        return name == _CONV1D
+
+    def mro(self, name: str) -> list[ClassInfo]:
+        """`name` and its remote-code bases, depth first (as far as the code defines them)."""
+        out: list[ClassInfo] = []
+        todo = [name]
+        while todo:
+            n = todo.pop(0)
+            info = self.classes.get(n)
+            if info is None or info in out:
+                continue
+            out.append(info)
+            todo.extend(info.bases)
+        return out
+
+    def attr(self, cls: str, name: str) -> list[Assigned]:
+        """What `cls` (or a remote base) assigns to `self.name` (first class that does)."""
+        for info in self.mro(cls):
+            if name in info.attrs:
+                return info.attrs[name]
+        return []
+
+    def assignments(self, name: str) -> list[tuple[str, Assigned]]:
+        """Every (class, assignment) of `self.name` in the remote code."""
+        return [(c.name, a) for c in self.classes.values() for a in c.attrs.get(name, [])]
+
+    # -- reading __init__ ------------------------------------------------------------------
+
+    def _classify(self, value: ast.expr, env: Mapping[str, Value], exact: bool) -> Assigned:
+        if isinstance(value, ast.Call):
+            func = _last(value.func)
+            factory_cls = _last(value.args[0]) if value.args else None
+            if func and self.is_linear_class(func):
+                return self._linear(value, 0, func, env, exact)
+            if factory_cls and self.is_linear_class(factory_cls) and func not in ("ModuleList",):
+                return self._linear(value, 1, factory_cls, env, exact)
+            if func in ("ModuleList", "Sequential") and value.args:
+                inner = value.args[0]
+                elts: list[ast.expr] = []
+                if isinstance(inner, ast.ListComp | ast.GeneratorExp):
+                    elts = [inner.elt]
+                elif isinstance(inner, ast.List | ast.Tuple):
+                    elts = list(inner.elts)
+                kinds = [self._classify(e, env, exact=False) for e in elts]
+                if kinds and all(k.kind == "linear" for k in kinds):
+                    feats = {k.features for k in kinds}
+                    return Assigned(
+                        "linear_list",
+                        features=feats.pop() if len(feats) == 1 else "the list's Linears differ",
+                        conv1d=kinds[0].conv1d,
+                    )
+                targets = {k.target for k in kinds if k.kind == "call"}
+                if func == "ModuleList" and len(targets) == 1:
+                    return Assigned("call", target=targets.pop())
+            if factory_cls and factory_cls in self.classes:
+                return Assigned("call", target=factory_cls)
+            if func in self.classes:
+                return Assigned("call", target=func, bound=self._bind_call(func, value, env, exact))
+            if func and func[:1].isupper():  # a class from outside the remote code
+                return Assigned("call", target=func)
+            returned = self._returns_class(func)
+            if returned is not None:
+                return Assigned("call", target=returned)
+            return Assigned("unknown", target=f"{func or ast.unparse(value.func)}()")
+        return Assigned("other")
+
+    def _returns_class(self, func: str | None) -> str | None:
+        """The class a module-level or nested helper of the code always builds (`build_layer`
+        returning `GLMBlock(...)`), or None when it is not that simple."""
+        fn = self.functions.get(func or "")
+        if fn is None:
+            return None
+        returns = [n.value for n in ast.walk(fn) if isinstance(n, ast.Return)]
+        names = {_last(r.func) for r in returns if isinstance(r, ast.Call)}
+        if len(names) == 1 and len(returns) == len([r for r in returns if isinstance(r, ast.Call)]):
+            name = names.pop()
+            if name and (name in self.classes or name[:1].isupper()):
+                return name
+        return None
+
+    def _bind_call(
+        self, cls: str, call: ast.Call, env: Mapping[str, Value], exact: bool
+    ) -> tuple[tuple[str, Value], ...]:
+        """The arguments of a call to remote class `cls`, bound to its `__init__` parameters and
+        evaluated in the caller's `__init__` (known values only)."""
+        init = next((c.methods["__init__"] for c in self.mro(cls) if "__init__" in c.methods), None)
+        if init is None or not exact:
+            return ()
+        params = [a.arg for a in init.args.posonlyargs + init.args.args][1:]
+        out: dict[str, Value] = {}
+        for name, arg in zip(params, call.args, strict=False):
+            out[name] = evaluate(arg, env, self.config)
+        for kw in call.keywords:
+            if (kw.arg and kw.arg in params) or kw.arg in [a.arg for a in init.args.kwonlyargs]:
+                out[str(kw.arg)] = evaluate(kw.value, env, self.config)
+        return tuple((k, v) for k, v in out.items() if not isinstance(v, Unknown) and k != "config")
+
+    def attr_bound(
+        self, cls: str, name: str, bound: tuple[tuple[str, Value], ...]
+    ) -> list[Assigned]:
+        """What `cls` assigns to `self.name` when its `__init__` runs with the `bound` arguments
+        of one call site (`attr` when there are none)."""
+        if not bound:
+            return self.attr(cls, name)
+        key = (cls, name, bound)
+        if key not in self._bound_cache:
+            found: list[Assigned] = []
+            for info in self.mro(cls):
+                init = info.methods.get("__init__")
+                if init is None:
+                    continue
+                scratch = ClassInfo(info.name, info.file, info.bases)
+                self._exec(scratch, init.body, dict(bound), exact=True)
+                if name in scratch.attrs:
+                    found = scratch.attrs[name]
+                    break
+            self._bound_cache[key] = found or self.attr(cls, name)
+        return self._bound_cache[key]
+
+    def _linear(
+        self, call: ast.Call, skip: int, cls: str, env: Mapping[str, Value], exact: bool
+    ) -> Assigned:
+        conv = self._conv1d(cls)
+        a, b = _linear_args(call, skip)
+        if conv:
+            a, b = b, a  # Conv1D(nf=out, nx=in)
+        if a is None or b is None:
+            return Assigned("linear", target=cls, features="no in/out arguments", conv1d=conv)
+        if not exact:
+            return Assigned(
+                "linear", target=cls, features="built outside straight-line __init__", conv1d=conv
+            )
+        i, o = evaluate(a, env, self.config), evaluate(b, env, self.config)
+        for v in (i, o):
+            if isinstance(v, Unknown):
+                return Assigned("linear", target=cls, features=v.why, conv1d=conv)
+        if type(i) is int and type(o) is int:
+            return Assigned("linear", target=cls, features=(i, o), conv1d=conv)
+        return Assigned("linear", target=cls, features="the features are not integers", conv1d=conv)
+
+    def _bind(self, target: ast.expr, value: Value, env: dict[str, Value]) -> None:
+        if isinstance(target, ast.Name):
+            env[target.id] = value
+        elif (
+            isinstance(target, ast.Attribute)
+            and isinstance(target.value, ast.Name)
+            and target.value.id == "self"
+        ):
+            env[f"self.{target.attr}"] = value
+        elif isinstance(target, ast.Tuple | ast.List):
+            for t in target.elts:
+                self._bind(t, Unknown(f"`{ast.unparse(target)}`"), env)
+
+    def _exec(
+        self, info: ClassInfo, body: Iterable[ast.stmt], env: dict[str, Value], exact: bool
+    ) -> None:
+        """Walk a method body in order, binding what the evaluator can and recording every
+        `self.NAME = ...` (`exact`: straight-line `__init__` code, whose values are known)."""
+        for stmt in body:
+            if isinstance(stmt, ast.Assign | ast.AnnAssign) and stmt.value is not None:
+                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+                value = evaluate(stmt.value, env, self.config) if exact else Unknown("not __init__")
+                for t in targets:
+                    if (
+                        isinstance(t, ast.Attribute)
+                        and isinstance(t.value, ast.Name)
+                        and t.value.id == "self"
+                    ):
+                        info.attrs.setdefault(t.attr, []).append(
+                            self._classify(stmt.value, env, exact)
+                        )
+                    self._bind(t, value, env)
+            elif isinstance(stmt, ast.AugAssign):
+                cur = evaluate(stmt.target, env, self.config)
+                new = evaluate(ast.BinOp(stmt.target, stmt.op, stmt.value), env, self.config)
+                self._bind(stmt.target, new if not isinstance(cur, Unknown) else cur, env)
+            elif isinstance(stmt, ast.If):
+                test = evaluate(stmt.test, env, self.config) if exact else Unknown("")
+                if exact and not isinstance(test, Unknown | _Config):
+                    self._exec(info, stmt.body if test else stmt.orelse, env, exact)
+                else:
+                    why = Unknown(f"set under `if {ast.unparse(stmt.test)}`")
+                    for branch in (stmt.body, stmt.orelse):
+                        self._exec(info, branch, dict(env), exact=False)
+                        for name in _assigned_names(branch):
+                            env[name] = why
+            elif isinstance(stmt, ast.With | ast.Try):
+                self._exec(info, stmt.body, env, exact)
+            elif isinstance(stmt, ast.For | ast.While | ast.AsyncFor):
+                self._exec(info, stmt.body, dict(env), exact=False)
+                for name in _assigned_names(stmt.body):
+                    env[name] = Unknown(f"set in a loop (`{ast.unparse(stmt)[:40]}`)")
+            elif isinstance(stmt, ast.FunctionDef):
+                env[stmt.name] = Unknown(f"`{stmt.name}()`")
+
+
+def _assigned_names(body: Iterable[ast.stmt]) -> set[str]:
+    out: set[str] = set()
+    for stmt in body:
+        for node in ast.walk(stmt):
+            targets: list[ast.expr] = []
+            if isinstance(node, ast.Assign):
+                targets = list(node.targets)
+            elif isinstance(node, ast.AnnAssign | ast.AugAssign):
+                targets = [node.target]
+            for t in targets:
+                if isinstance(t, ast.Name):
+                    out.add(t.id)
+                elif (
+                    isinstance(t, ast.Attribute)
+                    and isinstance(t.value, ast.Name)
+                    and t.value.id == "self"
+                ):
+                    out.add(f"self.{t.attr}")
+    return out
+
+
+def _self_path(node: ast.expr) -> str | None:
+    """`self.a.b` → "a.b"."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name) and node.id == "self" and parts:
+        return ".".join(reversed(parts))
+    return None
+
+
+def _returned_path(fn: ast.FunctionDef) -> str | Unknown | None:
+    """What a one-return accessor returns: a `self.` path, None, or Unknown."""
+    returns = [n for n in ast.walk(fn) if isinstance(n, ast.Return)]
+    if len(returns) != 1:
+        return Unknown(f"{fn.name} has {len(returns)} returns")
+    value = returns[0].value
+    if value is None or (isinstance(value, ast.Constant) and value.value is None):
+        return None
+    path = _self_path(value)
+    return path if path is not None else Unknown(f"{fn.name} returns `{ast.unparse(value)}`")
+
+
+def output_head(tree: CodeTree, root: str) -> str | Unknown | None:
+    """The module path PEFT's `all-linear` excludes for model class `root` (see the module
+    docstring): None when it excludes nothing, Unknown when the code does not tell."""
+    for info in tree.mro(root):
+        fn = info.methods.get("get_output_embeddings")
+        if fn is not None:
+            return _returned_path(fn)
+    for info in tree.mro(root):
+        if "lm_head" in info.attrs:
+            return "lm_head"
+        fn = info.methods.get("lm_head")
+        if fn is not None:  # a property that forwards to the real module
+            return _returned_path(fn)
+    if not tree.mro(root):
+        return Unknown(f"the model class {root} is not in the remote code")
+    return None
