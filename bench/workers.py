@@ -18,7 +18,8 @@ commit (the replica serves each as its own repo; set-up takes seconds, not N git
    (50 ms: a model of the real Hub's round trip) and one poll at a time per worker
    (`TRACKER_POLL_CONCURRENCY=1`): workers waiting on I/O, not on the 2 cores.
 4. The rate budget: 3 workers with the budget on (a short window and a small `api` quota); the
-   replica's request log, counted per fixed window, never exceeds the quota.
+   replica's request log, counted per fixed window, never exceeds the quota, and the replica,
+   enforcing the same quota itself (`Replica.set_rate_limits`), refuses none.
 
 `BENCH_WORKERS_REPOS` sets N (default 10,000); `BENCH_WORKERS_SECONDS` the measured window (30).
 """
@@ -285,9 +286,13 @@ def run() -> str:
                     "TRACKER_RATE_API_PER_WINDOW": str(quota),
                     "TRACKER_RATE_BURST": "4",
                 }
+                # the replica enforces the same quota itself: a request over it would be a 429
+                hub.set_rate_limits({"api": quota}, int(window))
                 procs = [_start(budget_env) for _ in range(3)]
                 time.sleep(6 * window)
                 assert _stop(procs) == [0, 0, 0]
+                hub.set_rate_limits({})
+                refused = sum(1 for r in hub.requests if r.status == 429)
                 per_window = Counter(
                     math.floor(r.at / window) for r in hub.requests if r.path.startswith("/api/")
                 )
@@ -298,7 +303,9 @@ def run() -> str:
                     "",
                     f"The replica's request log counts per window {[c for _, c in full]} "
                     f"(max {max(c for _, c in full)}, never over {quota}) over {len(full)} whole "
-                    "windows.",
+                    f"windows. The replica enforced the same quota itself (`RateLimit` and "
+                    f"`RateLimit-Policy` on every answer, 429 over it): {refused} requests were "
+                    "refused.",
                 ]
                 assert max(per_window.values()) <= quota
     finally:
