@@ -39,6 +39,7 @@ PURE_MODULES = (
     "tracker/preflight/capacity.py",
     "tracker/preflight/lora.py",
     "tracker/preflight/codetree.py",
+    "tracker/preflight/safeeval.py",
     "tracker/preflight/census_lora.py",
     "tracker/preflight/settings.py",
     "tracker/preflight/report.py",

@@ -23,8 +23,8 @@ from tracker.domain import SafetensorsHeader, TensorInfo
 from tracker.estimate.params import read_config
 from tracker.preflight import PreflightSettings, run_preflight
 from tracker.preflight.census_lora import resolve_census
-from tracker.preflight.codetree import Unknown, evaluate
 from tracker.preflight.lora import ALL_LINEAR, resolve_targets
+from tracker.preflight.safeeval import Unknown, evaluate
 from tracker.preflight.settings import DEFAULT_TARGETS
 
 HERE = Path(__file__).parent

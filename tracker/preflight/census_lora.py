@@ -15,7 +15,7 @@ module-name table in `lora`. Their module tree is read from what the revision ho
   something else, is not understood and is stated;
 - **in/out features**: the tensor's shape in the safetensors header (`[out, in]`; `[in, out]` for
   transformers' Conv1D) where the headers hold it and the dtype is not a packed quantized one,
-  else the Linear call's arguments evaluated against config.json (`codetree.evaluate`); a module
+  else the Linear call's arguments evaluated against config.json (`safeeval.evaluate`); a module
   whose features neither gives is counted and marked unsized, with why;
 - **layer kind**: from the module path (attention / linear attention / MLP / shared and routed
   experts / router / vision), `other` for what none of these names (an output layer PEFT keeps);
@@ -32,9 +32,10 @@ from typing import Any
 
 from tracker.domain import SafetensorsHeader
 from tracker.estimate.checkpoint import QUANTIZED_DTYPES
-from tracker.preflight.codetree import Assigned, CodeTree, Unknown, output_head
+from tracker.preflight.codetree import Assigned, CodeTree, output_head
 from tracker.preflight.imports import remote_code_modules
 from tracker.preflight.lora import ALL_LINEAR, KINDS, LoraResolution
+from tracker.preflight.safeeval import Unknown
 
 INDEX_NAMES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
 _VISION = re.compile(r"vision|visual|^vit$|image|img_|mm_projector|multi_modal_projector|^vpm$")

@@ -9,11 +9,10 @@ some class, an Embedding, a norm), or something else. A Linear may be built dire
 (`torch.nn.utils.skip_init(nn.Linear, a, b)`, chatglm's `init_method(nn.Linear, a, b)`).
 
 The in/out features of a Linear built in `__init__` are its call's arguments evaluated against
-config.json by a whitelist evaluator (`evaluate`): constants, names and `self.` attributes bound
-earlier in the same `__init__`, attributes of `config` (and `self.config`,
-`getattr(config, "key", default)`), `+ - * //`, unary minus, `not`, comparisons, `and`/`or` and
-conditional expressions (so `if config.multi_query_attention:` branches are followed). Anything
-else is unknown, and the expression that was not understood is kept as the reason.
+config.json by `safeeval.evaluate` (constants, config keys, names bound earlier in the same
+`__init__`, arithmetic, comparisons, conditionals; `if` statements whose test it can decide are
+followed); the arguments a class is built with at its call site are bound into its `__init__`
+(`attr_bound`). What it cannot evaluate is kept as the reason.
 
 `output_head` applies PEFT's rule for `all-linear` (peft 0.21 `_maybe_include_all_linear_layers`):
 the module `model.get_output_embeddings()` returns is excluded; transformers' default
@@ -27,32 +26,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tracker.preflight.safeeval import ConfigRef, Unknown, Value, evaluate
+
 LINEAR_CLASSES = frozenset({"Linear", "LazyLinear", "NonDynamicallyQuantizableLinear", "Conv1D"})
 _CONV1D = "Conv1D"  # transformers' Conv1D(nf=out, nx=in) stores its weight as [in, out]
-
-
-class Unknown:
-    """A value the evaluator could not give; `why` names what was not understood."""
-
-    __slots__ = ("why",)
-
-    def __init__(self, why: str) -> None:
-        self.why = why
-
-    def __repr__(self) -> str:
-        return f"Unknown({self.why!r})"
-
-
-class _Config:
-    """The `config` object of the remote code: attribute reads are config.json lookups."""
-
-    __slots__ = ("data",)
-
-    def __init__(self, data: Mapping[str, Any]) -> None:
-        self.data = data
-
-
-Value = int | float | bool | str | None | Unknown | _Config
 
 
 @dataclass(frozen=True)
@@ -86,145 +63,6 @@ def _last(node: ast.expr) -> str | None:
     if isinstance(node, ast.Attribute):
         return node.attr
     return None
-
-
-def evaluate(node: ast.expr, env: Mapping[str, Value], config: Mapping[str, Any]) -> Value:
-    """`node`'s value under the whitelist of the module docstring (Unknown otherwise)."""
-    if isinstance(node, ast.Constant):
-        v = node.value
-        return (
-            v
-            if isinstance(v, int | float | str | bool) or v is None
-            else Unknown(ast.unparse(node))
-        )
-    if isinstance(node, ast.Name):
-        if node.id in env:
-            return env[node.id]
-        if node.id == "config":
-            return _Config(config)
-        return Unknown(f"`{node.id}`")
-    if isinstance(node, ast.Attribute):
-        if isinstance(node.value, ast.Name) and node.value.id == "self":
-            key = f"self.{node.attr}"
-            if key in env:
-                return env[key]
-            if node.attr == "config":
-                return _Config(config)
-            return Unknown(f"`self.{node.attr}`")
-        base = evaluate(node.value, env, config)
-        if isinstance(base, _Config):
-            if node.attr in base.data:
-                v = base.data[node.attr]
-                return (
-                    v
-                    if isinstance(v, int | float | str | bool) or v is None
-                    else Unknown(f"`config.{node.attr}` is not a number")
-                )
-            return Unknown(f"`config.{node.attr}` is not in config.json")
-        return base if isinstance(base, Unknown) else Unknown(f"`{ast.unparse(node)}`")
-    if isinstance(node, ast.Call):
-        return _call(node, env, config)
-    if isinstance(node, ast.BinOp):
-        a, b = evaluate(node.left, env, config), evaluate(node.right, env, config)
-        for side in (a, b):
-            if isinstance(side, Unknown):
-                return side
-        if not (_number(a) and _number(b)):
-            return Unknown(f"`{ast.unparse(node)}`")
-        assert isinstance(a, int | float) and isinstance(b, int | float)
-        if isinstance(node.op, ast.Add):
-            return a + b
-        if isinstance(node.op, ast.Sub):
-            return a - b
-        if isinstance(node.op, ast.Mult):
-            return a * b
-        if isinstance(node.op, ast.FloorDiv) and b != 0:
-            return a // b
-        return Unknown(f"`{ast.unparse(node)}`")
-    if isinstance(node, ast.UnaryOp):
-        operand = evaluate(node.operand, env, config)
-        if isinstance(operand, Unknown):
-            return operand
-        if isinstance(node.op, ast.Not) and not isinstance(operand, _Config):
-            return not operand
-        if isinstance(node.op, ast.USub) and _number(operand):
-            assert isinstance(operand, int | float)
-            return -operand
-        return Unknown(f"`{ast.unparse(node)}`")
-    if isinstance(node, ast.BoolOp):
-        result: Value = None
-        for part in node.values:
-            result = evaluate(part, env, config)
-            if isinstance(result, Unknown | _Config):
-                return Unknown(f"`{ast.unparse(node)}`")
-            if isinstance(node.op, ast.And) and not result:
-                return result
-            if isinstance(node.op, ast.Or) and result:
-                return result
-        return result
-    if isinstance(node, ast.Compare) and len(node.ops) == 1:
-        a, b = evaluate(node.left, env, config), evaluate(node.comparators[0], env, config)
-        if isinstance(a, Unknown | _Config) or isinstance(b, Unknown | _Config):
-            return Unknown(f"`{ast.unparse(node)}`")
-        return _compare(node.ops[0], a, b, node)
-    if isinstance(node, ast.IfExp):
-        test = evaluate(node.test, env, config)
-        if isinstance(test, Unknown | _Config):
-            return Unknown(f"`{ast.unparse(node.test)}`")
-        return evaluate(node.body if test else node.orelse, env, config)
-    return Unknown(f"`{ast.unparse(node)}`")
-
-
-def _number(v: Value) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool)
-
-
-def _compare(op: ast.cmpop, a: Value, b: Value, node: ast.expr) -> Value:
-    if isinstance(op, ast.Is):
-        return a is b if a is None or b is None else Unknown(f"`{ast.unparse(node)}`")
-    if isinstance(op, ast.IsNot):
-        return a is not b if a is None or b is None else Unknown(f"`{ast.unparse(node)}`")
-    if isinstance(op, ast.Eq):
-        return a == b
-    if isinstance(op, ast.NotEq):
-        return a != b
-    if _number(a) and _number(b):
-        assert isinstance(a, int | float) and isinstance(b, int | float)
-        if isinstance(op, ast.Lt):
-            return a < b
-        if isinstance(op, ast.LtE):
-            return a <= b
-        if isinstance(op, ast.Gt):
-            return a > b
-        if isinstance(op, ast.GtE):
-            return a >= b
-    return Unknown(f"`{ast.unparse(node)}`")
-
-
-def _call(node: ast.Call, env: Mapping[str, Value], config: Mapping[str, Any]) -> Value:
-    """Only `getattr(config, "key"[, default])` is evaluated: a config lookup."""
-    if (
-        isinstance(node.func, ast.Name)
-        and node.func.id == "getattr"
-        and 2 <= len(node.args) <= 3
-        and not node.keywords
-        and isinstance(node.args[1], ast.Constant)
-        and isinstance(node.args[1].value, str)
-    ):
-        base = evaluate(node.args[0], env, config)
-        key = node.args[1].value
-        if isinstance(base, _Config):
-            if key in base.data:
-                v = base.data[key]
-                return (
-                    v
-                    if isinstance(v, int | float | str | bool) or v is None
-                    else Unknown(f"`config.{key}` is not a number")
-                )
-            if len(node.args) == 3:
-                return evaluate(node.args[2], env, config)
-            return Unknown(f"`config.{key}` is not in config.json")
-    return Unknown(f"`{ast.unparse(node)}`")
 
 
 def _linear_args(call: ast.Call, skip: int) -> tuple[ast.expr | None, ast.expr | None]:
@@ -463,7 +301,7 @@ class CodeTree:
                 self._bind(stmt.target, new if not isinstance(cur, Unknown) else cur, env)
             elif isinstance(stmt, ast.If):
                 test = evaluate(stmt.test, env, self.config) if exact else Unknown("")
-                if exact and not isinstance(test, Unknown | _Config):
+                if exact and not isinstance(test, Unknown | ConfigRef):
                     self._exec(info, stmt.body if test else stmt.orelse, env, exact)
                 else:
                     why = Unknown(f"set under `if {ast.unparse(stmt.test)}`")
