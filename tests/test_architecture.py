@@ -41,6 +41,7 @@ PURE_MODULES = (
     "tracker/preflight/codetree.py",
     "tracker/preflight/safeeval.py",
     "tracker/preflight/census_lora.py",
+    "tracker/preflight/codewalk.py",
     "tracker/preflight/settings.py",
     "tracker/preflight/report.py",
 )

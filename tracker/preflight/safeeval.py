@@ -36,7 +36,20 @@ class ConfigRef:
         self.data = data
 
 
-Value = int | float | bool | str | None | Unknown | ConfigRef
+class ClassRef:
+    """A local name bound to a class (`LayerNormFunc = RMSNorm if config.rmsnorm else LayerNorm`):
+    not a value the evaluator computes with, only what a later call builds."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"ClassRef({self.name!r})"
+
+
+Value = int | float | bool | str | None | Unknown | ConfigRef | ClassRef
 
 
 def evaluate(node: ast.expr, env: Mapping[str, Value], config: Mapping[str, Any]) -> Value:
