@@ -7,7 +7,9 @@ from typing import Annotated
 
 from fastapi import Path
 
-from tracker.domain import Severity
+from tracker.api.problem import Problem
+from tracker.domain import RepoId, Severity, parse_repo_id
+from tracker.errors import InvalidRepoIdError
 
 # A repo id part as `tracker.domain.parse_repo_id` accepts it: 1-96 of [A-Za-z0-9._-], starting
 # with a letter or digit, no "..", not ending with "." (written without lookarounds).
@@ -31,4 +33,14 @@ def any_case(words: list[str]) -> str:
 
 SEVERITY_ANY_CASE = any_case([s.value for s in Severity])
 
-__all__ = ["REPO_PART", "SEVERITY_ANY_CASE", "Name", "Org", "any_case"]
+
+def repo_id_of(org: str, name: str) -> RepoId:
+    """The repo id of a route's `{org}/{name}`; a 400 problem (`invalid-repo-id`) when it is
+    not one (every route that names a repo answers the same)."""
+    try:
+        return parse_repo_id(f"{org}/{name}")
+    except InvalidRepoIdError as exc:
+        raise Problem(400, "invalid-repo-id", str(exc)) from None
+
+
+__all__ = ["REPO_PART", "SEVERITY_ANY_CASE", "Name", "Org", "any_case", "repo_id_of"]

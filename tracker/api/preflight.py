@@ -15,9 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tracker.api.auth import require_read
 from tracker.api.caching import LIST, NOT_MODIFIED, cached_json
-from tracker.api.params import Name, Org
+from tracker.api.params import Name, Org, repo_id_of
 from tracker.api.problem import Problem
-from tracker.api.repos import repo_id_of
 
 router = APIRouter(tags=["store"], dependencies=[Depends(require_read)])
 

@@ -45,10 +45,10 @@ from tracker.api.models import (
     ReposOut,
     RevisionPage,
 )
-from tracker.api.params import Name, Org
+from tracker.api.params import Name, Org, repo_id_of
 from tracker.api.problem import Problem
-from tracker.domain import Artifact, RepoId, is_full_sha, parse_repo_id, rfc3339
-from tracker.errors import ConfigError, EstimateError, InvalidRepoIdError, StoreNotFoundError
+from tracker.domain import Artifact, is_full_sha, rfc3339
+from tracker.errors import ConfigError, EstimateError, StoreNotFoundError
 from tracker.store.advisories.listing import counts_by_repo
 from tracker.store.values import FileKind, RepoState, RepoStatus
 
@@ -58,13 +58,6 @@ DIFF_CACHE_SIZE = 64
 
 def _app(request: Request) -> Any:
     return request.app.state.app
-
-
-def repo_id_of(org: str, name: str) -> RepoId:
-    try:
-        return parse_repo_id(f"{org}/{name}")
-    except InvalidRepoIdError as exc:
-        raise Problem(400, "invalid-repo-id", str(exc)) from None
 
 
 def _repo_href(repo_id: str) -> str:

@@ -27,7 +27,7 @@ from tracker.domain import (
     TreeEntry,
     is_full_sha,
 )
-from tracker.errors import StoreError, StoreNotFoundError, TrackerError
+from tracker.errors import InvalidRevisionError, StoreError, StoreNotFoundError, TrackerError
 from tracker.store.base import utc_now
 from tracker.store.blobs import get_blobs, put_blob
 from tracker.store.engine import (
@@ -63,6 +63,23 @@ from tracker.store.values import (
 _SEQ_ATTEMPTS = 5
 _SPEC = re.compile(r"^(?P<base>[^~]+?)(?:~(?P<n>\d*))?$")
 _HEX = re.compile(r"^[0-9a-f]{4,40}$")
+# What no git ref name may hold (git check-ref-format): control characters, space, ~ ^ : ? * [ \,
+# "..", "@{", "//", a part starting with "." or ending with ".lock", a leading or trailing "/" or
+# a trailing ".".
+_NOT_A_REF = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]|\.\.|@\{|//|(?:^|/)\.|\.lock(?:/|$)|^/|/$|\.$")
+
+
+def parse_revision(spec: str) -> tuple[str, int]:
+    """`spec` (a sha, short sha, ref name or `HEAD`, optionally followed by `~n` or `~`) as its
+    base and the number of steps back; InvalidRevisionError for a name no revision can have."""
+    m = _SPEC.match(spec.strip())
+    if not m or m.group("base") == "@" or _NOT_A_REF.search(m.group("base")):
+        raise InvalidRevisionError(
+            f"cannot parse revision {spec!r}: not a sha, a ref name or HEAD, each with an "
+            "optional ~n"
+        )
+    n_text = m.group("n")
+    return m.group("base"), 0 if n_text is None else int(n_text or "1")
 
 
 class Store:
@@ -272,14 +289,14 @@ class Store:
 
         `spec` is a full sha, a unique short sha (4+ hex digits), the watched ref's name, or
         `HEAD` (the ref's cursor), each optionally followed by `~n`/`~` (n steps back along the
-        ingested chain, `previous`). StoreNotFoundError otherwise
-        (including an ambiguous short sha, listing the candidates).
+        ingested chain, `previous`). InvalidRevisionError for a name no revision can have
+        (`parse_revision`); StoreNotFoundError otherwise (including an ambiguous short sha,
+        listing the candidates).
         """
-        m = _SPEC.match(spec.strip())
-        if not m:
-            raise StoreNotFoundError(f"{repo_id}: cannot parse revision {spec!r}")
-        base, n_text = m.group("base"), m.group("n")
-        steps = 0 if n_text is None else int(n_text or "1")
+        try:
+            base, steps = parse_revision(spec)
+        except InvalidRevisionError as exc:
+            raise InvalidRevisionError(f"{repo_id}: {exc}") from None
         with self._session() as s:
             repo = self._repo(s, repo_id)
             if base in ("HEAD", repo.ref, f"refs/heads/{repo.ref}"):
