@@ -650,7 +650,17 @@ def test_an_unparseable_revision_is_a_400_and_an_unknown_one_a_404(
         f"/v1/repos/{A}/diff?from={{}}&to=HEAD",
     ]
     for route in routes:
-        for rev in ("HEAD~x", "a~b~c", "main..dev", "x:y", "HEAD^", "@{1}", ".hidden", "v1.lock"):
+        for rev in (
+            "HEAD~x",
+            "a~b~c",
+            "main..dev",
+            "x:y",
+            "HEAD^",
+            "@{1}",
+            ".hidden",
+            "a b",
+            "v1.",
+        ):
             r = client.get(route.format(quote(rev, safe="")))
             assert (r.status_code, r.json()["type"]) == (
                 400, "urn:tracker:problem:invalid-revision",
@@ -659,7 +669,8 @@ def test_an_unparseable_revision_is_a_400_and_an_unknown_one_a_404(
                 f"{A}: cannot parse revision {rev!r}: not a sha, a ref name or HEAD, each with "
                 "an optional ~n"
             )
-        for rev in ("HEAD~9", "dev", "abcdef1", "f" * 40):  # well-formed, not in the store
+        # well-formed, not in the store
+        for rev in ("HEAD~9", "dev", "abcdef1", "f" * 40, "v1.lock", "feature.x-2"):
             r = client.get(route.format(rev))
             assert (r.status_code, r.json()["type"]) == (
                 404, "urn:tracker:problem:not-found",

@@ -10,6 +10,7 @@ from fastapi import Path
 from tracker.api.problem import Problem
 from tracker.domain import RepoId, Severity, parse_repo_id
 from tracker.errors import InvalidRepoIdError
+from tracker.store.store import REVISION_PATTERN
 
 # A repo id part as `tracker.domain.parse_repo_id` accepts it: 1-96 of [A-Za-z0-9._-], starting
 # with a letter or digit, no "..", not ending with "." (written without lookarounds).
@@ -20,6 +21,11 @@ REPO_PART = r"^[A-Za-z0-9][A-Za-z0-9_-]*(?:\.[A-Za-z0-9_-]+)*$"
 _PART = {"pattern": REPO_PART, "maxLength": 96}
 Org = Annotated[str, Path(description="The repo's owner.", json_schema_extra=_PART)]
 Name = Annotated[str, Path(description="The repo's name.", json_schema_extra=_PART)]
+# A revision name as `Store.resolve` reads it; declared, the handler answers its own 400
+# ("invalid-revision") for anything else and a 404 for a name the store does not hold.
+REVISION = {"pattern": REVISION_PATTERN}
+REVISION_WORDS = "A full or short sha, the ref's name or HEAD, each with an optional ~n."
+Rev = Annotated[str, Path(description=REVISION_WORDS, json_schema_extra=REVISION)]
 
 
 def any_case(words: list[str]) -> str:
@@ -43,4 +49,14 @@ def repo_id_of(org: str, name: str) -> RepoId:
         raise Problem(400, "invalid-repo-id", str(exc)) from None
 
 
-__all__ = ["REPO_PART", "SEVERITY_ANY_CASE", "Name", "Org", "any_case", "repo_id_of"]
+__all__ = [
+    "REPO_PART",
+    "REVISION",
+    "REVISION_WORDS",
+    "SEVERITY_ANY_CASE",
+    "Name",
+    "Org",
+    "Rev",
+    "any_case",
+    "repo_id_of",
+]

@@ -61,25 +61,32 @@ from tracker.store.values import (
 )
 
 _SEQ_ATTEMPTS = 5
-_SPEC = re.compile(r"^(?P<base>[^~]+?)(?:~(?P<n>\d*))?$")
 _HEX = re.compile(r"^[0-9a-f]{4,40}$")
-# What no git ref name may hold (git check-ref-format): control characters, space, ~ ^ : ? * [ \,
-# "..", "@{", "//", a part starting with "." or ending with ".lock", a leading or trailing "/" or
-# a trailing ".".
-_NOT_A_REF = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]|\.\.|@\{|//|(?:^|/)\.|\.lock(?:/|$)|^/|/$|\.$")
+# A revision name: a ref name (slash-separated parts of characters other than control
+# characters, space and ~ ^ : ? * [ \ @, each part dot-separated runs of them: no part starts or
+# ends with "." or holds "..") - a sha, a short sha and HEAD are such names too - optionally
+# followed by `~n` or `~`. Stricter than git's ref-name rules (no "@", no part ending in "."), so
+# every name it accepts could be a ref. The same text is the OpenAPI schema's pattern
+# (`tracker.api.params`): ECMA and Python regexes read it alike.
+_REF_CHAR = r"[^\x00-\x20\x7f~^:?*\[\\/.@]"
+_REF_PART = _REF_CHAR + r"+(?:\." + _REF_CHAR + r"+)*"
+_REF = _REF_PART + r"(?:/" + _REF_PART + r")*"
+REVISION_PATTERN = "^" + _REF + "(?:~[0-9]*)?$"
+_REVISION = re.compile("(" + _REF + ")(?:~([0-9]*))?")
 
 
 def parse_revision(spec: str) -> tuple[str, int]:
-    """`spec` (a sha, short sha, ref name or `HEAD`, optionally followed by `~n` or `~`) as its
-    base and the number of steps back; InvalidRevisionError for a name no revision can have."""
-    m = _SPEC.match(spec.strip())
-    if not m or m.group("base") == "@" or _NOT_A_REF.search(m.group("base")):
+    """`spec` (a sha, short sha, ref name or `HEAD`, optionally followed by `~n` or `~`;
+    surrounding blanks ignored) as its base and the number of steps back; InvalidRevisionError
+    for a name no revision can have (`REVISION_PATTERN`)."""
+    m = _REVISION.fullmatch(spec.strip())
+    if m is None:
         raise InvalidRevisionError(
             f"cannot parse revision {spec!r}: not a sha, a ref name or HEAD, each with an "
             "optional ~n"
         )
-    n_text = m.group("n")
-    return m.group("base"), 0 if n_text is None else int(n_text or "1")
+    n_text = m.group(2)
+    return m.group(1), 0 if n_text is None else int(n_text or "1")
 
 
 class Store:
