@@ -13,77 +13,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from tracker.estimate.reading import LayerSpec, Tally
+
+if TYPE_CHECKING:
+    from tracker.estimate.mixers import Gdn, Kda, Mamba1, Mamba2, Mla
 
 BF16 = 2
 FP32 = 4
 
 
-@dataclass(frozen=True)
-class Mla:
-    """Multi-head latent attention dimensions (DeepSeek-V2/V3 style).
-
-    `indexer`: (index_n_heads, index_head_dim) of a DSA indexer; `out_gate`: a sigmoid output
-    gate projecting the hidden state to heads × v_head.
-    """
-
-    q_lora_rank: int | None
-    kv_lora_rank: int
-    qk_nope: int
-    qk_rope: int
-    v_head: int
-    indexer: tuple[int, int] | None = None
-    out_gate: bool = False
-
-
-@dataclass(frozen=True)
-class Gdn:
-    """Gated DeltaNet (Qwen3-Next / Qwen3.5 linear-attention layers)."""
-
-    key_heads: int
-    key_dim: int
-    value_heads: int
-    value_dim: int
-    conv_kernel: int
-
-
-@dataclass(frozen=True)
-class Kda:
-    """Kimi delta attention (Kimi-Linear's linear-attention layers): per-channel decay."""
-
-    heads: int
-    head_dim: int
-    conv_kernel: int
-    full_rank_gate: bool = False  # output gate h→heads×head_dim (Kimi-K3), not h→head_dim→that
-
-
-@dataclass(frozen=True)
-class Mamba2:
-    """A Mamba2 mixer: `heads` × `head_dim` inner width, `groups` B/C groups of `state`."""
-
-    heads: int
-    head_dim: int
-    groups: int
-    state: int
-    conv_kernel: int
-    bias: bool = False
-    conv_bias: bool = True
-
-
-@dataclass(frozen=True)
-class Mamba1:
-    """A Mamba (v1) mixer: inner width `d_inner`, state `state`, Δ rank `dt_rank`."""
-
-    d_inner: int
-    state: int
-    conv_kernel: int
-    dt_rank: int
-    bias: bool = False
-    conv_bias: bool = True
-
-
-@dataclass
+@dataclass(eq=False)  # it holds per-layer functions, which compare by identity: no __eq__
 class Dec:
     """Everything the stack count needs; defaults are the Llama layout.
 
@@ -177,6 +118,8 @@ class Mixer:
 
 
 def _linear_attention(h: int, la: Gdn | Kda) -> Mixer:
+    from tracker.estimate.mixers import Kda
+
     if isinstance(la, Kda):
         q = la.heads * la.head_dim
         hd = la.head_dim
@@ -205,6 +148,8 @@ def _linear_attention(h: int, la: Gdn | Kda) -> Mixer:
 
 
 def _ssm(h: int, m: Mamba2 | Mamba1) -> Mixer:
+    from tracker.estimate.mixers import Mamba1
+
     if isinstance(m, Mamba1):
         di = m.d_inner
         params = _linear(h, 2 * di, m.bias) + di * m.conv_kernel + (di if m.conv_bias else 0)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tracker.errors import EstimateError
-from tracker.estimate.decoder import Dec, Gdn, Kda, Mamba1, Mamba2, Mla
+from tracker.estimate.decoder import Dec
 from tracker.estimate.reading import MAX_EXPERTS, MAX_LAYERS, ConfigView, Notes
 from tracker.estimate.traits import Traits
 
@@ -272,6 +272,8 @@ def _mixers(c: ConfigView, d: Dec, n: Notes) -> None:
         if c.has("index_n_heads"):
             indexer = (c.int("index_n_heads"), c.int("index_head_dim"))
         nope = c.int("qk_nope_head_dim", default=128)
+        from tracker.estimate.mixers import Mla  # loaded only when used
+
         d.mla = Mla(
             q_lora_rank=c.opt_int("q_lora_rank"),
             kv_lora_rank=c.int("kv_lora_rank"),
@@ -287,6 +289,8 @@ def _mixers(c: ConfigView, d: Dec, n: Notes) -> None:
             own = [t == "full" for t in itypes]
             d.has_indexer = lambda i: own[i]
     if c.has("linear_num_key_heads"):
+        from tracker.estimate.mixers import Gdn  # loaded only when used
+
         d.linear = Gdn(
             key_heads=c.int("linear_num_key_heads"),
             key_dim=c.int("linear_key_head_dim"),
@@ -296,6 +300,8 @@ def _mixers(c: ConfigView, d: Dec, n: Notes) -> None:
         )
     lac = c.sub("linear_attn_config")
     if lac is not None and lac.has("num_heads"):
+        from tracker.estimate.mixers import Kda  # loaded only when used
+
         d.linear = Kda(
             heads=lac.int("num_heads"),
             head_dim=lac.int("head_dim", default=128),
@@ -305,6 +311,8 @@ def _mixers(c: ConfigView, d: Dec, n: Notes) -> None:
         # the decay's lower bound only changes the gate's formula, not its weights
         lac.mark("gate_lower_bound")
     elif d.linear is None and c.has("linear_num_heads"):
+        from tracker.estimate.mixers import Kda  # loaded only when used
+
         d.linear = Kda(
             heads=c.int("linear_num_heads"),
             head_dim=c.int("linear_head_dim", default=128),
@@ -316,6 +324,8 @@ def _mixers(c: ConfigView, d: Dec, n: Notes) -> None:
         m_hd = c.int("mamba_head_dim", "mamba_d_head", default=64)
         if m_heads is None:
             m_heads = max(1, (expand or 2) * h // m_hd)
+        from tracker.estimate.mixers import Mamba2  # loaded only when used
+
         d.ssm = Mamba2(
             heads=m_heads,
             head_dim=m_hd,
@@ -329,6 +339,8 @@ def _mixers(c: ConfigView, d: Dec, n: Notes) -> None:
         d_inner = (expand or 2) * h
         rank = c.raw("mamba_dt_rank", "auto")
         dt_rank = -(-h // 16) if rank == "auto" else c.int("mamba_dt_rank")
+        from tracker.estimate.mixers import Mamba1  # loaded only when used
+
         d.ssm = Mamba1(
             d_inner=d_inner,
             state=c.int("mamba_d_state", default=16),
