@@ -63,7 +63,11 @@ def _config(repo: str) -> dict[str, Any]:
 
 
 # the configuration stand-ins (falcon's names `num_hidden_layers` through its attribute_map)
-CONFIG_CODE = {"tiiuae__falcon-40b": ("falcon-40b.configuration_RW.py.txt", "configuration_RW.py")}
+CONFIG_CODE = {
+    "tiiuae__falcon-40b": ("falcon-40b.configuration_RW.py.txt", "configuration_RW.py"),
+    # config.json has no pre_seq_len: the class default (None) decides the prefix encoder
+    "THUDM__chatglm2-6b": ("chatglm2-6b.configuration_chatglm.py.txt", "configuration_chatglm.py"),
+}
 
 
 def _files(repo: str, *, code: bool = True, index: bool = True) -> dict[str, bytes]:
