@@ -63,7 +63,11 @@ def _config(repo: str) -> dict[str, Any]:
 
 
 # the configuration stand-ins (falcon's names `num_hidden_layers` through its attribute_map)
-CONFIG_CODE = {"tiiuae__falcon-40b": ("falcon-40b.configuration_RW.py.txt", "configuration_RW.py")}
+CONFIG_CODE = {
+    "tiiuae__falcon-40b": ("falcon-40b.configuration_RW.py.txt", "configuration_RW.py"),
+    # config.json has no pre_seq_len: the class default (None) decides the prefix encoder
+    "THUDM__chatglm2-6b": ("chatglm2-6b.configuration_chatglm.py.txt", "configuration_chatglm.py"),
+}
 
 
 def _files(repo: str, *, code: bool = True, index: bool = True) -> dict[str, bytes]:
@@ -350,3 +354,26 @@ def test_a_walk_through_code_it_cannot_follow_resolves_nothing_and_says_where() 
     )
     assert res.unresolved == {"q_proj": why, ALL_LINEAR: why}
     assert res.targets == {}
+
+
+def test_a_gptq_packed_checkpoint_is_not_resolved_and_says_why() -> None:
+    """Qwen-72B's names as a GPTQ upload stores them (`qweight`, `qzeros`, `scales`): the
+    quantizer replaces those layers at load, so the code's nn.Linear is not what PEFT meets."""
+    files = _files("Qwen__Qwen-72B")
+    index = json.loads(files["model.safetensors.index.json"])
+    index["weight_map"] = {
+        (
+            k.removesuffix(".weight") + ".qweight"
+            if ".h." in k and k.endswith("_proj.weight")
+            else k
+        ): v
+        for k, v in index["weight_map"].items()
+    }
+    files["model.safetensors.index.json"] = json.dumps(index).encode()
+    res, why = resolve_census(files, {}, _config("Qwen__Qwen-72B"), DEFAULT_TARGETS, RANK)
+    assert res is None
+    assert why == (
+        "the checkpoint stores packed quantized weights (`transformer.h.0.attn.c_proj.qweight`, "
+        "160 tensors): their layers are replaced by the quantizer's classes at load, which the "
+        "remote code does not show"
+    )

@@ -23,7 +23,9 @@ module-name table in `lora`. Their module tree is read from what the revision ho
 
 A revision with no tensor names at all (a single `pytorch_model.bin`, no weights yet) is read by
 walking the code from the model class instead (`codewalk`: ModuleList lengths from config.json);
-a part of the tree the walk cannot follow leaves every target unresolved, naming the path.
+a part of the tree the walk cannot follow leaves every target unresolved, naming the path. A
+checkpoint of packed quantized weights (GPTQ/AWQ `qweight`, compressed-tensors `weight_packed`) is
+not resolved: the quantizer swaps those layers for its own classes at load.
 """
 
 from __future__ import annotations
@@ -232,6 +234,13 @@ def census_modules(
             return f"{names}, and no model class of auto_map is in the code to walk"
         return _walked(tree, root, head, names, sorted(code_files))
     tensors, source = names
+    packed = sorted(n for n in tensors if n.endswith((".qweight", ".weight_packed")))
+    if packed:
+        return (
+            f"the checkpoint stores packed quantized weights (`{packed[0]}`, {len(packed)} "
+            "tensors): their layers are replaced by the quantizer's classes at load, which the "
+            "remote code does not show"
+        )
     out: list[CensusModule] = []
     unknown: dict[str, str] = {}
     notes = [
@@ -245,6 +254,8 @@ def census_modules(
         census = tensors[name]
         if census is not None and len(census[0]) != 2:
             continue  # a Linear's weight is 2-D: a norm or a bias-like parameter
+        if isinstance(head, str) and path == head:
+            continue  # the output head: never adapted by all-linear, whatever else it is
         got = _classify(tree, path)
         if isinstance(got, str):
             leaf = path.rsplit(".", 1)[-1]
