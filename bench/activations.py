@@ -228,7 +228,7 @@ def _mixer_saved_per_token(module: Any, hidden: int, tokens: int) -> float:
 
 
 def fit(kind: str, tokens: int = 512, chunk: int = 128) -> dict[str, float]:
-    """Least-squares coefficients of a mixer's saved bytes per token over 24–54 small layers of
+    """Least-squares coefficients of a mixer's saved bytes per token over 27–32 small layers of
     transformers' torch path (`kind`: "gdn", "mamba2" or "kda"; `chunk`: Mamba2's chunk size),
     and the largest relative residual: where `tracker/estimate/mixers.py` takes its formulas.
     `python -c "from bench.activations import fit; print(fit('gdn'))"`."""
