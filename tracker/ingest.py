@@ -326,11 +326,8 @@ def poll_repo(
     rid = watched.repo_id
     started = time.perf_counter()
     counters = _Counters(source)
-    try:
-        old_ref: str | None = store.repo_state(rid).ref
-    except StoreNotFoundError:  # first poll: the store has never seen the repo
-        old_ref = None
-    before = store.ensure_repo(
+    # old_ref None: first poll, the store had never seen the repo
+    old_ref, before = store.start_poll(
         rid, source_kind="git" if watched.git else "hub", url=watched.git, ref=watched.ref
     )
     cursor = before.cursor
@@ -448,9 +445,10 @@ def poll_repo(
             store.store_revision(rid, c, tree, files, previous=previous, now=now())
             ingested.append(c.sha)
             bound.info("revision.stored", sha=c.sha, files=len(files))
-            prev_tree = {e.path: e for e in tree}
-            prev_files = store.file_versions(rid, c.sha)
             previous = c.sha
+            if c is not new[-1]:  # what the next revision is compared with
+                prev_tree = {e.path: e for e in tree}
+                prev_files = store.file_versions(rid, c.sha)
         if not new and base is not None and base != head:  # pragma: no cover - defensive
             return finish(RepoStatus.FAILING, f"head {head} is not reachable from {base}")
         return finish(RepoStatus.OK, None)

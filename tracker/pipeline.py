@@ -364,14 +364,14 @@ class Pipeline:
         """
         rid = watched.repo_id
         try:
-            revisions = self.store.revisions(rid)
+            marks = self.store.revision_marks(rid)  # (sha, analysed, rewritten away)
         except StoreNotFoundError:  # never polled successfully enough to be created
             return (), (), None
         done: list[RevisionAnalysis] = []
         withdrawn: tuple[str, ...] = ()
         sha: Sha | None = None
         try:
-            dropped = [r.sha for r in revisions if r.rewritten_away]
+            dropped = [m for m, _, away in marks if away]
             if dropped:
                 withdrawn = tuple(
                     a.id
@@ -381,9 +381,11 @@ class Pipeline:
                 )
             if new_revisions:
                 # A push can bring dropped commits back: their advisories are live again.
-                live = [r.sha for r in revisions if not r.rewritten_away]
+                live = [m for m, _, away in marks if not away]
                 restore_revived(self.advisories, rid, live, self.clock())
-            for sha in self.store.pending_analysis(rid):
+                # (restore_revived changes no revision: `marks` still says what is pending)
+            pending = [m for m, analysed, away in marks if not analysed and not away]
+            for sha in pending:
                 if stop is not None and stop():
                     break
                 done.append(self.analyse_revision(watched, sha))

@@ -22,9 +22,9 @@ import pytest
 from tracker.domain import SafetensorsHeader, TensorInfo
 from tracker.estimate.params import read_config
 from tracker.preflight import PreflightSettings, run_preflight
-from tracker.preflight.census_lora import resolve_census
-from tracker.preflight.codetree import Unknown, evaluate
+from tracker.preflight.census_lora import census_modules, resolve_census
 from tracker.preflight.lora import ALL_LINEAR, resolve_targets
+from tracker.preflight.safeeval import Unknown, evaluate
 from tracker.preflight.settings import DEFAULT_TARGETS
 
 HERE = Path(__file__).parent
@@ -62,14 +62,20 @@ def _config(repo: str) -> dict[str, Any]:
     return json.loads((CONFIGS / f"{repo}.json").read_text())
 
 
-def _files(repo: str, *, code: bool = True) -> dict[str, bytes]:
-    src, name, index = FAMILIES[repo]
-    files = {
-        "config.json": (CONFIGS / f"{repo}.json").read_bytes(),
-        index: (CORPUS / repo / index).read_bytes(),
-    }
+# the configuration stand-ins (falcon's names `num_hidden_layers` through its attribute_map)
+CONFIG_CODE = {"tiiuae__falcon-40b": ("falcon-40b.configuration_RW.py.txt", "configuration_RW.py")}
+
+
+def _files(repo: str, *, code: bool = True, index: bool = True) -> dict[str, bytes]:
+    src, name, index_name = FAMILIES[repo]
+    files = {"config.json": (CONFIGS / f"{repo}.json").read_bytes()}
+    if index:
+        files[index_name] = (CORPUS / repo / index_name).read_bytes()
     if code:
         files[name] = (REMOTE / src).read_bytes()
+        if repo in CONFIG_CODE:
+            cfg_src, cfg_name = CONFIG_CODE[repo]
+            files[cfg_name] = (REMOTE / cfg_src).read_bytes()
     return files
 
 
@@ -308,3 +314,62 @@ def test_native_derivation_agrees_with_the_checkpoint_names(repo: str) -> None:
     assert res is not None, why
     for t in DEFAULT_TARGETS[:-1]:
         assert res.modules(t) == sum(1 for k in keys if k.endswith(f".{t}.weight")), t
+
+
+@pytest.mark.parametrize("repo", sorted(FAMILIES))
+def test_the_code_walk_builds_the_tree_the_checkpoint_names(repo: str) -> None:
+    """Without tensor names the tree is walked from the model class through the code (layer
+    counts from config.json: chatglm's `num_layers`, falcon's `num_hidden_layers` through its
+    configuration's attribute_map): the same Linear modules, paths and features as the
+    checkpoint's names give."""
+    cfg = _config(repo)
+    from_index = _resolve(repo)
+    walked, why = resolve_census(_files(repo, index=False), {}, cfg, DEFAULT_TARGETS, RANK)
+    assert walked is not None, why
+    assert walked.targets == from_index.targets
+    assert walked.unresolved == {}
+    assert "no tensor names at this revision" in walked.notes[0]
+    found = census_modules(_files(repo), {}, cfg)
+    walk = census_modules(_files(repo, index=False), {}, cfg)
+    assert not isinstance(found, str) and not isinstance(walk, str)
+    assert sorted((m.path, m.features) for m in walk[0]) == sorted(
+        (m.path, m.features) for m in found[0]
+    )
+
+
+def test_a_walk_through_code_it_cannot_follow_resolves_nothing_and_says_where() -> None:
+    """falcon without its configuration class: `config.num_hidden_layers` is not in config.json
+    (it is an alias the configuration defines), so the layer list has no known length."""
+    files = _files("tiiuae__falcon-40b", index=False)
+    del files["configuration_RW.py"]
+    res, _ = resolve_census(files, {}, _config("tiiuae__falcon-40b"), ("q_proj", ALL_LINEAR), RANK)
+    assert res is not None
+    why = (
+        "not understood: `transformer.h` (a list of DecoderLayer of unknown length "
+        "(`config.num_hidden_layers` is not in config.json))"
+    )
+    assert res.unresolved == {"q_proj": why, ALL_LINEAR: why}
+    assert res.targets == {}
+
+
+def test_a_gptq_packed_checkpoint_is_not_resolved_and_says_why() -> None:
+    """Qwen-72B's names as a GPTQ upload stores them (`qweight`, `qzeros`, `scales`): the
+    quantizer replaces those layers at load, so the code's nn.Linear is not what PEFT meets."""
+    files = _files("Qwen__Qwen-72B")
+    index = json.loads(files["model.safetensors.index.json"])
+    index["weight_map"] = {
+        (
+            k.removesuffix(".weight") + ".qweight"
+            if ".h." in k and k.endswith("_proj.weight")
+            else k
+        ): v
+        for k, v in index["weight_map"].items()
+    }
+    files["model.safetensors.index.json"] = json.dumps(index).encode()
+    res, why = resolve_census(files, {}, _config("Qwen__Qwen-72B"), DEFAULT_TARGETS, RANK)
+    assert res is None
+    assert why == (
+        "the checkpoint stores packed quantized weights (`transformer.h.0.attn.c_proj.qweight`, "
+        "160 tensors): their layers are replaced by the quantizer's classes at load, which the "
+        "remote code does not show"
+    )

@@ -104,6 +104,8 @@ def test_one_sqlite_worker_sigterm_mid_ingest_then_sighup_after_a_watchlist_edit
             until(lambda: WorkStore(store.engine).workers())
             until(lambda: again.of("repo.polled", repo="acme/a"), timeout=120)
             until(lambda: not store.pending_analysis(RepoId("acme/a")), timeout=120)
+            # the poll is over once its lease is released (a leased repo is never pruned)
+            until(lambda: [r.lease_owner for r in WorkStore(store.engine).schedule()] == [None])
             # The watchlist now lists acme/b instead; SIGHUP makes the daemon read it at once.
             watchlist.write_text("repos:\n  - id: acme/b\n    poll_interval: 1h\n")
             again.proc.send_signal(signal.SIGHUP)

@@ -15,11 +15,17 @@ module-name table in `lora`. Their module tree is read from what the revision ho
   something else, is not understood and is stated;
 - **in/out features**: the tensor's shape in the safetensors header (`[out, in]`; `[in, out]` for
   transformers' Conv1D) where the headers hold it and the dtype is not a packed quantized one,
-  else the Linear call's arguments evaluated against config.json (`codetree.evaluate`); a module
+  else the Linear call's arguments evaluated against config.json (`safeeval.evaluate`); a module
   whose features neither gives is counted and marked unsized, with why;
 - **layer kind**: from the module path (attention / linear attention / MLP / shared and routed
   experts / router / vision), `other` for what none of these names (an output layer PEFT keeps);
-- **the output head**: excluded from `all-linear` by PEFT's rule (`codetree.output_head`).
+- **the output head**: excluded from `all-linear` by PEFT's rule (`codewalk.output_head`).
+
+A revision with no tensor names at all (a single `pytorch_model.bin`, no weights yet) is read by
+walking the code from the model class instead (`codewalk`: ModuleList lengths from config.json);
+a part of the tree the walk cannot follow leaves every target unresolved, naming the path. A
+checkpoint of packed quantized weights (GPTQ/AWQ `qweight`, compressed-tensors `weight_packed`) is
+not resolved: the quantizer swaps those layers for its own classes at load.
 """
 
 from __future__ import annotations
@@ -32,11 +38,14 @@ from typing import Any
 
 from tracker.domain import SafetensorsHeader
 from tracker.estimate.checkpoint import QUANTIZED_DTYPES
-from tracker.preflight.codetree import Assigned, CodeTree, Unknown, output_head
+from tracker.preflight.codetree import Assigned, CodeTree
+from tracker.preflight.codewalk import output_head, walk_modules
 from tracker.preflight.imports import remote_code_modules
 from tracker.preflight.lora import ALL_LINEAR, KINDS, LoraResolution
+from tracker.preflight.safeeval import Unknown
 
 INDEX_NAMES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
+ANY = "*"  # a not-understood entry that blocks every target
 _VISION = re.compile(r"vision|visual|^vit$|image|img_|mm_projector|multi_modal_projector|^vpm$")
 _LINEAR_ATTN = re.compile(r"linear_attn|linear_attention|^mamba|^mixer$|^ssm")
 _ATTN = re.compile(r"attn|attention")
@@ -216,13 +225,22 @@ def census_modules(
     code_files = {p: files[p] for p in modules if p not in broken}
     if not code_files:
         return "the revision has no remote code to read module classes from"
-    names = tensor_names(files, headers)
-    if isinstance(names, str):
-        return names
-    tensors, source = names
     tree = CodeTree(code_files, config)
     root = root_class(config, tree)
     head = output_head(tree, root) if root else Unknown("no model class of auto_map is in the code")
+    names = tensor_names(files, headers)
+    if isinstance(names, str):
+        if root is None:
+            return f"{names}, and no model class of auto_map is in the code to walk"
+        return _walked(tree, root, head, names, sorted(code_files))
+    tensors, source = names
+    packed = sorted(n for n in tensors if n.endswith((".qweight", ".weight_packed")))
+    if packed:
+        return (
+            f"the checkpoint stores packed quantized weights (`{packed[0]}`, {len(packed)} "
+            "tensors): their layers are replaced by the quantizer's classes at load, which the "
+            "remote code does not show"
+        )
     out: list[CensusModule] = []
     unknown: dict[str, str] = {}
     notes = [
@@ -246,6 +264,13 @@ def census_modules(
         if isinstance(head, str) and path == head:
             continue
         out.append(CensusModule(path, kind_of(path), _features(got, census)))
+    _head_notes(head, root, notes, unknown)
+    return out, notes, unknown
+
+
+def _head_notes(
+    head: str | Unknown | None, root: str | None, notes: list[str], unknown: dict[str, str]
+) -> None:
     if isinstance(head, Unknown):
         unknown[ALL_LINEAR] = f"the output head PEFT excludes is not known: {head.why}"
     elif head is None:
@@ -255,6 +280,33 @@ def census_modules(
         )
     else:
         notes.append(f"`{head}` is the output head: all-linear leaves it out, as PEFT does")
+
+
+def _walked(
+    tree: CodeTree, root: str, head: str | Unknown | None, why_no_names: str, code: list[str]
+) -> tuple[list[CensusModule], list[str], dict[str, str]]:
+    """The modules of the code walk (`codewalk`), for a revision without tensor names. A path
+    the walk does not understand could hold any name, so it leaves every target unresolved."""
+    walk = walk_modules(tree, root)
+    out = [
+        CensusModule(
+            path,
+            kind_of(path),
+            a.features if isinstance(a.features, tuple) else str(a.features or "unknown"),
+        )
+        for path, a in walk.linears.items()
+        if not (isinstance(head, str) and path == head)
+    ]
+    notes = [
+        f"{why_no_names}: the module tree is walked from {root} through the classes of "
+        f"{', '.join(code)} (by AST, never run), layer counts from config.json"
+    ]
+    unknown: dict[str, str] = {}
+    if walk.unknown:
+        shown = [f"`{p}` ({w})" for p, w in list(walk.unknown.items())[:3]]
+        more = len(walk.unknown) - len(shown)
+        unknown[ANY] = "; ".join(shown) + (f"; and {more} more" if more > 0 else "")
+    _head_notes(head, root, notes, unknown)
     return out, notes, unknown
 
 
@@ -277,11 +329,14 @@ def resolve_census(
     unresolved: dict[str, str] = {}
     unsized_why: dict[str, str] = {}
     for t in targets:
-        blockers = sorted(
-            why for leaf, why in unknown.items() if t == ALL_LINEAR or leaf in (t, ALL_LINEAR)
+        # keys: a leaf name blocks itself and all-linear; ALL_LINEAR blocks all-linear; ANY all
+        first = [unknown[k] for k in (ANY, ALL_LINEAR) if k in unknown and (k == ANY or t == k)]
+        rest = sorted(
+            why
+            for leaf, why in unknown.items()
+            if leaf not in (ANY, ALL_LINEAR) and (t == ALL_LINEAR or leaf == t)
         )
-        if t == ALL_LINEAR and ALL_LINEAR in unknown:
-            blockers = [unknown[ALL_LINEAR], *(w for w in blockers if w != unknown[ALL_LINEAR])]
+        blockers = first + rest
         if blockers:
             unresolved[t] = "not understood: " + "; ".join(blockers)
             continue

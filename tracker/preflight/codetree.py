@@ -9,15 +9,11 @@ some class, an Embedding, a norm), or something else. A Linear may be built dire
 (`torch.nn.utils.skip_init(nn.Linear, a, b)`, chatglm's `init_method(nn.Linear, a, b)`).
 
 The in/out features of a Linear built in `__init__` are its call's arguments evaluated against
-config.json by a whitelist evaluator (`evaluate`): constants, names and `self.` attributes bound
-earlier in the same `__init__`, attributes of `config` (and `self.config`,
-`getattr(config, "key", default)`), `+ - * //`, unary minus, `not`, comparisons, `and`/`or` and
-conditional expressions (so `if config.multi_query_attention:` branches are followed). Anything
-else is unknown, and the expression that was not understood is kept as the reason.
-
-`output_head` applies PEFT's rule for `all-linear` (peft 0.21 `_maybe_include_all_linear_layers`):
-the module `model.get_output_embeddings()` returns is excluded; transformers' default
-(5.24 `EmbeddingAccessMixin`) returns the model's `lm_head` attribute, or nothing without one.
+config.json by `safeeval.evaluate` (constants, config keys, names bound earlier in the same
+`__init__`, arithmetic, comparisons, conditionals; `if` statements whose test it can decide are
+followed); the arguments a class is built with at its call site are bound into its `__init__`
+(`attr_bound`). What it cannot evaluate is kept as the reason. config.json is read as the remote
+configuration class reads it: its `attribute_map` aliases and one-line `@property` values.
 """
 
 from __future__ import annotations
@@ -27,32 +23,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tracker.preflight.safeeval import ClassRef, ConfigRef, Unknown, Value, evaluate
+
 LINEAR_CLASSES = frozenset({"Linear", "LazyLinear", "NonDynamicallyQuantizableLinear", "Conv1D"})
 _CONV1D = "Conv1D"  # transformers' Conv1D(nf=out, nx=in) stores its weight as [in, out]
-
-
-class Unknown:
-    """A value the evaluator could not give; `why` names what was not understood."""
-
-    __slots__ = ("why",)
-
-    def __init__(self, why: str) -> None:
-        self.why = why
-
-    def __repr__(self) -> str:
-        return f"Unknown({self.why!r})"
-
-
-class _Config:
-    """The `config` object of the remote code: attribute reads are config.json lookups."""
-
-    __slots__ = ("data",)
-
-    def __init__(self, data: Mapping[str, Any]) -> None:
-        self.data = data
-
-
-Value = int | float | bool | str | None | Unknown | _Config
 
 
 @dataclass(frozen=True)
@@ -66,6 +40,7 @@ class Assigned:
     features: tuple[int, int] | str | None = None
     conv1d: bool = False
     bound: tuple[tuple[str, Value], ...] = ()
+    items: int | str | None = None  # a ModuleList/Sequential: how many (or why unknown)
 
 
 @dataclass
@@ -88,145 +63,6 @@ def _last(node: ast.expr) -> str | None:
     return None
 
 
-def evaluate(node: ast.expr, env: Mapping[str, Value], config: Mapping[str, Any]) -> Value:
-    """`node`'s value under the whitelist of the module docstring (Unknown otherwise)."""
-    if isinstance(node, ast.Constant):
-        v = node.value
-        return (
-            v
-            if isinstance(v, int | float | str | bool) or v is None
-            else Unknown(ast.unparse(node))
-        )
-    if isinstance(node, ast.Name):
-        if node.id in env:
-            return env[node.id]
-        if node.id == "config":
-            return _Config(config)
-        return Unknown(f"`{node.id}`")
-    if isinstance(node, ast.Attribute):
-        if isinstance(node.value, ast.Name) and node.value.id == "self":
-            key = f"self.{node.attr}"
-            if key in env:
-                return env[key]
-            if node.attr == "config":
-                return _Config(config)
-            return Unknown(f"`self.{node.attr}`")
-        base = evaluate(node.value, env, config)
-        if isinstance(base, _Config):
-            if node.attr in base.data:
-                v = base.data[node.attr]
-                return (
-                    v
-                    if isinstance(v, int | float | str | bool) or v is None
-                    else Unknown(f"`config.{node.attr}` is not a number")
-                )
-            return Unknown(f"`config.{node.attr}` is not in config.json")
-        return base if isinstance(base, Unknown) else Unknown(f"`{ast.unparse(node)}`")
-    if isinstance(node, ast.Call):
-        return _call(node, env, config)
-    if isinstance(node, ast.BinOp):
-        a, b = evaluate(node.left, env, config), evaluate(node.right, env, config)
-        for side in (a, b):
-            if isinstance(side, Unknown):
-                return side
-        if not (_number(a) and _number(b)):
-            return Unknown(f"`{ast.unparse(node)}`")
-        assert isinstance(a, int | float) and isinstance(b, int | float)
-        if isinstance(node.op, ast.Add):
-            return a + b
-        if isinstance(node.op, ast.Sub):
-            return a - b
-        if isinstance(node.op, ast.Mult):
-            return a * b
-        if isinstance(node.op, ast.FloorDiv) and b != 0:
-            return a // b
-        return Unknown(f"`{ast.unparse(node)}`")
-    if isinstance(node, ast.UnaryOp):
-        operand = evaluate(node.operand, env, config)
-        if isinstance(operand, Unknown):
-            return operand
-        if isinstance(node.op, ast.Not) and not isinstance(operand, _Config):
-            return not operand
-        if isinstance(node.op, ast.USub) and _number(operand):
-            assert isinstance(operand, int | float)
-            return -operand
-        return Unknown(f"`{ast.unparse(node)}`")
-    if isinstance(node, ast.BoolOp):
-        result: Value = None
-        for part in node.values:
-            result = evaluate(part, env, config)
-            if isinstance(result, Unknown | _Config):
-                return Unknown(f"`{ast.unparse(node)}`")
-            if isinstance(node.op, ast.And) and not result:
-                return result
-            if isinstance(node.op, ast.Or) and result:
-                return result
-        return result
-    if isinstance(node, ast.Compare) and len(node.ops) == 1:
-        a, b = evaluate(node.left, env, config), evaluate(node.comparators[0], env, config)
-        if isinstance(a, Unknown | _Config) or isinstance(b, Unknown | _Config):
-            return Unknown(f"`{ast.unparse(node)}`")
-        return _compare(node.ops[0], a, b, node)
-    if isinstance(node, ast.IfExp):
-        test = evaluate(node.test, env, config)
-        if isinstance(test, Unknown | _Config):
-            return Unknown(f"`{ast.unparse(node.test)}`")
-        return evaluate(node.body if test else node.orelse, env, config)
-    return Unknown(f"`{ast.unparse(node)}`")
-
-
-def _number(v: Value) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool)
-
-
-def _compare(op: ast.cmpop, a: Value, b: Value, node: ast.expr) -> Value:
-    if isinstance(op, ast.Is):
-        return a is b if a is None or b is None else Unknown(f"`{ast.unparse(node)}`")
-    if isinstance(op, ast.IsNot):
-        return a is not b if a is None or b is None else Unknown(f"`{ast.unparse(node)}`")
-    if isinstance(op, ast.Eq):
-        return a == b
-    if isinstance(op, ast.NotEq):
-        return a != b
-    if _number(a) and _number(b):
-        assert isinstance(a, int | float) and isinstance(b, int | float)
-        if isinstance(op, ast.Lt):
-            return a < b
-        if isinstance(op, ast.LtE):
-            return a <= b
-        if isinstance(op, ast.Gt):
-            return a > b
-        if isinstance(op, ast.GtE):
-            return a >= b
-    return Unknown(f"`{ast.unparse(node)}`")
-
-
-def _call(node: ast.Call, env: Mapping[str, Value], config: Mapping[str, Any]) -> Value:
-    """Only `getattr(config, "key"[, default])` is evaluated: a config lookup."""
-    if (
-        isinstance(node.func, ast.Name)
-        and node.func.id == "getattr"
-        and 2 <= len(node.args) <= 3
-        and not node.keywords
-        and isinstance(node.args[1], ast.Constant)
-        and isinstance(node.args[1].value, str)
-    ):
-        base = evaluate(node.args[0], env, config)
-        key = node.args[1].value
-        if isinstance(base, _Config):
-            if key in base.data:
-                v = base.data[key]
-                return (
-                    v
-                    if isinstance(v, int | float | str | bool) or v is None
-                    else Unknown(f"`config.{key}` is not a number")
-                )
-            if len(node.args) == 3:
-                return evaluate(node.args[2], env, config)
-            return Unknown(f"`config.{key}` is not in config.json")
-    return Unknown(f"`{ast.unparse(node)}`")
-
-
 def _linear_args(call: ast.Call, skip: int) -> tuple[ast.expr | None, ast.expr | None]:
     """The in/out feature expressions of a Linear call (after `skip` leading positional args)."""
     args = call.args[skip:]
@@ -246,6 +82,9 @@ class CodeTree:
         self.classes: dict[str, ClassInfo] = {}
         self.problems: list[str] = []
         self.functions: dict[str, ast.FunctionDef] = {}
+        self._instances: dict[
+            tuple[str, tuple[tuple[str, Value], ...]], tuple[dict[str, Assigned], set[str]]
+        ] = {}
         self._bound_cache: dict[tuple[str, str, tuple[tuple[str, Value], ...]], list[Assigned]] = {}
         parsed: list[tuple[str, ast.ClassDef]] = []
         for path, data in files.items():
@@ -269,10 +108,65 @@ class CodeTree:
                 if isinstance(item, ast.FunctionDef):
                     info.methods[item.name] = item
             self.classes.setdefault(node.name, info)
+        self.config = self._config_view(config, [n for _, n in parsed])
         for info in self.classes.values():
             for name, fn in info.methods.items():
                 env: dict[str, Value] = {}
                 self._exec(info, fn.body, env, exact=name == "__init__")
+
+    def _config_view(self, config: Mapping[str, Any], nodes: list[ast.ClassDef]) -> dict[str, Any]:
+        """config.json as the remote configuration class reads it: its `attribute_map` aliases
+        (`num_hidden_layers` → `n_layer`, as PretrainedConfig resolves them) and its one-line
+        `@property` values (`return self.hidden_size // self.n_head`), evaluated by the
+        whitelist; keys config.json has are never overridden."""
+        view = dict(config)
+        configs = [n for n in nodes if self._is_config_class(n.name)]
+        for node in configs:
+            for item in node.body:
+                if (
+                    isinstance(item, ast.Assign)
+                    and any(
+                        isinstance(t, ast.Name) and t.id == "attribute_map" for t in item.targets
+                    )
+                    and isinstance(item.value, ast.Dict)
+                ):
+                    for k, v in zip(item.value.keys, item.value.values, strict=True):
+                        if (
+                            isinstance(k, ast.Constant)
+                            and isinstance(v, ast.Constant)
+                            and isinstance(k.value, str)
+                            and v.value in view
+                            and k.value not in view
+                        ):
+                            view[k.value] = view[v.value]
+        for node in configs:
+            for item in node.body:
+                if not (
+                    isinstance(item, ast.FunctionDef)
+                    and any(_last(d) == "property" for d in item.decorator_list)
+                    and len(item.body) == 1
+                    and isinstance(item.body[0], ast.Return)
+                    and item.body[0].value is not None
+                    and item.name not in view
+                ):
+                    continue
+                env: dict[str, Value] = {
+                    f"self.{k}": v
+                    for k, v in view.items()
+                    if isinstance(v, int | float | str | bool) or v is None
+                }
+                value = evaluate(item.body[0].value, env, view)
+                if not isinstance(value, Unknown | ConfigRef | ClassRef):
+                    view[item.name] = value
+        return view
+
+    def _is_config_class(self, name: str, seen: frozenset[str] = frozenset()) -> bool:
+        if name in ("PretrainedConfig", "PreTrainedConfig"):
+            return True
+        info = self.classes.get(name)
+        if info is None or name in seen:
+            return False
+        return any(self._is_config_class(b, seen | {name}) for b in info.bases)
 
     # -- class relations -------------------------------------------------------------------
 
@@ -316,6 +210,9 @@ class CodeTree:
     def _classify(self, value: ast.expr, env: Mapping[str, Value], exact: bool) -> Assigned:
         if isinstance(value, ast.Call):
             func = _last(value.func)
+            alias = env.get(func or "") if isinstance(value.func, ast.Name) else None
+            if isinstance(alias, ClassRef):
+                func = alias.name
             factory_cls = _last(value.args[0]) if value.args else None
             if func and self.is_linear_class(func):
                 return self._linear(value, 0, func, env, exact)
@@ -329,27 +226,59 @@ class CodeTree:
                 elif isinstance(inner, ast.List | ast.Tuple):
                     elts = list(inner.elts)
                 kinds = [self._classify(e, env, exact=False) for e in elts]
+                items = self._items(inner, env, exact)
                 if kinds and all(k.kind == "linear" for k in kinds):
                     feats = {k.features for k in kinds}
                     return Assigned(
                         "linear_list",
                         features=feats.pop() if len(feats) == 1 else "the list's Linears differ",
                         conv1d=kinds[0].conv1d,
+                        items=items,
                     )
                 targets = {k.target for k in kinds if k.kind == "call"}
-                if func == "ModuleList" and len(targets) == 1:
-                    return Assigned("call", target=targets.pop())
+                if len(targets) == 1 and all(k.kind == "call" for k in kinds):
+                    bound = {k.bound for k in kinds}
+                    return Assigned(
+                        "call",
+                        target=targets.pop(),
+                        bound=bound.pop() if len(bound) == 1 else (),
+                        items=items,
+                    )
+                return Assigned("unknown", target=f"{func}({ast.unparse(inner)[:60]})")
             if factory_cls and factory_cls in self.classes:
                 return Assigned("call", target=factory_cls)
             if func in self.classes:
                 return Assigned("call", target=func, bound=self._bind_call(func, value, env, exact))
             if func and func[:1].isupper():  # a class from outside the remote code
                 return Assigned("call", target=func)
+            if _value_call(value):
+                return Assigned("other")
             returned = self._returns_class(func)
             if returned is not None:
                 return Assigned("call", target=returned)
             return Assigned("unknown", target=f"{func or ast.unparse(value.func)}()")
         return Assigned("other")
+
+    def _items(self, inner: ast.expr, env: Mapping[str, Value], exact: bool) -> int | str:
+        """How many modules a ModuleList's argument makes: a literal's length, or the count of
+        `[... for _ in range(N)]` with N evaluated."""
+        if isinstance(inner, ast.List | ast.Tuple):
+            return len(inner.elts)
+        if (
+            isinstance(inner, ast.ListComp | ast.GeneratorExp)
+            and len(inner.generators) == 1
+            and not inner.generators[0].ifs
+            and isinstance(inner.generators[0].iter, ast.Call)
+            and _last(inner.generators[0].iter.func) == "range"
+            and len(inner.generators[0].iter.args) == 1
+        ):
+            arg = inner.generators[0].iter.args[0]
+            n = evaluate(arg, env, self.config) if exact else Unknown(f"`{ast.unparse(arg)}`")
+            if isinstance(n, Unknown):
+                return n.why
+            if type(n) is int and 0 <= n <= 100_000:
+                return n
+        return f"`{ast.unparse(inner)[:60]}`"
 
     def _returns_class(self, func: str | None) -> str | None:
         """The class a module-level or nested helper of the code always builds (`build_layer`
@@ -381,6 +310,27 @@ class CodeTree:
             if (kw.arg and kw.arg in params) or kw.arg in [a.arg for a in init.args.kwonlyargs]:
                 out[str(kw.arg)] = evaluate(kw.value, env, self.config)
         return tuple((k, v) for k, v in out.items() if not isinstance(v, Unknown) and k != "config")
+
+    def instance_attrs(
+        self, cls: str, bound: tuple[tuple[str, Value], ...]
+    ) -> tuple[dict[str, Assigned], set[str]]:
+        """What an instance of `cls` built with `bound` holds: each attribute's last assignment
+        when the `__init__`s of its remote bases and then its own run, and the attributes set
+        under a condition or loop the evaluator could not decide (`self.NAME`)."""
+        key = (cls, bound)
+        if key not in self._instances:
+            attrs: dict[str, Assigned] = {}
+            uncertain: set[str] = set()
+            for info in reversed(self.mro(cls)):
+                init = info.methods.get("__init__")
+                if init is None:
+                    continue
+                scratch = ClassInfo(info.name, info.file, info.bases)
+                self._exec(scratch, init.body, dict(bound), exact=True, uncertain=uncertain)
+                for name, assigned in scratch.attrs.items():
+                    attrs[name] = assigned[-1]
+            self._instances[key] = (attrs, uncertain)
+        return self._instances[key]
 
     def attr_bound(
         self, cls: str, name: str, bound: tuple[tuple[str, Value], ...]
@@ -425,6 +375,20 @@ class CodeTree:
             return Assigned("linear", target=cls, features=(i, o), conv1d=conv)
         return Assigned("linear", target=cls, features="the features are not integers", conv1d=conv)
 
+    def _class_ref(self, node: ast.expr, env: Mapping[str, Value]) -> ClassRef | None:
+        """A class named by `node` (`RMSNorm`, `torch.nn.LayerNorm`, or a conditional choosing
+        one: `RMSNorm if config.rmsnorm else LayerNorm`), for local aliases of classes."""
+        if isinstance(node, ast.IfExp):
+            test = evaluate(node.test, env, self.config)
+            if isinstance(test, Unknown | ConfigRef):
+                return None
+            return self._class_ref(node.body if test else node.orelse, env)
+        if isinstance(node, ast.Name | ast.Attribute):
+            name = _last(node)
+            if name and (name in self.classes or name[:1].isupper()):
+                return ClassRef(name)
+        return None
+
     def _bind(self, target: ast.expr, value: Value, env: dict[str, Value]) -> None:
         if isinstance(target, ast.Name):
             env[target.id] = value
@@ -439,7 +403,12 @@ class CodeTree:
                 self._bind(t, Unknown(f"`{ast.unparse(target)}`"), env)
 
     def _exec(
-        self, info: ClassInfo, body: Iterable[ast.stmt], env: dict[str, Value], exact: bool
+        self,
+        info: ClassInfo,
+        body: Iterable[ast.stmt],
+        env: dict[str, Value],
+        exact: bool,
+        uncertain: set[str] | None = None,
     ) -> None:
         """Walk a method body in order, binding what the evaluator can and recording every
         `self.NAME = ...` (`exact`: straight-line `__init__` code, whose values are known)."""
@@ -447,6 +416,9 @@ class CodeTree:
             if isinstance(stmt, ast.Assign | ast.AnnAssign) and stmt.value is not None:
                 targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
                 value = evaluate(stmt.value, env, self.config) if exact else Unknown("not __init__")
+                ref = self._class_ref(stmt.value, env) if exact else None
+                if ref is not None:
+                    value = ref
                 for t in targets:
                     if (
                         isinstance(t, ast.Attribute)
@@ -463,22 +435,47 @@ class CodeTree:
                 self._bind(stmt.target, new if not isinstance(cur, Unknown) else cur, env)
             elif isinstance(stmt, ast.If):
                 test = evaluate(stmt.test, env, self.config) if exact else Unknown("")
-                if exact and not isinstance(test, Unknown | _Config):
-                    self._exec(info, stmt.body if test else stmt.orelse, env, exact)
+                if exact and not isinstance(test, Unknown | ConfigRef):
+                    self._exec(info, stmt.body if test else stmt.orelse, env, exact, uncertain)
                 else:
                     why = Unknown(f"set under `if {ast.unparse(stmt.test)}`")
                     for branch in (stmt.body, stmt.orelse):
                         self._exec(info, branch, dict(env), exact=False)
                         for name in _assigned_names(branch):
                             env[name] = why
+                            if uncertain is not None:
+                                uncertain.add(name)
             elif isinstance(stmt, ast.With | ast.Try):
-                self._exec(info, stmt.body, env, exact)
+                self._exec(info, stmt.body, env, exact, uncertain)
             elif isinstance(stmt, ast.For | ast.While | ast.AsyncFor):
                 self._exec(info, stmt.body, dict(env), exact=False)
                 for name in _assigned_names(stmt.body):
                     env[name] = Unknown(f"set in a loop (`{ast.unparse(stmt)[:40]}`)")
+                    if uncertain is not None:
+                        uncertain.add(name)
             elif isinstance(stmt, ast.FunctionDef):
                 env[stmt.name] = Unknown(f"`{stmt.name}()`")
+
+
+_BUILTINS = frozenset(
+    {"max", "min", "int", "float", "bool", "str", "len", "abs", "round", "getattr", "sum",
+     "tuple", "list", "dict", "set", "range", "isinstance", "hasattr", "divmod", "pow", "any",
+     "all", "sorted", "zip", "enumerate", "type", "frozenset"}
+)  # fmt: skip
+_TENSOR_NAMESPACES = frozenset({"torch", "math", "F", "np", "numpy", "functional"})
+
+
+def _value_call(call: ast.Call) -> bool:
+    """A call that makes a value, not a module: a builtin (`max(1, n)`), or a lowercase
+    function of torch / math / numpy (`torch.zeros(...)`: a tensor)."""
+    if isinstance(call.func, ast.Name):
+        return call.func.id in _BUILTINS
+    if isinstance(call.func, ast.Attribute) and call.func.attr[:1].islower():
+        base = call.func.value
+        while isinstance(base, ast.Attribute):
+            base = base.value
+        return isinstance(base, ast.Name) and base.id in _TENSOR_NAMESPACES
+    return False
 
 
 def _assigned_names(body: Iterable[ast.stmt]) -> set[str]:
@@ -500,44 +497,3 @@ def _assigned_names(body: Iterable[ast.stmt]) -> set[str]:
                 ):
                     out.add(f"self.{t.attr}")
     return out
-
-
-def _self_path(node: ast.expr) -> str | None:
-    """`self.a.b` → "a.b"."""
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name) and node.id == "self" and parts:
-        return ".".join(reversed(parts))
-    return None
-
-
-def _returned_path(fn: ast.FunctionDef) -> str | Unknown | None:
-    """What a one-return accessor returns: a `self.` path, None, or Unknown."""
-    returns = [n for n in ast.walk(fn) if isinstance(n, ast.Return)]
-    if len(returns) != 1:
-        return Unknown(f"{fn.name} has {len(returns)} returns")
-    value = returns[0].value
-    if value is None or (isinstance(value, ast.Constant) and value.value is None):
-        return None
-    path = _self_path(value)
-    return path if path is not None else Unknown(f"{fn.name} returns `{ast.unparse(value)}`")
-
-
-def output_head(tree: CodeTree, root: str) -> str | Unknown | None:
-    """The module path PEFT's `all-linear` excludes for model class `root` (see the module
-    docstring): None when it excludes nothing, Unknown when the code does not tell."""
-    for info in tree.mro(root):
-        fn = info.methods.get("get_output_embeddings")
-        if fn is not None:
-            return _returned_path(fn)
-    for info in tree.mro(root):
-        if "lm_head" in info.attrs:
-            return "lm_head"
-        fn = info.methods.get("lm_head")
-        if fn is not None:  # a property that forwards to the real module
-            return _returned_path(fn)
-    if not tree.mro(root):
-        return Unknown(f"the model class {root} is not in the remote code")
-    return None

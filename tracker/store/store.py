@@ -120,19 +120,27 @@ class Store:
         self, repo_id: RepoId, *, source_kind: str, url: str | None, ref: str
     ) -> RepoState:
         """Create the repo's row (and state) if missing, else update its source and ref;
-        return its state (one transaction: what a poll starts with)."""
+        return its state (one transaction)."""
+        return self.start_poll(repo_id, source_kind=source_kind, url=url, ref=ref)[1]
+
+    def start_poll(
+        self, repo_id: RepoId, *, source_kind: str, url: str | None, ref: str
+    ) -> tuple[str | None, RepoState]:
+        """`ensure_repo`, also returning the ref the store followed before (None: the repo was
+        not in the store): what a poll starts with, in one transaction."""
         with self._writing() as s:
             # Another process may create the same repo at the same time: its rows are ours too.
             repos = RepoRow.__table__  # type: ignore[attr-defined]
             values = {"repo_id": repo_id, "source_kind": source_kind, "url": url, "ref": ref}
-            insert_ignore(s, repos, values, ["repo_id"])
+            created = insert_ignore(s, repos, values, ["repo_id"])
             row = self._repo(s, repo_id)
+            old_ref = None if created else row.ref
             states = IngestionStateRow.__table__  # type: ignore[attr-defined]
             insert_ignore(s, states, {"repo_pk": _pk(row)}, ["repo_pk"])
             if (row.source_kind, row.url, row.ref) != (source_kind, url, ref):
                 row.source_kind, row.url, row.ref = source_kind, url, ref
             s.flush()
-            return self._state(s, row)
+            return old_ref, self._state(s, row)
 
     def _state(self, s: Session, repo: RepoRow) -> RepoState:
         st = s.get(IngestionStateRow, _pk(repo))
@@ -319,6 +327,22 @@ class Store:
                     )
                 row = self._rev(s, repo, row.previous_sha)
             return Sha(row.sha)
+
+    def revision_marks(self, repo_id: RepoId) -> list[tuple[Sha, bool, bool]]:
+        """(sha, analysed, rewritten away) of every ingested revision, oldest first: what the
+        analysis of a poll needs, in one light query (no commit metadata decoded)."""
+        with self._session() as s:
+            repo = self._repo(s, repo_id)
+            rows = s.execute(
+                sa.select(
+                    col(RevisionRow.sha),
+                    col(RevisionRow.analysed_at).is_not(None),
+                    col(RevisionRow.rewritten_away),
+                )
+                .where(col(RevisionRow.repo_pk) == _pk(repo))
+                .order_by(col(RevisionRow.seq))
+            ).all()
+            return [(Sha(r[0]), bool(r[1]), bool(r[2])) for r in rows]
 
     def pending_analysis(self, repo_id: RepoId) -> list[Sha]:
         """Live (not rewritten-away) revisions never marked analysed, oldest first."""
