@@ -112,6 +112,8 @@ def test_a_read_token_as_the_basic_password_reads(gated: TestClient) -> None:
             401, "urn:tracker:problem:unauthorized",
         ), headers  # fmt: skip
         assert READ not in refused.text
+    latin = gated.get(path, headers={"Authorization": b"Basic \xff\xfe=="})  # not ASCII
+    assert (latin.status_code, latin.json()["type"]) == (401, "urn:tracker:problem:unauthorized")
     write = gated.get("/v1/subscriptions", headers=_basic("admin", WRITE))
     assert (write.status_code, write.headers["www-authenticate"]) == (401, 'Bearer realm="tracker"')
     assert write.json()["detail"] == "writing needs `Authorization: Bearer <token>`"

@@ -21,7 +21,6 @@ one.
 from __future__ import annotations
 
 import base64
-import binascii
 import hmac
 from typing import Any, Literal
 
@@ -72,7 +71,7 @@ def _presented(request: Request, *, basic: bool) -> str | None:
     if basic and scheme.lower() == "basic":
         try:
             decoded = base64.b64decode(value, validate=True).decode("utf-8")
-        except (binascii.Error, UnicodeDecodeError):
+        except ValueError:  # not base64 (binascii.Error), not ASCII, not UTF-8 underneath
             return ""
         return decoded.partition(":")[2]
     return None
