@@ -157,8 +157,8 @@ class StoreNotFoundError(StoreError):
 
 
 class InvalidRevisionError(StoreNotFoundError):
-    """A revision name no revision can have: not a sha, a ref name (git's ref-name rules) or
-    `HEAD`, each with an optional `~n`. A StoreNotFoundError too (nothing matches it), so the
+    """A revision name no revision can have: not a sha, a ref name or `HEAD`, each with an
+    optional `~n` (`tracker.store.store.REVISION_PATTERN`). A StoreNotFoundError too (nothing matches it), so the
     CLI answers it as before; the HTTP API answers it as a bad request (400)."""
 
 
