@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tracker.preflight.imports import parse_module, statements
 from tracker.preflight.safeeval import ClassRef, ConfigRef, Unknown, Value, evaluate
 
 LINEAR_CLASSES = frozenset({"Linear", "LazyLinear", "NonDynamicallyQuantizableLinear", "Conv1D"})
@@ -89,12 +90,11 @@ class CodeTree:
         self._bound_cache: dict[tuple[str, str, tuple[tuple[str, Value], ...]], list[Assigned]] = {}
         parsed: list[tuple[str, ast.ClassDef]] = []
         for path, data in files.items():
-            try:
-                tree = ast.parse(data.decode("utf-8"), filename=path)
-            except (SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError):
+            tree = parse_module(path, data)
+            if tree is None:
                 self.problems.append(f"{path} does not parse")
                 continue
-            for node in ast.walk(tree):
+            for node in statements(tree.body):
                 if isinstance(node, ast.ClassDef):
                     parsed.append((path, node))
                 elif isinstance(node, ast.FunctionDef):
@@ -472,7 +472,9 @@ def _built_by(info: ClassInfo) -> list[str]:
         return []
     called = [
         node.func.attr
-        for node in ast.walk(init)
+        for stmt in statements(init.body)
+        if isinstance(stmt, ast.Expr | ast.Assign)
+        for node in [stmt.value]
         if isinstance(node, ast.Call)
         and isinstance(node.func, ast.Attribute)
         and isinstance(node.func.value, ast.Name)
