@@ -39,6 +39,7 @@ def _census_lora() -> str:
     repos hold no modeling file, so the demo never reaches this route)."""
     from tests.preflight.test_preflight_census_lora import FAMILIES, _config, _files
     from tracker.preflight.census_lora import resolve_census
+    from tracker.preflight.imports import parse_module
     from tracker.preflight.settings import DEFAULT_TARGETS
 
     cells = []
@@ -46,6 +47,10 @@ def _census_lora() -> str:
         config = _config(repo)
         took = []
         for files in (_files(repo), _files(repo, index=False)):
+            parse_module.cache_clear()
+            t = time.perf_counter()
+            resolve_census(files, {}, config, DEFAULT_TARGETS, 16)
+            took.append(time.perf_counter() - t)
             best = float("inf")
             for _ in range(RUNS):
                 t = time.perf_counter()
@@ -54,14 +59,17 @@ def _census_lora() -> str:
             assert res is not None
             took.append(best)
         cells.append(
-            f"{repo.split('__')[1]} {took[0] * 1e3:.1f} ms from the index, {took[1] * 1e3:.1f} ms "
-            f"walking the code ({res.modules('all-linear')} Linear)"
+            f"{repo.split('__')[1]} ({res.modules('all-linear')} Linear): from the index "
+            f"{took[0] * 1e3:.1f} ms first / {took[1] * 1e3:.1f} ms again, walking the code "
+            f"{took[2] * 1e3:.1f} / {took[3] * 1e3:.1f} ms"
         )
     return (
         "Remote-code LoRA route (checkpoint tensor names + modeling code by AST; without tensor "
-        f"names, the walk of the code), best of {RUNS}, on the corpus's weight indexes with the "
-        "tests' stand-in modeling code (the publishers' files are longer, so parsing them costs "
-        "more): " + "; ".join(cells) + "."
+        "names, the walk of the code) on the corpus's weight indexes with the tests' stand-in "
+        "modeling code; first: the code parsed for the first time, again: best of "
+        f"{RUNS} with the parse cache (a revision that keeps the previous one's code): "
+        + "; ".join(cells)
+        + ". The publishers' modeling files are longer (about 55 KB), so a first parse costs more."
     )
 
 

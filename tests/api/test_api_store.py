@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from fastapi.testclient import TestClient
@@ -557,3 +558,120 @@ def test_kept_answers_follow_a_postgresql_store(
                 assert _ids(client) == [first.id, second.id]
         finally:
             app.close()
+
+
+def test_filters_take_any_case_and_repeated_values_match_any(
+    served: tuple[TestClient, App, Seeder],
+) -> None:
+    """As `tracker advisories list`: severities, kinds and states in any letter case; a filter
+    given several times matches any of its values; different filters all hold."""
+    client, _, seeder = served
+    made = seeder.made
+
+    def ids(*params: tuple[str, str]) -> list[str]:
+        out: list[str] = []
+        cursor = None
+        while True:
+            query = [*params, ("limit", "5"), *([("cursor", cursor)] if cursor else [])]
+            r = client.get("/v1/advisories", params=query)
+            assert r.status_code == 200, r.text
+            out += [i["id"] for i in r.json()["items"]]
+            cursor = r.json()["next"]
+            if cursor is None:
+                return out
+
+    high = _by_published([m for m in made if m.severity is Severity.HIGH])
+    assert ids(("severity", "HIGH")) == ids(("severity", "High")) == high
+    assert ids(("min_severity", "CRITICAL")) == _by_published(
+        [m for m in made if m.severity is Severity.CRITICAL]
+    )
+    assert ids(("state", "Fixed"), ("kind", "CONFIG"), ("kind", "weights")) == []
+    assert ids(("state", "FIXED"), ("state", "withdrawn")) == ["x_TEST-2026-6", "x_TEST-2026-10"]
+    assert ids(("repo", A), ("repo", B)) == _by_published(made)
+    assert ids(("severity", "low"), ("severity", "Critical"), ("repo", B)) == _by_published(
+        [m for m in made if m.severity in (Severity.LOW, Severity.CRITICAL) and m.repo == B]
+    )
+    assert ids(("kind", "config"), ("kind", "Tokenizer")) == _by_published(
+        [m for m in made if m.kind in (Artifact.CONFIG, Artifact.TOKENIZER)]
+    )
+    # floors: the lowest counts; with severities: both hold
+    assert ids(("min_severity", "critical"), ("min_severity", "high")) == _by_published(
+        [m for m in made if m.severity in (Severity.HIGH, Severity.CRITICAL)]
+    )
+    assert ids(("min_severity", "high"), ("severity", "low"), ("severity", "high")) == high
+    later, earlier = T0 + timedelta(hours=3), T0 + timedelta(hours=2)
+    assert ids(("since", rfc3339(later)), ("since", rfc3339(earlier))) == _by_published(
+        [m for m in made if m.modified >= earlier]
+    )
+    # a cursor belongs to the list, however its filters were spelled
+    first = client.get("/v1/advisories", params=[("severity", "HIGH"), ("limit", "2")]).json()
+    same = client.get(
+        "/v1/advisories", params=[("severity", "high"), ("limit", "2"), ("cursor", first["next"])]
+    )
+    assert [i["id"] for i in same.json()["items"]] == high[2:4]
+    bad = client.get("/v1/advisories", params=[("severity", "high"), ("severity", "dire")])
+    assert (bad.status_code, bad.json()["detail"], bad.json()["errors"]) == (
+        400,
+        "severity: 'dire' must be one of critical, high, moderate, low",
+        [{"location": "query.severity",
+          "message": "'dire' must be one of critical, high, moderate, low"}],
+    )  # fmt: skip
+    bad_repo = client.get("/v1/advisories", params=[("repo", A), ("repo", "no-slash")])
+    assert (bad_repo.status_code, bad_repo.json()["type"]) == (
+        400, "urn:tracker:problem:invalid-repo-id",
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "route", ["/v1/repos/{}/feed.atom", "/v1/repos/{}/feed.json", "/v1/repos/{}/revisions"]
+)
+def test_an_invalid_repo_id_is_a_400_on_feeds_as_elsewhere(
+    served: tuple[TestClient, App, Seeder], route: str
+) -> None:
+    client, _, _ = served
+    for repo in ("acme/bad..name", "acme/-dash", "acme/trailing."):
+        r = client.get(route.format(repo))
+        assert (r.status_code, r.headers["content-type"], r.json()["type"]) == (
+            400, "application/problem+json", "urn:tracker:problem:invalid-repo-id",
+        ), repo  # fmt: skip
+    unknown = client.get(route.format("acme/nowhere"))
+    assert unknown.status_code == 404
+
+
+def test_an_unparseable_revision_is_a_400_and_an_unknown_one_a_404(
+    served: tuple[TestClient, App, Seeder],
+) -> None:
+    client, _, _ = served
+    routes = [
+        f"/v1/repos/{A}/revisions/{{}}/files/config.json",
+        f"/v1/repos/{A}/revisions/{{}}/estimate",
+        f"/v1/repos/{A}/revisions/{{}}/preflight",
+        f"/v1/repos/{A}/diff?from=HEAD&to={{}}",
+        f"/v1/repos/{A}/diff?from={{}}&to=HEAD",
+    ]
+    for route in routes:
+        for rev in (
+            "HEAD~x",
+            "a~b~c",
+            "main..dev",
+            "x:y",
+            "HEAD^",
+            "@{1}",
+            ".hidden",
+            "a b",
+            "v1.",
+        ):
+            r = client.get(route.format(quote(rev, safe="")))
+            assert (r.status_code, r.json()["type"]) == (
+                400, "urn:tracker:problem:invalid-revision",
+            ), (route, rev)  # fmt: skip
+            assert r.json()["detail"] == (
+                f"{A}: cannot parse revision {rev!r}: not a sha, a ref name or HEAD, each with "
+                "an optional ~n"
+            )
+        # well-formed, not in the store
+        for rev in ("HEAD~9", "dev", "abcdef1", "f" * 40, "v1.lock", "feature.x-2"):
+            r = client.get(route.format(rev))
+            assert (r.status_code, r.json()["type"]) == (
+                404, "urn:tracker:problem:not-found",
+            ), (route, rev)  # fmt: skip

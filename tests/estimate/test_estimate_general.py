@@ -418,3 +418,30 @@ def test_gemma4_layers_by_kind() -> None:
         8,
         2112 + 8 * 704,
     )
+
+
+def test_gated_deltanet_and_mamba2_layers_keep_what_transformers_torch_path_saves() -> None:
+    # Per token, bf16 input, chunked scans in fp32 (bench/activations.py measures real-shaped
+    # layers against these within 3%): the mixer's part of the layer's activation bytes.
+    from tracker.estimate.memory import layer_activation_bytes
+
+    nxt = read_config(load("Qwen__Qwen3-Next-80B-A3B-Thinking"))
+    gdn = nxt.layers[0]
+    kd, vd, qd, hv = 16 * 128, 32 * 128, 32 * 128, 32  # key / value / repeated-q widths
+    assert gdn.attention == "linear"
+    assert gdn.mixer_act == 8 * kd + 34 * vd + 32 * qd + 1318 * hv + 4 * hv * 128 * 128 // 64
+    assert gdn.mixer_act == 361_664
+    nano = read_config(load("nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"))
+    ssm = nano.layers[0]
+    di, gn, nh, n, chunk = 64 * 64, 8 * 128, 64, 128, 128
+    assert ssm.attention == "ssm"
+    assert ssm.mixer_act == (
+        48 * di + 8 * gn + (12 * chunk + 22) * nh + 20 * nh * n + 8 * nh * 64 * n // chunk
+    )
+    assert ssm.mixer_act == 501_120
+    h = 2688
+    assert layer_activation_bytes(ssm, nano, 2.0) == 501_120 + (8 * h + 4)  # one RMSNorm
+    # Kimi delta attention keeps the general approximation (memory.py says why)
+    k3 = read_config(load("moonshotai__Kimi-K3"))
+    kda = next(s for s in k3.layers if s.attention == "linear")
+    assert kda.mixer_act == 0

@@ -63,7 +63,11 @@ def _config(repo: str) -> dict[str, Any]:
 
 
 # the configuration stand-ins (falcon's names `num_hidden_layers` through its attribute_map)
-CONFIG_CODE = {"tiiuae__falcon-40b": ("falcon-40b.configuration_RW.py.txt", "configuration_RW.py")}
+CONFIG_CODE = {
+    "tiiuae__falcon-40b": ("falcon-40b.configuration_RW.py.txt", "configuration_RW.py"),
+    # config.json has no pre_seq_len: the class default (None) decides the prefix encoder
+    "THUDM__chatglm2-6b": ("chatglm2-6b.configuration_chatglm.py.txt", "configuration_chatglm.py"),
+}
 
 
 def _files(repo: str, *, code: bool = True, index: bool = True) -> dict[str, bytes]:
@@ -373,3 +377,18 @@ def test_a_gptq_packed_checkpoint_is_not_resolved_and_says_why() -> None:
         "160 tensors): their layers are replaced by the quantizer's classes at load, which the "
         "remote code does not show"
     )
+
+
+def test_internlm_read_as_remote_code_equals_its_llama_conversion() -> None:
+    """internlm-20b was later re-published as `model_type: llama` with the same weights: the
+    native derivation of that config (checked against transformers' meta-device builds) gives
+    exactly what the checkpoint-and-code route gives for the remote-code revision."""
+    cfg = _config("internlm__internlm-20b")
+    as_llama = {
+        **{k: v for k, v in cfg.items() if k != "auto_map"},
+        "model_type": "llama",
+        "architectures": ["LlamaForCausalLM"],
+    }
+    native, why = resolve_targets(read_config(as_llama), as_llama, DEFAULT_TARGETS, RANK)
+    assert native is not None, why
+    assert _resolve("internlm__internlm-20b").targets == native.targets

@@ -24,7 +24,7 @@ from tracker.advisories.classify import Overrides, classify, highest, parse_over
 from tracker.api.auth import require_read
 from tracker.api.caching import LIST, Kept, keep
 from tracker.api.memo import memo_of, request_key
-from tracker.api.params import SEVERITY_ANY_CASE, Name, Org
+from tracker.api.params import SEVERITY_ANY_CASE, Name, Org, repo_id_of
 from tracker.api.problem import Problem
 from tracker.domain import Artifact, ChangeKind, RepoId, Severity
 from tracker.errors import StoreNotFoundError, TrackerError
@@ -191,7 +191,7 @@ def repo_atom(
     min_severity: str | None = MIN_SEVERITY,
     limit: int = LIMIT,
 ) -> Response:
-    return _serve(request, f"{org}/{name}", min_severity, limit, atom=True)
+    return _serve(request, repo_id_of(org, name), min_severity, limit, atom=True)
 
 
 @router.get(
@@ -205,4 +205,4 @@ def repo_json(
     min_severity: str | None = MIN_SEVERITY,
     limit: int = LIMIT,
 ) -> Response:
-    return _serve(request, f"{org}/{name}", min_severity, limit, atom=False)
+    return _serve(request, repo_id_of(org, name), min_severity, limit, atom=False)

@@ -115,6 +115,7 @@ class Mixer:
     v_width: int = 0
     q_width: int = 0
     latent: int = 0
+    act: int = 0  # bytes autograd keeps per token (linear attention / SSM; 0: the general rule)
 
 
 def _linear_attention(h: int, la: Gdn | Kda) -> Mixer:
@@ -135,6 +136,7 @@ def _linear_attention(h: int, la: Gdn | Kda) -> Mixer:
             params += h * hd + hd * q  # output gate g_a_proj, g_b_proj (low rank)
             lora += (h + hd) + (hd + q)
         state = la.heads * hd * hd * FP32 + 3 * q * (la.conv_kernel - 1) * BF16
+        # transformers' torch path for KDA is not followed (see memory.py): act stays 0
         return Mixer(params, lora, 0, state, "linear", q, q, q)
     kd, vd = la.key_heads * la.key_dim, la.value_heads * la.value_dim
     conv_dim = 2 * kd + vd
@@ -144,7 +146,7 @@ def _linear_attention(h: int, la: Gdn | Kda) -> Mixer:
     state = (
         la.value_heads * la.key_dim * la.value_dim * FP32 + conv_dim * (la.conv_kernel - 1) * BF16
     )
-    return Mixer(params, lora, 0, state, "linear", kd, vd, kd)
+    return Mixer(params, lora, 0, state, "linear", kd, vd, kd, act=la.saved_bytes())
 
 
 def _ssm(h: int, m: Mamba2 | Mamba1) -> Mixer:
@@ -165,7 +167,7 @@ def _ssm(h: int, m: Mamba2 | Mamba1) -> Mixer:
     params += 3 * m.heads + di + _linear(di, h, m.bias)  # A_log, D, dt_bias, gated norm, out_proj
     lora = (h + 2 * di + 2 * m.groups * m.state + m.heads) + di + h
     state = m.heads * m.head_dim * m.state * FP32 + conv_dim * (m.conv_kernel - 1) * BF16
-    return Mixer(params, lora, 0, state, "ssm", di, di, di)
+    return Mixer(params, lora, 0, state, "ssm", di, di, di, act=m.saved_bytes())
 
 
 def _mla(d: Dec, m: Mla, layer: int) -> Mixer:
@@ -422,5 +424,6 @@ def _layer(
         shared_width=d.shared_intermediate if ffn == "moe" else 0,
         mla_latent=mx.latent,
         qk_norm=d.qk_norm and mx.kind not in ("linear", "ssm", "mla"),
+        mixer_act=mx.act,
     )
     return spec, adds

@@ -334,6 +334,7 @@ def _mixers(c: ConfigView, d: Dec, n: Notes) -> None:
             conv_kernel=c.int("conv_kernel", "mamba_d_conv", default=4),
             bias=_bool_of(c, ("use_bias", "mamba_proj_bias"), False),
             conv_bias=_bool_of(c, ("use_conv_bias", "mamba_conv_bias"), True),
+            chunk=c.int("chunk_size", "mamba_chunk_size", default=256, minimum=1),  # Mamba2Config
         )
     elif c.has("mamba_d_state") or c.has("mamba_dt_rank"):
         d_inner = (expand or 2) * h

@@ -38,6 +38,23 @@ class Gdn:
     value_dim: int
     conv_kernel: int
 
+    def saved_bytes(self) -> int:
+        """Bytes autograd keeps per token for backward in transformers' gated DeltaNet layer on
+        its torch path (`torch_chunk_gated_delta_rule`, chunks of 64, run where the
+        flash-linear-attention kernels are not installed), bf16 input, mixer input excluded:
+        fitted to the byte over 32 small layers at T = 512 (`bench.activations.fit("gdn")`).
+
+        The rule works in fp32 with q and k repeated to the value heads (qd = value heads × key
+        size): 8·kd + 34·vd + 32·qd per channel (projections, conv input and output, fp32
+        copies, the gated norm), 1318 per value head (chunk-sized decay and attention rows),
+        and the per-chunk fp32 state, 4·value heads·key size·value size / 64.
+        """
+        kd = self.key_heads * self.key_dim
+        vd = self.value_heads * self.value_dim
+        qd = self.value_heads * self.key_dim
+        state = 4 * self.value_heads * self.key_dim * self.value_dim // 64
+        return 8 * kd + 34 * vd + 32 * qd + 1318 * self.value_heads + state
+
 
 @dataclass(frozen=True)
 class Kda:
@@ -60,6 +77,24 @@ class Mamba2:
     conv_kernel: int
     bias: bool = False
     conv_bias: bool = True
+    chunk: int = 128  # the scan's chunk length (`chunk_size` / `mamba_chunk_size`)
+
+    def saved_bytes(self) -> int:
+        """Bytes autograd keeps per token for backward in transformers' Mamba2 mixer on its
+        torch path (Nemotron-H's `torch_forward`, run where the mamba-ssm kernels are not
+        installed), bf16 input, mixer input excluded: fitted to the byte over 32 small mixers at
+        T = 512 and chunks of 64 and 128 (`bench.activations.fit("mamba2", chunk=...)`).
+
+        48·di per inner channel (projections, conv, fp32 copies, gated norm), 8 per B/C group
+        channel, 12·chunk + 22 per head (the chunk's decay and score rows in fp32), 20 per head
+        and state channel (B and C repeated to the heads), and the per-chunk fp32 states,
+        8·heads·head size·state / chunk.
+        """
+        di = self.heads * self.head_dim
+        per_head = 12 * self.chunk + 22
+        states = 8 * self.heads * self.head_dim * self.state // self.chunk
+        gs = self.groups * self.state
+        return 48 * di + 8 * gs + per_head * self.heads + 20 * self.heads * self.state + states
 
 
 @dataclass(frozen=True)

@@ -254,6 +254,8 @@ def census_modules(
         census = tensors[name]
         if census is not None and len(census[0]) != 2:
             continue  # a Linear's weight is 2-D: a norm or a bias-like parameter
+        if isinstance(head, str) and path == head:
+            continue  # the output head: never adapted by all-linear, whatever else it is
         got = _classify(tree, path)
         if isinstance(got, str):
             leaf = path.rsplit(".", 1)[-1]

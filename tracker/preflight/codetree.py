@@ -13,7 +13,8 @@ config.json by `safeeval.evaluate` (constants, config keys, names bound earlier 
 `__init__`, arithmetic, comparisons, conditionals; `if` statements whose test it can decide are
 followed); the arguments a class is built with at its call site are bound into its `__init__`
 (`attr_bound`). What it cannot evaluate is kept as the reason. config.json is read as the remote
-configuration class reads it: its `attribute_map` aliases and one-line `@property` values.
+configuration class reads it: its `attribute_map` aliases, its `__init__` defaults for keys
+config.json lacks, and its one-line `@property` values.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tracker.preflight.imports import parse_module, statements
 from tracker.preflight.safeeval import ClassRef, ConfigRef, Unknown, Value, evaluate
 
 LINEAR_CLASSES = frozenset({"Linear", "LazyLinear", "NonDynamicallyQuantizableLinear", "Conv1D"})
@@ -88,12 +90,11 @@ class CodeTree:
         self._bound_cache: dict[tuple[str, str, tuple[tuple[str, Value], ...]], list[Assigned]] = {}
         parsed: list[tuple[str, ast.ClassDef]] = []
         for path, data in files.items():
-            try:
-                tree = ast.parse(data.decode("utf-8"), filename=path)
-            except (SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError):
+            tree = parse_module(path, data)
+            if tree is None:
                 self.problems.append(f"{path} does not parse")
                 continue
-            for node in ast.walk(tree):
+            for node in statements(tree.body):
                 if isinstance(node, ast.ClassDef):
                     parsed.append((path, node))
                 elif isinstance(node, ast.FunctionDef):
@@ -110,9 +111,11 @@ class CodeTree:
             self.classes.setdefault(node.name, info)
         self.config = self._config_view(config, [n for _, n in parsed])
         for info in self.classes.values():
-            for name, fn in info.methods.items():
+            # what an instance is built with: `__init__` and the methods it calls on self (a
+            # setter such as `set_output_embeddings` assigns later, to an existing module)
+            for name in _built_by(info):
                 env: dict[str, Value] = {}
-                self._exec(info, fn.body, env, exact=name == "__init__")
+                self._exec(info, info.methods[name].body, env, exact=name == "__init__")
 
     def _config_view(self, config: Mapping[str, Any], nodes: list[ast.ClassDef]) -> dict[str, Any]:
         """config.json as the remote configuration class reads it: its `attribute_map` aliases
@@ -139,6 +142,11 @@ class CodeTree:
                             and k.value not in view
                         ):
                             view[k.value] = view[v.value]
+        for node in configs:
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and item.name == "__init__":
+                    for key, default in _init_defaults(item).items():
+                        view.setdefault(key, default)
         for node in configs:
             for item in node.body:
                 if not (
@@ -455,6 +463,59 @@ class CodeTree:
                         uncertain.add(name)
             elif isinstance(stmt, ast.FunctionDef):
                 env[stmt.name] = Unknown(f"`{stmt.name}()`")
+
+
+def _built_by(info: ClassInfo) -> list[str]:
+    """`__init__` and the methods of the class it calls as `self.method(...)`."""
+    init = info.methods.get("__init__")
+    if init is None:
+        return []
+    called = [
+        node.func.attr
+        for stmt in statements(init.body)
+        if isinstance(stmt, ast.Expr | ast.Assign)
+        for node in [stmt.value]
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == "self"
+        and node.func.attr in info.methods
+        and node.func.attr != "__init__"
+    ]
+    return ["__init__", *dict.fromkeys(called)]
+
+
+def _init_defaults(init: ast.FunctionDef) -> dict[str, Any]:
+    """A configuration `__init__`'s defaults as attributes: `self.X = param` where `param` has a
+    constant default (what the config object holds when config.json lacks the key)."""
+    args = init.args
+    positional = args.posonlyargs + args.args
+    defaults: dict[str, ast.expr] = dict(
+        zip(
+            [a.arg for a in positional[len(positional) - len(args.defaults) :]],
+            args.defaults,
+            strict=True,
+        )
+    )
+    defaults.update(
+        {a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None}
+    )
+    out: dict[str, Any] = {}
+    for stmt in init.body:
+        if (
+            isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Attribute)
+            and isinstance(stmt.targets[0].value, ast.Name)
+            and stmt.targets[0].value.id == "self"
+            and isinstance(stmt.value, ast.Name)
+            and isinstance(defaults.get(stmt.value.id), ast.Constant)
+        ):
+            value = defaults[stmt.value.id]
+            assert isinstance(value, ast.Constant)
+            if isinstance(value.value, int | float | str | bool) or value.value is None:
+                out.setdefault(stmt.targets[0].attr, value.value)
+    return out
 
 
 _BUILTINS = frozenset(

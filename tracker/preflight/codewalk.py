@@ -74,6 +74,22 @@ def walk_modules(tree: CodeTree, root: str) -> Walk:
     return out
 
 
+def _may_hold_linear(tree: CodeTree, cls: str, name: str) -> bool:
+    """Whether any assignment of `self.name` in `cls` could put a Linear there: every one is a
+    value, a torch leaf module, or a remote class whose own walk finds no Linear and nothing
+    unknown (e.g. Qwen's flash-attention wrapper, built only when flash-attn imports)."""
+    for a in tree.attr(cls, name):
+        if a.kind == "other" or (a.kind == "call" and a.target in LEAF_MODULES):
+            continue
+        if a.kind == "call" and a.target in tree.classes:
+            inner = Walk()
+            _visit(tree, str(a.target), f"{name}.", (), 1, inner)
+            if not inner.linears and not inner.unknown:
+                continue
+        return True
+    return False
+
+
 def _visit(
     tree: CodeTree,
     cls: str,
@@ -91,6 +107,8 @@ def _visit(
         if a.kind == "other" or (a.kind == "call" and a.target in LEAF_MODULES and not a.items):
             continue
         if f"self.{name}" in uncertain:
+            if not _may_hold_linear(tree, cls, name):
+                continue
             out.unknown[path] = f"`self.{name}` of {cls} is set under a condition or in a loop"
             continue
         if a.kind == "linear":
