@@ -141,7 +141,7 @@ def _row_settings(row: dict[str, str]) -> tuple[EstimateSettings, int, str]:
         if "int8" in precision:
             s = replace(s, serve_weights="int8")
         if "TP=" in f"{framework} {method}":
-            s = replace(s, shards=_gpus(row))
+            s = replace(s, serve_shards=_gpus(row))
         return s, batch, "; ".join(notes)
     s = replace(s, train_seq_len=_first_int(seq) or 2048)
     if "LoRA" in method:
@@ -187,7 +187,12 @@ def _describe(s: EstimateSettings, task: str, what: str) -> str:
     """`what` and the settings of a row that differ from the defaults."""
     base = EstimateSettings()
     if task == "serving":
-        keys: tuple[str, ...] = ("serve_seq_len", "serve_prompt_tokens", "serve_weights", "shards")
+        keys: tuple[str, ...] = (
+            "serve_seq_len",
+            "serve_prompt_tokens",
+            "serve_weights",
+            "serve_shards",
+        )
     else:
         keys = (
             "train_seq_len",
@@ -237,8 +242,9 @@ def _estimate_row(row: dict[str, str]) -> tuple[float, float, str, str]:
             what = "LoRA" if s.lora_base == "bf16" else "QLoRA"
         else:
             est, what = m.full_fixed + batch * m.act_per_sample, "full"
-        if "summed" in peak and s.shards > 1:
-            est *= s.shards
+        cards = s.serve_shards if row["task"] == "serving" else s.shards
+        if "summed" in peak and cards > 1:
+            est *= cards
     unit, unit_words = _unit(row)
     where = " per GPU" if "per GPU" in f"{peak} {row['batch']}" else ""
     where = " summed" if "summed" in peak else where
