@@ -90,7 +90,9 @@ class ParamCounts:
 @dataclass(frozen=True)
 class MemoryFigures:
     """Memory in decimal GB at the settings used (ESTIMATES.md §2); `serve_weights_source` is
-    "derived" (our count) or "checkpoint" (stored bytes, used when the count is unverified)."""
+    "derived" (our count) or "checkpoint" (stored bytes, used when the count is unverified).
+    `serve_prefill` is the prefill working set of one sequence's prompt (0 when the setting is
+    off), which serving fit adds per sequence next to `kv_cache`."""
 
     full_finetune: float
     full_finetune_states: float
