@@ -104,13 +104,16 @@ def next_due(
 ) -> datetime:
     """When a repo is due again after a poll: its interval later (plus up to `jitter` of it), or
     after `failures` consecutive failures its interval doubled `failures - 1` times, capped at
-    `backoff_max_s` (or the interval when that is longer); never before a source's `retry_after`."""
+    `backoff_max_s` (or the interval when that is longer); never before a source's `retry_after`,
+    which is honoured up to that same cap (a `Retry-After` of years neither parks the repo for
+    good nor overflows the date)."""
+    cap = max(interval_s, backoff_max_s)
     wait = interval_s
     if not ok and failures > 1:
-        wait = min(interval_s * 2.0 ** min(failures - 1, 40), max(interval_s, backoff_max_s))
+        wait = min(interval_s * 2.0 ** min(failures - 1, 40), cap)
     wait += rng.uniform(0, jitter * interval_s)
     if retry_after is not None:
-        wait = max(wait, retry_after)
+        wait = max(wait, min(retry_after, cap))
     return now + timedelta(seconds=wait)
 
 

@@ -85,7 +85,7 @@ class Settings(BaseSettings):
         default=60.0,
         ge=0,
         le=3600,
-        description="The longest Retry-After honoured by sleeping; a longer one reschedules the repo instead.",
+        description="The longest Retry-After honoured by sleeping; a longer one reschedules the repo instead (at most poll_backoff_max_s out, or the repo's interval when longer).",
     )
     poll_deadline_s: float = Field(
         default=900.0,
