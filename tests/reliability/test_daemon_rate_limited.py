@@ -10,19 +10,16 @@ held, and SIGTERM waited for it.
 
 from __future__ import annotations
 
-import sys
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
+from workkit import Daemon, commit_eos, env_for, status, until
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workers"))
-from workkit import Daemon, commit_eos, env_for, status, until  # noqa: E402
-
-from tracker.replica import Replica  # noqa: E402
-from tracker.replica.faultproxy import Fault, FaultProxy, Mode  # noqa: E402
-from tracker.replica.repos import init_repo  # noqa: E402
+from tracker.replica import Replica
+from tracker.replica.faultproxy import Fault, FaultProxy, Mode
+from tracker.replica.repos import init_repo
 
 pytestmark = pytest.mark.replica
 
@@ -35,8 +32,7 @@ def test_a_repo_rate_limited_for_an_hour_is_rescheduled_while_the_others_poll_on
     repos = {name: init_repo(root, f"acme/{name}") for name in ("alpha", "beta", "gamma")}
     heads = {name: commit_eos(path, 2) for name, path in repos.items()}
     (tmp_path / "watchlist.yaml").write_text(
-        "repos:\n"
-        + "".join(f"  - id: acme/{n}\n    poll_interval: 2s\n" for n in repos)
+        "repos:\n" + "".join(f"  - id: acme/{n}\n    poll_interval: 2s\n" for n in repos)
     )
     with Replica(root) as hub, FaultProxy(hub.url, seed=1) as proxy:
         proxy.add(Fault(Mode.RATE_LIMIT, path="acme/beta", retry_after=3600))
@@ -49,7 +45,7 @@ def test_a_repo_rate_limited_for_an_hour_is_rescheduled_while_the_others_poll_on
             # New commits on the other repos are ingested by their next polls (every 2 s) while
             # acme/beta waits out its hour.
             later = {n: commit_eos(repos[n], 3) for n in ("alpha", "gamma")}
-            for name, sha in later.items():
+            for sha in later.values():
                 until(lambda s=sha: daemon.of("revision.analysed", sha=s), timeout=20)
             st = status(env)
             stopping = time.monotonic()
