@@ -41,6 +41,7 @@ from tracker.app import App
 from tracker.domain import RepoId
 from tracker.errors import ConfigError, WorkerConflictError
 from tracker.settings import Settings
+from tracker.store import RepoStatus
 from tracker.store.workers import Claim, WorkStore
 from tracker.watchlist import WatchedRepo
 from tracker.webhooks.deliver import Deliverer
@@ -275,7 +276,10 @@ class Daemon:
                 error = f"unexpected {exc.__class__.__name__}: {exc}"
             else:
                 [cycle] = report.repos
-                ok, error = cycle.clean, cycle.poll.error or cycle.error
+                # A revision recorded as could not analyse is that revision's state, shown in
+                # `tracker watch list`; the repo itself polled and analysed what it could.
+                ok = cycle.poll.status is RepoStatus.OK and cycle.error is None
+                error = cycle.poll.error or cycle.error
                 retry_after = cycle.poll.retry_after
                 if cycle.analysed:  # it may have queued deliveries
                     self.wake_deliveries.set()

@@ -8,6 +8,8 @@ advisory is published; the run exits 1 with one line (the README's exit-code tab
 is shown by `tracker watch list` (table and `--json`), `tracker history --json` and the HTTP API.
 The next run does not try it again under the same budget (exit 0); a run with the limit raised
 analyses it and the record goes. A time budget too small for any analysis records kind `time`.
+The daemon (`tracker poll`) records the overrun once, keeps polling both repos (the hostile one
+is not retried, nor counted as failing) and ingests the other repo's new commit.
 
 Before: there was no budget (the settings were unknown `TRACKER_*` variables): the hostile
 revision was analysed in the poller's own process, whatever it cost, and the run exited 0.
@@ -20,7 +22,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from workkit import commit_eos, config, env_for, run
+from workkit import Daemon, commit_eos, config, env_for, run, status, until
 
 from tracker.api import create_app
 from tracker.app import build
@@ -134,3 +136,40 @@ def test_a_time_budget_too_small_for_any_analysis_records_kind_time(tmp_path: Pa
         assert (record["sha"], record["kind"], record["reason"]) == (
             head, "time", "analysis still running after 0.001 s (the time budget)",
         )  # fmt: skip
+
+
+def test_the_daemon_records_the_overrun_once_and_goes_on(tmp_path: Path) -> None:
+    root = tmp_path / "hub"
+    hostile = init_repo(root, "acme/hostile")
+    commit_eos(hostile, 2)
+    bomb = commit(hostile, {"config.json": _hostile_config()}, "a 40 MB config")
+    plain = init_repo(root, "acme/plain")
+    commit_eos(plain, 2)
+    (tmp_path / "watchlist.yaml").write_text(
+        "repos:\n"
+        + "".join(f"  - id: acme/{n}\n    poll_interval: 2s\n" for n in ("hostile", "plain"))
+    )
+    with Replica(root) as hub:
+        env = env_for(
+            tmp_path, hub.url, TRACKER_ANALYSIS_MEMORY_MIB="64", TRACKER_WATCHLIST_SYNC_S="3600"
+        )
+        daemon = Daemon(env)
+        try:
+            until(lambda: daemon.of("revision.could_not_analyse", sha=bomb), timeout=90)
+            later = commit_eos(plain, 7)
+            until(lambda: daemon.of("revision.analysed", sha=later), timeout=30)
+            polled = len(daemon.of("repo.polled", repo="acme/hostile"))
+            until(lambda: len(daemon.of("repo.polled", repo="acme/hostile")) >= polled + 2)
+            st = status(env)
+            assert daemon.stop() == 0
+        finally:
+            if daemon.proc.poll() is None:
+                daemon.kill()
+    [(_, event)] = daemon.of("revision.could_not_analyse")  # recorded once, not retried
+    assert (event["sha"], event["kind"]) == (bomb, "memory")
+    assert not daemon.of("poll.crashed")
+    rows = {r["repo"]: r for r in st["repos"]}
+    assert (rows["acme/hostile"]["consecutive_failures"], rows["acme/hostile"]["last_error"]) == (
+        0, None,
+    )  # fmt: skip
+    assert rows["acme/plain"]["last_revision"] == later
