@@ -14,6 +14,7 @@ import os
 import pickle
 import resource
 import sys
+from types import TracebackType
 from typing import IO, Any
 
 import structlog
@@ -23,6 +24,8 @@ from tracker.errors import RetryLaterError
 from tracker.logs import configure
 from tracker.pipeline import Analyst
 from tracker.settings import Settings
+
+log = structlog.get_logger(__name__)
 
 
 def _address_space() -> int:
@@ -35,13 +38,27 @@ def _address_space() -> int:
     return pages * resource.getpagesize()
 
 
-def _set_memory_cap(mib: int | None) -> None:
-    """Let the address space grow by at most `mib` MiB from now (None: lift the cap)."""
+def _set_memory_cap(mib: int | None) -> int:
+    """Let the address space grow by at most `mib` MiB from now (None: lift the cap); returns
+    the MiB it may grow by, less than `mib` where the process's hard limit is lower."""
     _, hard = resource.getrlimit(resource.RLIMIT_AS)
-    cap = hard if mib is None else _address_space() + (mib << 20)
+    now = _address_space()
+    cap = hard if mib is None else now + (mib << 20)
     if hard != resource.RLIM_INFINITY:
         cap = min(cap, hard)
     resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    return max(0, cap - now) >> 20 if mib is not None else 0
+
+
+def _where(tb: TracebackType | None) -> str:
+    """The innermost frame of a traceback as `file:line in function`."""
+    last = None
+    while tb is not None:
+        last, tb = tb, tb.tb_next
+    if last is None:
+        return "?"
+    code = last.tb_frame.f_code
+    return f"{code.co_filename}:{last.tb_lineno} in {code.co_name}"
 
 
 def _read(stdin: IO[bytes], size: int) -> bytes | None:
@@ -75,25 +92,37 @@ def serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
         if body is None:
             return
         reply: tuple[str, Any]
-        _set_memory_cap(settings.analysis_memory_mib)
+        where: TracebackType | None = None
+        allowed = _set_memory_cap(settings.analysis_memory_mib)
+        request: Any = None
         try:
             request = pickle.loads(body)
             with structlog.contextvars.bound_contextvars(
                 repo=request["after"].repo_id, sha=request["after"].sha
             ):
                 reply = ("ok", analyst.compute(**request))
-        except MemoryError:
-            reply = ("memory", None)
+        except MemoryError as exc:
+            reply, where = ("memory", allowed), exc.__traceback__
         except RetryLaterError as exc:
             reply = ("retry", str(exc))
         except Exception as exc:  # the caller treats it as a failed analysis, as in-process
             reply = ("error", f"{exc.__class__.__name__}: {exc}")
         finally:
             _set_memory_cap(None)
+        if where is not None:
+            after = request.get("after") if isinstance(request, dict) else None
+            log.warning(
+                "analysis.out_of_memory",
+                repo=getattr(after, "repo_id", None),
+                sha=getattr(after, "sha", None),
+                allowed_mib=allowed,
+                where=_where(where),
+            )
+            where = None
         try:
             data = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
         except MemoryError:
-            reply, data = ("memory", None), pickle.dumps(("memory", None))
+            reply, data = ("memory", allowed), pickle.dumps(("memory", allowed))
         _write(stdout, data)
         if reply[0] == "memory":
             return

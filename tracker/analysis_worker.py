@@ -136,11 +136,14 @@ class AnalysisWorker:
             return value
         if status == "memory":
             self.close()  # the worker exits after a MemoryError
-            raise AnalysisOverrunError(
-                f"analysis needed over {limits.memory_mib} MiB (the memory budget)",
-                kind="memory",
-                limits=limits,
-            )
+            allowed = int(value) if isinstance(value, int) else limits.memory_mib
+            why = f"analysis needed over {limits.memory_mib} MiB (the memory budget)"
+            if allowed < limits.memory_mib:  # the process's own RLIMIT_AS was lower
+                why = (
+                    f"analysis needed over {allowed} MiB (the process's address-space limit, "
+                    f"below the memory budget of {limits.memory_mib} MiB)"
+                )
+            raise AnalysisOverrunError(why, kind="memory", limits=limits)
         if status == "retry":
             raise RetryLaterError(str(value))
         raise AnalysisWorkerError(str(value))

@@ -1,8 +1,8 @@
 """Issue 10, Build item "an analysis-wide memory and time budget per revision", as operators meet
 it: the installed `tracker poll --once` against the replica.
 
-A revision whose analysis needs more than `TRACKER_ANALYSIS_MEMORY_MIB` (a valid config.json of
-40 MB: one list of 20 million zeros) is recorded as "could not analyse" (kind `memory`, with the
+A revision whose analysis needs more than `TRACKER_ANALYSIS_MEMORY_MIB` (a valid tokenizer.json
+of 33 MB, within its reader's bounds) is recorded as "could not analyse" (kind `memory`, with the
 limit), publishes nothing, and the run goes on with the next revision and the other repo, whose
 advisory is published; the run exits 1 with one line (the README's exit-code table). The record
 is shown by `tracker watch list` (table and `--json`), `tracker history --json` and the HTTP API.
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from workkit import Daemon, commit_eos, config, env_for, run, status, until
+from workkit import Daemon, commit_eos, env_for, run, status, until
 
 from tracker.api import create_app
 from tracker.app import build
@@ -33,10 +33,12 @@ from tracker.settings import load_settings
 pytestmark = pytest.mark.replica
 
 
-def _hostile_config() -> bytes:
-    data = json.loads(config(3))
-    data["hostile"] = [0] * 20_000_000  # valid JSON, 40 MB: under the 64 MB file cap
-    return json.dumps(data, separators=(",", ":")).encode()
+def _big_tokenizer() -> bytes:
+    """A valid tokenizer.json of 33 MB: 1.5 million vocabulary entries, 3 million JSON values,
+    within its reader's bounds (4 million values; the 64 MB file cap)."""
+    vocab = {f"tok{i:07d}": i for i in range(1_500_000)}
+    model = {"type": "BPE", "vocab": vocab, "merges": []}
+    return json.dumps({"version": "1.0", "added_tokens": [], "model": model}).encode()
 
 
 def _watch_list(env: dict[str, str]) -> dict[str, dict[str, object]]:
@@ -51,14 +53,14 @@ def test_a_revision_over_the_memory_budget_is_recorded_and_the_rest_goes_on(
     root = tmp_path / "hub"
     hostile = init_repo(root, "acme/hostile")
     first = commit_eos(hostile, 2)
-    bomb = commit(hostile, {"config.json": _hostile_config()}, "a 40 MB config")
+    bomb = commit(hostile, {"tokenizer.json": _big_tokenizer()}, "a 33 MB tokenizer")
     plain = init_repo(root, "acme/plain")
     commit_eos(plain, 2)
     (tmp_path / "watchlist.yaml").write_text("repos:\n  - id: acme/hostile\n  - id: acme/plain\n")
     with Replica(root) as hub:
         env = env_for(tmp_path, hub.url, TRACKER_ANALYSIS_MEMORY_MIB="64")
         done = run(env, "poll", "--once")
-        assert done.returncode == 1
+        assert done.returncode == 1, done.stdout + done.stderr
         assert done.stdout.splitlines()[-2:] == [
             f"acme/hostile: could not analyse {bomb[:12]}: analysis needed over 64 MiB (the "
             "memory budget) (recorded; tried again once the limit is raised)",
@@ -128,7 +130,7 @@ def test_a_time_budget_too_small_for_any_analysis_records_kind_time(tmp_path: Pa
     with Replica(root) as hub:
         env = env_for(tmp_path, hub.url, TRACKER_ANALYSIS_TIMEOUT_S="0.001")
         done = run(env, "poll", "--once")
-        assert done.returncode == 1
+        assert done.returncode == 1, done.stdout + done.stderr
         assert done.stderr.splitlines()[-1] == (
             "error: 1 of 1 repos did not poll cleanly: acme/plain (could not analyse 1 revision)"
         )
@@ -142,7 +144,7 @@ def test_the_daemon_records_the_overrun_once_and_goes_on(tmp_path: Path) -> None
     root = tmp_path / "hub"
     hostile = init_repo(root, "acme/hostile")
     commit_eos(hostile, 2)
-    bomb = commit(hostile, {"config.json": _hostile_config()}, "a 40 MB config")
+    bomb = commit(hostile, {"tokenizer.json": _big_tokenizer()}, "a 33 MB tokenizer")
     plain = init_repo(root, "acme/plain")
     commit_eos(plain, 2)
     (tmp_path / "watchlist.yaml").write_text(
