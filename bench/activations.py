@@ -10,6 +10,9 @@ measured figure. The estimate's formula (`tracker.estimate.memory.layer_activati
 evaluated on the same config. Stand-ins, stated in the table: the vocabulary is cut to 256 (the
 layer does not see it), and MoE layers keep their top-k but at most 16 experts so that one layer
 stays small (the router's bytes follow the expert count; both sides use the same config).
+Gated-DeltaNet and Mamba2 layers run transformers' torch path (its chunked scans in fp32): the
+flash-linear-attention and mamba-ssm kernels need a GPU. A vision-language config is measured on
+its text model.
 """
 
 from __future__ import annotations
@@ -35,20 +38,40 @@ LAYERS = (
     ("mistralai__Mixtral-8x7B-v0.1", 0, "MoE (8 experts, top-2)"),
     ("deepseek-ai__DeepSeek-V3", 0, "MLA + dense FFN"),
     ("deepseek-ai__DeepSeek-V3", 3, "MLA + MoE (256 → 16 experts, top-8, shared)"),
+    ("Qwen__Qwen3-Next-80B-A3B-Thinking", 0, "gated DeltaNet + MoE (512 → 16, top-10, shared)"),
+    ("Qwen__Qwen3.5-27B", 0, "gated DeltaNet + dense FFN (text model)"),
+    ("nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", 0, "Mamba2"),
+    ("nvidia__NVIDIA-Nemotron-3-Super-120B-A12B-FP8", 0, "Mamba2"),
+)
+
+
+KDA_NOTE = (
+    "Gated-DeltaNet and Mamba2 rows run transformers' torch path (chunked scans in fp32; the "
+    "flash-linear-attention and mamba-ssm kernels need a GPU and keep less). Kimi delta "
+    "attention (Kimi-K3's linear layers) is not in the table: transformers' torch path for it "
+    "builds a chunk × chunk × head-size decay tensor per head, about 870 bytes per channel per "
+    "token on small KimiLinear layers (a real K3 layer, 12,288 channels, would keep over 10 MB "
+    "per token), which the fla kernel Kimi's own modelling code requires never builds; the "
+    "estimate keeps its a·7h approximation for KDA and for Mamba1 layers (unmeasured).\n"
 )
 
 
 def _config(name: str, layer: int) -> dict[str, Any]:
     """The corpus config cut to the measured layer's shape (see the module docstring)."""
     data = json.loads((CONFIGS / f"{name}.json").read_text())
+    data = data.get("text_config", data)  # a vision-language config: its text model
     data = {k: v for k, v in data.items() if k not in ("quantization_config", "auto_map")}
     data["vocab_size"] = 256
     for key in ("bos_token_id", "eos_token_id", "pad_token_id"):
         data.pop(key, None)
     data["num_hidden_layers"] = layer + 1
+    for key in ("layer_types", "mlp_layer_types", "hybrid_override_pattern"):
+        if key in data:  # per-layer lists cut to the layers built
+            data[key] = data[key][: layer + 1]
+    top_k = max(data.get(k) or 0 for k in ("num_experts_per_tok", "top_k_experts", "moe_top_k"))
     for key in ("num_local_experts", "num_experts", "n_routed_experts"):
         if key in data:
-            data[key] = min(data[key], MAX_EXPERTS)
+            data[key] = min(data[key], max(MAX_EXPERTS, top_k))
     if "n_group" in data:
         data["n_group"] = data["topk_group"] = 1
     data["num_nextn_predict_layers"] = 0
@@ -86,16 +109,23 @@ def measure(data: dict[str, Any], layer: int, tokens: tuple[int, ...]) -> list[f
             p.normal_(0.0, 0.02)
         for b in decoder.buffers():
             b.zero_()
-    with torch.device("cpu"):
-        rotary = type(model.model.rotary_emb)(config=cfg)
+    rotary = None
+    if hasattr(model.model, "rotary_emb"):  # Nemotron-H has no rotary embedding
+        with torch.device("cpu"):
+            rotary = type(model.model.rotary_emb)(config=cfg)
     params = {p.untyped_storage().data_ptr() for p in decoder.parameters()}
     sdpa = torch.nn.functional.scaled_dot_product_attention
     out: list[float] = []
     for t in tokens:
         x = torch.randn(1, t, cfg.hidden_size, dtype=torch.bfloat16, requires_grad=True)
         positions = torch.arange(t).unsqueeze(0)
-        cos, sin = rotary(x, positions)
-        known = params | {v.untyped_storage().data_ptr() for v in (x, cos, sin)}
+        extra: dict[str, Any] = {"position_ids": positions}
+        inputs = [x]
+        if rotary is not None:
+            cos, sin = rotary(x, positions)
+            extra["position_embeddings"] = (cos, sin)
+            inputs += [cos, sin]
+        known = params | {v.untyped_storage().data_ptr() for v in inputs}
         saved: dict[int, int] = {}
 
         def pack(v: torch.Tensor, known: set[int] = known, saved: dict[int, int] = saved) -> Any:
@@ -108,7 +138,7 @@ def measure(data: dict[str, Any], layer: int, tokens: tuple[int, ...]) -> list[f
         torch.nn.functional.scaled_dot_product_attention = _padded_sdpa(sdpa)
         try:
             with torch.autograd.graph.saved_tensors_hooks(pack, lambda v: v):
-                y = decoder(x, position_embeddings=(cos, sin), position_ids=positions)
+                y = decoder(x, **extra)
         finally:
             torch.nn.functional.scaled_dot_product_attention = sdpa
         del y
@@ -168,5 +198,96 @@ def run() -> str:
             "|---|---|---|" + "---|" * len(TOKENS) + "---|---|",
             *rows,
             f"\n**Worst |error| {worst * 100:.1f}% (target ≤ 10%).**\n",
+            KDA_NOTE,
         ]
     )
+
+
+def _mixer_saved_per_token(module: Any, hidden: int, tokens: int) -> float:
+    """Bytes autograd saves per token in `module` alone (bf16, parameters and input excluded)."""
+    import torch
+
+    module.to(torch.bfloat16)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.normal_(0.0, 0.02)
+    x = torch.randn(1, tokens, hidden, dtype=torch.bfloat16, requires_grad=True)
+    known = {p.untyped_storage().data_ptr() for p in module.parameters()}
+    known.add(x.untyped_storage().data_ptr())
+    saved: dict[int, int] = {}
+
+    def pack(v: torch.Tensor) -> Any:
+        ptr = v.untyped_storage().data_ptr()
+        if ptr not in known:
+            saved[ptr] = max(saved.get(ptr, 0), v.untyped_storage().nbytes())
+        return v
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda v: v):
+        module(x)
+    return sum(saved.values()) / tokens
+
+
+def fit(kind: str, tokens: int = 512, chunk: int = 128) -> dict[str, float]:
+    """Least-squares coefficients of a mixer's saved bytes per token over 27–32 small layers of
+    transformers' torch path (`kind`: "gdn", "mamba2" or "kda"; `chunk`: Mamba2's chunk size),
+    and the largest relative residual: where `tracker/estimate/mixers.py` takes its formulas.
+    `python -c "from bench.activations import fit; print(fit('gdn'))"`."""
+    import itertools
+
+    import numpy as np
+    import transformers
+
+    rows: list[tuple[list[float], float]] = []
+    names: list[str]
+    with _quiet():
+        if kind == "gdn":
+            from transformers.models.qwen3_next.modeling_qwen3_next import Qwen3NextGatedDeltaNet
+
+            names = ["key width", "value width", "q width (value heads)", "value heads", "state"]
+            for h, hk, dk, r, dv in itertools.product((64, 96), (2, 4), (16, 32), (1, 2), (16, 24)):
+                hv = hk * r
+                cfg = transformers.Qwen3NextConfig(
+                    hidden_size=h,
+                    linear_num_key_heads=hk,
+                    linear_key_head_dim=dk,
+                    linear_num_value_heads=hv,
+                    linear_value_head_dim=dv,
+                )
+                b = _mixer_saved_per_token(Qwen3NextGatedDeltaNet(cfg, 0), h, tokens)
+                rows.append(([hk * dk, hv * dv, hv * dk, hv, hv * dk * dv, 1], b))
+        elif kind == "mamba2":
+            from transformers.models.nemotron_h.modeling_nemotron_h import NemotronHMamba2Mixer
+
+            names = ["inner width", "groups × state", "heads", "heads × state", "states"]
+            for h, nh, hd, g, n in itertools.product((64, 96), (4, 8), (16, 32), (1, 2), (16, 32)):
+                cfg = transformers.NemotronHConfig(
+                    hidden_size=h,
+                    mamba_num_heads=nh,
+                    mamba_head_dim=hd,
+                    n_groups=g,
+                    ssm_state_size=n,
+                    chunk_size=chunk,
+                )
+                b = _mixer_saved_per_token(NemotronHMamba2Mixer(cfg, 0), h, tokens)
+                rows.append(([nh * hd, g * n, nh, nh * n, nh * hd * n, g, 1], b))
+        else:
+            from transformers.models.kimi_linear.modeling_kimi_linear import (
+                KimiLinearDeltaAttention,
+            )
+
+            names = ["hidden", "channels", "heads", "heads × head size²", "head size"]
+            for h, nh, hd in itertools.product((64, 96, 128), (2, 4, 8), (16, 32, 48)):
+                lac = {"num_heads": nh, "head_dim": hd, "short_conv_kernel_size": 4}
+                cfg = transformers.KimiLinearConfig(
+                    hidden_size=h,
+                    num_hidden_layers=2,
+                    linear_attn_config=lac | {"kda_layers": [1], "full_attn_layers": [2]},
+                )
+                b = _mixer_saved_per_token(KimiLinearDeltaAttention(cfg, 0), h, tokens)
+                rows.append(([h, nh * hd, nh, nh * hd * hd, hd, 1], b))
+    x = np.array([r[0] for r in rows], dtype=float)
+    y = np.array([r[1] for r in rows])
+    coef = np.linalg.lstsq(x, y, rcond=None)[0]
+    out = {n: round(float(c), 4) for n, c in zip(names, coef, strict=False)}
+    out["max relative residual"] = float(np.max(np.abs(x @ coef - y) / y))
+    return out

@@ -130,6 +130,12 @@ def demo_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoRun]:
     with Replica(root / "hub") as hub:
         settings = load_settings(
             state_dir=root / "state",
+            # the watchlist's preflight versions: tables from this checkout's cache, the one
+            # tests/preflight fills (fetched once per clone, never per session)
+            preflight_cache_dir=Path(__file__).resolve().parents[1]
+            / "state"
+            / "cache"
+            / "preflight",
             watchlist=watchlist,
             hf_endpoint=hub.url,
             hf_token=DEMO_TOKEN,

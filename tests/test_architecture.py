@@ -38,6 +38,10 @@ PURE_MODULES = (
     "tracker/preflight/compat.py",
     "tracker/preflight/capacity.py",
     "tracker/preflight/lora.py",
+    "tracker/preflight/codetree.py",
+    "tracker/preflight/safeeval.py",
+    "tracker/preflight/census_lora.py",
+    "tracker/preflight/codewalk.py",
     "tracker/preflight/settings.py",
     "tracker/preflight/report.py",
 )

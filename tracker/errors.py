@@ -156,6 +156,12 @@ class StoreNotFoundError(StoreError):
     """
 
 
+class InvalidRevisionError(StoreNotFoundError):
+    """A revision name no revision can have: not a sha, a ref name or `HEAD`, each with an
+    optional `~n` (`tracker.store.store.REVISION_PATTERN`). A StoreNotFoundError too (nothing matches it), so the
+    CLI answers it as before; the HTTP API answers it as a bad request (400)."""
+
+
 class NoStoreError(StoreNotFoundError):
     """The store a read-only command was asked to read does not exist yet (nothing was created)."""
 

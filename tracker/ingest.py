@@ -49,6 +49,8 @@ class PollReport:
     `status` is the repo's state after the poll; `error` the reason when it is not OK;
     `retry_after`: seconds the source asked us to wait, longer than the cap on honoured waits
     (the daemon reschedules the repo that far ahead instead of sleeping);
+    `stopped`: the daemon began to stop (SIGTERM) and the poll ended between two revisions, the
+    revisions stored so far complete and the rest left for the next poll;
     `requests`/`bytes_fetched` come from the source's counters when it keeps them (the Hub
     source counts every request of huggingface_hub's shared client, so the count is exact for
     sequential polls and approximate while daemon jobs overlap); `rewritten` counts revisions a
@@ -67,6 +69,7 @@ class PollReport:
     new_revisions: tuple[Sha, ...] = field(default_factory=tuple)
     seconds: float = 0.0
     retry_after: float | None = None
+    stopped: bool = False  # the daemon is stopping: revisions left for the next poll
 
 
 def auto_map_modules(files: Mapping[str, bytes]) -> set[str]:
@@ -309,22 +312,22 @@ def poll_repo(
     *,
     limits: Limits | None = None,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    stop: Callable[[], bool] | None = None,
 ) -> PollReport:
     """Poll one repo: ingest every new revision on its ref; never raises a SourceError.
 
-    Returns a PollReport; the store's state for the repo (status, failures, last error) is
-    updated. StoreError propagates (the database itself failed, or the store misses a row it
+    `stop` is asked before each revision: once it says True, no further revision is fetched
+    (each stored revision is its own transaction, so the stored ones are complete) and the report
+    says `stopped`. Returns a PollReport; the store's state for the repo (status, failures, last
+    error) is updated. StoreError propagates (the database itself failed, or the store misses a row it
     should hold: StoreNotFoundError, which is never taken for the repo being gone upstream).
     """
     limits = limits or Limits()
     rid = watched.repo_id
     started = time.perf_counter()
     counters = _Counters(source)
-    try:
-        old_ref: str | None = store.repo_state(rid).ref
-    except StoreNotFoundError:  # first poll: the store has never seen the repo
-        old_ref = None
-    before = store.ensure_repo(
+    # old_ref None: first poll, the store had never seen the repo
+    old_ref, before = store.start_poll(
         rid, source_kind="git" if watched.git else "hub", url=watched.git, ref=watched.ref
     )
     cursor = before.cursor
@@ -334,6 +337,7 @@ def poll_repo(
     bound = log.bind(repo=rid, ref=watched.ref)
     deadline = PollDeadline(rid, limits.poll_deadline_s)
     retry_after: float | None = None
+    left: int | None = None  # revisions not fetched because the daemon is stopping
 
     def finish(status: RepoStatus, error: str | None, event: EventKind | None = None) -> PollReport:
         """Record the poll; an event when the repo enters GONE/GATED (or leaves them)."""
@@ -357,6 +361,7 @@ def poll_repo(
             new_revisions=tuple(ingested),
             seconds=time.perf_counter() - started,
             retry_after=retry_after,
+            stopped=left is not None,
         )
         bound.info(
             "repo.polled",
@@ -364,6 +369,7 @@ def poll_repo(
             revisions=len(ingested),
             files=counters.files,
             error=error,
+            **({"stopped": True, "left": left} if left is not None else {}),
         )
         if status is not RepoStatus.OK:  # what an operator alerts on: repo.failing/gone/gated
             bound.warning(f"repo.{status.value}", error=error)
@@ -428,6 +434,9 @@ def poll_repo(
             prev_tree = {e.path: e for e in store.tree(rid, previous)}
             prev_files = store.file_versions(rid, previous)
         for c in new:
+            if stop is not None and stop():
+                left = len(new) - len(ingested)
+                break
             deadline.check()
             tree = source.list_tree(rid, c.sha)
             files = _fetch_revision(
@@ -436,9 +445,10 @@ def poll_repo(
             store.store_revision(rid, c, tree, files, previous=previous, now=now())
             ingested.append(c.sha)
             bound.info("revision.stored", sha=c.sha, files=len(files))
-            prev_tree = {e.path: e for e in tree}
-            prev_files = store.file_versions(rid, c.sha)
             previous = c.sha
+            if c is not new[-1]:  # what the next revision is compared with
+                prev_tree = {e.path: e for e in tree}
+                prev_files = store.file_versions(rid, c.sha)
         if not new and base is not None and base != head:  # pragma: no cover - defensive
             return finish(RepoStatus.FAILING, f"head {head} is not reachable from {base}")
         return finish(RepoStatus.OK, None)
@@ -469,8 +479,11 @@ def poll_all(
     *,
     limits: Limits | None = None,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    stop: Callable[[], bool] | None = None,
 ) -> list[PollReport]:
     """Poll each repo in turn; one repo's failure never stops the others (StoreError does).
+    `stop`: see `poll_repo` (a repo not yet begun when it says True is still polled, and stops
+    before its first revision).
 
     A source error, or any unexpected exception while polling a repo (a bug, or content no
     typed check caught), marks that repo failing with the reason and the loop goes on.
@@ -497,7 +510,7 @@ def poll_all(
             reports.append(failed(str(exc)))
             continue
         try:
-            reports.append(poll_repo(store, source, watched, limits=limits, now=now))
+            reports.append(poll_repo(store, source, watched, limits=limits, now=now, stop=stop))
         except StoreNotFoundError as exc:  # this repo's rows are inconsistent, not the database
             log.error("repo.store_inconsistent", repo=watched.repo_id, error=str(exc))
             reports.append(failed(f"store: {exc}"))

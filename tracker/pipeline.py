@@ -74,6 +74,7 @@ class RepoCycle:
     withdrawn: tuple[str, ...] = ()
     error: str | None = None  # why analysis stopped (the revisions left stay pending)
     could_not_analyse: tuple[tuple[Sha, str], ...] = ()  # (sha, reason) recorded this cycle
+    stopped: bool = False  # the daemon is stopping: ended between two revisions, the rest pending
 
     @property
     def advisories(self) -> tuple[str, ...]:
@@ -432,7 +433,11 @@ class Pipeline:
         return out
 
     def analyse_repo(
-        self, watched: WatchedRepo, *, new_revisions: bool = True
+        self,
+        watched: WatchedRepo,
+        *,
+        new_revisions: bool = True,
+        stop: Callable[[], bool] | None = None,
     ) -> tuple[
         tuple[RevisionAnalysis, ...], tuple[str, ...], str | None, tuple[tuple[Sha, str], ...]
     ]:
@@ -448,11 +453,12 @@ class Pipeline:
         for the next cycle, and marks the repo failing with the reason, so the failure is
         visible in `tracker watch list` while the other repos go on. A RetryLaterError (a
         chat-template render hit its backstop) is recorded the same way, as "deferred (retry
-        later)": nothing about the revision was published.
+        later)": nothing about the revision was published. `stop` is asked before each revision:
+        once it says True the rest stay pending (the daemon is stopping).
         """
         rid = watched.repo_id
         try:
-            revisions = self.store.revisions(rid)
+            marks = self.store.revision_marks(rid)  # (sha, analysed, rewritten away)
         except StoreNotFoundError:  # never polled successfully enough to be created
             return (), (), None, ()
         done: list[RevisionAnalysis] = []
@@ -460,7 +466,7 @@ class Pipeline:
         withdrawn: tuple[str, ...] = ()
         sha: Sha | None = None
         try:
-            dropped = [r.sha for r in revisions if r.rewritten_away]
+            dropped = [m for m, _, away in marks if away]
             if dropped:
                 withdrawn = tuple(
                     a.id
@@ -470,10 +476,14 @@ class Pipeline:
                 )
             if new_revisions:
                 # A push can bring dropped commits back: their advisories are live again.
-                live = [r.sha for r in revisions if not r.rewritten_away]
+                live = [m for m, _, away in marks if not away]
                 restore_revived(self.advisories, rid, live, self.clock())
-            recorded = self.store.could_not_analyse(rid)
-            for sha in self.store.pending_analysis(rid):
+                # (restore_revived changes no revision: `marks` still says what is pending)
+            pending = [m for m, analysed, away in marks if not analysed and not away]
+            recorded = self.store.could_not_analyse(rid) if pending else {}
+            for sha in pending:
+                if stop is not None and stop():
+                    break
                 earlier = recorded.get(sha)
                 if earlier is not None and not self.budget.raised_over(
                     AnalysisLimits(earlier.timeout_s, earlier.memory_mib)
@@ -515,19 +525,34 @@ class Pipeline:
         self._last.pop(rid, None)
         log.warning("revision.could_not_analyse", repo=rid, sha=sha, kind=exc.kind, reason=str(exc))
 
-    def run_cycle(self, repos: Iterable[WatchedRepo] | None = None) -> CycleReport:
+    def _pending(self, rid: RepoId) -> bool:
+        try:
+            return bool(self.store.pending_analysis(rid))
+        except StoreNotFoundError:
+            return False
+
+    def run_cycle(
+        self, repos: Iterable[WatchedRepo] | None = None, *, stop: Callable[[], bool] | None = None
+    ) -> CycleReport:
         """One full poll cycle over `repos` (default: the whole watchlist).
 
         A source failure marks that repo failing and the cycle goes on; so does an analysis
         failure (see `analyse_repo`): it is logged, recorded on the repo, and its revisions
-        stay pending.
+        stay pending. `stop` (the daemon's SIGTERM) is asked before every revision, ingested or
+        analysed: once it says True the cycle ends between two revisions, each repo's report
+        `stopped` where revisions were left for the next cycle.
         """
         watched = tuple(repos) if repos is not None else self.watchlist().repos
-        polls = poll_all(self.store, watched, self.source_for, limits=self.limits, now=self.clock)
+        polls = poll_all(
+            self.store, watched, self.source_for, limits=self.limits, now=self.clock, stop=stop
+        )
         out: list[RepoCycle] = []
         for w, poll in zip(watched, polls, strict=True):
             analysed, withdrawn, error, overran = self.analyse_repo(
-                w, new_revisions=poll.revisions_ingested > 0
+                w, new_revisions=poll.revisions_ingested > 0, stop=stop
+            )
+            stopped = poll.stopped or (
+                stop is not None and stop() and error is None and self._pending(w.repo_id)
             )
             out.append(
                 RepoCycle(
@@ -536,6 +561,7 @@ class Pipeline:
                     withdrawn=withdrawn,
                     error=error,
                     could_not_analyse=overran,
+                    stopped=stopped,
                 )
             )
         return CycleReport(repos=tuple(out))

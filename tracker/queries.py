@@ -1,17 +1,87 @@
 """Read-side queries over the store that the CLI and the HTTP API share, so both answer the same
-JSON: the diff between two ingested revisions (`tracker diff`, `/v1/repos/…/diff`) and a repo's
-history (`tracker history`, `/v1/repos/…/history`). The estimate at a revision is
+JSON: the diff between two ingested revisions (`tracker diff`, `/v1/repos/…/diff`), a repo's
+history (`tracker history`, `/v1/repos/…/history`), and the advisory filters (`tracker
+advisories list`, `/v1/advisories`: `advisory_filter`). The estimate at a revision is
 `tracker.cli.estimating.store_report` (the CLI's own, kept import-light for a fast start).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from enum import Enum
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from tracker.domain import Artifact, Diff, RepoId
+from tracker.domain import AdvisoryState, Artifact, Diff, RepoId, Severity, parse_repo_id
 from tracker.settings import Settings
 from tracker.store import Store
 from tracker.store.values import StoredRevision
+
+if TYPE_CHECKING:
+    from tracker.store.advisories.listing import AdvisoryFilter
+
+E = TypeVar("E", bound=Enum)
+SEVERITY_ORDER = (Severity.LOW, Severity.MODERATE, Severity.HIGH, Severity.CRITICAL)
+
+
+class FilterError(ValueError):
+    """A filter value that is not one of its choices; `name` is the filter as the caller spells
+    it (`--severity`, `severity`)."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        super().__init__(f"{name} {reason}")
+        self.name = name
+        self.reason = reason
+
+
+def choice(enum: type[E], value: str, name: str) -> E:
+    """`value` as a member of `enum`, in any letter case (surrounding blanks ignored);
+    FilterError naming the choices."""
+    try:
+        return enum(value.strip().lower())
+    except ValueError:
+        choices = ", ".join(str(m.value) for m in enum)
+        raise FilterError(name, f"{value!r} must be one of {choices}") from None
+
+
+def advisory_filter(
+    *,
+    repos: Iterable[str] = (),
+    severities: Iterable[str] = (),
+    min_severities: Iterable[str] = (),
+    kinds: Iterable[str] = (),
+    states: Iterable[str] = (),
+    since: Iterable[datetime] = (),
+    name: Callable[[str], str] = str,
+) -> AdvisoryFilter:
+    """The advisory filter `tracker advisories list` and `/v1/advisories` both apply.
+
+    Filters combine with AND; a filter given several times matches any of its values (OR): any
+    of the repos, severities, kinds and states; at or above the lowest floor (`min_severities`);
+    modified at or after the earliest `since`. Severities, kinds and states are read in any
+    letter case. `name(filter)` is how the caller spells a filter in its errors (FilterError;
+    InvalidRepoIdError for a repo that is not ORG/NAME).
+    """
+    from tracker.store.advisories.listing import AdvisoryFilter
+
+    repo_ids = frozenset(parse_repo_id(r) for r in repos)
+    wanted = frozenset(choice(Severity, v, name("severity")) for v in severities)
+    floors = [choice(Severity, v, name("min_severity")) for v in min_severities]
+    allowed: frozenset[Severity] | None = wanted or None
+    if floors:
+        lowest = min(SEVERITY_ORDER.index(f) for f in floors)
+        above = frozenset(SEVERITY_ORDER[lowest:])
+        allowed = above if allowed is None else allowed & above
+    groups = frozenset(choice(Artifact, v, name("kind")) for v in kinds)
+    wanted_states = frozenset(choice(AdvisoryState, v, name("state")) for v in states)
+    bounds = list(since)
+    return AdvisoryFilter(
+        repo_ids=repo_ids or None,
+        severities=allowed,
+        groups=groups or None,
+        states=wanted_states or None,
+        since=min(bounds) if bounds else None,
+    )
 
 
 def diff_revisions(

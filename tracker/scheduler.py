@@ -14,9 +14,10 @@ SQLite takes one worker: a second daemon on one SQLite store exits with one line
 APScheduler 3 (coalesce, max_instances=1, jitter) runs the periodic jobs: the heartbeat, the
 watchlist re-read (also on SIGHUP) and the poll-request queue (a Hub webhook or a manual trigger
 makes the repo due now, so that poll too goes through a lease). Due webhook deliveries are sent by
-their own thread. SIGTERM/SIGINT: nothing new starts; the polls under way finish their repo
-(every write is its own transaction); claims not yet started are handed back and every lease is
-released; `poll.stopped` is the last event.
+their own thread. SIGTERM/SIGINT: nothing new starts; a poll under way finishes the revision it is on (each
+revision is stored, and analysed, in its own transactions) and stops before the next one, its
+repo due again at once (the revisions left go to the next run, or another worker); claims not yet
+started are handed back and every lease is released; `poll.stopped` is the last event.
 """
 
 from __future__ import annotations
@@ -266,9 +267,9 @@ class Daemon:
             return
         job = "requested" if claim.requested else "poll"
         with structlog.contextvars.bound_contextvars(repo=watched.repo_id, job=job, worker=self.id):
-            ok, error, retry_after = False, None, None
+            ok, error, retry_after, stopped = False, None, None, False
             try:
-                report = self.app.pipeline.run_cycle([watched])
+                report = self.app.pipeline.run_cycle([watched], stop=self.stopping.is_set)
             except (
                 Exception
             ) as exc:  # keep the daemon alive; the error is logged with its traceback
@@ -281,6 +282,7 @@ class Daemon:
                 ok = cycle.poll.status is RepoStatus.OK and cycle.error is None
                 error = cycle.poll.error or cycle.error
                 retry_after = cycle.poll.retry_after
+                stopped = cycle.stopped
                 if cycle.analysed:  # it may have queued deliveries
                     self.wake_deliveries.set()
                 if retry_after is not None and retry_after > 0:
@@ -297,6 +299,9 @@ class Daemon:
                 retry_after=retry_after,
                 rng=self.rng,
             )
+            if stopped:  # SIGTERM between two revisions: the rest is due now, for any worker
+                log.info("poll.interrupted", detail="stopping: the revisions left are due now")
+                due = now
             if not self.work.finish(claim, now, next_due=due, ok=ok, error=error):
                 log.warning("lease.lost", detail="the lease expired during the poll")
 

@@ -5,6 +5,7 @@ a bearer token (a write token reads too); writes always need the write token; 40
 
 from __future__ import annotations
 
+import base64
 import os
 import socket
 import subprocess
@@ -48,28 +49,35 @@ def test_reads_are_open_by_default(tmp_path: Path) -> None:
         app.close()
 
 
+CHALLENGE = 'Basic realm="tracker", charset="UTF-8", Bearer realm="tracker"'
+NEEDS = "reading needs `Authorization: Bearer <token>` (or the token as the Basic password)"
+
+
+def _basic(user: str, password: str) -> dict[str, str]:
+    return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
+
+
 def test_a_read_token_gates_every_read(gated: TestClient) -> None:
     path = f"/v1/vulns/{ADVISORY}"
     missing = gated.get(path)
-    assert (missing.status_code, missing.headers["www-authenticate"]) == (
-        401,
-        'Bearer realm="tracker"',
-    )
+    assert (missing.status_code, missing.headers["www-authenticate"]) == (401, CHALLENGE)
     assert missing.json() == {
         "type": "urn:tracker:problem:unauthorized",
         "title": "Unauthorized",
         "status": 401,
-        "detail": "reading needs `Authorization: Bearer <token>`",
+        "detail": NEEDS,
         "instance": path,
         "code": 16,
-        "message": "reading needs `Authorization: Bearer <token>`",
+        "message": NEEDS,
     }
     wrong = gated.get(path, headers={"Authorization": f"Bearer {READ}x"})
     assert wrong.status_code == 401
-    assert wrong.headers["www-authenticate"] == 'Bearer realm="tracker", error="invalid_token"'
-    assert wrong.json()["detail"] == "reading: the bearer token is not valid"
+    assert wrong.headers["www-authenticate"] == (
+        'Basic realm="tracker", charset="UTF-8", Bearer realm="tracker", error="invalid_token"'
+    )
+    assert wrong.json()["detail"] == "reading: the token is not valid"
     assert READ not in wrong.text
-    basic = gated.get(path, headers={"Authorization": f"Basic {READ}"})
+    basic = gated.get(path, headers={"Authorization": f"Basic {READ}"})  # not base64
     assert basic.status_code == 401
     for token in (READ, READ2, WRITE):  # both read tokens during a rotation; a writer reads too
         ok = gated.get(path, headers={"Authorization": f"Bearer {token}"})
@@ -82,9 +90,54 @@ def test_a_read_token_gates_every_read(gated: TestClient) -> None:
     assert (batch.status_code, batch.json()) == (200, {"results": []})
 
 
-def test_a_read_token_does_not_grant_writes(gated: TestClient) -> None:
-    r = gated.get("/v1/subscriptions", headers={"Authorization": f"Bearer {READ}"})
-    assert (r.status_code, r.json()["detail"]) == (401, "writing: the bearer token is not valid")
+def test_a_read_token_as_the_basic_password_reads(gated: TestClient) -> None:
+    """Feed readers send HTTP Basic, not bearer tokens: the token as the password reads (any user
+    name); a wrong password, or a password without its user part, is a 401; writes stay
+    bearer-only."""
+    path = f"/v1/vulns/{ADVISORY}"
+    for user, token in (("feed", READ), ("", READ2), ("anyone", WRITE)):
+        ok = gated.get(path, headers=_basic(user, token))
+        assert (ok.status_code, ok.json()["id"]) == (200, ADVISORY)
+    feed = gated.get("/v1/feeds/advisories.atom", headers=_basic("feed", READ))
+    assert (feed.status_code, feed.headers["content-type"]) == (200, "application/atom+xml")
+    for headers in (
+        _basic("feed", READ + "x"),
+        _basic(READ, ""),
+        {"Authorization": "Basic " + base64.b64encode(READ.encode()).decode()},  # no ":"
+        {"Authorization": "Basic %%%"},
+        {"Authorization": "Basic " + base64.b64encode(b"feed:\xff\xfe").decode()},
+    ):
+        refused = gated.get(path, headers=headers)
+        assert (refused.status_code, refused.json()["type"]) == (
+            401, "urn:tracker:problem:unauthorized",
+        ), headers  # fmt: skip
+        assert READ not in refused.text
+    latin = gated.get(path, headers={"Authorization": b"Basic \xff\xfe=="})  # not ASCII
+    assert (latin.status_code, latin.json()["type"]) == (401, "urn:tracker:problem:unauthorized")
+    write = gated.get("/v1/subscriptions", headers=_basic("admin", WRITE))
+    assert (write.status_code, write.headers["www-authenticate"]) == (401, 'Bearer realm="tracker"')
+    assert write.json()["detail"] == "writing needs `Authorization: Bearer <token>`"
+
+
+def test_a_read_token_on_a_write_route_is_insufficient_scope(gated: TestClient) -> None:
+    for token in (READ, READ2):
+        r = gated.get("/v1/subscriptions", headers={"Authorization": f"Bearer {token}"})
+        assert r.status_code == 403
+        assert r.headers["www-authenticate"] == 'Bearer realm="tracker", error="insufficient_scope"'
+        assert r.json() == {
+            "type": "urn:tracker:problem:insufficient-scope",
+            "title": "Forbidden",
+            "status": 403,
+            "detail": "writing: this token may only read (insufficient_scope); writes need a "
+            "token from TRACKER_API_WRITE_TOKEN",
+            "instance": "/v1/subscriptions",
+        }
+    poll = gated.post(f"/v1/repos/{REPO}/poll", headers={"Authorization": f"Bearer {READ}"})
+    assert poll.status_code == 403
+    wrong = gated.get("/v1/subscriptions", headers={"Authorization": f"Bearer {READ}x"})
+    assert (wrong.status_code, wrong.json()["detail"]) == (
+        401, "writing: the bearer token is not valid",
+    )  # fmt: skip
     ok = gated.get("/v1/subscriptions", headers={"Authorization": f"Bearer {WRITE}"})
     assert (ok.status_code, ok.json()) == (200, [])
 
@@ -137,7 +190,7 @@ def test_the_installed_server_gates_reads_and_answers_problems(tmp_path: Path) -
             denied = client.get(path)
             assert denied.status_code == 401
             assert denied.headers["content-type"] == "application/problem+json"
-            assert denied.json()["detail"] == "reading needs `Authorization: Bearer <token>`"
+            assert denied.json()["detail"] == NEEDS
             auth = {"Authorization": f"Bearer {READ}"}
             ok = client.get(path, headers=auth)
             assert (ok.status_code, ok.json()["id"]) == (200, ADVISORY)

@@ -101,3 +101,44 @@ def test_the_estimate_history_carries_the_stored_estimates_and_their_deltas(
     head = client.get(f"/v1/repos/{repo}/revisions/HEAD/estimate").json()
     head.pop("source")
     assert client.get(f"/v1/repos/{repo}/estimates").json()["items"][-1]["estimate"] == head
+
+
+def _api_ids(client: Any, params: list[tuple[str, str]]) -> list[tuple[str, str, str, str, str]]:
+    """Every advisory of the list for `params` (repeated keys kept), as (id, repo, severity,
+    state, kind), following the cursor."""
+    out = []
+    cursor = None
+    while True:
+        query = [*params, ("limit", "7"), *([("cursor", cursor)] if cursor else [])]
+        r = client.get("/v1/advisories", params=query)
+        assert r.status_code == 200, r.text
+        out += [
+            (i["id"], i["repo"], i["severity"], i["state"], i["kind"]) for i in r.json()["items"]
+        ]
+        cursor = r.json()["next"]
+        if cursor is None:
+            return sorted(out)
+
+
+def test_advisory_filters_match_tracker_advisories_list(demo_run: Any, client: Any) -> None:
+    """`/v1/advisories` and the installed `tracker advisories list --json` keep the same
+    advisories for the same filters: any letter case, and a filter given several times
+    matches any of its values (one CLI process per case)."""
+    everything = _api_ids(client, [])
+    cases = [
+        [("repo", "meta-llama/Llama-2-7b-hf"), ("repo", "mistralai/Mixtral-8x7B-v0.1"),
+         ("severity", "HIGH"), ("severity", "Low")],
+        [("severity", "moderate"), ("state", "FIXED"), ("state", "open"),
+         ("repo", "meta-llama/Llama-2-7b-hf")],
+        [("min_severity", "High"), ("min_severity", "CRITICAL"), ("kind", "Config"),
+         ("kind", "custom_code")],
+        [("state", "fixed"), ("since", "2020-01-01T00:00:00Z"), ("since", "2999-01-01T00:00:00Z")],
+    ]  # fmt: skip
+    for params in cases:
+        api = _api_ids(client, params)
+        assert 0 < len(api) < len(everything), params
+        flags = [x for k, v in params for x in (f"--{k.replace('_', '-')}", v)]
+        cli = json.loads(_cli(demo_run, "advisories", "list", *flags, "--json"))
+        assert sorted((r["id"], r["repo"], r["severity"], r["state"], r["group"]) for r in cli) == (
+            api
+        ), params

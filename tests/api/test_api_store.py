@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from fastapi.testclient import TestClient
@@ -403,3 +405,274 @@ def test_a_page_reads_one_bounded_query(served: tuple[TestClient, App, Seeder]) 
     assert len(seen) == 1
     statement, params = seen[0]
     assert "LIMIT" in statement and params[-2:] == (4, 0)
+
+
+class _Reads:
+    """Counts the SQL statements the store runs (a kept answer served again runs none)."""
+
+    def __init__(self, app: App) -> None:
+        import sqlalchemy as sa
+
+        self.engine = app.store.engine
+        self.n = 0
+        self._sa = sa
+        sa.event.listen(self.engine, "before_cursor_execute", self._count)
+
+    def _count(self, *args: Any) -> None:
+        self.n += 1
+
+    def since(self, mark: int) -> int:
+        return self.n - mark
+
+    def close(self) -> None:
+        self._sa.event.remove(self.engine, "before_cursor_execute", self._count)
+
+
+def test_kept_answers_change_on_the_next_request_after_the_store_does(
+    served: tuple[TestClient, App, Seeder],
+) -> None:
+    """The advisory list, the Atom feed and a diff named by a ref are served again without a
+    store read (`tracker.api.memo`) until the store changes: a new advisory, a fix, a withdrawal
+    and a new revision each show on the very next request."""
+    client, app, seeder = served
+    reads = _Reads(app)
+    try:
+        params = {"repo": A, "order": "newest", "limit": 3}
+        first = client.get("/v1/advisories", params=params)
+        mark = reads.n
+        again = client.get("/v1/advisories", params=params)
+        assert (again.content, again.headers["etag"]) == (first.content, first.headers["etag"])
+        assert reads.since(mark) == 0  # served from what was kept
+        head = client.head("/v1/advisories", params=params)
+        assert (head.status_code, head.content, head.headers["etag"]) == (
+            200, b"", first.headers["etag"],
+        )  # fmt: skip
+        assert head.headers["content-length"] == str(len(first.content))
+        not_modified = client.get(
+            "/v1/advisories", params=params, headers={"If-None-Match": first.headers["etag"]}
+        )
+        assert (not_modified.status_code, not_modified.content) == (304, b"")
+        assert reads.since(mark) == 0
+
+        new = seeder.add(A, published=T0 + timedelta(days=1))
+        items = client.get("/v1/advisories", params=params).json()["items"]
+        assert (items[0]["id"], items[0]["state"]) == (new.id, "open")
+        adv = app.advisories.get(new.id)
+        with app.advisories.transaction() as tx:
+            tx.update(adv, state=AdvisoryState.FIXED, pending=[], withdrawn_by=None)
+        items = client.get("/v1/advisories", params=params).json()["items"]
+        assert (items[0]["id"], items[0]["state"]) == (new.id, "fixed")
+        with app.advisories.transaction() as tx:
+            tx.update(
+                adv, state=AdvisoryState.WITHDRAWN, pending=[], withdrawn_by=WithdrawnBy.REWRITE
+            )
+        items = client.get("/v1/advisories", params=params).json()["items"]
+        assert (items[0]["id"], items[0]["state"]) == (new.id, "withdrawn")
+
+        feed = client.get("/v1/feeds/advisories.json", params={"limit": 1})
+        assert feed.json()["items"][0]["id"].endswith(new.id)
+        mark = reads.n
+        assert client.get("/v1/feeds/advisories.json", params={"limit": 1}).content == feed.content
+        assert reads.since(mark) == 0
+        newer = seeder.add(B, published=T0 + timedelta(days=2))
+        moved = client.get("/v1/feeds/advisories.json", params={"limit": 1})
+        assert moved.json()["items"][0]["id"].endswith(newer.id)
+
+        url = f"/v1/repos/{A}/diff"
+        span = {"from": "HEAD~1", "to": "main"}
+        diff = client.get(url, params=span).json()
+        assert (diff["before"], diff["after"]) == (sha(4), sha(5))
+        mark = reads.n
+        assert client.get(url, params=span).json() == diff
+        assert reads.since(mark) == 0  # the names are not resolved again
+        app.store.store_revision(A, _commit(6, 5), [], {}, previous=sha(5))
+        diff = client.get(url, params=span).json()
+        assert (diff["before"], diff["after"]) == (sha(5), sha(6))
+    finally:
+        reads.close()
+
+
+def test_a_kept_answer_is_never_served_to_a_request_that_may_not_read(tmp_path: Path) -> None:
+    app = build(load_settings(state_dir=tmp_path / "state", api_read_token="r" * 24))
+    try:
+        with TestClient(create_app(app)) as client:
+            ok = {"Authorization": "Bearer " + "r" * 24}
+            url = "/v1/feeds/advisories.atom"
+            assert client.get(url, headers=ok).status_code == 200
+            assert client.get(url, headers=ok).status_code == 200  # kept now
+            for headers in ({}, {"Authorization": "Bearer " + "x" * 24}):
+                refused = client.get(url, headers=headers)
+                assert (refused.status_code, refused.headers["content-type"]) == (
+                    401, "application/problem+json",
+                )  # fmt: skip
+            kept = client.get(url, headers=ok)
+            assert (kept.headers["cache-control"], kept.headers["vary"]) == (
+                "private, no-cache", "Authorization",
+            )  # fmt: skip
+            metrics = client.get("/metrics", headers=ok).text
+            line = 'tracker_http_requests_total{method="GET",route="/v1/feeds/advisories.atom",'
+            assert f'{line}status="200"}} 3.0' in metrics
+            assert f'{line}status="401"}} 2.0' in metrics
+    finally:
+        app.close()
+
+
+def test_a_watchlist_edit_renders_the_feed_again(
+    served: tuple[TestClient, App, Seeder], tmp_path: Path
+) -> None:
+    """A feed classifies fit moves by the watchlist's overrides: a kept feed is not served once
+    the watchlist file changed."""
+    client, app, _ = served
+    reads = _Reads(app)
+    try:
+        url = f"/v1/repos/{A}/feed.atom"
+        first = client.get(url)
+        mark = reads.n
+        assert client.get(url).content == first.content
+        assert reads.since(mark) == 0
+        watchlist = tmp_path / "watchlist.yaml"
+        watchlist.write_text(watchlist.read_text() + f"  - id: {B}\n")
+        assert client.get(url).content == first.content
+        assert reads.since(mark) > 0
+    finally:
+        reads.close()
+
+
+@pytest.mark.postgres
+def test_kept_answers_follow_a_postgresql_store(
+    pg_database: Callable[[str], AbstractContextManager[str]], tmp_path: Path
+) -> None:
+    """On PostgreSQL the generation is a query (run off the event loop): a kept list is served
+    until an advisory is published, then shows it. (Whether the second read was served from what
+    was kept depends on the rest of the cluster: any transaction there moves the snapshot.)"""
+    with pg_database("memo") as url:
+        app = build(load_settings(state_dir=tmp_path / "state", database_url=url))
+        try:
+            app.store.ensure_repo(A, source_kind="hub", url=None, ref="main")
+            app.store.store_revision(A, _commit(1, None), [], {}, previous=None)
+            seeder = Seeder(app)
+            first = seeder.add(A, published=T0)
+            with TestClient(create_app(app)) as client:
+                assert _ids(client) == [first.id]
+                assert _ids(client) == [first.id]  # kept (unless another client wrote)
+                second = seeder.add(A, published=T0 + timedelta(seconds=1))
+                assert _ids(client) == [first.id, second.id]
+        finally:
+            app.close()
+
+
+def test_filters_take_any_case_and_repeated_values_match_any(
+    served: tuple[TestClient, App, Seeder],
+) -> None:
+    """As `tracker advisories list`: severities, kinds and states in any letter case; a filter
+    given several times matches any of its values; different filters all hold."""
+    client, _, seeder = served
+    made = seeder.made
+
+    def ids(*params: tuple[str, str]) -> list[str]:
+        out: list[str] = []
+        cursor = None
+        while True:
+            query = [*params, ("limit", "5"), *([("cursor", cursor)] if cursor else [])]
+            r = client.get("/v1/advisories", params=query)
+            assert r.status_code == 200, r.text
+            out += [i["id"] for i in r.json()["items"]]
+            cursor = r.json()["next"]
+            if cursor is None:
+                return out
+
+    high = _by_published([m for m in made if m.severity is Severity.HIGH])
+    assert ids(("severity", "HIGH")) == ids(("severity", "High")) == high
+    assert ids(("min_severity", "CRITICAL")) == _by_published(
+        [m for m in made if m.severity is Severity.CRITICAL]
+    )
+    assert ids(("state", "Fixed"), ("kind", "CONFIG"), ("kind", "weights")) == []
+    assert ids(("state", "FIXED"), ("state", "withdrawn")) == ["x_TEST-2026-6", "x_TEST-2026-10"]
+    assert ids(("repo", A), ("repo", B)) == _by_published(made)
+    assert ids(("severity", "low"), ("severity", "Critical"), ("repo", B)) == _by_published(
+        [m for m in made if m.severity in (Severity.LOW, Severity.CRITICAL) and m.repo == B]
+    )
+    assert ids(("kind", "config"), ("kind", "Tokenizer")) == _by_published(
+        [m for m in made if m.kind in (Artifact.CONFIG, Artifact.TOKENIZER)]
+    )
+    # floors: the lowest counts; with severities: both hold
+    assert ids(("min_severity", "critical"), ("min_severity", "high")) == _by_published(
+        [m for m in made if m.severity in (Severity.HIGH, Severity.CRITICAL)]
+    )
+    assert ids(("min_severity", "high"), ("severity", "low"), ("severity", "high")) == high
+    later, earlier = T0 + timedelta(hours=3), T0 + timedelta(hours=2)
+    assert ids(("since", rfc3339(later)), ("since", rfc3339(earlier))) == _by_published(
+        [m for m in made if m.modified >= earlier]
+    )
+    # a cursor belongs to the list, however its filters were spelled
+    first = client.get("/v1/advisories", params=[("severity", "HIGH"), ("limit", "2")]).json()
+    same = client.get(
+        "/v1/advisories", params=[("severity", "high"), ("limit", "2"), ("cursor", first["next"])]
+    )
+    assert [i["id"] for i in same.json()["items"]] == high[2:4]
+    bad = client.get("/v1/advisories", params=[("severity", "high"), ("severity", "dire")])
+    assert (bad.status_code, bad.json()["detail"], bad.json()["errors"]) == (
+        400,
+        "severity: 'dire' must be one of critical, high, moderate, low",
+        [{"location": "query.severity",
+          "message": "'dire' must be one of critical, high, moderate, low"}],
+    )  # fmt: skip
+    bad_repo = client.get("/v1/advisories", params=[("repo", A), ("repo", "no-slash")])
+    assert (bad_repo.status_code, bad_repo.json()["type"]) == (
+        400, "urn:tracker:problem:invalid-repo-id",
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "route", ["/v1/repos/{}/feed.atom", "/v1/repos/{}/feed.json", "/v1/repos/{}/revisions"]
+)
+def test_an_invalid_repo_id_is_a_400_on_feeds_as_elsewhere(
+    served: tuple[TestClient, App, Seeder], route: str
+) -> None:
+    client, _, _ = served
+    for repo in ("acme/bad..name", "acme/-dash", "acme/trailing."):
+        r = client.get(route.format(repo))
+        assert (r.status_code, r.headers["content-type"], r.json()["type"]) == (
+            400, "application/problem+json", "urn:tracker:problem:invalid-repo-id",
+        ), repo  # fmt: skip
+    unknown = client.get(route.format("acme/nowhere"))
+    assert unknown.status_code == 404
+
+
+def test_an_unparseable_revision_is_a_400_and_an_unknown_one_a_404(
+    served: tuple[TestClient, App, Seeder],
+) -> None:
+    client, _, _ = served
+    routes = [
+        f"/v1/repos/{A}/revisions/{{}}/files/config.json",
+        f"/v1/repos/{A}/revisions/{{}}/estimate",
+        f"/v1/repos/{A}/revisions/{{}}/preflight",
+        f"/v1/repos/{A}/diff?from=HEAD&to={{}}",
+        f"/v1/repos/{A}/diff?from={{}}&to=HEAD",
+    ]
+    for route in routes:
+        for rev in (
+            "HEAD~x",
+            "a~b~c",
+            "main..dev",
+            "x:y",
+            "HEAD^",
+            "@{1}",
+            ".hidden",
+            "a b",
+            "v1.",
+        ):
+            r = client.get(route.format(quote(rev, safe="")))
+            assert (r.status_code, r.json()["type"]) == (
+                400, "urn:tracker:problem:invalid-revision",
+            ), (route, rev)  # fmt: skip
+            assert r.json()["detail"] == (
+                f"{A}: cannot parse revision {rev!r}: not a sha, a ref name or HEAD, each with "
+                "an optional ~n"
+            )
+        # well-formed, not in the store
+        for rev in ("HEAD~9", "dev", "abcdef1", "f" * 40, "v1.lock", "feature.x-2"):
+            r = client.get(route.format(rev))
+            assert (r.status_code, r.json()["type"]) == (
+                404, "urn:tracker:problem:not-found",
+            ), (route, rev)  # fmt: skip

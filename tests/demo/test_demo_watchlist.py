@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from tracker.replica.demo import demo_repo_ids
 from tracker.watchlist import load_watchlist
@@ -19,3 +20,35 @@ def test_watchlist_is_the_demo() -> None:
     assert by_id["meta-llama/Llama-2-7b-hf"].poll_interval_s == 10 * 60
     assert {r.ref for r in wl.repos} == {"main"}
     assert {r.backfill for r in wl.repos} == {None}
+
+
+def test_both_demo_watchlists_name_three_transformers_versions() -> None:
+    """The top-level and the packaged demo watchlist check remote code against the same three
+    releases (every repo inherits `defaults.preflight`)."""
+    from tracker.preflight.settings import PreflightSettings
+    from tracker.replica.demo import DEMO_DIR
+
+    for path in (WATCHLIST, DEMO_DIR / "watchlist.yaml"):
+        for repo in load_watchlist(path).repos:
+            versions = PreflightSettings.from_mapping(repo.preflight).transformers
+            assert versions == ("4.57.1", "5.1.0", "5.24.0"), (path, repo.repo_id)
+
+
+def test_the_demo_checks_chatglm2_remote_code_on_the_three_versions(demo_run: Any) -> None:
+    """chatglm2-6b's configuration_chatglm.py (the demo's stand-in) imports PretrainedConfig from
+    transformers: checked against each version's table, importable on all three."""
+    app = demo_run.app
+    stored = app.preflight.get(
+        "THUDM/chatglm2-6b", app.store.repo_state("THUDM/chatglm2-6b").cursor
+    )
+    assert stored is not None and stored.preflight is not None
+    code = stored.preflight.remote_code
+    assert code.unchecked == {}
+    assert [(v["version"], v["importable"]) for v in code.versions] == [
+        ("4.57.1", True),
+        ("5.1.0", True),
+        ("5.24.0", True),
+    ]
+    assert [(i["module"], i["name"]) for i in code.transformers_imports] == [
+        ("transformers", "PretrainedConfig")
+    ]

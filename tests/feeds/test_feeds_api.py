@@ -110,7 +110,9 @@ def test_the_read_token_is_honoured(gated: TestClient) -> None:
     for route in (ROUTES[0], ROUTES[1], "/v1/repos/acme/x/feed.atom"):
         r = gated.get(route)
         assert r.status_code == 401
-        assert r.headers["www-authenticate"] == 'Bearer realm="tracker"'
+        assert r.headers["www-authenticate"] == (
+            'Basic realm="tracker", charset="UTF-8", Bearer realm="tracker"'
+        )
         assert READ not in r.text
     ok = gated.get(ROUTES[0], headers={"Authorization": f"Bearer {READ}"})
     assert ok.status_code == 200

@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -206,3 +207,70 @@ def test_feeds_from_tracker_serve_read_by_feedparser_across_two_polls(tmp_path: 
                 server.send_signal(signal.SIGTERM)
                 server.wait(timeout=30)
             app.close()
+
+
+def test_a_gated_feed_read_by_feedparser_with_the_token_as_basic_password(tmp_path: Path) -> None:
+    """With TRACKER_API_READ_TOKEN set, a feed reader that cannot send a bearer header reads the
+    feeds with the token as its HTTP Basic password: in the subscription URL
+    (`http://feed:TOKEN@host/…`, sent up front), or, by a client that answers challenges
+    (urllib's HTTPBasicAuthHandler), once the 401 challenges for Basic. The token is never in the
+    server's output."""
+    token = "feed-read-token-0123456789"
+    hub = tmp_path / "hub"
+    fit_shas = [fit_step(hub, 0), fit_step(hub, 1)]
+    (tmp_path / "watchlist.yaml").write_text(f"repos:\n  - id: {FIT_REPO}\n")
+    port = _free_port()
+    host = f"127.0.0.1:{port}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACKER_", "HF_"))}
+    env.update(
+        TRACKER_STATE_DIR=str(tmp_path / "state"),
+        TRACKER_WATCHLIST=str(tmp_path / "watchlist.yaml"),
+        TRACKER_API_READ_TOKEN=token,
+    )
+    log = tmp_path / "serve.log"
+    with Replica(hub) as replica:
+        settings = load_settings(
+            state_dir=tmp_path / "state",
+            watchlist=tmp_path / "watchlist.yaml",
+            hf_endpoint=replica.url,
+            hub_public_url="https://huggingface.co",
+        )
+        app = build(settings, clock=lambda: T1)
+        try:
+            app.pipeline.run_cycle()
+        finally:
+            app.close()
+    with log.open("w") as out:
+        server = subprocess.Popen(
+            [str(TRACKER), "serve", "--port", str(port)], env=env, stdout=out, stderr=out
+        )
+    try:
+        _until(lambda: _up(f"http://feed:{token}@{host}"), 120)
+        atom = f"/v1/repos/{FIT_REPO}/feed.atom"
+        refused = feedparser.parse(f"http://{host}{atom}")
+        assert (refused.status, refused.entries) == (401, [])
+        wrong = feedparser.parse(f"http://feed:{token}x@{host}{atom}")
+        assert (wrong.status, wrong.entries) == (401, [])
+
+        read = _read(f"http://feed:{token}@{host}{atom}")
+        assert read.status == 200
+        assert read.headers["cache-control"] == "private, no-cache"
+        assert _titles(read) == FIRST_TITLES[:3]
+        assert read.entries[0].id == f"{TAG}fit/{FIT_REPO}/{fit_shas[1]}"
+        again = feedparser.parse(f"http://feed:{token}@{host}{atom}", etag=read.etag)
+        assert (again.status, again.entries) == (304, [])
+
+        # a client that answers challenges (feedparser itself only sends the URL's credentials)
+        assert refused.headers["www-authenticate"].startswith('Basic realm="tracker"')
+        passwords = urllib.request.HTTPPasswordMgrWithDefaultRealm()
+        passwords.add_password(None, f"http://{host}/", "reader", token)
+        opener = urllib.request.build_opener(urllib.request.HTTPBasicAuthHandler(passwords))
+        with opener.open(f"http://{host}/v1/feeds/advisories.atom", timeout=30) as answer:
+            challenged = feedparser.parse(answer.read())
+        assert challenged.bozo == 0
+        assert [e.id for e in challenged.entries] == [e.id for e in read.entries]
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=30)
+    assert token not in log.read_text()
+    assert 'GET /v1/repos/acme/fit-moves/feed.atom HTTP/1.1" 200' in log.read_text()

@@ -21,6 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tracker.errors import PackageIndexError
 from tracker.preflight.compat import check_version, first_missing, version_key
 from tracker.preflight.imports import imports_of
 from tracker.preflight.symbols import (
@@ -271,3 +272,19 @@ def test_the_cli_reports_importable_then_missing_from_the_cache_alone(
     bad = _run("preflight", str(model), "--transformers", "5.1.0; rm -rf /", env=env)
     assert bad.returncode == 2, bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_a_version_that_cannot_be_fetched_is_tried_once_per_instance(tmp_path: Path) -> None:
+    """A poll cycle asks for the tables once per revision: a failed fetch is remembered, so pip
+    runs once, and the same one-line reason is given each time (what `tracker demo` prints)."""
+    index = tmp_path / "empty-index"
+    index.mkdir()
+    tables = SymbolTables(tmp_path / "cache", index_url=index.as_uri())
+    assert not tables.cached("4.57.1")
+    with pytest.raises(PackageIndexError) as first:
+        tables.get("4.57.1")
+    with pytest.raises(PackageIndexError) as second:
+        tables.get("4.57.1")
+    assert tables.fetched == 1
+    assert str(first.value) == str(second.value) == tables.failed["4.57.1"]
+    assert str(first.value).startswith("could not fetch transformers==4.57.1: ")

@@ -12,6 +12,7 @@ from tracker.api import advisories, feeds, hooks, ops, preflight, problem, repos
 from tracker.api.auth import optional_reads
 from tracker.api.head import HeadAsGet
 from tracker.api.limits import BodyLimit
+from tracker.api.memo import MemoHits
 from tracker.api.osv import DEFAULT_PAGE_SIZE, router
 from tracker.settings import Settings
 from tracker.store.advisories import AdvisoryStore
@@ -53,6 +54,7 @@ def create_app(app: PagesApp, *, page_size: int = DEFAULT_PAGE_SIZE) -> FastAPI:
     api.include_router(hooks.router)
     api.include_router(feeds.router)
     mount_pages(api, app)
+    api.add_middleware(MemoHits)  # inside BodyLimit, HeadAsGet and the metrics
     api.add_middleware(BodyLimit)
     api.add_middleware(HeadAsGet)
     problem.install(api)

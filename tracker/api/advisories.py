@@ -18,29 +18,21 @@ from tracker.api.caching import (
     JSON_TYPE,
     LIST,
     NOT_MODIFIED,
-    cached_response,
+    Kept,
     json_bytes,
+    keep,
 )
 from tracker.api.memo import memo_of, request_key
 from tracker.api.models import AdvisoryPage, Order
+from tracker.api.params import SEVERITY_ANY_CASE, any_case
 from tracker.api.problem import Problem
-from tracker.domain import (
-    AdvisoryState,
-    Artifact,
-    Severity,
-    parse_repo_id,
-    parse_rfc3339,
-    rfc3339,
-)
+from tracker.domain import AdvisoryState, Artifact, parse_rfc3339, rfc3339
 from tracker.errors import InvalidRepoIdError
-from tracker.store.advisories.listing import AdvisoryFilter, AdvisorySummary, advisory_page
+from tracker.queries import FilterError, advisory_filter
+from tracker.store.advisories.listing import AdvisorySummary, advisory_page
 
 router = APIRouter(tags=["advisories"], dependencies=[Depends(require_read)])
-SEVERITY_ORDER = (Severity.LOW, Severity.MODERATE, Severity.HIGH, Severity.CRITICAL)
-
-
-def _at_least(floor: Severity) -> frozenset[Severity]:
-    return frozenset(SEVERITY_ORDER[SEVERITY_ORDER.index(floor) :])
+MAX_VALUES = 50  # values of one filter in one request
 
 
 def _item(a: AdvisorySummary) -> dict[str, Any]:
@@ -58,9 +50,7 @@ def _item(a: AdvisorySummary) -> dict[str, Any]:
     }
 
 
-def _since(text: str | None) -> datetime | None:
-    if text is None:
-        return None
+def _since(text: str) -> datetime:
     try:
         return parse_rfc3339(text)
     except ValueError:
@@ -71,6 +61,23 @@ def _since(text: str | None) -> datetime | None:
         ) from None
 
 
+def _values(description: str, pattern: str | None = None, max_length: int = 200) -> Any:
+    """A filter that may be repeated (any of its values); each value declared as `pattern` in
+    the schema (the handler reads it in any case and answers its own 400 otherwise)."""
+    items: dict[str, Any] = {"type": "string", "maxLength": max_length}
+    if pattern is not None:
+        items["pattern"] = pattern
+    return Query(
+        description=description + " Repeat for several: any of them.",
+        max_length=MAX_VALUES,
+        json_schema_extra={"items": items},
+    )
+
+
+SEVERITY_WORDS = "critical, high, moderate or low, any case."
+Values = list[str] | None
+
+
 @router.get(
     "/v1/advisories",
     response_model=AdvisoryPage,
@@ -79,39 +86,51 @@ def _since(text: str | None) -> datetime | None:
 )
 def list_advisories(
     request: Request,
-    repo: Annotated[str | None, Query(max_length=200, description="ORG/NAME")] = None,
-    severity: Severity | None = None,
+    repo: Annotated[Values, _values("ORG/NAME.")] = None,
+    severity: Annotated[Values, _values(SEVERITY_WORDS, SEVERITY_ANY_CASE)] = None,
     min_severity: Annotated[
-        Severity | None, Query(description="This severity or a higher one.")
+        Values, _values("This severity or a higher one: " + SEVERITY_WORDS, SEVERITY_ANY_CASE)
     ] = None,
-    kind: Annotated[Artifact | None, Query(description="The change kind (advisory group).")] = None,
-    state: AdvisoryState | None = None,
-    since: Annotated[
-        str | None, Query(max_length=40, description="RFC 3339: modified at or after.")
+    kind: Annotated[
+        Values,
+        _values(
+            "The change kind (advisory group), any case.", any_case([a.value for a in Artifact])
+        ),
     ] = None,
+    state: Annotated[
+        Values,
+        _values("open, fixed or withdrawn, any case.", any_case([s.value for s in AdvisoryState])),
+    ] = None,
+    since: Annotated[Values, _values("RFC 3339: modified at or after.", max_length=40)] = None,
     order: Order = "oldest",
     limit: Annotated[int, Query(ge=1, le=paging.MAX_LIMIT)] = paging.DEFAULT_LIMIT,
     cursor: Annotated[str | None, Query(max_length=500)] = None,
 ) -> Response:
-    if repo is not None:
-        try:
-            repo = parse_repo_id(repo)
-        except InvalidRepoIdError as exc:
-            raise Problem(400, "invalid-repo-id", f"repo: {exc}") from None
-    severities: frozenset[Severity] | None = None
-    if min_severity is not None:
-        severities = _at_least(min_severity)
-    if severity is not None:
-        severities = (severities or frozenset(Severity)) & {severity}
-    where = AdvisoryFilter(
-        repo_id=repo, severities=severities, group=kind, state=state, since=_since(since)
-    )
+    """Filters combine: every one given must hold; one given several times matches any of its
+    values (`tracker.queries.advisory_filter`, as `tracker advisories list` applies them)."""
+    try:
+        where = advisory_filter(
+            repos=repo or (),
+            severities=severity or (),
+            min_severities=min_severity or (),
+            kinds=kind or (),
+            states=state or (),
+            since=[_since(t) for t in since or ()],
+        )
+    except InvalidRepoIdError as exc:
+        raise Problem(400, "invalid-repo-id", f"repo: {exc}") from None
+    except FilterError as exc:
+        raise Problem(
+            400,
+            "invalid-request",
+            f"{exc.name}: {exc.reason}",
+            errors=[{"location": f"query.{exc.name}", "message": exc.reason}],
+        ) from None
     params = {
-        "repo": repo,
-        "severity": severity,
-        "min_severity": min_severity,
-        "kind": kind,
-        "state": state,
+        "repo": sorted(where.repo_ids or ()),
+        "severity": sorted(where.severities or ()),
+        "kind": sorted(where.groups or ()),
+        "state": sorted(where.states or ()),
         "since": where.since,
         "order": order,
     }
@@ -125,7 +144,7 @@ def list_advisories(
             raise Problem(400, "invalid-cursor", "cursor: not a cursor this API gave out") from None
     app = request.app.state.app
 
-    def render() -> tuple[bytes, str | None]:
+    def render() -> Kept:
         page = advisory_page(
             app.store.engine, where, newest_first=order == "newest", after=after, limit=limit + 1
         )
@@ -135,8 +154,8 @@ def list_advisories(
         if more:
             last = page[-1]
             nxt = paging.encode(scope, [int(last.published.timestamp()), last.id])
-        return json_bytes({"items": [_item(a) for a in page], "next": nxt}), nxt
+        body = json_bytes({"items": [_item(a) for a in page], "next": nxt})
+        headers = paging.next_link(request, nxt) if nxt else None
+        return keep(request, body, JSON_TYPE, LIST, headers=headers)
 
-    body, nxt = memo_of(request).get_or_make(request_key(request), render)
-    headers = paging.next_link(request, nxt) if nxt else None
-    return cached_response(request, body, JSON_TYPE, LIST, headers=headers)
+    return memo_of(request).get_or_make(request_key(request), render).response(request)

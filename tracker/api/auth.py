@@ -1,18 +1,26 @@
-"""Bearer tokens for the HTTP API (issue 8, item 6).
+"""Tokens for the HTTP API (issue 8, item 6).
 
-- Writes (`require_write`): always need a token from `TRACKER_API_WRITE_TOKEN`; none configured:
-  403 (writes disabled); missing or wrong: 401.
+- Writes (`require_write`): always need a bearer token from `TRACKER_API_WRITE_TOKEN`; none
+  configured: 403 (writes disabled); missing or wrong: 401; a valid read token, which may only
+  read: 403 `insufficient-scope` (RFC 6750 `error="insufficient_scope"`).
 - Reads (`require_read`, and `check_read(request)` for code outside FastAPI's dependencies, such
   as the pages and feeds): open by default; when `TRACKER_API_READ_TOKEN` is set, every read needs
-  a bearer token from it or from the write tokens (a writer may read). Missing or wrong: 401.
+  a token from it or from the write tokens (a writer may read), sent as `Authorization: Bearer
+  TOKEN` or, for clients that can only do HTTP Basic (feed readers: `https://feed:TOKEN@host/…`),
+  as the password of `Authorization: Basic` (the user name is not checked). Missing or wrong: 401.
 Several tokens, comma-separated, may be configured during a rotation. Every configured token is
-compared in constant time (`hmac.compare_digest`, no early exit); no token is logged or echoed.
-A 401 carries `WWW-Authenticate: Bearer realm="tracker"` (RFC 6750; `error="invalid_token"`
-when a token was given but is not valid).
+compared in constant time (`hmac.compare_digest`, no early exit); no token is logged or echoed,
+and none is accepted in a URL's query (access logs record those).
+A read's 401 carries `WWW-Authenticate: Basic realm="tracker", charset="UTF-8", Bearer
+realm="tracker"` (RFC 7617 and RFC 6750; `error="invalid_token"` on the Bearer challenge when
+a token was given but is not valid), Basic first for feed readers, so a client that answers
+challenges (urllib's `HTTPBasicAuthHandler`) sends its credentials; a write's only the Bearer
+one.
 """
 
 from __future__ import annotations
 
+import base64
 import hmac
 from typing import Any, Literal
 
@@ -23,6 +31,7 @@ from tracker.api.problem import Problem
 from tracker.settings import Settings
 
 REALM = 'Bearer realm="tracker"'
+BASIC = 'Basic realm="tracker", charset="UTF-8"'
 READ_SCHEME = "ReadToken"
 _read_bearer = HTTPBearer(
     auto_error=False,
@@ -49,30 +58,55 @@ def token_matches(presented: str, accepted: tuple[str, ...]) -> bool:
     return found
 
 
-def _presented(request: Request) -> str | None:
-    """The bearer token of `Authorization`, or None (no header, another scheme, empty)."""
+def _presented(request: Request, *, basic: bool) -> str | None:
+    """The token of `Authorization`: a bearer token, or (`basic`) the password of HTTP Basic
+    credentials; None when there is none (no header, another scheme, empty). Basic credentials
+    that do not decode present "" (never a valid token)."""
     scheme, _, value = (request.headers.get("authorization") or "").partition(" ")
-    if scheme.lower() != "bearer" or not value.strip():
+    value = value.strip()
+    if not value:
         return None
-    return value.strip()
+    if scheme.lower() == "bearer":
+        return value
+    if basic and scheme.lower() == "basic":
+        try:
+            decoded = base64.b64decode(value, validate=True).decode("utf-8")
+        except ValueError:  # not base64 (binascii.Error), not ASCII, not UTF-8 underneath
+            return ""
+        return decoded.partition(":")[2]
+    return None
 
 
 def _check(request: Request, which: Literal["read", "write"], accepted: tuple[str, ...]) -> None:
-    verb = "reading" if which == "read" else "writing"
-    presented = _presented(request)
+    reading = which == "read"
+    verb = "reading" if reading else "writing"
+    presented = _presented(request, basic=reading)
+    # Basic first: feed readers read the first challenge (feedparser answers a 401 to its Basic
+    # credentials by trying the first scheme named, and fails on any but Basic and Digest).
+    challenges = f"{BASIC}, {REALM}" if reading else REALM
     if presented is None:
+        needs = "`Authorization: Bearer <token>` (or the token as the Basic password)"
         raise Problem(
             401,
             "unauthorized",
-            f"{verb} needs `Authorization: Bearer <token>`",
-            headers={"WWW-Authenticate": REALM},
+            f"{verb} needs {needs if reading else '`Authorization: Bearer <token>`'}",
+            headers={"WWW-Authenticate": challenges},
         )
     if not token_matches(presented, accepted):
+        if not reading and token_matches(presented, _settings(request).api_tokens("read")):
+            raise Problem(
+                403,
+                "insufficient-scope",
+                "writing: this token may only read (insufficient_scope); writes need a token "
+                "from TRACKER_API_WRITE_TOKEN",
+                headers={"WWW-Authenticate": f'{REALM}, error="insufficient_scope"'},
+            )
+        invalid = f'{REALM}, error="invalid_token"'
         raise Problem(
             401,
             "unauthorized",
-            f"{verb}: the bearer token is not valid",
-            headers={"WWW-Authenticate": f'{REALM}, error="invalid_token"'},
+            f"{verb}: the {'token' if reading else 'bearer token'} is not valid",
+            headers={"WWW-Authenticate": f"{BASIC}, {invalid}" if reading else invalid},
         )
 
 

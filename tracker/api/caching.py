@@ -23,6 +23,7 @@ import functools
 import hashlib
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import Request
@@ -69,6 +70,59 @@ def _gated(request: Request) -> bool:
     return bool(settings is not None and settings.api_tokens("read"))
 
 
+@dataclass(frozen=True)
+class Kept:
+    """A 200 answer made once and served as often as asked: its body, its ETag, and the raw
+    header lists of its two forms (the 200 with the body, the bodiless 304). `route` is the
+    route that made it (the metrics label its hits with it)."""
+
+    body: bytes
+    etag: str
+    ok_headers: tuple[tuple[bytes, bytes], ...]
+    not_modified_headers: tuple[tuple[bytes, bytes], ...]
+    route: Any = None
+
+    def answer(self, if_none_match: str | None) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+        """Status, headers and body for a request sending `if_none_match`."""
+        if none_match(if_none_match, self.etag):
+            return 304, list(self.not_modified_headers), b""
+        return 200, list(self.ok_headers), self.body
+
+    def response(self, request: Request) -> Response:
+        status, headers, body = self.answer(request.headers.get("if-none-match"))
+        return _Raw(status, headers, body)
+
+
+class _Raw(Response):
+    """A response whose headers are already made (a `Kept` one's)."""
+
+    def __init__(self, status: int, raw_headers: list[tuple[bytes, bytes]], body: bytes) -> None:
+        self.status_code = status
+        self.body = body
+        self.background = None
+        self.raw_headers = raw_headers
+
+
+def keep(
+    request: Request,
+    body: bytes,
+    media_type: str,
+    cache_control: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+) -> Kept:
+    """`body` with its ETag and `cache_control` (and `headers`, e.g. `Link`, digests, on both
+    forms), made into a `Kept` answer."""
+    etag = etag_of(body)
+    out = {"ETag": etag, "Cache-Control": cache_control, **(headers or {})}
+    if _gated(request):
+        out["Cache-Control"] = cache_control.replace("public", "private")
+        out["Vary"] = "Authorization"
+    ok = Response(body, media_type=media_type, headers=out).raw_headers
+    not_modified = Response(status_code=304, headers=out).raw_headers
+    return Kept(body, etag, tuple(ok), tuple(not_modified), request.scope.get("route"))
+
+
 def cached_response(
     request: Request,
     body: bytes,
@@ -76,18 +130,10 @@ def cached_response(
     cache_control: str,
     *,
     headers: Mapping[str, str] | None = None,
-    status_code: int = 200,
 ) -> Response:
     """`body` with its ETag and `cache_control`, or a bodiless 304 when the request's
     `If-None-Match` matches. `headers` go on both (e.g. `Link`, digests)."""
-    etag = etag_of(body)
-    out = {"ETag": etag, "Cache-Control": cache_control, **(headers or {})}
-    if _gated(request):
-        out["Cache-Control"] = cache_control.replace("public", "private")
-        out["Vary"] = "Authorization"
-    if none_match(request.headers.get("if-none-match"), etag):
-        return Response(status_code=304, headers=out)
-    return Response(body, status_code=status_code, media_type=media_type, headers=out)
+    return keep(request, body, media_type, cache_control, headers=headers).response(request)
 
 
 def json_bytes(data: Any) -> bytes:
@@ -115,5 +161,6 @@ __all__ = [
     "cached_response",
     "etag_of",
     "json_bytes",
+    "keep",
     "none_match",
 ]

@@ -22,9 +22,9 @@ from starlette.responses import JSONResponse, Response
 
 from tracker.advisories.classify import Overrides, classify, highest, parse_overrides
 from tracker.api.auth import require_read
-from tracker.api.caching import LIST, cached_response
+from tracker.api.caching import LIST, Kept, keep
 from tracker.api.memo import memo_of, request_key
-from tracker.api.params import SEVERITY_ANY_CASE, Name, Org
+from tracker.api.params import SEVERITY_ANY_CASE, Name, Org, repo_id_of
 from tracker.api.problem import Problem
 from tracker.domain import Artifact, ChangeKind, RepoId, Severity
 from tracker.errors import StoreNotFoundError, TrackerError
@@ -148,15 +148,16 @@ def _serve(
     public = app.settings.public_url
     base = f"{public}/" if public else str(request.base_url)
 
-    def render() -> bytes:
+    def render() -> Kept:
         try:
             built = collect(app, repo_id, floor, limit)
         except StoreNotFoundError as exc:
             raise Problem(404, "not-found", f"no repo {repo_id!r} in the store") from exc
-        return render_atom(built, base) if atom else render_json_feed(built, base)
+        body = render_atom(built, base) if atom else render_json_feed(built, base)
+        return keep(request, body, ATOM_TYPE if atom else JSON_FEED_TYPE, LIST)
 
-    body = memo_of(request).get_or_make((base, *request_key(request)), render)
-    return cached_response(request, body, ATOM_TYPE if atom else JSON_FEED_TYPE, LIST)
+    # The key holds the scheme, Host and root path: `base` when no public URL is set.
+    return memo_of(request).get_or_make(request_key(request), render).response(request)
 
 
 @router.get(
@@ -190,7 +191,7 @@ def repo_atom(
     min_severity: str | None = MIN_SEVERITY,
     limit: int = LIMIT,
 ) -> Response:
-    return _serve(request, f"{org}/{name}", min_severity, limit, atom=True)
+    return _serve(request, repo_id_of(org, name), min_severity, limit, atom=True)
 
 
 @router.get(
@@ -204,4 +205,4 @@ def repo_json(
     min_severity: str | None = MIN_SEVERITY,
     limit: int = LIMIT,
 ) -> Response:
-    return _serve(request, f"{org}/{name}", min_severity, limit, atom=False)
+    return _serve(request, repo_id_of(org, name), min_severity, limit, atom=False)

@@ -1,66 +1,153 @@
 """Rendered answers kept until the store changes: the read routes that render from many rows (the
-advisory list, the feeds) answer a repeated request with the bytes they made last time, as long
-as the store's generation (`tracker.store.generation`) is the one they were made at.
+advisory list, the feeds, the diff) keep the whole answer they made (`tracker.api.caching.Kept`:
+body, ETag, the headers of its 200 and 304 forms) and serve it again as long as the store's
+generation (`tracker.store.generation`) and the watchlist file are the ones it was made at.
 
-Keyed by the route and its full query (cursor included); bounded (least recently used out). The
-bytes are the same ones a fresh render would make, so ETags, 304s and `Cache-Control` are
-unchanged. Access checks run before (route dependencies), so a kept answer is never served to a
-request that may not read.
+Keyed by the request: scheme, `Host`, root path, path and the raw query (cursor included), so
+anything an answer is built from (absolute links, the next page's `Link`) is in its key; bounded
+(least recently used out). The bytes are the ones a fresh render makes, so ETags, 304s and
+`Cache-Control` are unchanged.
+
+`MemoHits`, an ASGI middleware in front of the routes, answers a `GET` whose kept answer is still
+current without entering FastAPI's routing, validation or thread pool: it checks the generation
+(SQLite: one `PRAGMA data_version` on the event loop, microseconds; PostgreSQL: a query, run in
+the thread pool), then the read token exactly as the routes do (`tracker.api.auth.read_allowed`;
+a request that may not read goes on to the route, which answers the 401), then `If-None-Match`.
+Everything else (a miss, a stale answer, another method) goes on to the route, which renders and
+keeps its answer.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
+from pathlib import Path
 from typing import Any, TypeVar, cast
 
+import anyio.to_thread
 from fastapi import Request
+from starlette.types import ASGIApp, Receive, Scope, Send
 
+from tracker.api.auth import read_allowed
+from tracker.api.caching import Kept
 from tracker.store.generation import StoreGeneration
 
 SIZE = 256
 T = TypeVar("T")
+Stamp = tuple[str, tuple[int, int, int] | None]
 
 
 class Memo:
-    """At most `size` rendered answers (immutable values: bytes, tuples of them), each with the
-    generation it was made at."""
+    """At most `size` rendered answers (immutable values: `Kept` answers, bytes, tuples), each
+    with the stamp it was made at: the store's generation and the watchlist file's
+    (mtime, size, inode), since feeds classify fit moves by the watchlist's overrides."""
 
-    def __init__(self, generation: StoreGeneration, size: int = SIZE) -> None:
+    def __init__(
+        self, generation: StoreGeneration, size: int = SIZE, watchlist: Path | None = None
+    ) -> None:
         self.generation = generation
         self.size = size
-        self._items: OrderedDict[Hashable, tuple[str, Any]] = OrderedDict()
+        self.watchlist = watchlist
+        self._items: OrderedDict[Hashable, tuple[Stamp, Any]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get_or_make(self, key: Hashable, make: Callable[[], T]) -> T:
-        """The bytes kept for `key` if the store has not changed since, else `make()`'s (kept).
-        The generation is read before `make` runs: a change during it is seen next time."""
-        now = self.generation.current()
+    @property
+    def blocking(self) -> bool:
+        """Whether `stamp()` waits on the network (PostgreSQL): then not on the event loop."""
+        return not self.generation.local
+
+    def stamp(self) -> Stamp:
+        """What the kept answers depend on, now."""
+        files: tuple[int, int, int] | None = None
+        if self.watchlist is not None:
+            try:
+                st = os.stat(self.watchlist)
+                files = (st.st_mtime_ns, st.st_size, st.st_ino)
+            except OSError:
+                files = None
+        return self.generation.current(), files
+
+    def peek(self, key: Hashable, now: Stamp) -> Any | None:
+        """The value kept for `key` if it was made at `now`, else None."""
         with self._lock:
             kept = self._items.get(key)
-            if kept is not None and kept[0] == now:
-                self._items.move_to_end(key)
-                return cast(T, kept[1])
-        body = make()
+            if kept is None or kept[0] != now:
+                return None
+            self._items.move_to_end(key)
+            return kept[1]
+
+    def get_or_make(self, key: Hashable, make: Callable[[], T]) -> T:
+        """The value kept for `key` if nothing changed since, else `make()`'s (kept). The stamp
+        is read before `make` runs: a change during it is seen next time."""
+        now = self.stamp()
+        kept = self.peek(key, now)
+        if kept is not None:
+            return cast(T, kept)
+        value = make()
         with self._lock:
-            self._items[key] = (now, body)
+            self._items[key] = (now, value)
             self._items.move_to_end(key)
             while len(self._items) > self.size:
                 self._items.popitem(last=False)
-        return body
+        return value
 
 
 def memo_of(request: Request) -> Memo:
-    """The app's Memo (made on first use, over the App's store)."""
+    """The app's Memo (made on first use, over the App's store and watchlist)."""
     state = request.app.state
     memo: Memo | None = getattr(state, "memo", None)
     if memo is None:
-        memo = Memo(StoreGeneration(state.app.store.engine))
+        app = state.app
+        memo = Memo(StoreGeneration(app.store.engine), watchlist=Path(app.settings.watchlist))
         state.memo = memo
     return memo
 
 
-def request_key(request: Request) -> tuple[str, str]:
-    """The route's path and its query, as the key of its answer."""
-    return (request.url.path, str(request.query_params))
+def key_of(scope: Scope) -> tuple[Any, ...]:
+    """The key of a request's answer: scheme, Host (or the server address), root path, path and
+    the raw query string."""
+    host = next((v for k, v in scope.get("headers") or () if k == b"host"), None)
+    return (
+        scope.get("scheme"),
+        host if host is not None else scope.get("server"),
+        scope.get("root_path", ""),
+        scope["path"],
+        scope.get("query_string", b""),
+    )
+
+
+def request_key(request: Request) -> tuple[Any, ...]:
+    """`key_of` the request."""
+    return key_of(request.scope)
+
+
+class MemoHits:
+    """ASGI middleware: serve a kept, current answer to a `GET` that may read (module docstring)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "GET":
+            app = scope.get("app")
+            memo: Memo | None = getattr(getattr(app, "state", None), "memo", None)
+            if memo is not None:
+                now = await anyio.to_thread.run_sync(memo.stamp) if memo.blocking else memo.stamp()
+                kept = memo.peek(key_of(scope), now)
+                if isinstance(kept, Kept):
+                    request = Request(scope)
+                    if read_allowed(request):
+                        status, headers, body = kept.answer(request.headers.get("if-none-match"))
+                        if kept.route is not None:
+                            scope["route"] = kept.route  # the metrics label the hit with it
+                        await send(
+                            {"type": "http.response.start", "status": status, "headers": headers}
+                        )
+                        await send({"type": "http.response.body", "body": body})
+                        return
+        await self.app(scope, receive, send)
+
+
+__all__ = ["Memo", "MemoHits", "key_of", "memo_of", "request_key"]

@@ -7,7 +7,10 @@ from typing import Annotated
 
 from fastapi import Path
 
-from tracker.domain import Severity
+from tracker.api.problem import Problem
+from tracker.domain import RepoId, Severity, parse_repo_id
+from tracker.errors import InvalidRepoIdError
+from tracker.store.store import REVISION_PATTERN
 
 # A repo id part as `tracker.domain.parse_repo_id` accepts it: 1-96 of [A-Za-z0-9._-], starting
 # with a letter or digit, no "..", not ending with "." (written without lookarounds).
@@ -18,6 +21,11 @@ REPO_PART = r"^[A-Za-z0-9][A-Za-z0-9_-]*(?:\.[A-Za-z0-9_-]+)*$"
 _PART = {"pattern": REPO_PART, "maxLength": 96}
 Org = Annotated[str, Path(description="The repo's owner.", json_schema_extra=_PART)]
 Name = Annotated[str, Path(description="The repo's name.", json_schema_extra=_PART)]
+# A revision name as `Store.resolve` reads it; declared, the handler answers its own 400
+# ("invalid-revision") for anything else and a 404 for a name the store does not hold.
+REVISION = {"pattern": REVISION_PATTERN}
+REVISION_WORDS = "A full or short sha, the ref's name or HEAD, each with an optional ~n."
+Rev = Annotated[str, Path(description=REVISION_WORDS, json_schema_extra=REVISION)]
 
 
 def any_case(words: list[str]) -> str:
@@ -31,4 +39,24 @@ def any_case(words: list[str]) -> str:
 
 SEVERITY_ANY_CASE = any_case([s.value for s in Severity])
 
-__all__ = ["REPO_PART", "SEVERITY_ANY_CASE", "Name", "Org", "any_case"]
+
+def repo_id_of(org: str, name: str) -> RepoId:
+    """The repo id of a route's `{org}/{name}`; a 400 problem (`invalid-repo-id`) when it is
+    not one (every route that names a repo answers the same)."""
+    try:
+        return parse_repo_id(f"{org}/{name}")
+    except InvalidRepoIdError as exc:
+        raise Problem(400, "invalid-repo-id", str(exc)) from None
+
+
+__all__ = [
+    "REPO_PART",
+    "REVISION",
+    "REVISION_WORDS",
+    "SEVERITY_ANY_CASE",
+    "Name",
+    "Org",
+    "Rev",
+    "any_case",
+    "repo_id_of",
+]

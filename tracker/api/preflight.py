@@ -15,9 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tracker.api.auth import require_read
 from tracker.api.caching import LIST, NOT_MODIFIED, cached_json
-from tracker.api.params import Name, Org
+from tracker.api.params import Name, Org, Rev, repo_id_of
 from tracker.api.problem import Problem
-from tracker.api.repos import repo_id_of
 
 router = APIRouter(tags=["store"], dependencies=[Depends(require_read)])
 
@@ -42,7 +41,7 @@ class PreflightOut(BaseModel):
     responses=NOT_MODIFIED,
     summary="The preflight stored with an ingested revision (remote code, capacity, LoRA targets)",
 )
-def preflight_at(org: Org, name: Name, rev: str, request: Request) -> Response:
+def preflight_at(org: Org, name: Name, rev: Rev, request: Request) -> Response:
     app = request.app.state.app
     repo_id = repo_id_of(org, name)
     sha = app.store.resolve(repo_id, rev)

@@ -12,7 +12,8 @@ A validation error adds `errors`: every `{location, message}` found.
   (400, not FastAPI's 422: a malformed request is a bad request, as the OSV API has always said;
   422 is kept for well-formed input we refuse, e.g. a webhook target on a private network),
   Starlette's HTTP errors (404 unknown route, 405 wrong method), `StoreNotFoundError` (404: a
-  repo or revision the store does not hold), `StoreError` (503 with `Retry-After`), and
+  repo or revision the store does not hold; but 400 `invalid-revision` for a revision name no
+  revision can have, `InvalidRevisionError`), `StoreError` (503 with `Retry-After`), and
   everything else (500: logged with its traceback, never echoed).
 - `problem_openapi(api)`: the OpenAPI schema declares the problem document (schema `Problem`)
   as the error answer of every operation (and drops FastAPI's `HTTPValidationError`).
@@ -33,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
-from tracker.errors import StoreError, StoreNotFoundError
+from tracker.errors import InvalidRevisionError, StoreError, StoreNotFoundError
 
 log = structlog.get_logger(__name__)
 
@@ -193,6 +194,10 @@ def install(api: FastAPI) -> None:
     @api.exception_handler(StoreNotFoundError)
     async def _missing(request: Request, exc: StoreNotFoundError) -> Response:
         return respond(404, "not-found", str(exc).splitlines()[0], request.url.path)
+
+    @api.exception_handler(InvalidRevisionError)
+    async def _bad_revision(request: Request, exc: InvalidRevisionError) -> Response:
+        return respond(400, "invalid-revision", str(exc).splitlines()[0], request.url.path)
 
     @api.exception_handler(StoreError)
     async def _store(request: Request, exc: StoreError) -> Response:

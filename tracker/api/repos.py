@@ -25,7 +25,16 @@ from fastapi.responses import Response
 
 from tracker.api import paging
 from tracker.api.auth import require_read
-from tracker.api.caching import IMMUTABLE, LIST, NOT_MODIFIED, cached_json, cached_response
+from tracker.api.caching import (
+    IMMUTABLE,
+    LIST,
+    NOT_MODIFIED,
+    Kept,
+    cached_json,
+    cached_response,
+    keep,
+)
+from tracker.api.memo import memo_of, request_key
 from tracker.api.models import (
     DiffOut,
     EstimateReport,
@@ -36,26 +45,20 @@ from tracker.api.models import (
     ReposOut,
     RevisionPage,
 )
-from tracker.api.params import Name, Org
+from tracker.api.params import REVISION, REVISION_WORDS, Name, Org, Rev, repo_id_of
 from tracker.api.problem import Problem
-from tracker.domain import Artifact, RepoId, is_full_sha, parse_repo_id, rfc3339
-from tracker.errors import ConfigError, EstimateError, InvalidRepoIdError, StoreNotFoundError
+from tracker.domain import Artifact, is_full_sha, rfc3339
+from tracker.errors import ConfigError, EstimateError, StoreNotFoundError
 from tracker.store.advisories.listing import counts_by_repo
 from tracker.store.values import FileKind, RepoState, RepoStatus
 
 router = APIRouter(tags=["store"], dependencies=[Depends(require_read)])
 DIFF_CACHE_SIZE = 64
+DIFF_KINDS = [a for a in Artifact if a is not Artifact.ESTIMATE]
 
 
 def _app(request: Request) -> Any:
     return request.app.state.app
-
-
-def repo_id_of(org: str, name: str) -> RepoId:
-    try:
-        return parse_repo_id(f"{org}/{name}")
-    except InvalidRepoIdError as exc:
-        raise Problem(400, "invalid-repo-id", str(exc)) from None
 
 
 def _repo_href(repo_id: str) -> str:
@@ -214,7 +217,7 @@ def _b64(digest: bytes) -> str:
     },
     summary="A tracked file at a revision, raw, with its content hashes",
 )
-def file_at(org: Org, name: Name, rev: str, path: str, request: Request) -> Response:
+def file_at(org: Org, name: Name, rev: Rev, path: str, request: Request) -> Response:
     app = _app(request)
     repo_id = repo_id_of(org, name)
     sha = app.store.resolve(repo_id, rev)
@@ -297,9 +300,27 @@ def diff(
     org: Org,
     name: Name,
     request: Request,
-    from_: Annotated[str, Query(alias="from", min_length=1, max_length=200)],
-    to: Annotated[str, Query(min_length=1, max_length=200)],
-    kind: Annotated[list[Artifact] | None, Query()] = None,
+    from_: Annotated[
+        str,
+        Query(
+            alias="from",
+            min_length=1,
+            max_length=200,
+            description=REVISION_WORDS,
+            json_schema_extra=REVISION,
+        ),
+    ],
+    to: Annotated[
+        str,
+        Query(min_length=1, max_length=200, description=REVISION_WORDS, json_schema_extra=REVISION),
+    ],
+    kind: Annotated[
+        list[Artifact] | None,
+        Query(
+            description="Only these change kinds (repeat for several); not estimate.",
+            json_schema_extra={"items": {"enum": [a.value for a in DIFF_KINDS]}},
+        ),
+    ] = None,
 ) -> Response:
     from tracker.diff.render import render_json
     from tracker.queries import diff_revisions
@@ -307,20 +328,26 @@ def diff(
     app = _app(request)
     repo_id = repo_id_of(org, name)
     kinds = _kinds(kind)
-    key = (
-        repo_id,
-        app.store.resolve(repo_id, from_),
-        app.store.resolve(repo_id, to),
-        tuple(sorted(kinds or ())),
-    )
-    cache = _diff_cache(request)
-    body = cache.get(key)
-    if body is None:
-        found = diff_revisions(app.store, app.settings, repo_id, key[1], key[2], kinds)
-        body = render_json(found).encode()
-        cache.put(key, body)
-    policy = IMMUTABLE if _full(from_) and _full(to) else LIST
-    return cached_response(request, body, "application/json", policy)
+
+    def render() -> Kept:
+        key = (
+            repo_id,
+            app.store.resolve(repo_id, from_),
+            app.store.resolve(repo_id, to),
+            tuple(sorted(kinds or ())),
+        )
+        cache = _diff_cache(request)
+        body = cache.get(key)
+        if body is None:
+            found = diff_revisions(app.store, app.settings, repo_id, key[1], key[2], kinds)
+            body = render_json(found).encode()
+            cache.put(key, body)
+        policy = IMMUTABLE if _full(from_) and _full(to) else LIST
+        return keep(request, body, "application/json", policy)
+
+    # Kept per request until the store changes: a repeat resolves nothing (`tracker.api.memo`);
+    # the rendered diff of two shas outlives store changes (`_DiffCache`).
+    return memo_of(request).get_or_make(request_key(request), render).response(request)
 
 
 @router.get(
@@ -329,7 +356,7 @@ def diff(
     responses=NOT_MODIFIED,
     summary="The estimate at a revision: exactly `tracker estimate ORG/NAME@REV --json`",
 )
-def estimate_at(org: Org, name: Name, rev: str, request: Request) -> Response:
+def estimate_at(org: Org, name: Name, rev: Rev, request: Request) -> Response:
     from tracker.cli.estimating import store_report
 
     app = _app(request)

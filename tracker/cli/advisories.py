@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,16 +38,6 @@ def _since(text: str | None) -> datetime | None:
         raise ConfigError(f"--since {text!r} is not an ISO date or datetime") from exc
 
 
-def _choice(enum: Any, value: str, option: str) -> Any:
-    """`value` as a member of `enum`, case-insensitively; ConfigError naming the choices."""
-    try:
-        return enum(value.strip().lower())
-    except ValueError as exc:
-        raise ConfigError(
-            f"{option} {value!r} must be one of {', '.join(m.value for m in enum)}"
-        ) from exc
-
-
 def register(app: typer.Typer) -> None:
     """Add the `advisories` command group to `app`."""
     group = typer.Typer(help="OSV advisories: list, show, export.", no_args_is_help=True)
@@ -55,18 +46,28 @@ def register(app: typer.Typer) -> None:
     @group.command("list")
     def list_(
         repo: Annotated[
-            list[str] | None, typer.Option(help="Only this repo (ORG/NAME); repeat for several.")
+            list[str] | None, typer.Option(help="Only this repo (ORG/NAME); repeatable.")
         ] = None,
         severity: Annotated[
             list[str] | None,
             typer.Option(help="Only this severity (critical, high, moderate, low); repeatable."),
         ] = None,
         min_severity: Annotated[
-            str | None,
-            typer.Option(help="This severity or worse: `--min-severity high` = high and critical."),
+            list[str] | None,
+            typer.Option(
+                help="This severity or worse: `--min-severity high` = high and critical; "
+                "repeatable (the lowest counts)."
+            ),
+        ] = None,
+        kind: Annotated[
+            list[str] | None,
+            typer.Option(help="Only this change kind (advisory group: config, …); repeatable."),
         ] = None,
         since: Annotated[
-            str | None, typer.Option(help="Only advisories modified since (ISO date).")
+            list[str] | None,
+            typer.Option(
+                help="Only advisories modified since (ISO date); repeatable (the earliest counts)."
+            ),
         ] = None,
         state: Annotated[
             list[str] | None,
@@ -80,23 +81,27 @@ def register(app: typer.Typer) -> None:
         """List advisories (id, severity, state, summary), ordered by id.
 
         Filters combine: every one given must hold; a filter given several times matches any of
-        its values. Severities and states are case-insensitive.
+        its values. Severities, kinds and states are case-insensitive. `/v1/advisories` applies
+        the same filters (`tracker.queries.advisory_filter`).
         """
-        from tracker.advisories.classify import SEVERITY_RANK
         from tracker.advisories.lifecycle import state_of
-        from tracker.domain import AdvisoryState, Severity, parse_repo_id, rfc3339
+        from tracker.domain import Artifact, parse_rfc3339, rfc3339
+        from tracker.queries import FilterError, advisory_filter
 
-        sevs = {_choice(Severity, v, "--severity") for v in severity or []}
-        floor = _choice(Severity, min_severity, "--min-severity") if min_severity else None
-        states = {_choice(AdvisoryState, v, "--state") for v in state or []}
-
-        def severity_ok(s: Severity) -> bool:
-            return (not sevs or s in sevs) and (
-                floor is None or SEVERITY_RANK[s] >= SEVERITY_RANK[floor]
+        try:
+            where = advisory_filter(
+                repos=repo or (),
+                severities=severity or (),
+                min_severities=min_severity or (),
+                kinds=kind or (),
+                states=state or (),
+                since=[b for b in (_since(t) for t in since or ()) if b is not None],
+                name=lambda f: "--" + f.replace("_", "-"),
             )
-
-        repo_ids = {parse_repo_id(r) for r in repo or []}
-        bound = _since(since)
+        except FilterError as exc:
+            raise ConfigError(str(exc)) from exc
+        bound = where.since
+        stateless = dataclasses.replace(where, states=None)
         try:
             built, store = _store()
         except NoStoreError as exc:  # nothing published yet: an empty list, and why
@@ -118,9 +123,10 @@ def register(app: typer.Typer) -> None:
                         "recorded_at": rfc3339(s.recorded_at),
                     }
                     for s in store.suppressed()
-                    if (not repo_ids or s.repo_id in repo_ids)
-                    and severity_ok(s.severity)
-                    and (bound is None or s.recorded_at >= bound)
+                    # a suppressed change has no state: --state does not apply to it
+                    if stateless.admits(
+                        s.repo_id, s.severity, Artifact(s.group), None, s.recorded_at
+                    )
                 ]
                 if as_json:
                     typer.echo(json.dumps(rows, indent=2, sort_keys=True))
@@ -144,9 +150,13 @@ def register(app: typer.Typer) -> None:
             advs = [
                 a
                 for a in store.list_advisories(since=bound)
-                if (not repo_ids or a.repo_id in repo_ids)
-                and severity_ok(a.severity)
-                and (not states or state_of(a.record) in states)
+                if where.admits(
+                    a.repo_id,
+                    a.severity,
+                    Artifact(a.group),
+                    state_of(a.record),
+                    parse_rfc3339(a.record["modified"]),
+                )
             ]
             rows = [
                 {

@@ -146,7 +146,9 @@ def demo(
         app = build(settings)
         try:
             console.print(f"Hub replica on {hub.url}; polling {settings.watchlist}")
+            versions = _preflight_versions(console, app)
             report = app.pipeline.run_cycle()
+            _preflight_outcome(console, app, versions)
             if json_out:
                 typer.echo(cycle_json(report))
             else:
@@ -163,6 +165,37 @@ def demo(
         app.close()
     if report.unclean:
         raise typer.Exit(1)
+
+
+def _preflight_versions(console: Console, app: App) -> list[str]:
+    """The transformers versions the watchlist's preflight names; says which are not cached yet
+    (the cycle fetches their wheels once: about 11 s for three on this project's machine)."""
+    from tracker.errors import TrackerError
+    from tracker.preflight.wheels import watchlist_versions
+
+    try:
+        versions = watchlist_versions(app.settings.watchlist)
+        missing = [v for v in versions if not app.symbol_tables.cached(v)]
+    except TrackerError:
+        return []
+    if missing:
+        console.print(
+            f"preflight: the symbol tables of transformers {', '.join(missing)} are not cached in "
+            f"{app.symbol_tables.cache_dir}; fetching their wheels once "
+            "(`make preflight-wheels` does it ahead)"
+        )
+    return versions
+
+
+def _preflight_outcome(console: Console, app: App, versions: list[str]) -> None:
+    """One line per version whose table could not be had: the demo goes on without it."""
+    for v in versions:
+        why = app.symbol_tables.failed.get(v)
+        if why:
+            console.print(
+                f"preflight: no symbol table for transformers {v} ({why}); remote code was "
+                "listed but not checked against it"
+            )
 
 
 def serve_pages(console: Console, app: App, host: str, port: int) -> None:

@@ -306,9 +306,16 @@ def render(label: str, p: Preflight) -> str:
         out.append(f"LoRA targets (rank {lo.rank}):")
         for t, kinds in lo.targets.items():
             parts = ", ".join(f"{k} {v['modules']}" for k, v in kinds.items()) or "nothing"
-            out.append(
-                f"  {t}: {lo.modules(t)} modules ({parts}); {lo.adapter_params(t):,} adapter parameters"
+            params = lo.adapter_params(t)
+            unsized = sum(v.get("unsized", 0) for v in kinds.values())
+            sized = (
+                f"{params:,} adapter parameters"
+                if params is not None
+                else f"adapter parameters unknown ({unsized} modules unsized)"
             )
+            out.append(f"  {t}: {lo.modules(t)} modules ({parts}); {sized}")
+        for t, why in lo.unresolved.items():
+            out.append(f"  {t}: not resolved ({why})")
         for note in lo.notes:
             out.append(f"  note: {note}")
     return "\n".join(out)

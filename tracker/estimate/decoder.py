@@ -13,76 +13,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from tracker.estimate.reading import LayerSpec, Tally
+
+if TYPE_CHECKING:
+    from tracker.estimate.mixers import Gdn, Kda, Mamba1, Mamba2, Mla
 
 BF16 = 2
 FP32 = 4
 
 
-@dataclass(frozen=True)
-class Mla:
-    """Multi-head latent attention dimensions (DeepSeek-V2/V3 style).
-
-    `indexer`: (index_n_heads, index_head_dim) of a DSA indexer; `out_gate`: a sigmoid output
-    gate projecting the hidden state to heads × v_head.
-    """
-
-    q_lora_rank: int | None
-    kv_lora_rank: int
-    qk_nope: int
-    qk_rope: int
-    v_head: int
-    indexer: tuple[int, int] | None = None
-    out_gate: bool = False
-
-
-@dataclass(frozen=True)
-class Gdn:
-    """Gated DeltaNet (Qwen3-Next / Qwen3.5 linear-attention layers)."""
-
-    key_heads: int
-    key_dim: int
-    value_heads: int
-    value_dim: int
-    conv_kernel: int
-
-
-@dataclass(frozen=True)
-class Kda:
-    """Kimi delta attention (Kimi-Linear's linear-attention layers): per-channel decay."""
-
-    heads: int
-    head_dim: int
-    conv_kernel: int
-
-
-@dataclass(frozen=True)
-class Mamba2:
-    """A Mamba2 mixer: `heads` × `head_dim` inner width, `groups` B/C groups of `state`."""
-
-    heads: int
-    head_dim: int
-    groups: int
-    state: int
-    conv_kernel: int
-    bias: bool = False
-    conv_bias: bool = True
-
-
-@dataclass(frozen=True)
-class Mamba1:
-    """A Mamba (v1) mixer: inner width `d_inner`, state `state`, Δ rank `dt_rank`."""
-
-    d_inner: int
-    state: int
-    conv_kernel: int
-    dt_rank: int
-    bias: bool = False
-    conv_bias: bool = True
-
-
-@dataclass
+@dataclass(eq=False)  # it holds per-layer functions, which compare by identity: no __eq__
 class Dec:
     """Everything the stack count needs; defaults are the Llama layout.
 
@@ -142,6 +84,18 @@ class Dec:
     ssm: Mamba2 | Mamba1 | None = None
     kv_heads_for: Callable[[int], int] | None = None
     has_indexer: Callable[[int], bool] = field(default=lambda i: True)
+    # per-layer-kind attention shapes and shared K/V (Gemma 4's keys, read wherever they appear)
+    full_head_dim: int | None = None  # head size of full-attention layers (`global_head_dim`)
+    full_kv_heads: int | None = None  # their KV heads (`num_global_key_value_heads`)
+    full_k_eq_v: bool = False  # full layers use the key projection as values (no v_proj)
+    kv_shared_from: int | None = None  # layers from this index reuse earlier K/V: no k/v/k_norm
+    shared_kv_mlp_factor: int = 1  # MLP width multiplier on those layers (`use_double_wide_mlp`)
+    # the MoE block added beside the dense MLP (None: it replaces it), with this many more norms
+    moe_beside_dense_norms: int | None = None
+    router_scales: bool = False  # the router's per-channel (h) and per-expert (E) scale vectors
+    per_layer_input: int = 0  # width of per-layer input embeddings (`hidden_size_per_layer_input`)
+    per_layer_vocab: int = 0  # rows of their table (`vocab_size_per_layer_input`)
+    attn_res: bool = False  # attention residuals: an RMSNorm and an h→1 pseudo-query per sublayer
 
 
 def _linear(n_in: int, n_out: int, bias: bool) -> int:
@@ -161,18 +115,28 @@ class Mixer:
     v_width: int = 0
     q_width: int = 0
     latent: int = 0
+    act: int = 0  # bytes autograd keeps per token (linear attention / SSM; 0: the general rule)
 
 
 def _linear_attention(h: int, la: Gdn | Kda) -> Mixer:
+    from tracker.estimate.mixers import Kda
+
     if isinstance(la, Kda):
         q = la.heads * la.head_dim
         hd = la.head_dim
         params = 3 * h * q + 3 * q * la.conv_kernel  # q/k/v projections, depthwise conv
         params += h * hd + hd * q + q + la.heads  # forget gate (low rank), dt_bias, A_log
         params += h * la.heads  # beta projection
-        params += h * hd + hd * q + hd + q * h  # output gate (low rank), gated norm, o_proj
-        lora = 3 * (h + q) + (h + hd) + (hd + q) + (h + la.heads) + (h + hd) + (hd + q) + (q + h)
+        params += hd + q * h  # gated norm, o_proj
+        lora = 3 * (h + q) + (h + hd) + (hd + q) + (h + la.heads) + (q + h)
+        if la.full_rank_gate:
+            params += h * q  # output gate g_proj
+            lora += h + q
+        else:
+            params += h * hd + hd * q  # output gate g_a_proj, g_b_proj (low rank)
+            lora += (h + hd) + (hd + q)
         state = la.heads * hd * hd * FP32 + 3 * q * (la.conv_kernel - 1) * BF16
+        # transformers' torch path for KDA is not followed (see memory.py): act stays 0
         return Mixer(params, lora, 0, state, "linear", q, q, q)
     kd, vd = la.key_heads * la.key_dim, la.value_heads * la.value_dim
     conv_dim = 2 * kd + vd
@@ -182,10 +146,12 @@ def _linear_attention(h: int, la: Gdn | Kda) -> Mixer:
     state = (
         la.value_heads * la.key_dim * la.value_dim * FP32 + conv_dim * (la.conv_kernel - 1) * BF16
     )
-    return Mixer(params, lora, 0, state, "linear", kd, vd, kd)
+    return Mixer(params, lora, 0, state, "linear", kd, vd, kd, act=la.saved_bytes())
 
 
 def _ssm(h: int, m: Mamba2 | Mamba1) -> Mixer:
+    from tracker.estimate.mixers import Mamba1
+
     if isinstance(m, Mamba1):
         di = m.d_inner
         params = _linear(h, 2 * di, m.bias) + di * m.conv_kernel + (di if m.conv_bias else 0)
@@ -201,7 +167,7 @@ def _ssm(h: int, m: Mamba2 | Mamba1) -> Mixer:
     params += 3 * m.heads + di + _linear(di, h, m.bias)  # A_log, D, dt_bias, gated norm, out_proj
     lora = (h + 2 * di + 2 * m.groups * m.state + m.heads) + di + h
     state = m.heads * m.head_dim * m.state * FP32 + conv_dim * (m.conv_kernel - 1) * BF16
-    return Mixer(params, lora, 0, state, "ssm", di, di, di)
+    return Mixer(params, lora, 0, state, "ssm", di, di, di, act=m.saved_bytes())
 
 
 def _mla(d: Dec, m: Mla, layer: int) -> Mixer:
@@ -244,19 +210,21 @@ def mixer_params(d: Dec, kind: str, layer: int) -> Mixer:
         return _ssm(h, d.ssm)
     if d.mla is not None:
         return _mla(d, d.mla, layer)
-    kvh = d.kv_heads_for(layer) if d.kv_heads_for else d.kv_heads
-    hd = d.head_dim
+    kvh = kv_heads_of(d, kind, layer)
+    hd = d.full_head_dim if kind == "full" and d.full_head_dim else d.head_dim
     q_out = d.heads * hd * (2 if d.q_gate else 1)
-    params = _linear(h, q_out, d.q_bias) + 2 * _linear(h, kvh * hd, d.kv_bias)
+    shared = d.kv_shared_from is not None and layer >= d.kv_shared_from
+    kv_mats = 0 if shared else (1 if d.full_k_eq_v and kind == "full" else 2)
+    params = _linear(h, q_out, d.q_bias) + kv_mats * _linear(h, kvh * hd, d.kv_bias)
     params += _linear(d.heads * hd, h, d.o_bias)
     if d.qk_norm:
-        params += 2 * hd
+        params += hd if shared else 2 * hd  # a layer reusing K/V has no k_norm
     if d.sinks:
         params += d.heads
     if d.fused_qkv:
-        lora = (h + q_out + 2 * kvh * hd) + (d.heads * hd + h)
+        lora = (h + q_out + kv_mats * kvh * hd) + (d.heads * hd + h)
     else:
-        lora = (h + q_out) + 2 * (h + kvh * hd) + (d.heads * hd + h)
+        lora = (h + q_out) + kv_mats * (h + kvh * hd) + (d.heads * hd + h)
     if kind == "sliding":
         atype = "sliding"
     elif kvh == d.heads:
@@ -265,7 +233,17 @@ def mixer_params(d: Dec, kind: str, layer: int) -> Mixer:
         atype = "mqa"
     else:
         atype = "gqa"
-    return Mixer(params, lora, 2 * kvh * hd * BF16, 0, atype, kvh * hd, kvh * hd, d.heads * hd)
+    # transformers caches keys and values separately even where K=V (values skip the key's norm
+    # and rotary embedding); a layer reusing earlier K/V caches nothing of its own.
+    kv_bytes = 0 if shared else 2 * kvh * hd * BF16
+    return Mixer(params, lora, kv_bytes, 0, atype, kvh * hd, kvh * hd, d.heads * hd)
+
+
+def kv_heads_of(d: Dec, kind: str, layer: int) -> int:
+    """Key/value heads of layer `layer` of kind `kind` (full layers may have their own count)."""
+    if kind == "full" and d.full_kv_heads:
+        return d.full_kv_heads
+    return d.kv_heads_for(layer) if d.kv_heads_for else d.kv_heads
 
 
 def _mlp(d: Dec, h: int, inter: int, gated: bool, bias: bool) -> tuple[int, int]:
@@ -291,8 +269,14 @@ def build_decoder(d: Dec, t: Tally) -> list[LayerSpec]:
         t.add("embeddings", d.token_types * h)
     if d.embed_norm:
         t.add("norms", norm)
+    if d.per_layer_input:
+        # per-layer input embeddings: a table of n_layers × width per token, the projection of
+        # the hidden state to the same width, and its RMSNorm
+        ple = d.n_layers * d.per_layer_input
+        t.add("embeddings", (d.per_layer_vocab or d.vocab) * ple)
+        t.add("embeddings", h * ple + d.per_layer_input)
     mla_indexer = d.mla is not None and d.mla.indexer is not None and bool(d.mla.q_lora_rank)
-    Key = tuple[str, str, int, bool]
+    Key = tuple[str, str, int, bool, bool]
     kinds: dict[Key, tuple[LayerSpec, list[tuple[str, int, int]]]] = {}
     uses: dict[Key, int] = {}
     specs: list[LayerSpec] = []
@@ -304,8 +288,9 @@ def build_decoder(d: Dec, t: Tally) -> list[LayerSpec]:
             ffn = "moe" if bool(d.experts) and d.is_moe(i) else "dense"
         if ffn == "moe" and not d.experts:
             ffn = "dense"
-        kvh = d.kv_heads_for(i) if d.kv_heads_for else d.kv_heads
-        key = (kind, ffn, kvh, d.has_indexer(i) if mla_indexer else True)
+        kvh = kv_heads_of(d, kind, i)
+        shared = d.kv_shared_from is not None and i >= d.kv_shared_from
+        key = (kind, ffn, kvh, d.has_indexer(i) if mla_indexer else True, shared)
         known = kinds.get(key)
         if known is None:
             known = kinds[key] = _layer(d, kind, ffn, i, norm)
@@ -316,6 +301,8 @@ def build_decoder(d: Dec, t: Tally) -> list[LayerSpec]:
         n = uses[key]
         for component, count, active in adds:
             t.add(component, n * count, n * active)
+    if d.attn_res:
+        t.add("attention_residuals", 2 * h)  # the output's pseudo-query and its RMSNorm
     if d.final_norm:
         t.add("norms", norm)
     if not d.tied:
@@ -341,6 +328,20 @@ def _layer(
     lora = mx.lora
     sublayers = (kind != "none") + (ffn != "none")
     n_norms = d.parallel_norms if d.parallel else sublayers * d.norms_per_sublayer
+    if d.attn_res:
+        # each sublayer attends over the earlier blocks' outputs with a learned pseudo-query
+        # (Linear(h, 1)) on RMSNorm'd keys (Kimi-K3's self_attention_res / mlp_res)
+        res = sublayers * 2 * h
+        adds.append(("attention_residuals", res, res))
+        layer_total += res
+        layer_active += res
+    beside = ffn == "moe" and d.moe_beside_dense_norms is not None
+    if beside:
+        n_norms += d.moe_beside_dense_norms or 0
+    shared_kv = d.kv_shared_from is not None and i >= d.kv_shared_from
+    dense_width = (d.dense_intermediate or d.intermediate) * (
+        d.shared_kv_mlp_factor if shared_kv else 1
+    )
     n_params = n_norms * norm
     adds.append(("norms", n_params, n_params))
     layer_total += n_params
@@ -356,7 +357,7 @@ def _layer(
             per_expert += (2 * mi if d.gated_experts else mi) + w
         routed = e * per_expert
         adds.append(("routed_experts", routed, k * per_expert))
-        router = _linear(h, e, d.router_bias)
+        router = _linear(h, e, d.router_bias) + (h + e if d.router_scales else 0)
         adds.append(("router", router, router))
         layer_total += routed + router
         layer_active += k * per_expert + router
@@ -378,14 +379,28 @@ def _layer(
         ffn_type = "moe"
         experts, top_k = e, k
         width = k * mi + d.shared_intermediate
+        if beside:
+            m_params, m_lora = _mlp(d, h, dense_width, d.gated_mlp, d.mlp_bias)
+            adds.append(("dense_mlp", m_params, m_params))
+            layer_total += m_params
+            layer_active += m_params
+            lora += m_lora
+            width += dense_width
     elif ffn == "dense":
-        width = d.dense_intermediate or d.intermediate
+        width = dense_width
         m_params, m_lora = _mlp(d, h, width, d.gated_mlp, d.mlp_bias)
         adds.append(("dense_mlp", m_params, m_params))
         layer_total += m_params
         layer_active += m_params
         lora += m_lora
         ffn_type = "swiglu" if d.gated_mlp else "gelu"
+    if d.per_layer_input:
+        # the per-layer input's gate (h→width), projection (width→h) and post-norm
+        ple = 2 * h * d.per_layer_input + h
+        adds.append(("dense_mlp", ple, ple))
+        layer_total += ple
+        layer_active += ple
+        lora += 2 * (h + d.per_layer_input)
     spec = LayerSpec(
         attention=mx.kind,
         ffn=ffn_type,
@@ -409,5 +424,6 @@ def _layer(
         shared_width=d.shared_intermediate if ffn == "moe" else 0,
         mla_latent=mx.latent,
         qk_norm=d.qk_norm and mx.kind not in ("linear", "ssm", "mla"),
+        mixer_act=mx.act,
     )
     return spec, adds

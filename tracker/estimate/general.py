@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tracker.errors import EstimateError
-from tracker.estimate.decoder import Dec, Gdn, Kda, Mamba1, Mamba2, Mla
+from tracker.estimate.decoder import Dec
 from tracker.estimate.reading import MAX_EXPERTS, MAX_LAYERS, ConfigView, Notes
 from tracker.estimate.traits import Traits
 
@@ -176,6 +176,10 @@ def read_decoder(c: ConfigView, tr: Traits, n: Notes) -> Dec:
     _mixers(c, d, n)
     _moe(c, tr, d, n)
     _layer_kinds(c, tr, d, n)
+    _per_kind_attention(c, tr, d)
+    # Attention residuals (Kimi-K3): each sublayer reads a softmax mix of earlier blocks' outputs
+    # instead of the plain residual; the block size only groups layers, the weights are per layer.
+    d.attn_res = (c.opt_int("attn_res_block_size", minimum=0) or 0) > 0
     mtp = c.int("num_nextn_predict_layers", default=0, minimum=0, maximum=MAX_LAYERS)
     mtp += c.int("mtp_num_hidden_layers", default=0, minimum=0, maximum=MAX_LAYERS)
     c.mark("mtp_hybrid_override_pattern", "mtp_use_dedicated_embeddings")
@@ -268,6 +272,8 @@ def _mixers(c: ConfigView, d: Dec, n: Notes) -> None:
         if c.has("index_n_heads"):
             indexer = (c.int("index_n_heads"), c.int("index_head_dim"))
         nope = c.int("qk_nope_head_dim", default=128)
+        from tracker.estimate.mixers import Mla  # loaded only when used
+
         d.mla = Mla(
             q_lora_rank=c.opt_int("q_lora_rank"),
             kv_lora_rank=c.int("kv_lora_rank"),
@@ -283,6 +289,8 @@ def _mixers(c: ConfigView, d: Dec, n: Notes) -> None:
             own = [t == "full" for t in itypes]
             d.has_indexer = lambda i: own[i]
     if c.has("linear_num_key_heads"):
+        from tracker.estimate.mixers import Gdn  # loaded only when used
+
         d.linear = Gdn(
             key_heads=c.int("linear_num_key_heads"),
             key_dim=c.int("linear_key_head_dim"),
@@ -292,13 +300,19 @@ def _mixers(c: ConfigView, d: Dec, n: Notes) -> None:
         )
     lac = c.sub("linear_attn_config")
     if lac is not None and lac.has("num_heads"):
+        from tracker.estimate.mixers import Kda  # loaded only when used
+
         d.linear = Kda(
             heads=lac.int("num_heads"),
             head_dim=lac.int("head_dim", default=128),
             conv_kernel=lac.int("short_conv_kernel_size", default=4),
+            full_rank_gate=lac.bool("use_full_rank_gate", False),
         )
+        # the decay's lower bound only changes the gate's formula, not its weights
         lac.mark("gate_lower_bound")
     elif d.linear is None and c.has("linear_num_heads"):
+        from tracker.estimate.mixers import Kda  # loaded only when used
+
         d.linear = Kda(
             heads=c.int("linear_num_heads"),
             head_dim=c.int("linear_head_dim", default=128),
@@ -310,6 +324,8 @@ def _mixers(c: ConfigView, d: Dec, n: Notes) -> None:
         m_hd = c.int("mamba_head_dim", "mamba_d_head", default=64)
         if m_heads is None:
             m_heads = max(1, (expand or 2) * h // m_hd)
+        from tracker.estimate.mixers import Mamba2  # loaded only when used
+
         d.ssm = Mamba2(
             heads=m_heads,
             head_dim=m_hd,
@@ -318,11 +334,14 @@ def _mixers(c: ConfigView, d: Dec, n: Notes) -> None:
             conv_kernel=c.int("conv_kernel", "mamba_d_conv", default=4),
             bias=_bool_of(c, ("use_bias", "mamba_proj_bias"), False),
             conv_bias=_bool_of(c, ("use_conv_bias", "mamba_conv_bias"), True),
+            chunk=c.int("chunk_size", "mamba_chunk_size", default=256, minimum=1),  # Mamba2Config
         )
     elif c.has("mamba_d_state") or c.has("mamba_dt_rank"):
         d_inner = (expand or 2) * h
         rank = c.raw("mamba_dt_rank", "auto")
         dt_rank = -(-h // 16) if rank == "auto" else c.int("mamba_dt_rank")
+        from tracker.estimate.mixers import Mamba1  # loaded only when used
+
         d.ssm = Mamba1(
             d_inner=d_inner,
             state=c.int("mamba_d_state", default=16),
@@ -335,11 +354,43 @@ def _mixers(c: ConfigView, d: Dec, n: Notes) -> None:
         n.unknown("linear_attn_config (no head count)")
 
 
+def _per_kind_attention(c: ConfigView, tr: Traits, d: Dec) -> None:
+    """Full layers' own head size and KV heads, K=V full layers, layers reusing earlier K/V, and
+    per-layer input embeddings, wherever their keys appear (Gemma 4 names them so).
+
+    `num_global_key_value_heads` applies only where `attention_k_eq_v` is true or absent, as
+    Gemma4TextConfig applies it. Layers from `num_hidden_layers - num_kv_shared_layers` on reuse
+    the K/V of earlier layers and build no k/v projections or k_norm; `use_double_wide_mlp`
+    doubles their MLP width.
+    """
+    k_eq_v = c.bool("attention_k_eq_v", False)
+    if d.mla is None:
+        d.full_head_dim = c.opt_int("global_head_dim") or tr.full_head_dim
+        if not c.has("attention_k_eq_v") or k_eq_v:
+            d.full_kv_heads = c.opt_int("num_global_key_value_heads", maximum=d.heads)
+        d.full_k_eq_v = k_eq_v
+    c.mark("global_head_dim", "num_global_key_value_heads", "attention_k_eq_v")
+    shared = c.int("num_kv_shared_layers", default=0, minimum=0, maximum=d.n_layers)
+    if shared:
+        d.kv_shared_from = d.n_layers - shared
+        d.shared_kv_mlp_factor = 2 if c.bool("use_double_wide_mlp", False) else 1
+    c.mark("use_double_wide_mlp")
+    d.per_layer_input = c.int("hidden_size_per_layer_input", default=0, minimum=0)
+    if d.per_layer_input:
+        d.per_layer_vocab = c.int("vocab_size_per_layer_input", default=d.vocab)
+    c.mark("vocab_size_per_layer_input")
+
+
 def _moe(c: ConfigView, tr: Traits, d: Dec, n: Notes) -> None:
     """Routed, shared and latent experts and which layers carry them."""
     key = c.first_key(*EXPERTS)
     if key is None:
         return
+    if c.has("enable_moe_block") and not c.bool("enable_moe_block", True):
+        c.mark(*EXPERTS, *TOP_K, *MOE_WIDTH, *SHARED_COUNT, *SHARED_WIDTH)
+        return
+    d.moe_beside_dense_norms = tr.moe_beside_dense_norms
+    d.router_scales = tr.router_scales
     e = c.int(key, minimum=0, maximum=MAX_EXPERTS)
     if e == 0:
         c.mark(*TOP_K, *MOE_WIDTH, *SHARED_COUNT, *SHARED_WIDTH)

@@ -2,10 +2,6 @@
 
 - DeciLM / Nemotron-NAS: `block_configs` give every layer its own attention (or none, or a single
   linear) and its own FFN width (`ffn_mult`, rounded up to a multiple of 256).
-- Gemma 4 text: sliding and full layers have different head sizes and KV head counts, full layers
-  may share K and V (`attention_k_eq_v`), the last `num_kv_shared_layers` reuse earlier layers'
-  K/V projections, a per-layer input embedding table (`hidden_size_per_layer_input`), and a dense
-  MLP next to the MoE block in the same layer.
 - BERT: an encoder-only stack (no KV cache, encoder layer specs), which the general decoder
   reading cannot express; its count alone (token types, embedding LayerNorm, task heads by
   architecture name) is also exact from the general reader with the `bert` traits.
@@ -23,7 +19,7 @@ from typing import Any
 
 from tracker.estimate.decoder import BF16
 from tracker.estimate.general import task_head_params
-from tracker.estimate.reading import MAX_EXPERTS, MAX_LAYERS, ConfigView, LayerSpec, Notes, Tally
+from tracker.estimate.reading import MAX_LAYERS, ConfigView, LayerSpec, Notes, Tally
 
 Dims = dict[str, Any]
 Result = tuple[list[LayerSpec], Dims]
@@ -119,79 +115,6 @@ def _deci(c: ConfigView, t: Tally, n: Notes) -> Result:
     )
 
 
-def _gemma4(c: ConfigView, t: Tally, n: Notes) -> Result:
-    """Gemma 4 text: sliding/full layers with their own head_dim and KV heads (K=V on full
-    layers when attention_k_eq_v), a dense GELU MLP in every layer plus an optional MoE block."""
-    h = c.int("hidden_size")
-    v = c.int("vocab_size")
-    layers = c.int("num_hidden_layers", maximum=MAX_LAYERS)
-    heads = c.int("num_attention_heads")
-    kv = c.int("num_key_value_heads", default=heads)
-    gkv = c.int("num_global_key_value_heads", default=kv)
-    hd = c.int("head_dim")
-    ghd = c.int("global_head_dim", default=hd)
-    inter = c.int("intermediate_size")
-    k_eq_v = c.bool("attention_k_eq_v", False)
-    moe = c.bool("enable_moe_block", False)
-    e = c.int("num_experts", default=1, maximum=MAX_EXPERTS) if moe else 0
-    k = c.int("top_k_experts", default=1) if moe else 0
-    mi = c.int("moe_intermediate_size", default=inter) if moe else 0
-    shared_kv = c.int("num_kv_shared_layers", default=0, minimum=0, maximum=MAX_LAYERS)
-    ple = c.int("hidden_size_per_layer_input", default=0, minimum=0)
-    c.mark("vocab_size_per_layer_input")
-    window = c.opt_int("sliding_window")
-    types = c.list("layer_types") or []
-    emb = t.add("embeddings", v * h)
-    if ple:
-        emb += t.add("embeddings", c.int("vocab_size_per_layer_input", default=v) * layers * ple)
-        t.add("embeddings", h * layers * ple + ple)
-    specs = []
-    for i in range(layers):
-        sliding = i < len(types) and types[i] == "sliding_attention"
-        dim, kvh = (hd, kv) if sliding else (ghd, gkv)
-        reuse = shared_kv and i >= layers - shared_kv
-        a = h * heads * dim + dim + heads * dim * h
-        if not reuse:
-            a += dim + h * kvh * dim + (0 if (k_eq_v and not sliding) else h * kvh * dim)
-        t.add("attention", a)
-        m = t.add("dense_mlp", 3 * h * inter)
-        nn = t.add("norms", 4 * h)
-        routed = r = 0
-        if moe:
-            routed = t.add("routed_experts", e * 3 * h * mi, k * 3 * h * mi)
-            r = t.add("router", h * e + h + e)
-            nn += t.add("norms", 3 * h)
-        if ple:
-            nn += t.add("dense_mlp", 2 * h * ple + h)
-        total = a + m + nn + routed + r
-        kvb = 0 if reuse else (1 if k_eq_v and not sliding else 2) * kvh * dim * BF16
-        specs.append(
-            LayerSpec(
-                "sliding" if sliding else ("gqa" if kvh < heads else "mha"),
-                "moe" if moe else "gelu",
-                total,
-                total - routed + k * 3 * h * mi,
-                kvb,
-                window=window if sliding else None,
-                experts=e,
-                top_k=k,
-                lora_dims=2 * (h + heads * dim)
-                + 2 * (h + kvh * dim)
-                + 3 * (h + inter)
-                + e * 3 * (h + mi),
-                ffn_width=inter + k * mi,
-                q_width=heads * dim,
-            )
-        )
-    t.add("norms", h)
-    tied = c.bool("tie_word_embeddings", True)
-    if not tied:
-        t.add("head", v * h)
-    return specs, dims_of(
-        h, v, heads, kv, hd, inter, tied, emb, c.opt_int("max_position_embeddings")
-    )
-
-
 def _bert(c: ConfigView, t: Tally, n: Notes) -> Result:
     h = c.int("hidden_size")
     heads = c.int("num_attention_heads")
@@ -279,7 +202,6 @@ def _t5(c: ConfigView, t: Tally, n: Notes) -> Result:
 
 READERS: dict[str, Callable[[ConfigView, Tally, Notes], Result]] = {
     "nemotron-nas": _deci,
-    "gemma4_text": _gemma4,
     "bert": _bert,
     "t5": _t5,
 }

@@ -18,8 +18,14 @@ real-shaped layers (`bench/activations.py`, `make bench`):
 - MoE: fp32 router probabilities, 4·E, and per routed token-expert pair the gathered input and
   the expert output, 2a·h, the expert's gated FFN, 4a·I_expert, and the routing indices and
   weights (28 bytes); shared experts as a gated FFN;
-- linear-attention / SSM mixers: a·7h, a documented approximation of projections, conv and gate
-  outputs (the chunked scan keeps O(state) per chunk, counted in `state_bytes`).
+- gated DeltaNet and Mamba2 mixers: what transformers' torch path keeps (the chunked scan in
+  fp32, used where the flash-linear-attention / mamba-ssm kernels are not installed; those
+  kernels keep less), fitted to the byte on small layers (`mixers.Gdn.saved_bytes`,
+  `mixers.Mamba2.saved_bytes`) and checked on real-shaped layers in `bench/activations.py`;
+- Kimi delta attention and Mamba1: a·7h, an approximation of projections, conv and gate
+  outputs. For KDA transformers' torch path is not followed: it builds a chunk × chunk ×
+  head-size decay tensor per head (about 870 bytes per channel per token), which the fla kernel
+  that Kimi's own modelling code requires never materialises;
 Logits and loss once per token: bf16 logits 2·V, fp32 upcast 4·V, fp32 gradient 4·V (with
 `chunked_loss`, the saved fp32 log-probabilities 4·V only).
 With gradient checkpointing each layer keeps only its input (a·h per token) and one layer's
@@ -79,7 +85,7 @@ def layer_activation_bytes(spec: LayerSpec, r: Reading, a: float) -> float:
     total = spec.norms * ((4.0 + 2 * a) * h + 4.0)
     heads = spec.heads or r.num_heads
     if spec.attention in ("linear", "ssm"):
-        total += a * 7 * h
+        total += spec.mixer_act or a * 7 * h
     elif spec.attention != "none":
         q = spec.q_width or r.num_heads * r.head_dim
         k = spec.k_width or r.kv_heads * r.head_dim

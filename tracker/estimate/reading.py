@@ -173,7 +173,9 @@ class LayerSpec:
     Widths for the activation formula: `q_width`, `k_width`, `v_width` (per token, all heads),
     `heads`, `ffn_width` (active FFN width: top-k × expert width + shared), `moe_width` (one
     expert), `gated` (gated FFN), `norms` (norms in the layer), `latent` (latent-MoE width),
-    `shared_width` (shared experts' total width), `mla_latent` (MLA's q + kv low ranks), `qk_norm` (per-head q/k norms).
+    `shared_width` (shared experts' total width), `mla_latent` (MLA's q + kv low ranks), `qk_norm` (per-head q/k norms),
+    `mixer_act` (bytes autograd keeps per token in a linear-attention or SSM mixer whose
+    transformers torch path was measured; 0: the general approximation).
     """
 
     attention: str
@@ -200,6 +202,7 @@ class LayerSpec:
     cross_kv_width: int = 0
     mla_latent: int = 0
     qk_norm: bool = False
+    mixer_act: int = 0
 
 
 class Notes:

@@ -44,6 +44,12 @@ class Traits:
     the key as a decoder-output scaling switch). `token_types`: a token-type embedding table of
     `type_vocab_size` rows (default 2) beside the token embeddings. `task_heads`: the head is
     chosen by the architecture name, BERT's way (`general.task_head_params`).
+    `moe_beside_dense_norms`: the MoE block is added beside the layer's dense MLP rather than
+    replacing it, with this many more norms (Gemma 4: the dense branch's post-norm and the MoE
+    branch's pre- and post-norm); None: MoE layers have no dense MLP. `router_scales`: the
+    router carries a per-channel (hidden) and a per-expert scale vector.
+    `full_head_dim`: head size of full-attention layers where the config does not give
+    `global_head_dim` (the family's config default).
     """
 
     tie: bool = False
@@ -79,6 +85,9 @@ class Traits:
     tie_fixed: bool = False
     token_types: bool = False
     task_heads: bool = False
+    moe_beside_dense_norms: int | None = None
+    router_scales: bool = False
+    full_head_dim: int | None = None
 
 
 LLAMA = Traits()
@@ -94,6 +103,10 @@ _QWEN_NEXT = replace(_QWEN3, q_gate=True, shared_gate=True)  # attn_output_gate;
 _GEMMA = Traits(tie=True)  # GemmaConfig(tie_word_embeddings=True)
 _GEMMA2 = replace(_GEMMA, norms_per_sublayer=2, alternate_sliding=True)  # pre+post norms
 _GEMMA3 = replace(_GEMMA, norms_per_sublayer=2, qk_norm=True)
+# Gemma 4 text: Gemma 3's layout; `enable_moe_block` adds the experts beside the dense MLP (three
+# more norms per layer), the router scales its input per channel and its output per expert, and
+# full layers' head size defaults to 512 (Gemma4TextConfig pops `global_head_dim` with 512).
+_GEMMA4 = replace(_GEMMA3, moe_beside_dense_norms=3, router_scales=True, full_head_dim=512)
 _GPT = Traits(
     tie=True,
     qkv_bias=True,
@@ -122,6 +135,7 @@ TRAITS: dict[str, Traits] = {
     "gemma": _GEMMA,
     "gemma2": _GEMMA2,
     "gemma3_text": _GEMMA3,
+    "gemma4_text": _GEMMA4,
     # GptOssAttention: q/k/v/o with bias and a sink per head; router and experts with biases.
     "gpt_oss": Traits(qkv_bias=True, o_bias=True, sinks=True, router_bias=True, expert_bias=True),
     # GPT-2: Conv1D with bias everywhere, LayerNorm, GELU MLP, a learned table of n_positions.

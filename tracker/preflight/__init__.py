@@ -3,7 +3,8 @@ LoRA adapt (issue 15).
 
 Pure parts: `imports` (what the remote code imports, by AST), `symbols` (a wheel's symbol table,
 by AST), `compat` (imports against tables), `capacity` (bytes, cards, download), `lora` (target
-resolution), `report` (`run_preflight` → `Preflight`), `delta` (changes between two revisions'
+resolution from the config), `census_lora` with `codetree` (the same for remote-code families:
+module names from the checkpoint's tensor names, Linear classes from the code's AST), `report` (`run_preflight` → `Preflight`), `delta` (changes between two revisions'
 answers). I/O: `wheels` (pip download into the state cache; tables cached as JSON).
 `preflight_snapshot` runs it on a stored revision.
 """

@@ -15,6 +15,7 @@ missing name stops `from_pretrained(..., trust_remote_code=True)`:
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
@@ -81,7 +82,7 @@ def auto_map_modules(files: Mapping[str, bytes]) -> list[str]:
 
 def _relative_targets(path: str, tree: ast.Module) -> Iterator[str]:
     here = path.split("/")[:-1]
-    for node in ast.walk(tree):
+    for node in statements(tree.body):
         if not isinstance(node, ast.ImportFrom) or node.level == 0:
             continue
         if node.level - 1 > len(here):
@@ -96,11 +97,34 @@ def _relative_targets(path: str, tree: ast.Module) -> Iterator[str]:
                 yield "/".join([*base, alias.name]) + ".py"
 
 
-def _parse(path: str, data: bytes) -> ast.Module | None:
+@functools.lru_cache(maxsize=16)
+def parse_module(path: str, data: bytes) -> ast.Module | None:
+    """`data` parsed (None when it does not parse). Cached by content: a revision's remote code
+    is read by several stages, and most revisions keep the previous one's files (16 modules kept:
+    a tree is a few MB for a 50 KB modeling file). The trees are shared: callers never modify
+    them."""
     try:
         return ast.parse(data.decode("utf-8"), filename=path)
     except (SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError):
         return None
+
+
+_parse = parse_module
+
+
+def statements(body: Iterable[ast.stmt]) -> Iterator[ast.stmt]:
+    """Every statement in `body`, nested ones too (bodies of classes, functions, if/try/with/for),
+    without descending into expressions: the cheap walk for imports, classes and assignments."""
+    for stmt in body:
+        yield stmt
+        for name in ("body", "orelse", "finalbody", "handlers"):
+            inner = getattr(stmt, name, None)
+            if isinstance(inner, list):
+                yield from statements(
+                    h
+                    for item in inner
+                    for h in (item.body if isinstance(item, ast.ExceptHandler) else [item])
+                )
 
 
 def remote_code_modules(files: Mapping[str, bytes]) -> tuple[list[str], list[str], list[str]]:

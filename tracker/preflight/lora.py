@@ -8,15 +8,19 @@ the Linear (and GPT-2 Conv1D) modules; `all-linear` is every such module but the
 Results are split by layer kind: `attention.full`, `attention.linear` (linear attention and SSM
 mixers), `mlp.dense`, `mlp.shared` (shared experts), `mlp.router` (a router that is a Linear), `mlp.experts` (routed experts: in
 transformers 5 they are fused 3-D parameters, so no name resolves there) `vision` (the
-vision tower and its projector) and `head` (a task head's Linear, not the output layer). The adapter parameters of a target are rank × (in + out) summed
-over the modules it resolves to. A family whose module names this table does not know gives no
-resolution, with the reason (never a guess).
+vision tower and its projector), `head` (a task head's Linear, not the output layer) and `other`
+(a Linear outside all of these, from a remote-code tree: `census_lora`). The adapter parameters
+of a target are rank × (in + out) summed over the modules it resolves to; a slot's `unsized`
+counts modules whose features are not known (then the target has no adapter total). A target
+in `unresolved` could not be resolved, with why. A family whose module names this table does not
+know gives no resolution here, with the reason (never a guess); remote-code families are then
+read from the checkpoint and the code (`census_lora`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tracker.domain import JSONValue
@@ -31,6 +35,7 @@ KINDS = (
     "mlp.experts",
     "vision",
     "head",
+    "other",
 )
 ALL_LINEAR = "all-linear"
 
@@ -83,20 +88,28 @@ class LoraResolution:
     targets: Mapping[str, Mapping[str, Mapping[str, int]]]
     kinds: tuple[str, ...]
     notes: tuple[str, ...] = ()
+    unresolved: Mapping[str, str] = field(default_factory=dict)
 
     def modules(self, target: str) -> int:
         return sum(v["modules"] for v in self.targets.get(target, {}).values())
 
-    def adapter_params(self, target: str) -> int:
-        return sum(v["adapter_params"] for v in self.targets.get(target, {}).values())
+    def adapter_params(self, target: str) -> int | None:
+        """rank × (in + out) over the target's modules; None when some module is unsized."""
+        slots = self.targets.get(target, {}).values()
+        if any(v.get("unsized") for v in slots):
+            return None
+        return sum(v["adapter_params"] for v in slots)
 
     def to_json(self) -> dict[str, JSONValue]:
-        return {
+        out: dict[str, JSONValue] = {
             "rank": self.rank,
             "kinds": list(self.kinds),
             "targets": {t: {k: dict(v) for k, v in ks.items()} for t, ks in self.targets.items()},
             "notes": list(self.notes),
         }
+        if self.unresolved:
+            out["unresolved"] = dict(self.unresolved)
+        return out
 
     @classmethod
     def from_json(cls, d: Mapping[str, JSONValue]) -> LoraResolution:
@@ -105,6 +118,7 @@ class LoraResolution:
             targets={t: {k: dict(v) for k, v in ks.items()} for t, ks in d["targets"].items()},
             kinds=tuple(d["kinds"]),
             notes=tuple(d.get("notes") or ()),
+            unresolved=dict(d.get("unresolved") or {}),
         )
 
 

@@ -19,6 +19,7 @@ from tracker.estimate import EstimateSettings, parse_config
 from tracker.estimate.checkpoint import QUANTIZED_DTYPES, header_by_dtype, quant_bits
 from tracker.estimate.params import read_config
 from tracker.preflight.capacity import Capacity, capacity
+from tracker.preflight.census_lora import resolve_census
 from tracker.preflight.compat import (
     check_version,
     compiled,
@@ -210,6 +211,11 @@ def run_preflight(
         lora, lora_error = resolve_targets(
             reading, config or {}, settings.lora_targets, est.lora_rank
         )
+        if lora is None and (code.modules or code.problems):
+            lora, census_error = resolve_census(
+                files, headers, config or {}, settings.lora_targets, est.lora_rank
+            )
+            lora_error = None if lora else f"{lora_error}; read as remote code: {census_error}"
     if headers:
         built = None
         if reading is not None:

@@ -49,12 +49,14 @@ def _sha256(path: Path) -> str:
 
 class SymbolTables:
     """transformers symbol tables by version, from `cache_dir` (fetching and building what is
-    missing). `fetched` and `built` count the pip runs and table builds of this instance."""
+        missing). `fetched` and `built` count the pip runs and table builds of this instance; `failed`
+    holds, per version, why it could not be had (not retried by this instance)."""
 
     def __init__(self, cache_dir: Path, *, index_url: str | None = None) -> None:
         self.cache_dir = cache_dir
         self.index_url = index_url
         self._tables: dict[str, SymbolTable] = {}
+        self.failed: dict[str, str] = {}
         self.fetched = 0
         self.built = 0
 
@@ -76,12 +78,24 @@ class SymbolTables:
         check_version(version)
         if version in self._tables:
             return self._tables[version]
+        if (
+            version in self.failed
+        ):  # once per instance: a poll cycle does not rerun pip per revision
+            raise PackageIndexError(self.failed[version])
         table = self._read_cached(version)
         if table is None:
-            wheel = self.wheel(version) or self.fetch(version)
-            table = self._build(version, wheel)
+            try:
+                wheel = self.wheel(version) or self.fetch(version)
+                table = self._build(version, wheel)
+            except PackageIndexError as exc:
+                self.failed[version] = str(exc)
+                raise
         self._tables[version] = table
         return table
+
+    def cached(self, version: str) -> bool:
+        """Whether the table of `version` is in the cache (no fetch or build needed)."""
+        return version in self._tables or self._read_cached(check_version(version)) is not None
 
     def tables(self, versions: Iterable[str]) -> dict[str, SymbolTable]:
         return {v: self.get(v) for v in versions}

@@ -6,11 +6,12 @@ so the unmodified `huggingface_hub` client (HfApi(endpoint=hub.url) or HF_ENDPOI
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -41,6 +42,41 @@ class RequestRecord:
     bytes_sent: int
     range: str | None
     at: float = 0.0
+
+
+BUCKETS = ("api", "resolvers", "pages")
+
+
+def rate_bucket(path: str) -> str:
+    """The Hub's rate-limit bucket of a request path: `api` (/api/…), `resolvers` (file URLs,
+    /resolve/), `pages` (the rest); hub-docs rate-limits.md."""
+    if path.startswith("/api/"):
+        return "api"
+    if "/resolve/" in path:
+        return "resolvers"
+    return "pages"
+
+
+@dataclass(frozen=True)
+class _Limit:
+    """Where one request left its bucket: its quota, what remains, seconds to the reset."""
+
+    bucket: str
+    quota: int
+    window_s: int
+    used: int  # requests of the window so far, this one included
+    reset_s: int
+
+    @property
+    def over(self) -> bool:
+        return self.used > self.quota
+
+    def headers(self) -> dict[str, str]:
+        """The Hub's headers (HUB-PROTOCOL.md §10), sent on every answer of a limited bucket."""
+        return {
+            "RateLimit": f'"{self.bucket}";r={max(0, self.quota - self.used)};t={self.reset_s}',
+            "RateLimit-Policy": f'"fixed window";"{self.bucket}";q={self.quota};w={self.window_s}',
+        }
 
 
 @dataclass
@@ -96,7 +132,23 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(HubError(status, "Bad or oversized request body").response())
             return
         body = self.rfile.read(length) if length else b""
+        if replica.latency_s > 0:  # the Hub's round trip; handler threads wait side by side
+            time.sleep(replica.latency_s)
         fault = replica._take_fault(self.command, raw_path)
+        limit = replica._count(raw_path, arrived) if fault is None else None
+        if limit is not None and limit.over:
+            response = HubError(
+                429,
+                f"You have reached your '{limit.bucket}' rate limit ({limit.quota} requests per "
+                f"{limit.window_s} s window); retry after {limit.reset_s} seconds",
+                headers=limit.headers(),
+            ).response()
+            replica._record(
+                self.command, raw_path, raw_query, 429, response.content_length, range_header,
+                arrived,
+            )  # fmt: skip
+            self._send(response)
+            return
         if fault is not None:
             if fault.delay_s:
                 time.sleep(fault.delay_s)
@@ -129,6 +181,8 @@ class _Handler(BaseHTTPRequestHandler):
             Exception
         ) as exc:  # the HTTP edge: a bug or a broken repo is a 500, not a dropped socket
             response = HubError(500, f"replica error: {type(exc).__name__}: {exc}").response()
+        if limit is not None:
+            response.headers.update(limit.headers())
         # Recorded before the first byte goes out, so a client that got its answer sees the record.
         sent = 0 if self.command == "HEAD" else response.content_length
         replica._record(
@@ -164,7 +218,10 @@ class Replica(BackgroundServer):
     """A Hub replica over the git repositories under `root`, served on http://host:port (0 = free port).
 
     Use as a context manager (or `.start()` / `.stop()`). Thread-safe: `requests` is a snapshot list
-    of RequestRecord in arrival order; faults are consumed in injection order.
+    of RequestRecord in arrival order; faults are consumed in injection order. `latency_s`: every
+    answer waits that long first (a model of the real Hub's round trip; settable while serving).
+    `rate_limits` (bucket → requests per `rate_window_s`): the Hub's rate limits and their
+    headers (`set_rate_limits`).
     """
 
     handler = _Handler
@@ -178,8 +235,15 @@ class Replica(BackgroundServer):
         port: int = 0,
         *,
         webhooks: Sequence[HubWebhook] = (),
+        latency_s: float = 0.0,
+        rate_limits: Mapping[str, int] | None = None,
+        rate_window_s: int = 300,
     ) -> None:
         super().__init__(host, port)
+        self.latency_s = latency_s
+        self._quotas: dict[str, int] = {}
+        self._window_s = 300
+        self._used: dict[tuple[str, int], int] = {}
         self.root = Path(root)
         self.webhooks = tuple(webhooks)
         self._watcher: RefWatcher | None = None
@@ -189,6 +253,7 @@ class Replica(BackgroundServer):
         self._faults: list[_Fault] = []
         self._repos: dict[Path, GitRepo] = {}
         self._routes = Routes(self.root, self._repo_for, os.urandom(32))
+        self.set_rate_limits(rate_limits or {}, rate_window_s)
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -267,6 +332,36 @@ class Replica(BackgroundServer):
         )
         with self._lock:
             self._faults.append(fault)
+
+    def set_rate_limits(self, quotas: Mapping[str, int], window_s: int = 300) -> None:
+        """Limit the buckets of `quotas` to that many requests per fixed window of `window_s`
+        seconds (windows start at multiples of it in Unix time; the Hub's are 5 minutes). Every
+        answer of a limited bucket carries `RateLimit: "<bucket>";r=<remaining>;t=<seconds to
+        the reset>` and `RateLimit-Policy: "fixed window";"<bucket>";q=<quota>;w=<window>`; a
+        request over the quota is answered 429 with the same headers (the Hub sends no
+        `Retry-After`). Requests of every client count (one account). Empty: no limits."""
+        unknown = set(quotas) - set(BUCKETS)
+        if unknown or any(q < 1 for q in quotas.values()) or window_s < 1:
+            raise ValueError(f"rate limits: buckets {BUCKETS}, quotas and window >= 1")
+        with self._lock:
+            self._quotas, self._window_s = dict(quotas), int(window_s)
+            self._used.clear()
+
+    def _count(self, path: str, at: float) -> _Limit | None:
+        """Count a request in its bucket's window (None: the bucket is not limited)."""
+        bucket = rate_bucket(path)
+        with self._lock:
+            quota = self._quotas.get(bucket)
+            if quota is None:
+                return None
+            window = self._window_s
+            n = math.floor(at / window)
+            key = (bucket, n)
+            used = self._used[key] = self._used.get(key, 0) + 1
+            for old in [k for k in self._used if k[1] < n - 1]:
+                del self._used[old]
+        reset = max(1, math.ceil((n + 1) * window - at))
+        return _Limit(bucket, quota, window, used, reset)
 
     def _take_fault(self, method: str, path: str) -> _Fault | None:
         with self._lock:

@@ -28,6 +28,12 @@ class StoreGeneration:
         url = engine.url
         self._path = url.database if url.get_backend_name() == "sqlite" else None
 
+    @property
+    def local(self) -> bool:
+        """Whether `current()` reads a local file (SQLite: no network, microseconds), so it may
+        run on an event loop; PostgreSQL's is a query."""
+        return self._path is not None
+
     def current(self) -> str:
         if self._path is None:
             with self.engine.connect() as conn:

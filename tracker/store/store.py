@@ -27,7 +27,7 @@ from tracker.domain import (
     TreeEntry,
     is_full_sha,
 )
-from tracker.errors import StoreError, StoreNotFoundError, TrackerError
+from tracker.errors import InvalidRevisionError, StoreError, StoreNotFoundError, TrackerError
 from tracker.store.base import utc_now
 from tracker.store.blobs import get_blobs, put_blob
 from tracker.store.engine import (
@@ -62,8 +62,32 @@ from tracker.store.values import (
 )
 
 _SEQ_ATTEMPTS = 5
-_SPEC = re.compile(r"^(?P<base>[^~]+?)(?:~(?P<n>\d*))?$")
 _HEX = re.compile(r"^[0-9a-f]{4,40}$")
+# A revision name: a ref name (slash-separated parts of characters other than control
+# characters, space and ~ ^ : ? * [ \ @, each part dot-separated runs of them: no part starts or
+# ends with "." or holds "..") - a sha, a short sha and HEAD are such names too - optionally
+# followed by `~n` or `~`. Stricter than git's ref-name rules (no "@", no part ending in "."), so
+# every name it accepts could be a ref. The same text is the OpenAPI schema's pattern
+# (`tracker.api.params`): ECMA and Python regexes read it alike.
+_REF_CHAR = r"[^\x00-\x20\x7f~^:?*\[\\/.@]"
+_REF_PART = _REF_CHAR + r"+(?:\." + _REF_CHAR + r"+)*"
+_REF = _REF_PART + r"(?:/" + _REF_PART + r")*"
+REVISION_PATTERN = "^" + _REF + "(?:~[0-9]*)?$"
+_REVISION = re.compile("(" + _REF + ")(?:~([0-9]*))?")
+
+
+def parse_revision(spec: str) -> tuple[str, int]:
+    """`spec` (a sha, short sha, ref name or `HEAD`, optionally followed by `~n` or `~`;
+    surrounding blanks ignored) as its base and the number of steps back; InvalidRevisionError
+    for a name no revision can have (`REVISION_PATTERN`)."""
+    m = _REVISION.fullmatch(spec.strip())
+    if m is None:
+        raise InvalidRevisionError(
+            f"cannot parse revision {spec!r}: not a sha, a ref name or HEAD, each with an "
+            "optional ~n"
+        )
+    n_text = m.group(2)
+    return m.group(1), 0 if n_text is None else int(n_text or "1")
 
 
 class Store:
@@ -121,19 +145,27 @@ class Store:
         self, repo_id: RepoId, *, source_kind: str, url: str | None, ref: str
     ) -> RepoState:
         """Create the repo's row (and state) if missing, else update its source and ref;
-        return its state (one transaction: what a poll starts with)."""
+        return its state (one transaction)."""
+        return self.start_poll(repo_id, source_kind=source_kind, url=url, ref=ref)[1]
+
+    def start_poll(
+        self, repo_id: RepoId, *, source_kind: str, url: str | None, ref: str
+    ) -> tuple[str | None, RepoState]:
+        """`ensure_repo`, also returning the ref the store followed before (None: the repo was
+        not in the store): what a poll starts with, in one transaction."""
         with self._writing() as s:
             # Another process may create the same repo at the same time: its rows are ours too.
             repos = RepoRow.__table__  # type: ignore[attr-defined]
             values = {"repo_id": repo_id, "source_kind": source_kind, "url": url, "ref": ref}
-            insert_ignore(s, repos, values, ["repo_id"])
+            created = insert_ignore(s, repos, values, ["repo_id"])
             row = self._repo(s, repo_id)
+            old_ref = None if created else row.ref
             states = IngestionStateRow.__table__  # type: ignore[attr-defined]
             insert_ignore(s, states, {"repo_pk": _pk(row)}, ["repo_pk"])
             if (row.source_kind, row.url, row.ref) != (source_kind, url, ref):
                 row.source_kind, row.url, row.ref = source_kind, url, ref
             s.flush()
-            return self._state(s, row)
+            return old_ref, self._state(s, row)
 
     def _state(self, s: Session, repo: RepoRow) -> RepoState:
         st = s.get(IngestionStateRow, _pk(repo))
@@ -287,14 +319,14 @@ class Store:
 
         `spec` is a full sha, a unique short sha (4+ hex digits), the watched ref's name, or
         `HEAD` (the ref's cursor), each optionally followed by `~n`/`~` (n steps back along the
-        ingested chain, `previous`). StoreNotFoundError otherwise
-        (including an ambiguous short sha, listing the candidates).
+        ingested chain, `previous`). InvalidRevisionError for a name no revision can have
+        (`parse_revision`); StoreNotFoundError otherwise (including an ambiguous short sha,
+        listing the candidates).
         """
-        m = _SPEC.match(spec.strip())
-        if not m:
-            raise StoreNotFoundError(f"{repo_id}: cannot parse revision {spec!r}")
-        base, n_text = m.group("base"), m.group("n")
-        steps = 0 if n_text is None else int(n_text or "1")
+        try:
+            base, steps = parse_revision(spec)
+        except InvalidRevisionError as exc:
+            raise InvalidRevisionError(f"{repo_id}: {exc}") from None
         with self._session() as s:
             repo = self._repo(s, repo_id)
             if base in ("HEAD", repo.ref, f"refs/heads/{repo.ref}"):
@@ -334,6 +366,22 @@ class Store:
                     )
                 row = self._rev(s, repo, row.previous_sha)
             return Sha(row.sha)
+
+    def revision_marks(self, repo_id: RepoId) -> list[tuple[Sha, bool, bool]]:
+        """(sha, analysed, rewritten away) of every ingested revision, oldest first: what the
+        analysis of a poll needs, in one light query (no commit metadata decoded)."""
+        with self._session() as s:
+            repo = self._repo(s, repo_id)
+            rows = s.execute(
+                sa.select(
+                    col(RevisionRow.sha),
+                    col(RevisionRow.analysed_at).is_not(None),
+                    col(RevisionRow.rewritten_away),
+                )
+                .where(col(RevisionRow.repo_pk) == _pk(repo))
+                .order_by(col(RevisionRow.seq))
+            ).all()
+            return [(Sha(r[0]), bool(r[1]), bool(r[2])) for r in rows]
 
     def pending_analysis(self, repo_id: RepoId) -> list[Sha]:
         """Live (not rewritten-away) revisions never marked analysed, oldest first."""

@@ -40,13 +40,32 @@ class AdvisorySummary:
 
 @dataclass(frozen=True)
 class AdvisoryFilter:
-    """What a list keeps: every given field must match (`severities`: any of them)."""
+    """What a list keeps: every given field must hold; a set matches any of its members
+    (`tracker.queries.advisory_filter` builds one from what a user typed)."""
 
-    repo_id: str | None = None
+    repo_ids: frozenset[str] | None = None
     severities: frozenset[Severity] | None = None
-    group: Artifact | None = None
-    state: AdvisoryState | None = None
+    groups: frozenset[Artifact] | None = None
+    states: frozenset[AdvisoryState] | None = None
     since: datetime | None = None  # modified at or after
+
+    def admits(
+        self,
+        repo_id: str,
+        severity: Severity,
+        group: Artifact | None,
+        state: AdvisoryState | None,
+        modified: datetime | None,
+    ) -> bool:
+        """Whether an advisory (or, with `group`/`state`/`modified` None, a suppressed change,
+        which has none) passes, as the SQL of `advisory_page` decides."""
+        return (
+            (self.repo_ids is None or repo_id in self.repo_ids)
+            and (self.severities is None or severity in self.severities)
+            and (self.groups is None or group in self.groups)
+            and (self.states is None or state in self.states)
+            and (self.since is None or (modified is not None and modified >= self.since))
+        )
 
 
 def advisory_page(
@@ -71,14 +90,14 @@ def advisory_page(
         a.c.modified,
         a.c.record,
     ).join(r, r.c.id == a.c.repo_pk)
-    if where.repo_id is not None:
-        q = q.where(r.c.repo_id == where.repo_id)
+    if where.repo_ids is not None:
+        q = q.where(r.c.repo_id.in_(sorted(where.repo_ids)))
     if where.severities is not None:
         q = q.where(a.c.severity.in_(sorted(s.value for s in where.severities)))
-    if where.group is not None:
-        q = q.where(a.c.grp == where.group.value)
-    if where.state is not None:
-        q = q.where(a.c.state == where.state.value)
+    if where.groups is not None:
+        q = q.where(a.c.grp.in_(sorted(g.value for g in where.groups)))
+    if where.states is not None:
+        q = q.where(a.c.state.in_(sorted(s.value for s in where.states)))
     if where.since is not None:
         q = q.where(a.c.modified >= where.since)
     if after is not None:
