@@ -222,3 +222,17 @@ def test_the_installed_server_gates_reads_and_answers_problems(tmp_path: Path) -
         proc.terminate()
         proc.wait(20)
     assert READ not in log.read_text()
+
+
+def test_the_schema_declares_bearer_and_basic_reads_and_bearer_writes(gated: TestClient) -> None:
+    doc = gated.get("/openapi.json", headers={"Authorization": f"Bearer {READ}"}).json()
+    schemes = doc["components"]["securitySchemes"]
+    assert {k: v["scheme"] for k, v in schemes.items()} == {
+        "ReadToken": "bearer",
+        "ReadTokenBasic": "basic",
+        "WriteToken": "bearer",
+    }
+    reads = [{}, {"ReadToken": []}, {"ReadTokenBasic": []}]
+    for path in ("/v1/advisories", "/v1/feeds/advisories.atom", "/v1/repos/{org}/{name}/diff"):
+        assert doc["paths"][path]["get"]["security"] == reads, path
+    assert doc["paths"]["/v1/subscriptions"]["get"]["security"] == [{"WriteToken": []}]

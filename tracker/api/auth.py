@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security.http import HTTPBase
 
 from tracker.api.problem import Problem
 from tracker.settings import Settings
@@ -38,6 +39,15 @@ _read_bearer = HTTPBearer(
     scheme_name=READ_SCHEME,
     description="TRACKER_API_READ_TOKEN or a write token; only when TRACKER_API_READ_TOKEN is "
     "set (reads are open otherwise).",
+)
+BASIC_SCHEME = "ReadTokenBasic"
+# Declares HTTP Basic in the OpenAPI schema (the check itself is `check_read`'s): it never refuses.
+_read_basic = HTTPBase(
+    scheme="basic",
+    scheme_name=BASIC_SCHEME,
+    description="The read token (or a write token) as the password, any user name: for feed "
+    "readers; only when TRACKER_API_READ_TOKEN is set.",
+    auto_error=False,
 )
 _write_bearer = HTTPBearer(
     auto_error=False, scheme_name="WriteToken", description="TRACKER_API_WRITE_TOKEN."
@@ -127,7 +137,9 @@ def read_allowed(request: Request) -> bool:
 
 
 def require_read(
-    request: Request, _: HTTPAuthorizationCredentials | None = Depends(_read_bearer)
+    request: Request,
+    _: HTTPAuthorizationCredentials | None = Depends(_read_bearer),
+    __: HTTPAuthorizationCredentials | None = Depends(_read_basic),
 ) -> None:
     """FastAPI dependency of every read route: see `check_read`."""
     check_read(request)
@@ -148,16 +160,18 @@ def require_write(
 
 
 def optional_reads(schema: dict[str, Any]) -> dict[str, Any]:
-    """Mark the read token optional in an OpenAPI schema (`security: [{}, {ReadToken: []}]`):
-    reads are open unless TRACKER_API_READ_TOKEN is set."""
+    """Mark the read token optional in an OpenAPI schema (`security: [{}, {ReadToken: []},
+    {ReadTokenBasic: []}]`): reads are open unless TRACKER_API_READ_TOKEN is set."""
+    reads: list[dict[str, list[str]]] = [{READ_SCHEME: []}, {BASIC_SCHEME: []}]
     for item in schema.get("paths", {}).values():
         for op in item.values():
-            if isinstance(op, dict) and op.get("security") == [{READ_SCHEME: []}]:
-                op["security"] = [{}, {READ_SCHEME: []}]
+            if isinstance(op, dict) and op.get("security") == reads:
+                op["security"] = [{}, *reads]
     return schema
 
 
 __all__ = [
+    "BASIC_SCHEME",
     "READ_SCHEME",
     "check_read",
     "optional_reads",
