@@ -12,8 +12,8 @@ commit (the replica serves each as its own repo; set-up takes seconds, not N git
    (`repo_schedule.lease_owner`), lets them run `SETTLE_S`, then counts the polls the store
    recorded (`sum(ingestion_state.polls)`, checked against the replica's `refs` requests) over a
    fixed window; the daemons' CPU and peak RSS from /proc, the machine's busy CPU from
-   /proc/stat, the replica's CPU (its threads in this process, its `git` processes) and the load
-   average. The replica was warmed by the first sync (every repo served once).
+   /proc/stat, the replica's CPU (its threads in this process, and any `git` process it ran) and
+   the load average. The replica was warmed by the first sync (every repo served once).
 3. The same rows with the replica answering every request after `BENCH_WORKERS_LATENCY_MS`
    (50 ms: a model of the real Hub's round trip) and one poll at a time per worker
    (`TRACKER_POLL_CONCURRENCY=1`): workers waiting on I/O, not on the 2 cores.
@@ -321,8 +321,9 @@ def run() -> str:
             f"counted by the store (`ingestion_state.polls`) over {seconds:g} s, starting "
             f"{SETTLE_S:g} s after every worker was registered and held a lease ('ready after'); "
             "the replica's own `refs` count is next to it. The replica (threads of the bench "
-            "process, one `git` process per answer) and PostgreSQL run on the same 2 cores as the "
-            f"workers. Load average at the start: {load_start[0]:.1f}.",
+            "process; it reads a `refs` answer from the repo's ref files, no `git` process) and "
+            "PostgreSQL run on the same 2 cores as the workers, shared with other sessions' work. "
+            f"Load average at the start: {load_start[0]:.1f}.",
             "",
             *lines,
         ]
