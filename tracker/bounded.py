@@ -147,8 +147,14 @@ def _constant(name: str) -> Any:
     raise ValueError(f"non-standard JSON constant {name}")
 
 
-def load_json(data: bytes | str, what: str, bounds: Bounds = DOCUMENT) -> Any:
+def load_json(
+    data: bytes | str, what: str, bounds: Bounds = DOCUMENT, *, nonfinite: bool = False
+) -> Any:
     """Parse JSON `data` (bytes: UTF-8, an optional BOM allowed) within `bounds`.
+
+    `nonfinite=True` accepts the constants NaN, Infinity and -Infinity as Python's json and
+    transformers do (config.json files carry them, e.g. Nemotron-H's `time_step_limit:
+    [0.0, Infinity]`); every other bound still holds.
 
     Raises BoundsError "could not read WHAT: <why>" for: over `max_bytes`, over `max_nodes`
     structural characters, nesting over `max_depth`, invalid UTF-8, invalid JSON (json's
@@ -175,7 +181,10 @@ def load_json(data: bytes | str, what: str, bounds: Bounds = DOCUMENT) -> Any:
             f"could not read {what}: not UTF-8 text ({exc.reason} at byte {exc.start})"
         ) from exc
     try:
-        value = json.loads(text, parse_constant=_constant, parse_float=_finite)
+        if nonfinite:
+            value = json.loads(text, parse_float=_finite)
+        else:
+            value = json.loads(text, parse_constant=_constant, parse_float=_finite)
         if _SURROGATE_ESCAPE.search(raw):
             _check_surrogates(value)
         return value

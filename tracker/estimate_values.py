@@ -11,7 +11,11 @@ import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tracker.estimate.checkpoint import ShardCensus
 
 JSONValue = Any
 """Any value json.loads can return."""
@@ -32,6 +36,15 @@ class SafetensorsHeader:
 
     tensors: Mapping[str, TensorInfo]
     metadata: Mapping[str, str] = field(default_factory=dict)
+
+    @cached_property
+    def census(self) -> ShardCensus:
+        """The shard's census (`tracker.estimate.checkpoint.ShardCensus`), its tensors walked
+        once per header object: the estimate's `compare` and preflight's capacity of the same
+        revision share it instead of walking the tensors twice."""
+        from tracker.estimate.checkpoint import shard_census
+
+        return shard_census(self)
 
 
 class VerificationStatus(StrEnum):
@@ -77,7 +90,9 @@ class ParamCounts:
 @dataclass(frozen=True)
 class MemoryFigures:
     """Memory in decimal GB at the settings used (ESTIMATES.md §2); `serve_weights_source` is
-    "derived" (our count) or "checkpoint" (stored bytes, used when the count is unverified)."""
+    "derived" (our count) or "checkpoint" (stored bytes, used when the count is unverified).
+    `serve_prefill` is the prefill working set of one sequence's prompt (0 when the setting is
+    off), which serving fit adds per sequence next to `kv_cache`."""
 
     full_finetune: float
     full_finetune_states: float

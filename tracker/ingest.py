@@ -85,7 +85,9 @@ def auto_map_modules(files: Mapping[str, bytes]) -> set[str]:
         if raw is None:
             continue
         try:
-            obj = load_json(raw, name, DOCUMENT)  # bounded: a hostile config costs no more
+            obj = load_json(
+                raw, name, DOCUMENT, nonfinite=True
+            )  # bounded, Infinity as transformers
         except BoundsError:
             continue
         auto_map = obj.get("auto_map") if isinstance(obj, dict) else None

@@ -675,3 +675,25 @@ def test_an_unparseable_revision_is_a_400_and_an_unknown_one_a_404(
             assert (r.status_code, r.json()["type"]) == (
                 404, "urn:tracker:problem:not-found",
             ), (route, rev)  # fmt: skip
+
+
+def test_a_store_that_cannot_say_its_generation_leaves_the_answer_to_the_routes(
+    served: tuple[TestClient, App, Seeder], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only a request something is kept for reads the generation: /healthz reads nothing, and
+    when the store cannot be read a kept list is a 503 problem, never a 500 or a stale answer."""
+    from tracker.errors import StoreError
+
+    client, _, _ = served
+    assert client.get("/v1/advisories").status_code == 200  # kept now
+    memo = client.app.state.memo  # type: ignore[attr-defined]
+
+    def unreadable() -> str:
+        raise StoreError("advisory store failed: disk I/O error")
+
+    monkeypatch.setattr(memo.generation, "current", unreadable)
+    assert client.get("/healthz").json() == {"status": "ok"}
+    assert client.get(f"/v1/repos/{A}/revisions", params={"limit": 1}).status_code == 200
+    down = client.get("/v1/advisories")
+    assert (down.status_code, down.headers["content-type"]) == (503, "application/problem+json")
+    assert down.json()["type"] == "urn:tracker:problem:store-unavailable"

@@ -84,3 +84,78 @@ def test_unknown_option_and_missing_target_exit_2_with_one_line() -> None:
         assert out.returncode == 2, out
         assert out.stdout == "" and out.stderr.count("\n") == 1
         assert out.stderr.startswith("error: ") and "usage: tracker estimate" in out.stderr
+
+
+CORPUS_MODELS = Path(__file__).parents[3] / "shared" / "corpus" / "models"
+NEMOTRON_SUPER = CORPUS_MODELS / "nvidia__NVIDIA-Nemotron-3-Super-120B-A12B-FP8" / "config.json"
+
+
+def test_config_with_infinity_is_estimated_as_transformers_reads_it() -> None:
+    # The corpus's own config: "time_step_limit": [0.0, Infinity], which json and transformers accept.
+    assert b"Infinity" in NEMOTRON_SUPER.read_bytes()
+    out = run(str(NEMOTRON_SUPER), "--json")
+    assert out.returncode == 0, out.stderr
+    # transformers 5.24.0's meta-device count of NemotronHForCausalLM for this config
+    assert json.loads(out.stdout)["params"]["total"] == 120_668_687_360
+
+
+def test_every_corpus_config_parses_and_is_estimated() -> None:
+    from tracker.estimate import estimate, parse_config
+
+    paths = sorted(CORPUS_MODELS.glob("*/config.json"))
+    assert len(paths) >= 66
+    for path in paths:
+        assert estimate(parse_config(path.read_bytes())).params.total > 0, path
+
+
+def test_nonfinite_constants_keep_every_other_bound() -> None:
+    from tracker.bounded import DOCUMENT, BoundsError, load_json
+    from tracker.errors import EstimateError
+    from tracker.estimate import parse_config
+
+    config = parse_config(b'{"a": [NaN, Infinity, -Infinity], "b": 1}')
+    assert [str(x) for x in config["a"]] == ["nan", "inf", "-inf"]
+    with pytest.raises(BoundsError, match="non-standard JSON constant Infinity"):
+        load_json(b'{"a": Infinity}', "x", DOCUMENT)  # other readers still refuse them
+    deep = (
+        b'{"a": '
+        + b"[" * (DOCUMENT.max_depth + 1)
+        + b"Infinity"
+        + b"]" * (DOCUMENT.max_depth + 1)
+        + b"}"
+    )
+    with pytest.raises(EstimateError, match=f"nested deeper than {DOCUMENT.max_depth} levels"):
+        parse_config(deep)
+    with pytest.raises(EstimateError, match="out of range"):
+        parse_config(b'{"a": 1e999}')
+
+
+def test_report_names_the_serving_prefill_working_set() -> None:
+    out = run(str(CONFIGS / "meta-llama__Llama-2-7b-hf.json"), "--json")
+    assert out.returncode == 0, out.stderr
+    # the default 4,096-token prompt: (2·3·11008 + 2·2·4096) bytes per token = 337,641,472 bytes
+    assert json.loads(out.stdout)["memory_gb"]["serve_prefill"] == 0.338
+    text = run(str(CONFIGS / "meta-llama__Llama-2-7b-hf.json")).stdout
+    assert "+ prefill working set 0.338 per 4096-token sequence" in " ".join(text.split())
+
+
+def test_set_feeds_any_estimate_setting_validated_as_the_watchlist_block() -> None:
+    llama = str(CONFIGS / "meta-llama__Llama-2-7b-hf.json")
+    bad = run(llama, "--set", "sharding=zero9")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+    assert "estimate.sharding: 'zero9' is not one of" in bad.stderr
+    assert "(did you mean 'zero3'?)" in bad.stderr
+    assert run(llama, "--set", "sharding").returncode == 2
+    card = '[{"name": "B200 180 GB", "vram_gb": 180}]'
+    sets = ("lora_base=nf4", "sharding=zero3", "shards=8", f"extra_cards={card}")
+    out = run(llama, "--json", *[x for s in sets for x in ("--set", s)])
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout)
+    assert r["settings"]["lora_base"] == "nf4" and r["settings"]["shards"] == 8
+    assert r["cards"][-1]["name"] == "B200 180 GB"
+    # QLoRA NF4 base and ZeRO-3 over 8 cards: 29.818 GB LoRA and 142.256 GB full fine-tune alone
+    assert r["memory_gb"]["lora"] == 13.818 and r["memory_gb"]["full_finetune"] == 30.993
+    assert r["source"]["settings_from"] == (
+        "defaults + flags --set lora_base=nf4, --set sharding=zero3, --set shards=8, "
+        f"--set extra_cards={card}"
+    )

@@ -445,3 +445,68 @@ def test_gated_deltanet_and_mamba2_layers_keep_what_transformers_torch_path_save
     k3 = read_config(load("moonshotai__Kimi-K3"))
     kda = next(s for s in k3.layers if s.attention == "linear")
     assert kda.mixer_act == 0
+
+
+# --- towers: audio encoders, projectors and sub-configs the reader does not read ----------------
+
+
+def _default_config(model_type: str, arch: str) -> dict[str, Any]:
+    """transformers' default config of `model_type` (its reference sizes) as config.json data."""
+    import warnings
+
+    pytest.importorskip("transformers")
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        data: dict[str, Any] = CONFIG_MAPPING[model_type]().to_dict()
+    return data | {"architectures": [arch]}
+
+
+@pytest.mark.parametrize(
+    ("model_type", "arch", "total", "tower"),
+    [
+        # transformers 5.24.0's meta-device counts of the default configs (meta_count)
+        ("voxtral", "VoxtralForConditionalGeneration", 4_676_271_104, "audio_tower"),
+        ("qwen2_audio", "Qwen2AudioForConditionalGeneration", 12_692_062_208, "audio_tower"),
+        # root tie_word_embeddings wins over text_config's; the aligner is two biased linears
+        ("deepseek_vl", "DeepseekVLForConditionalGeneration", 6_720_158_976, "vision_tower"),
+    ],
+)
+def test_whisper_audio_towers_and_projectors_are_counted_exactly(
+    model_type: str, arch: str, total: int, tower: str
+) -> None:
+    est = estimate(_default_config(model_type, arch))
+    assert est.params.total == total
+    assert est.params.by_component[tower] > 0
+    assert est.verification.status is VerificationStatus.VERIFIED
+
+
+@pytest.mark.parametrize(
+    ("model_type", "arch", "encoder"),
+    [
+        # meta-device counts 2,136,470,528 / 2,039,626,880 / 1,638,453,760: the tower is missing
+        ("glmasr", "GlmAsrForConditionalGeneration", "glmasr_encoder"),
+        ("qwen3_asr", "Qwen3ASRForConditionalGeneration", "qwen3_asr_encoder"),
+        ("omniasr", "OmniASRForConditionalGeneration", "omniasr_audio"),
+    ],
+)
+def test_an_audio_tower_not_modelled_makes_the_estimate_unverified(
+    model_type: str, arch: str, encoder: str
+) -> None:
+    est = estimate(_default_config(model_type, arch))
+    v = est.verification
+    assert v.status is VerificationStatus.UNVERIFIED and not v.vouched
+    assert v.reasons == (
+        f"audio tower of type {encoder!r} in {model_type!r} is not modelled: not counted",
+    )
+    assert "audio_tower" not in est.params.by_component
+
+
+def test_a_sub_config_no_reader_reads_makes_the_estimate_unverified() -> None:
+    # Stand-in: Qwen3-0.6B with a speech encoder sub-config added.
+    config = load("Qwen__Qwen3-0.6B") | {"speech_config": {"hidden_size": 1024, "num_layers": 12}}
+    v = estimate(config).verification
+    assert v.status is VerificationStatus.UNVERIFIED
+    assert v.unknown_keys == ("speech_config",)
+    assert estimate(load("Qwen__Qwen3-0.6B")).verification.status is VerificationStatus.VERIFIED

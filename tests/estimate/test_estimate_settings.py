@@ -194,3 +194,14 @@ def test_where_no_two_card_split_works_the_fewest_sharded_cards_are_named() -> N
     ds = estimate(load("deepseek-ai__DeepSeek-V3")).to_json()["cards"]
     a100 = next(c for c in ds if c["name"] == "A100/H100 80 GB")["serve"]["summary"]
     assert a100 == "does not fit on 2 cards; 20 cards with tensor parallel at batch 1"
+
+
+def test_serving_prefill_is_reported_where_it_is_used() -> None:
+    config = load("meta-llama__Llama-2-7b-hf")
+    s = EstimateSettings(serve_seq_len=32768, serve_prompt_tokens=30720)
+    est = estimate(config, settings=s)
+    # act(gate), up and their product (11008 each) and two 4096-wide streams, bf16, per prompt token
+    assert (2 * 3 * 11008 + 2 * 2 * 4096) * 30720 == 2_532_311_040
+    assert est.memory.serve_prefill == 2.532
+    assert est.to_json()["memory_gb"]["serve_prefill"] == 2.532
+    assert estimate(config, settings=replace(s, serve_prefill=False)).memory.serve_prefill == 0.0

@@ -9,7 +9,9 @@ anything an answer is built from (absolute links, the next page's `Link`) is in 
 `Cache-Control` are unchanged.
 
 `MemoHits`, an ASGI middleware in front of the routes, answers a `GET` whose kept answer is still
-current without entering FastAPI's routing, validation or thread pool: it checks the generation
+current without entering FastAPI's routing, validation or thread pool: for a request something
+is kept for (no other request reads anything here; a store that cannot be read leaves the
+answer to the route, a 503 problem), it checks the generation
 (SQLite: one `PRAGMA data_version` on the event loop, microseconds; PostgreSQL: a query, run in
 the thread pool), then the read token exactly as the routes do (`tracker.api.auth.read_allowed`;
 a request that may not read goes on to the route, which answers the 401), then `If-None-Match`.
@@ -68,6 +70,10 @@ class Memo:
             except OSError:
                 files = None
         return self.generation.current(), files
+
+    def holds(self, key: Hashable) -> bool:
+        """Whether anything is kept for `key` (current or not)."""
+        return key in self._items
 
     def peek(self, key: Hashable, now: Stamp) -> Any | None:
         """The value kept for `key` if it was made at `now`, else None."""
@@ -133,9 +139,14 @@ class MemoHits:
         if scope["type"] == "http" and scope["method"] == "GET":
             app = scope.get("app")
             memo: Memo | None = getattr(getattr(app, "state", None), "memo", None)
-            if memo is not None:
-                now = await anyio.to_thread.run_sync(memo.stamp) if memo.blocking else memo.stamp()
-                kept = memo.peek(key_of(scope), now)
+            key = key_of(scope)
+            if memo is not None and memo.holds(key):  # else nothing is read: /healthz stays free
+                try:
+                    stamp = memo.stamp
+                    now = await anyio.to_thread.run_sync(stamp) if memo.blocking else stamp()
+                except Exception:  # the store cannot say: the route answers (a 503 problem)
+                    now = None
+                kept = memo.peek(key, now) if now is not None else None
                 if isinstance(kept, Kept):
                     request = Request(scope)
                     if read_allowed(request):

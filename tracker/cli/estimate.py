@@ -36,6 +36,14 @@ def register(app: typer.Typer) -> None:
         cost_samples: Annotated[int | None, typer.Option(min=1, help="cost: samples")] = None,
         cost_seq_len: Annotated[int | None, typer.Option(min=1, help="cost: tokens each")] = None,
         cost_epochs: Annotated[int | None, typer.Option(min=1, help="cost: epochs")] = None,
+        set_: Annotated[
+            list[str] | None,
+            typer.Option(
+                "--set",
+                help="KEY=VALUE: any setting of the watchlist's estimate: block (repeatable; "
+                "VALUE as JSON, else a string), e.g. --set sharding=zero3 --set shards=8",
+            ),
+        ] = None,
     ) -> None:
         """Estimate parameters, memory, card fit, cost, structure and findings of a config.
 
@@ -54,10 +62,6 @@ def register(app: typer.Typer) -> None:
             "cost_seq_len": cost_seq_len,
             "cost_epochs": cost_epochs,
         }
-        estimating.run(
-            target,
-            as_json=as_json,
-            no_headers=no_headers,
-            hub=hub,
-            values={k: v for k, v in given.items() if v is not None},
-        )
+        values: dict[str, object] = {k: v for k, v in given.items() if v is not None}
+        values.update(estimating.setting(text) for text in set_ or [])
+        estimating.run(target, as_json=as_json, no_headers=no_headers, hub=hub, values=values)

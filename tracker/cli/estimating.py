@@ -1,4 +1,5 @@
-"""`tracker estimate CONFIG.json|ORG/NAME[@REV] [--json] [--no-headers]`, without the CLI framework.
+"""`tracker estimate CONFIG.json|ORG/NAME[@REV] [--json] [--no-headers] [--set KEY=VALUE]...`,
+without the CLI framework.
 
 A one-off estimate of a local config is a short process: `main` parses its own arguments and
 imports only the estimate (no typer, rich, store, pipeline or Hub client), so it starts within a
@@ -31,7 +32,7 @@ MAX_SHARDS = 512
 USAGE = (
     "usage: tracker estimate [--json] [--hub] [--no-headers] [--train-seq-len N] "
     "[--serve-seq-len N] [--lora-rank N] [--cost-samples N] [--cost-seq-len N] [--cost-epochs N] "
-    "CONFIG.json|ORG/NAME[@REV]"
+    "[--set KEY=VALUE]... CONFIG.json|ORG/NAME[@REV]"
 )
 FLAGS = ("--json", "--no-headers", "--hub")
 VALUES = (
@@ -45,12 +46,29 @@ VALUES = (
 """Estimate settings a flag sets (`--train-seq-len 4096`): positive integers."""
 
 
-def parse_args(args: Sequence[str]) -> tuple[str, dict[str, bool], dict[str, int]]:
-    """(target, {flag: given}, {setting: value}) from the arguments after `estimate`;
-    ConfigError (exit 2) on anything else."""
+def setting(text: str) -> tuple[str, Any]:
+    """`KEY=VALUE` of `--set` as (key, value): VALUE is read as JSON when it is JSON (`8`,
+    `true`, `0.5`, `[...]`, `{...}`), else taken as a string (`zero3`, `nf4`), so it reaches
+    `EstimateSettings.from_mapping` typed as the watchlist's `estimate:` block would give it.
+    ConfigError without `=` or a key."""
+    key, eq, raw = text.partition("=")
+    key = key.strip()
+    if not eq or not key:
+        raise ConfigError(f"--set takes KEY=VALUE (an estimate setting), not {text!r}")
+    try:
+        value: Any = json.loads(raw)
+    except ValueError:
+        value = raw
+    return key, value
+
+
+def parse_args(args: Sequence[str]) -> tuple[str, dict[str, bool], dict[str, Any]]:
+    """(target, {flag: given}, {setting: value}) from the arguments after `estimate`: the six
+    integer flags and every `--set KEY=VALUE` (any setting of the watchlist's `estimate:`
+    block, validated there); ConfigError (exit 2) on anything else."""
     targets: list[str] = []
     flags = {f: False for f in FLAGS}
-    values: dict[str, int] = {}
+    values: dict[str, Any] = {}
     it = iter(args)
     for arg in it:
         if arg == "--":
@@ -62,6 +80,10 @@ def parse_args(args: Sequence[str]) -> tuple[str, dict[str, bool], dict[str, int
         name, eq, given = arg.partition("=")
         if name in flags and not eq:
             flags[name] = True
+            continue
+        if name == "--set":
+            key, value = setting(given if eq else next(it, ""))
+            values[key] = value
             continue
         key = name[2:].replace("-", "_")
         if key not in VALUES:
@@ -81,14 +103,14 @@ def run(
     as_json: bool,
     no_headers: bool,
     hub: bool = False,
-    values: Mapping[str, int] | None = None,
+    values: Mapping[str, Any] | None = None,
 ) -> None:
     """Estimate `target` (a config file, or ORG/NAME[@REV]: an ingested revision from the store,
     else the Hub) under the defaults, the watchlist's `estimate:` for the repo and `values`
     (flags), and print the report: which revision and settings it used, what it assumed."""
     from tracker.estimate import TOKENIZER_FILES, parse_config
 
-    flags = {k: (values or {})[k] for k in VALUES if k in (values or {})}
+    flags = dict(values or {})
     path = Path(target)
     headers: Mapping[str, SafetensorsHeader] | None = None
     base: Mapping[str, Any] = {}
@@ -122,7 +144,7 @@ def estimate_with(
     headers: Mapping[str, SafetensorsHeader] | None,
     tokenizer: Mapping[str, bytes],
     base: Mapping[str, Any],
-    flags: Mapping[str, int],
+    flags: Mapping[str, Any],
     where: str,
 ) -> tuple[Estimate, str]:
     """The estimate of `config` under the defaults, `base` (the watchlist's `estimate:`) and
@@ -132,11 +154,18 @@ def estimate_with(
 
     settings = EstimateSettings.from_mapping({**base, **flags}) if base or flags else None
     if flags:
-        where += " + flags " + ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in flags.items())
+        where += " + flags " + ", ".join(_flag(k, v) for k, v in flags.items())
     result = estimate(
         config, headers, settings, max_token_id=highest_token_id_from_files(dict(tokenizer))
     )
     return result, where
+
+
+def _flag(key: str, value: Any) -> str:
+    if key in VALUES and isinstance(value, int):
+        return f"--{key.replace('_', '-')} {value}"
+    shown = value if isinstance(value, str) else json.dumps(value)
+    return f"--set {key}={shown}"
 
 
 def report_json(result: Estimate, label: str, where: str) -> dict[str, Any]:
@@ -398,8 +427,8 @@ def render(
     out += wrap(
         f"memory (GB): full fine-tune {m.full_finetune} at batch 1 "
         f"({m.full_finetune_states} weights+grads+optimizer), LoRA {m.lora}, "
-        f"serving weights {m.serve_weights}{source} + KV {m.kv_cache} per "
-        f"{m.serve_tokens}-token sequence",
+        f"serving weights {m.serve_weights}{source} + KV {m.kv_cache} + prefill working set "
+        f"{m.serve_prefill} per {m.serve_tokens}-token sequence",
         at,
     )
     out.append("")

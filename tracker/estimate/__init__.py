@@ -37,11 +37,13 @@ MAX_CONFIG_BYTES = 16 * 1024 * 1024
 
 def parse_config(data: bytes | str) -> Mapping[str, Any]:
     """Parse config.json bytes within `tracker.bounded.DOCUMENT` (size, depth, values); EstimateError
-    (one line) if oversized, nested too deeply, not JSON or not an object."""
+    (one line) if oversized, nested too deeply, not JSON or not an object. NaN, Infinity and
+    -Infinity are accepted, as transformers accepts them (a reader rejects them where it needs a
+    number)."""
     if len(data) > MAX_CONFIG_BYTES:
         raise EstimateError(f"config is {len(data):,} bytes, over the {MAX_CONFIG_BYTES:,} cap")
     try:
-        value = load_json(data, "config", DOCUMENT)
+        value = load_json(data, "config", DOCUMENT, nonfinite=True)
     except BoundsError as exc:
         why = str(exc).removeprefix("could not read config: ")
         raise EstimateError(f"config is not valid JSON: {why}") from exc

@@ -86,7 +86,9 @@ def read_config(
         sub = root.sub(text_key)
         assert sub is not None
         data = dict(sub.data)
-        if "tie_word_embeddings" not in data and root.has("tie_word_embeddings"):
+        # transformers 5 ties the wrapper's lm_head by the wrapper's own config: its value wins
+        # over the text config's (DeepSeek-VL: true at the root, false in text_config → tied).
+        if root.has("tie_word_embeddings"):
             data["tie_word_embeddings"] = root.raw("tie_word_embeddings")
         text = root.view(data, text_key)
         text.mark("model_type", "architectures", "auto_map", "transformers_version", "dtype")

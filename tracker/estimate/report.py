@@ -63,6 +63,7 @@ def build_report(
             activations_per_sample=_gb(m.act_per_sample),
             serve_weights=_gb(m.serve_fixed),
             kv_cache=_gb(m.kv_per_sequence),
+            serve_prefill=_gb(m.prefill_per_sequence),
             train_tokens=m.train_tokens,
             serve_tokens=m.serve_tokens,
             serve_weights_source="checkpoint" if fallback else "derived",

@@ -32,8 +32,6 @@ transformers does not build for a causal LM)."""
 
 SUBTREES_SKIPPED = frozenset(
     {
-        "vision_config",
-        "audio_config",
         "quantization_config",
         "rope_scaling",
         "rope_parameters",
@@ -42,13 +40,11 @@ SUBTREES_SKIPPED = frozenset(
         "label2id",
         "task_specific_params",
         "compression_config",
-        "text_config",
-        "llm_config",
-        "language_config",
+        "generation_config",
         "pruned_heads",
     }
 )
-"""Sub-mappings not scanned here (towers are read by `vision.py`; the text model separately)."""
+"""Sub-mappings that never hold parameters of their own (quantization, rotary and label maps)."""
 
 NON_STRUCTURAL = frozenset(
     {
@@ -180,6 +176,12 @@ def unread_keys(data: Mapping[str, Any], used: set[str], path: str = "") -> list
     for key, value in data.items():
         name = f"{path}.{key}" if path else str(key)
         if key in SUBTREES_SKIPPED:
+            continue
+        if str(key).endswith("_config") and isinstance(value, Mapping):
+            # A sub-model (vision_config, audio_config, text_config, speech_config...): read by
+            # its own reader (vision.py, the text reader), or its parameters are missing.
+            if name not in used and _set(value):
+                out.append(name)
             continue
         if isinstance(value, Mapping):
             if name in used:

@@ -41,8 +41,9 @@ def verify(r: Reading, ck: CheckpointCensus | None) -> Verification:
     tower = r.by_component.get("vision_tower", 0)
     if "vision-tower-approximate" in r.flags and tower > TOWER_SHARE * r.total and delta is None:
         reasons.append(f"vision tower read approximately ({tower / r.total:.1%} of the count)")
-    if "vision-tower-not-counted" in r.flags:
-        reasons.append("vision tower not counted")
+    for flag in r.flags:  # a tower, projector or sub-config whose parameters are left out
+        if flag.endswith("-not-counted"):
+            reasons.append(r.flag_notes.get(flag, flag.replace("-", " ")))
     reader = "family" if r.known_family else "general"
     if reasons:
         status = VerificationStatus.UNVERIFIED

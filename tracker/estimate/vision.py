@@ -1,7 +1,11 @@
-"""Vision (and audio) towers of multimodal configs, counted into the `vision_tower` component.
+"""Vision and audio towers of multimodal configs, counted into `vision_tower` / `audio_tower`.
 
-Covered towers: SigLIP (Gemma 3, Idefics3), Qwen3-VL / Qwen3.5 ViT with mergers, Llama 4 ViT
-with its pixel-shuffle adapter, Gemma 4 ViT. Unknown towers are flagged and not counted.
+Covered vision towers: SigLIP (Gemma 3, Idefics3), Qwen3-VL / Qwen3.5 ViT with mergers, Llama 4
+ViT with its pixel-shuffle adapter, Gemma 4 ViT. Covered audio towers: Whisper-style encoders
+(two 3-wide convolutions over the mel bins, learned positions, pre-norm blocks with q/v/out
+biases, a final LayerNorm) with the projectors of Qwen2-Audio and Voxtral. A tower or projector
+not covered is flagged `*-not-counted`, which makes the estimate unverified (verify.py): its
+parameters are missing from the count.
 """
 
 from __future__ import annotations
@@ -132,7 +136,58 @@ def _generic_vit(v: ConfigView, text_hidden: int) -> int:
 def count_towers(
     root: ConfigView, model_type: str, t: Tally, n: Notes, dims: dict[str, Any]
 ) -> int:
-    """Add the vision tower and projector of a multimodal config to `t`; return their count."""
+    """Add the vision and audio towers and projectors of a multimodal config to `t`; return
+    their count."""
+    return _count_vision(root, model_type, t, n, dims) + _count_audio(root, model_type, t, n, dims)
+
+
+WHISPER_ENCODERS = frozenset({"whisper", "qwen2_audio_encoder", "voxtral_encoder"})
+"""Audio sub-config types built as transformers' WhisperEncoder (same parameters)."""
+
+
+def _whisper_encoder(a: ConfigView) -> int:
+    """WhisperEncoder: conv1 (mel→d, k=3), conv2 (d→d, k=3), learned positions, pre-norm blocks
+    (q/k/v/out with biases except k, LayerNorms, fc1/fc2 with biases) and a final LayerNorm."""
+    d = a.int("d_model", "hidden_size")
+    f = a.int("encoder_ffn_dim", "intermediate_size")
+    layers = a.int("encoder_layers", "num_hidden_layers", maximum=MAX_LAYERS)
+    mel = a.int("num_mel_bins", default=80)
+    positions = a.int("max_source_positions", default=1500)
+    a.mark("encoder_attention_heads", "num_attention_heads", "vocab_size")
+    total = mel * d * 3 + d + d * d * 3 + d + positions * d
+    total += layers * (4 * d * d + 3 * d + _lin(d, f) + _lin(f, d) + 4 * d)
+    return total + 2 * d
+
+
+def _count_audio(
+    root: ConfigView, model_type: str, t: Tally, n: Notes, dims: dict[str, Any]
+) -> int:
+    a = root.sub("audio_config")
+    if a is None:
+        return 0
+    atype = a.str("model_type")
+    text_hidden = int(dims["hidden"])
+    if atype not in WHISPER_ENCODERS or model_type not in ("qwen2_audio", "voxtral"):
+        n.flag(
+            "audio-tower-not-counted",
+            f"audio tower of type {atype or 'unknown'!r} in {model_type!r} is not modelled: "
+            "not counted",
+        )
+        return 0
+    total = _whisper_encoder(a)
+    if model_type == "qwen2_audio":  # Qwen2AudioMultiModalProjector: one biased linear
+        total += _lin(a.int("d_model", "hidden_size"), text_hidden)
+    else:  # VoxtralMultiModalProjector: 4 frames stacked (= intermediate_size), two bias-free
+        total += a.int("intermediate_size", "encoder_ffn_dim") * text_hidden
+        total += text_hidden * text_hidden
+        root.mark("projector_hidden_act")
+    t.add("audio_tower", total, 0)
+    return total
+
+
+def _count_vision(
+    root: ConfigView, model_type: str, t: Tally, n: Notes, dims: dict[str, Any]
+) -> int:
     v = root.sub("vision_config")
     if v is None:
         return 0
@@ -145,6 +200,14 @@ def count_towers(
             total += v.int("hidden_size") * scale * scale * text_hidden
         elif model_type == "gemma3":
             total += v.int("hidden_size") * text_hidden + v.int("hidden_size")
+        elif model_type == "deepseek_vl":  # DeepseekVLAligner: two biased linears
+            total += _lin(v.int("hidden_size"), text_hidden) + _lin(text_hidden, text_hidden)
+        else:
+            n.flag(
+                "vision-projector-not-counted",
+                f"projector from the SigLIP tower to the text model of {model_type!r} is not "
+                "modelled: not counted",
+            )
     elif vtype in ("qwen3_vl", "qwen3_5", "qwen3_5_moe", "qwen3_vl_moe"):
         total = _qwen_vit(v)
     elif vtype == "llama4_vision_model":
@@ -173,6 +236,4 @@ def count_towers(
         )
         return 0
     t.add("vision_tower", total, 0)
-    if root.sub("audio_config") is not None:
-        n.flag("audio-tower-not-counted", "audio tower is not modelled: not counted")
     return total

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from tracker.domain import JSONValue, SafetensorsHeader, TreeEntry
 from tracker.errors import EstimateError
 from tracker.estimate import EstimateSettings, parse_config
-from tracker.estimate.checkpoint import QUANTIZED_DTYPES, header_by_dtype, quant_bits
+from tracker.estimate.checkpoint import QUANTIZED_DTYPES, quant_bits
 from tracker.estimate.params import read_config
 from tracker.preflight.capacity import Capacity, capacity
 from tracker.preflight.census_lora import resolve_census
@@ -226,11 +226,12 @@ def run_preflight(
         for path, header in headers.items():
             key = (path, identity.get(path, ""), built, bits)
             hit = shard_cache.get(key) if shard_cache is not None and key[1] else None
-            if hit is None:
+            if hit is None:  # the estimate of this revision has walked the shard already
+                shard = header.census
                 hit = (
-                    header_by_dtype(header, layers=built, bits=bits),
-                    sum(i.nbytes for i in header.tensors.values()),
-                    frozenset(i.dtype for i in header.tensors.values()),
+                    shard.stored_by_dtype(layers=built, bits=bits),
+                    shard.bytes,
+                    frozenset(shard.dtypes),
                 )
                 if shard_cache is not None and key[1]:
                     shard_cache[key] = hit

@@ -17,6 +17,8 @@ import threading
 
 import sqlalchemy as sa
 
+from tracker.errors import StoreError
+
 
 class StoreGeneration:
     """`current()`: an opaque value that changes whenever the store's contents may have."""
@@ -35,15 +37,20 @@ class StoreGeneration:
         return self._path is not None
 
     def current(self) -> str:
-        if self._path is None:
-            with self.engine.connect() as conn:
-                return str(conn.execute(sa.text("SELECT pg_current_snapshot()::text")).scalar_one())
-        with self._lock:
-            if self._sqlite is None:
-                self._sqlite = sqlite3.connect(
-                    self._path, check_same_thread=False, isolation_level=None
-                )
-            return str(self._sqlite.execute("PRAGMA data_version").fetchone()[0])
+        """The generation now; StoreError when the store cannot be read."""
+        try:
+            if self._path is None:
+                with self.engine.connect() as conn:
+                    query = sa.text("SELECT pg_current_snapshot()::text")
+                    return str(conn.execute(query).scalar_one())
+            with self._lock:
+                if self._sqlite is None:
+                    self._sqlite = sqlite3.connect(
+                        self._path, check_same_thread=False, isolation_level=None
+                    )
+                return str(self._sqlite.execute("PRAGMA data_version").fetchone()[0])
+        except (sqlite3.Error, sa.exc.SQLAlchemyError) as exc:
+            raise StoreError(f"store generation: {exc}") from exc
 
     def close(self) -> None:
         with self._lock:
