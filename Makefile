@@ -12,6 +12,9 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test,oracle]'
+	# Bytecode for the editable package: with PYTHONDONTWRITEBYTECODE set (as here) nothing else
+	# writes it, and `tracker estimate CONFIG` then recompiles every module it imports per run.
+	$(BIN)/python -m compileall -q tracker
 	touch $(STAMP)
 
 demo: $(STAMP)
