@@ -31,6 +31,7 @@ from tracker.estimate import (
     highest_token_id_from_files,
     parse_config,
 )
+from tracker.estimate.checkpoint import CensusCache, count_shards
 from tracker.ingest import PollReport, poll_all
 from tracker.preflight import (
     Preflight,
@@ -228,6 +229,8 @@ class Pipeline:
         self._shards: dict[
             tuple[str, str, int | None, int], tuple[dict[str, int], int, frozenset[str]]
         ] = {}
+        # Shard censuses by content for the estimate and preflight (`count_shards`).
+        self._censuses: CensusCache = {}
         # The last revision analysed of each repo: (sha, snapshot, estimate settings, estimate).
         # It is the next revision's "before": a snapshot never changes and an estimate is a pure
         # function of the snapshot and the settings, so a push's analysis reads, decodes and
@@ -247,6 +250,11 @@ class Pipeline:
             last = None  # not the revision before this one (a rewrite, another process)
         before = (last[1] if last else store.snapshot(rid, previous)) if previous else None
         after = store.snapshot(rid, sha)
+        if len(self._censuses) > 8192:
+            self._censuses.clear()
+        for snap in (before, after):  # the estimate and preflight read the censuses
+            if snap is not None:
+                count_shards(snap.headers, {e.path: e.identity for e in snap.tree}, self._censuses)
         assert stages.diff is not None  # set in __init__
         changes = tuple(stages.diff(before, after))
 
