@@ -54,6 +54,9 @@ class VerificationStatus(StrEnum):
         "verified"  # a reader for this family, nothing in the config or checkpoint disputes it
     )
     CHECKED = "checked"  # no family reader, but the checkpoint census agrees within tolerance
+    # custom code read under another (native) type's semantics, no census to check it against:
+    # the count follows from the config and that reading, nothing disputes it, nothing confirms it
+    DERIVED = "derived"
     UNVERIFIED = "unverified"  # numbers shown, but no fit verdict may be published from them
 
 

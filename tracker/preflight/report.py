@@ -8,13 +8,13 @@ and returns a `Preflight`: three answers, each present or with the reason it cou
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 
+from tracker.bounded import bounds_for, load_json
 from tracker.domain import JSONValue, SafetensorsHeader, TreeEntry
-from tracker.errors import EstimateError
+from tracker.errors import EstimateError, UnreadableArtifactError
 from tracker.estimate import EstimateSettings, parse_config
 from tracker.estimate.checkpoint import QUANTIZED_DTYPES, quant_bits
 from tracker.estimate.params import read_config
@@ -167,10 +167,12 @@ def _total_size(files: Mapping[str, bytes]) -> int | None:
         found = _TOTAL_SIZE.findall(data)
         if len(found) == 1 and int(found[0]) > 0:
             return int(found[0])
-        try:
-            meta = json.loads(data).get("metadata") or {}
+        try:  # bounded, like every reader of upstream JSON (issue 10)
+            meta = load_json(data, name, bounds_for(name)).get("metadata") or {}
             size = meta.get("total_size")
-        except (ValueError, AttributeError, UnicodeDecodeError, RecursionError):
+        except (
+            ValueError, AttributeError, UnicodeDecodeError, RecursionError, UnreadableArtifactError
+        ):  # fmt: skip
             return None
         if isinstance(size, int | float) and not isinstance(size, bool) and size > 0:
             return int(size)
