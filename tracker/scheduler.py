@@ -43,6 +43,7 @@ from tracker.app import App
 from tracker.domain import RepoId
 from tracker.errors import ConfigError, WorkerConflictError
 from tracker.settings import Settings
+from tracker.store import RepoStatus
 from tracker.store.workers import Claim, WorkStore
 from tracker.watchlist import WatchedRepo
 from tracker.webhooks.deliver import Deliverer
@@ -106,13 +107,16 @@ def next_due(
 ) -> datetime:
     """When a repo is due again after a poll: its interval later (plus up to `jitter` of it), or
     after `failures` consecutive failures its interval doubled `failures - 1` times, capped at
-    `backoff_max_s` (or the interval when that is longer); never before a source's `retry_after`."""
+    `backoff_max_s` (or the interval when that is longer); never before a source's `retry_after`,
+    which is honoured up to that same cap (a `Retry-After` of years neither parks the repo for
+    good nor overflows the date)."""
+    cap = max(interval_s, backoff_max_s)
     wait = interval_s
     if not ok and failures > 1:
-        wait = min(interval_s * 2.0 ** min(failures - 1, 40), max(interval_s, backoff_max_s))
+        wait = min(interval_s * 2.0 ** min(failures - 1, 40), cap)
     wait += rng.uniform(0, jitter * interval_s)
     if retry_after is not None:
-        wait = max(wait, retry_after)
+        wait = max(wait, min(retry_after, cap))
     return now + timedelta(seconds=wait)
 
 
@@ -285,7 +289,10 @@ class Daemon:
                 if cycle.poll.budget_wait is not None:
                     self._budget_wait(claim, cycle.poll.budget_wait)
                     return
-                ok, error = cycle.clean, cycle.poll.error or cycle.error
+                # A revision recorded as could not analyse is that revision's state, shown in
+                # `tracker watch list`; the repo itself polled and analysed what it could.
+                ok = cycle.poll.status is RepoStatus.OK and cycle.error is None
+                error = cycle.poll.error or cycle.error
                 retry_after = cycle.poll.retry_after
                 stopped = cycle.stopped
                 if cycle.analysed:  # it may have queued deliveries

@@ -109,9 +109,14 @@ def test_kimi_k3_is_read_as_the_hybrid_it_is() -> None:
     kv = 24 * (KV_LORA + ROPE) * 2 * 4096 + 69 * state
     assert report["memory_gb"]["kv_cache"] == round(kv / 1e9, 3)
     # Every key of its config is understood (attention residuals and the full-rank KDA output
-    # gate are counted above), so the family reading is vouched for.
+    # gate are counted above), so the family reading is vouched for; read under kimi_linear's
+    # semantics with no census, it is derived (not "verified": nothing has checked it).
     v = report["verification"]
-    assert (v["status"], v["unknown_keys"], v["reasons"]) == ("verified", [], [])
+    assert (v["status"], v["unknown_keys"]) == ("derived", [])
+    assert v["reasons"] == [
+        "custom code read under native model_type 'kimi_linear'; no checkpoint census to check "
+        "the count against"
+    ]
     # Without those two features the count is what it was when they were unknown keys.
     text = config["text_config"]
     bare = {k: x for k, x in text.items() if k != "attn_res_block_size"}
@@ -510,3 +515,19 @@ def test_a_sub_config_no_reader_reads_makes_the_estimate_unverified() -> None:
     assert v.status is VerificationStatus.UNVERIFIED
     assert v.unknown_keys == ("speech_config",)
     assert estimate(load("Qwen__Qwen3-0.6B")).verification.status is VerificationStatus.VERIFIED
+
+
+def test_custom_code_under_another_types_semantics_is_derived_until_a_census_checks_it() -> None:
+    k3 = load("moonshotai__Kimi-K3")
+    bare = estimate(k3)
+    v = bare.verification
+    assert v.status is VerificationStatus.DERIVED and v.vouched  # fit verdicts stand
+    assert v.reasons == (
+        "custom code read under native model_type 'kimi_linear'; no checkpoint census to check "
+        "the count against",
+    )
+    assert not any("not verified" in note for note in bare.notes)  # no "verified" + "not verified"
+    assert estimate(k3, _census_of(k3, 1.0)).verification.status is VerificationStatus.VERIFIED
+    assert not estimate(k3, _census_of(k3, 1.05)).verification.vouched
+    # custom code of a type transformers builds natively is checked against it (oracle test)
+    assert estimate(load("deepseek-ai__DeepSeek-V3")).verification.status.value == "verified"
