@@ -12,14 +12,20 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test,oracle]'
+	# Bytecode for the editable package: with PYTHONDONTWRITEBYTECODE set (as here) nothing else
+	# writes it, and `tracker estimate CONFIG` then recompiles every module it imports per run.
+	$(BIN)/python -m compileall -q tracker
 	touch $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/tracker demo
 
+# Two test workers (pytest-xdist; TEST_WORKERS=0 runs in one process): many tests wait on the
+# processes they start, so a second worker uses the idle core. worksteal evens out the tail.
+TEST_WORKERS ?= 2
 test: $(STAMP) web-tools
 	bash .ci/pg-ensure
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist worksteal
 
 # The page tests' tools: Debian's chromium and chromium-driver (never a downloaded browser), Java for
 # the Nu Html Checker, and tests/web's npm checkers (axe-core, vnu-jar) as package-lock.json pins

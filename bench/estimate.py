@@ -141,7 +141,7 @@ def _row_settings(row: dict[str, str]) -> tuple[EstimateSettings, int, str]:
         if "int8" in precision:
             s = replace(s, serve_weights="int8")
         if "TP=" in f"{framework} {method}":
-            s = replace(s, shards=_gpus(row))
+            s = replace(s, serve_shards=_gpus(row))
         return s, batch, "; ".join(notes)
     s = replace(s, train_seq_len=_first_int(seq) or 2048)
     if "LoRA" in method:
@@ -187,7 +187,12 @@ def _describe(s: EstimateSettings, task: str, what: str) -> str:
     """`what` and the settings of a row that differ from the defaults."""
     base = EstimateSettings()
     if task == "serving":
-        keys: tuple[str, ...] = ("serve_seq_len", "serve_prompt_tokens", "serve_weights", "shards")
+        keys: tuple[str, ...] = (
+            "serve_seq_len",
+            "serve_prompt_tokens",
+            "serve_weights",
+            "serve_shards",
+        )
     else:
         keys = (
             "train_seq_len",
@@ -237,8 +242,9 @@ def _estimate_row(row: dict[str, str]) -> tuple[float, float, str, str]:
             what = "LoRA" if s.lora_base == "bf16" else "QLoRA"
         else:
             est, what = m.full_fixed + batch * m.act_per_sample, "full"
-        if "summed" in peak and s.shards > 1:
-            est *= s.shards
+        cards = s.serve_shards if row["task"] == "serving" else s.shards
+        if "summed" in peak and cards > 1:
+            est *= cards
     unit, unit_words = _unit(row)
     where = " per GPU" if "per GPU" in f"{peak} {row['batch']}" else ""
     where = " summed" if "summed" in peak else where
@@ -397,8 +403,10 @@ def cli_speed() -> dict[str, float]:
     Runs alternate (pass, estimate, estimate --json) CLI_RUNS times after one warm-up round, so
     the machine's load falls on both sides alike; medians and minima in seconds, and the median
     CPU time (user + system) of each process, which other processes' load disturbs less than the
-    wall clock. Bytecode caching is on (PYTHONDONTWRITEBYTECODE removed), as in an ordinary
-    install. `load` is the 1-minute load average before and after.
+    wall clock. The package is compiled first as `make venv` does (`python -m compileall -q
+    tracker`); the environment is left as it is, so with PYTHONDONTWRITEBYTECODE set nothing else
+    writes bytecode, as for a user of a fresh clone. `load` is the 1-minute load average before
+    and after.
     """
     import os
     import resource
@@ -408,7 +416,9 @@ def cli_speed() -> dict[str, float]:
     python = Path(sys.executable)
     tracker = python.with_name("tracker")
     config = str(CONFIGS / "Qwen__Qwen3-0.6B.json")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env = dict(os.environ)
+    package = Path(__file__).resolve().parents[1] / "tracker"
+    subprocess.run([str(python), "-m", "compileall", "-q", str(package)], check=True, env=env)
     commands = {
         "pass": [str(python), "-c", "pass"],
         "estimate": [str(tracker), "estimate", config],
@@ -522,7 +532,8 @@ def run() -> str:
         "### `tracker estimate CONFIG` as a process\n",
         f"{CLI_RUNS} alternating rounds after a warm-up (`python -c pass`, `tracker estimate "
         "tests/data/configs/Qwen__Qwen3-0.6B.json`, the same with `--json`), same interpreter, "
-        "bytecode caching on; seconds, median (min), and the median CPU time (user + system) of "
+        "the package compiled first as `make venv` does (`python -m compileall -q tracker`), "
+        "PYTHONDONTWRITEBYTECODE as the environment sets it; seconds, median (min), and the median CPU time (user + system) of "
         f"each process; load average {cli['load_before']:.2f} before, {cli['load_after']:.2f} "
         "after.\n",
         f"- `python -c pass`: {cli['pass_median']:.3f} ({cli['pass_min']:.3f}), "

@@ -95,6 +95,9 @@ class App:
         return WebhookStore(self.store.engine)
 
     def close(self) -> None:
+        pipeline = self.__dict__.get("pipeline")
+        if pipeline is not None:
+            pipeline.close()
         self.store.close()
 
 

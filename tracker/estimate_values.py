@@ -11,7 +11,11 @@ import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tracker.estimate.checkpoint import ShardCensus
 
 JSONValue = Any
 """Any value json.loads can return."""
@@ -33,6 +37,15 @@ class SafetensorsHeader:
     tensors: Mapping[str, TensorInfo]
     metadata: Mapping[str, str] = field(default_factory=dict)
 
+    @cached_property
+    def census(self) -> ShardCensus:
+        """The shard's census (`tracker.estimate.checkpoint.ShardCensus`), its tensors walked
+        once per header object: the estimate's `compare` and preflight's capacity of the same
+        revision share it instead of walking the tensors twice."""
+        from tracker.estimate.checkpoint import shard_census
+
+        return shard_census(self)
+
 
 class VerificationStatus(StrEnum):
     """How far an estimate can be vouched for."""
@@ -41,6 +54,9 @@ class VerificationStatus(StrEnum):
         "verified"  # a reader for this family, nothing in the config or checkpoint disputes it
     )
     CHECKED = "checked"  # no family reader, but the checkpoint census agrees within tolerance
+    # custom code read under another (native) type's semantics, no census to check it against:
+    # the count follows from the config and that reading, nothing disputes it, nothing confirms it
+    DERIVED = "derived"
     UNVERIFIED = "unverified"  # numbers shown, but no fit verdict may be published from them
 
 

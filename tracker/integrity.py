@@ -7,7 +7,10 @@ before it is stored (issue 10, item 1).
 - A safetensors header read by Range is checked against the pointer: the total size the server
   declares (`Content-Range: bytes a-b/TOTAL`, `X-Linked-Size`) must be the tree's size, the
   whole-object oid it declares (`X-Linked-Etag`) must be the tree's LFS oid, and the header's
-  tensors must lie inside a file of that size. A header that cannot be parsed is read once more:
+  tensors must cover the data section of a file of that size exactly (from 0, without gaps or
+  overlaps, to its end: `tracker.sources.safetensors._covers`). The header's own bytes cannot be
+  hashed against the oid without downloading the weights, which tracker never does: damage that
+  keeps every size (a dtype swapped for one of the same width, F16 for BF16) is not detected. A header that cannot be parsed is read once more:
   different bytes the second time mean the first read was damaged in transit (transient), the
   same bytes mean the file itself is broken (recorded as unreadable).
 

@@ -15,11 +15,13 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import structlog
 
 from tracker.advisories.effects import Context
 from tracker.advisories.service import publish, restore_revived, withdraw_rewritten
+from tracker.analysis_worker import AnalysisLimits, AnalysisOverrunError, AnalysisWorker
 from tracker.diff import diff_snapshots
 from tracker.diff.sandbox import RenderLimits
 from tracker.domain import Change, Clock, Diff, Estimate, RepoId, Severity, Sha, Snapshot, rfc3339
@@ -31,6 +33,7 @@ from tracker.estimate import (
     highest_token_id_from_files,
     parse_config,
 )
+from tracker.estimate.checkpoint import CensusCache, count_shards
 from tracker.ingest import PollReport, poll_all
 from tracker.preflight import (
     Preflight,
@@ -43,7 +46,7 @@ from tracker.preflight.delta import preflight_delta
 from tracker.render_backstop import render_batch
 from tracker.settings import Settings
 from tracker.sources import RepoSource
-from tracker.store import EventKind, RepoStatus, Store
+from tracker.store import AnalysisOverrun, EventKind, RepoStatus, Store
 from tracker.store.advisories import AdvisoryStore
 from tracker.store.analysis import AnalysisStore, StoredEstimate
 from tracker.store.preflight import PreflightStore, StoredPreflight
@@ -71,6 +74,7 @@ class RepoCycle:
     analysed: tuple[RevisionAnalysis, ...] = ()
     withdrawn: tuple[str, ...] = ()
     error: str | None = None  # why analysis stopped (the revisions left stay pending)
+    could_not_analyse: tuple[tuple[Sha, str], ...] = ()  # (sha, reason) recorded this cycle
     stopped: bool = False  # the daemon is stopping: ended between two revisions, the rest pending
 
     @property
@@ -79,15 +83,20 @@ class RepoCycle:
 
     @property
     def clean(self) -> bool:
-        """Polled OK and every revision analysed."""
-        return self.poll.status is RepoStatus.OK and self.error is None
+        """Polled OK and every revision analysed (none recorded as could not analyse)."""
+        return (
+            self.poll.status is RepoStatus.OK and self.error is None and not self.could_not_analyse
+        )
 
     @property
     def state(self) -> str:
-        """`ok`, the poll status (`failing`, `gone`, `gated`) or `analysis incomplete` (failed or
-        deferred: `error` says which)."""
+        """`ok`, the poll status (`failing`, `gone`, `gated`), `analysis incomplete` (failed or
+        deferred: `error` says which) or `could not analyse N revisions` (over the budget)."""
         if self.poll.status is RepoStatus.OK and self.error is not None:
             return "analysis incomplete"
+        if self.poll.status is RepoStatus.OK and self.could_not_analyse:
+            n = len(self.could_not_analyse)
+            return f"could not analyse {n} revision{'s' if n > 1 else ''}"
         return self.poll.status.value
 
 
@@ -165,8 +174,10 @@ def estimate_snapshot(
         return report, None
     except EstimateError as exc:
         return None, str(exc)
-    except (RecursionError, MemoryError) as exc:  # a recorded state, never a stuck revision
+    except RecursionError as exc:  # a recorded state, never a stuck revision
         return None, f"could not analyse the estimate: {exc.__class__.__name__}"
+    # A MemoryError goes up to the analysis budget (`tracker.analysis_worker`): no property of
+    # the revision, the whole revision is recorded as could not analyse.
 
 
 @dataclass(frozen=True)
@@ -189,6 +200,102 @@ class Stages:
     preflight_delta: Callable[[Preflight, Preflight], Sequence[Change]] = preflight_delta
 
 
+@dataclass(frozen=True)
+class Computed:
+    """The pure part of analysing a revision (`Analyst.compute`): what the pipeline then stores,
+    publishes and marks."""
+
+    changes: tuple[Change, ...]
+    estimated: tuple[Estimate | None, str | None]
+    estimate_before: Estimate | None
+    preflight: tuple[Preflight | None, str | None]
+
+
+class Analyst:
+    """Diffs, estimates and preflights of one revision against the one before it, under the
+    watched repo's settings: everything of an analysis that reads only the two snapshots.
+
+    Runs in the analysis worker under the budget (`tracker.analysis_worker`) when the pipeline
+    uses the real stages; in the pipeline's process when a test passes its own."""
+
+    def __init__(self, stages: Stages, symbol_tables: TableSource | None) -> None:
+        assert stages.diff is not None
+        self.stages = stages
+        self.symbol_tables = symbol_tables
+        # Shard censuses by content: successive revisions share most shards (DeepSeek-R1: 163).
+        self._shards: dict[
+            tuple[str, str, int | None, int], tuple[dict[str, int], int, frozenset[str]]
+        ] = {}
+        # Shard censuses by content for the estimate and preflight (`count_shards`).
+        self._censuses: CensusCache = {}
+
+    @classmethod
+    def default(cls, settings: Settings) -> Analyst:
+        """The real stages under `settings` (what the analysis worker runs)."""
+        from tracker.preflight.wheels import SymbolTables
+
+        stages = Stages(diff=backstop_diff(settings))
+        return cls(stages, SymbolTables.from_settings(settings).get)
+
+    def compute(
+        self,
+        *,
+        before: Snapshot | None,
+        after: Snapshot,
+        estimate_settings: EstimateSettings,
+        preflight_settings: PreflightSettings,
+        estimate_before: tuple[Estimate | None] | None = None,
+    ) -> Computed:
+        """Diff `before` → `after`, estimate both (`estimate_before`: the earlier revision's
+        estimate under these settings when already known), preflight both, and the deltas."""
+        stages = self.stages
+        assert stages.diff is not None
+        if len(self._censuses) > 8192:
+            self._censuses.clear()
+        for snap in (before, after):  # the estimate and preflight read the censuses
+            if snap is not None:
+                count_shards(snap.headers, {e.path: e.identity for e in snap.tree}, self._censuses)
+        changes = tuple(stages.diff(before, after))
+        estimated = stages.estimate(after, estimate_settings)
+        est_after = estimated[0]
+        # The previous revision is re-estimated under today's settings (milliseconds), so that a
+        # changed `estimate:` block in the watchlist never shows up as a delta of this commit.
+        est_before = None
+        if before is not None:
+            if estimate_before is not None:
+                est_before = estimate_before[0]
+            else:
+                est_before = stages.estimate(before, estimate_settings)[0]
+        if est_before is not None and est_after is not None:
+            changes = changes + tuple(stages.estimate_delta(est_before, est_after))
+        # Preflight, like the estimate, re-runs the previous revision under today's settings.
+        pf_after = self._preflight(after, preflight_settings, estimate_settings)
+        pf_before = (
+            self._preflight(before, preflight_settings, estimate_settings)[0] if before else None
+        )
+        if pf_before is not None and pf_after[0] is not None:
+            changes = changes + tuple(stages.preflight_delta(pf_before, pf_after[0]))
+        return Computed(changes, estimated, est_before, pf_after)
+
+    def _preflight(
+        self, snapshot: Snapshot, settings: PreflightSettings, estimate: EstimateSettings
+    ) -> tuple[Preflight | None, str | None]:
+        """The preflight of `snapshot`, or (None, why): a failure of preflight is recorded with
+        the revision, never a failed analysis (the diff, estimate and advisories stand without it)."""
+        if len(self._shards) > 8192:
+            self._shards.clear()
+        try:
+            result = self.stages.preflight(
+                snapshot, settings, self.symbol_tables, estimate, self._shards
+            )
+            return result, None
+        except MemoryError:
+            raise  # the analysis budget's (`tracker.analysis_worker`)
+        except Exception as exc:
+            log.exception("preflight.failed", repo=snapshot.repo_id, sha=snapshot.sha)
+            return None, f"preflight failed: {exc.__class__.__name__}: {exc}"
+
+
 class Pipeline:
     """Poll cycles over the collaborators it is given (see the module docstring).
 
@@ -209,6 +316,7 @@ class Pipeline:
         stages: Stages | None = None,
         preflight: PreflightStore | None = None,
         symbol_tables: TableSource | None = None,
+        isolate: bool | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -217,6 +325,9 @@ class Pipeline:
         self.source_for = source_for
         self.watchlist = watchlist
         self.clock = clock
+        # The real stages run in the analysis worker under the budget (`isolate`, the default
+        # then); stages a test passes run here.
+        isolate = stages is None if isolate is None else isolate
         stages = stages or Stages()
         if stages.diff is None:
             stages = replace(stages, diff=backstop_diff(settings))
@@ -224,10 +335,9 @@ class Pipeline:
         self.limits = settings.limits
         self.preflight = preflight or PreflightStore(store.engine)
         self.symbol_tables = symbol_tables
-        # Shard censuses by content: successive revisions share most shards (DeepSeek-R1: 163).
-        self._shards: dict[
-            tuple[str, str, int | None, int], tuple[dict[str, int], int, frozenset[str]]
-        ] = {}
+        self.analyst = Analyst(stages, symbol_tables)
+        self.budget = AnalysisLimits.from_settings(settings)
+        self.worker = AnalysisWorker(settings) if isolate else None
         # The last revision analysed of each repo: (sha, snapshot, estimate settings, estimate).
         # It is the next revision's "before": a snapshot never changes and an estimate is a pure
         # function of the snapshot and the settings, so a push's analysis reads, decodes and
@@ -236,9 +346,14 @@ class Pipeline:
             RepoId, tuple[Sha, Snapshot, EstimateSettings, tuple[Estimate | None, str | None]]
         ] = {}
 
+    def close(self) -> None:
+        """Stop the analysis worker (a later analysis starts a new one)."""
+        if self.worker is not None:
+            self.worker.close()
+
     def analyse_revision(self, watched: WatchedRepo, sha: Sha) -> RevisionAnalysis:
         """Diff, estimate and publish one ingested revision, then mark it analysed."""
-        store, stages = self.store, self.stages
+        store = self.store
         rid = watched.repo_id
         revision = store.revision(rid, sha)
         previous = revision.previous
@@ -247,26 +362,24 @@ class Pipeline:
             last = None  # not the revision before this one (a rewrite, another process)
         before = (last[1] if last else store.snapshot(rid, previous)) if previous else None
         after = store.snapshot(rid, sha)
-        assert stages.diff is not None  # set in __init__
-        changes = tuple(stages.diff(before, after))
-
         settings = EstimateSettings.from_mapping(watched.estimate)
-        estimated = stages.estimate(after, settings)
+        known = (last[3][0],) if last is not None and last[2] == settings else None
+        request: dict[str, Any] = {
+            "before": before,
+            "after": after,
+            "estimate_settings": settings,
+            "preflight_settings": PreflightSettings.from_mapping(watched.preflight),
+            "estimate_before": known,
+        }
+        computed: Computed
+        if self.worker is not None:
+            computed = self.worker.run(request)
+        else:
+            computed = self.analyst.compute(**request)
+        changes, estimated = computed.changes, computed.estimated
         est_after, est_error = estimated
-        # The previous revision is re-estimated under today's settings (milliseconds), so that a
-        # changed `estimate:` block in the watchlist never shows up as a delta of this commit.
-        est_before = None
-        if before is not None:
-            same = last is not None and last[2] == settings
-            est_before = last[3][0] if same and last else stages.estimate(before, settings)[0]
-        if est_before is not None and est_after is not None:
-            changes = changes + tuple(stages.estimate_delta(est_before, est_after))
-        # Preflight, like the estimate, re-runs the previous revision under today's settings.
-        pf_settings = PreflightSettings.from_mapping(watched.preflight)
-        pf_after, pf_error = self._preflight(after, pf_settings, settings)
-        pf_before = self._preflight(before, pf_settings, settings)[0] if before else None
-        if pf_before is not None and pf_after is not None:
-            changes = changes + tuple(stages.preflight_delta(pf_before, pf_after))
+        est_before = computed.estimate_before
+        pf_after, pf_error = computed.preflight
 
         at = self.clock()
         self.analysis.save(
@@ -327,34 +440,23 @@ class Pipeline:
                 out[str(sha)] = text
         return out
 
-    def _preflight(
-        self, snapshot: Snapshot, settings: PreflightSettings, estimate: EstimateSettings
-    ) -> tuple[Preflight | None, str | None]:
-        """The preflight of `snapshot`, or (None, why): a failure of preflight is recorded with
-        the revision, never a failed analysis (the diff, estimate and advisories stand without it)."""
-        if len(self._shards) > 8192:
-            self._shards.clear()
-        try:
-            result = self.stages.preflight(
-                snapshot, settings, self.symbol_tables, estimate, self._shards
-            )
-            return result, None
-        except Exception as exc:
-            log.exception("preflight.failed", repo=snapshot.repo_id, sha=snapshot.sha)
-            return None, f"preflight failed: {exc.__class__.__name__}: {exc}"
-
     def analyse_repo(
         self,
         watched: WatchedRepo,
         *,
         new_revisions: bool = True,
         stop: Callable[[], bool] | None = None,
-    ) -> tuple[tuple[RevisionAnalysis, ...], tuple[str, ...], str | None]:
+    ) -> tuple[
+        tuple[RevisionAnalysis, ...], tuple[str, ...], str | None, tuple[tuple[Sha, str], ...]
+    ]:
         """Withdraw advisories of rewritten-away commits, then analyse every pending revision.
 
         When the poll brought `new_revisions`, advisories withdrawn by an earlier rewrite whose
         introducing commit is back on the ref are restored. Returns (analysed, withdrawn ids,
-        error). Revisions are analysed oldest first; the first one that fails stops the repo's
+        error, could not analyse). A revision whose analysis overruns its budget
+        (`tracker.analysis_worker`) is recorded as could not analyse and skipped, and the next one
+        is analysed; it is tried again only once `analysis_timeout_s` or `analysis_memory_mib` is
+        raised over the limits it overran. Revisions are analysed oldest first; the first one that fails stops the repo's
         analysis there (later ones depend on it: estimate deltas, fixed events), stays pending
         for the next cycle, and marks the repo failing with the reason, so the failure is
         visible in `tracker watch list` while the other repos go on. A RetryLaterError (a
@@ -366,8 +468,9 @@ class Pipeline:
         try:
             marks = self.store.revision_marks(rid)  # (sha, analysed, rewritten away)
         except StoreNotFoundError:  # never polled successfully enough to be created
-            return (), (), None
+            return (), (), None, ()
         done: list[RevisionAnalysis] = []
+        overran: list[tuple[Sha, str]] = []
         withdrawn: tuple[str, ...] = ()
         sha: Sha | None = None
         try:
@@ -385,10 +488,20 @@ class Pipeline:
                 restore_revived(self.advisories, rid, live, self.clock())
                 # (restore_revived changes no revision: `marks` still says what is pending)
             pending = [m for m, analysed, away in marks if not analysed and not away]
+            recorded = self.store.could_not_analyse(rid) if pending else {}
             for sha in pending:
                 if stop is not None and stop():
                     break
-                done.append(self.analyse_revision(watched, sha))
+                earlier = recorded.get(sha)
+                if earlier is not None and not self.budget.raised_over(
+                    AnalysisLimits(earlier.timeout_s, earlier.memory_mib)
+                ):
+                    continue  # overran this budget already: tried again once a limit is raised
+                try:
+                    done.append(self.analyse_revision(watched, sha))
+                except AnalysisOverrunError as exc:
+                    self._record_overrun(rid, sha, exc)
+                    overran.append((sha, str(exc)))
         except Exception as exc:  # one repo's bad revision must not stop the daemon or other repos
             where = f"analysis of {sha}" if sha else "analysis"
             if isinstance(exc, RetryLaterError):  # not a property of the revision
@@ -403,8 +516,22 @@ class Pipeline:
                 )
             except TrackerError:
                 log.exception("repo.analysis_failure_not_recorded", repo=rid)
-            return tuple(done), withdrawn, error
-        return tuple(done), withdrawn, None
+            return tuple(done), withdrawn, error, tuple(overran)
+        return tuple(done), withdrawn, None, tuple(overran)
+
+    def _record_overrun(self, rid: RepoId, sha: Sha, exc: AnalysisOverrunError) -> None:
+        """Record a revision whose analysis overran its budget: nothing about it is published,
+        `tracker watch list` and the API show it, the next revisions go on."""
+        overrun = AnalysisOverrun(
+            kind=exc.kind,
+            reason=str(exc),
+            timeout_s=exc.limits.timeout_s,
+            memory_mib=exc.limits.memory_mib,
+            at=self.clock(),
+        )
+        self.store.record_could_not_analyse(rid, sha, overrun)
+        self._last.pop(rid, None)
+        log.warning("revision.could_not_analyse", repo=rid, sha=sha, kind=exc.kind, reason=str(exc))
 
     def _pending(self, rid: RepoId) -> bool:
         try:
@@ -429,7 +556,7 @@ class Pipeline:
         )
         out: list[RepoCycle] = []
         for w, poll in zip(watched, polls, strict=True):
-            analysed, withdrawn, error = self.analyse_repo(
+            analysed, withdrawn, error, overran = self.analyse_repo(
                 w, new_revisions=poll.revisions_ingested > 0, stop=stop
             )
             stopped = poll.stopped or (
@@ -437,7 +564,12 @@ class Pipeline:
             )
             out.append(
                 RepoCycle(
-                    poll=poll, analysed=analysed, withdrawn=withdrawn, error=error, stopped=stopped
+                    poll=poll,
+                    analysed=analysed,
+                    withdrawn=withdrawn,
+                    error=error,
+                    could_not_analyse=overran,
+                    stopped=stopped,
                 )
             )
         return CycleReport(repos=tuple(out))
@@ -463,11 +595,16 @@ def cycle_json(report: CycleReport) -> str:
         data["advisories"] = list(r.advisories)
         data["withdrawn"] = list(r.withdrawn)
         data["analysis_error"] = r.error
+        data["could_not_analyse"] = [
+            {"sha": sha, "reason": why} for sha, why in r.could_not_analyse
+        ]
         out.append(data)
     return json.dumps(out, indent=2)
 
 
 __all__ = [
+    "Analyst",
+    "Computed",
     "CycleReport",
     "Pipeline",
     "RepoCycle",

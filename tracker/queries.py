@@ -120,6 +120,7 @@ def revision_json(r: StoredRevision) -> dict[str, Any]:
         "previous": r.previous,
         "analysed": r.analysed,
         "rewritten_away": r.rewritten_away,
+        "could_not_analyse": r.could_not_analyse.as_json() if r.could_not_analyse else None,
     }
 
 

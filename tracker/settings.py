@@ -85,7 +85,7 @@ class Settings(BaseSettings):
         default=60.0,
         ge=0,
         le=3600,
-        description="The longest Retry-After honoured by sleeping; a longer one reschedules the repo instead.",
+        description="The longest Retry-After honoured by sleeping; a longer one reschedules the repo instead (at most poll_backoff_max_s out, or the repo's interval when longer).",
     )
     poll_deadline_s: float = Field(
         default=900.0,
@@ -110,6 +110,18 @@ class Settings(BaseSettings):
         default=120.0,
         gt=0,
         description="Seconds to wait for a chat-template render request before the worker is killed and the revision is retried later.",
+    )
+    analysis_timeout_s: float = Field(
+        default=300.0,
+        gt=0,
+        le=86400,
+        description="Wall-clock seconds the analysis of one revision (diffs, chat-template renders, estimate, preflight) may take in its worker; past it the worker is killed and the revision is recorded as could not analyse (retried only once this limit is raised).",
+    )
+    analysis_memory_mib: int = Field(
+        default=4096,
+        ge=64,
+        le=1 << 20,
+        description="Address space (MiB) the analysis of one revision may add to its worker; past it the revision is recorded as could not analyse (retried only once this limit is raised).",
     )
     webhook_allow_networks: str = Field(
         default="",

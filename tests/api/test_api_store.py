@@ -162,7 +162,7 @@ def test_repos_show_their_ingestion_state(served: tuple[TestClient, App, Seeder]
         "repo": A, "watched": True, "state": "ok", "source_kind": "hub", "url": None,
         "ref": "main", "head": sha(5), "last_poll_at": "2026-11-01T12:00:00Z",
         "last_success_at": "2026-11-01T12:00:00Z", "consecutive_failures": 0,
-        "last_error": None, "revisions": 5, "advisories": count[A],
+        "last_error": None, "revisions": 5, "could_not_analyse": [], "advisories": count[A],
         "links": {
             "self": f"/v1/repos/{A}", "revisions": f"/v1/repos/{A}/revisions",
             "history": f"/v1/repos/{A}/history", "estimates": f"/v1/repos/{A}/estimates",
@@ -217,6 +217,7 @@ def test_revisions_page_oldest_and_newest_first(served: tuple[TestClient, App, S
     assert newest[0]["items"][0] == {
         "seq": 5, "sha": sha(5), "date": "2026-11-01T12:00:00+00:00", "title": "commit 5",
         "authors": ["tester"], "previous": sha(4), "analysed": False, "rewritten_away": False,
+        "could_not_analyse": None,
     }  # fmt: skip
     other_order = client.get(url, params={"cursor": oldest[0]["next"], "order": "newest"})
     assert (other_order.status_code, other_order.json()["type"]) == (

@@ -119,9 +119,12 @@ def test_serving_prefill_quantized_weights_and_tensor_parallel() -> None:
     assert m.prefill_per_sequence == (2 * 3 * 18944 + 2 * 2 * 3584) * 30720
     assert compute(qwen, replace(s, serve_prefill=False)).prefill_per_sequence == 0
     assert m.serve_per_sequence == m.kv_per_sequence + m.prefill_per_sequence
-    tp = compute(qwen, replace(s, shards=2))
+    tp = compute(qwen, replace(s, serve_shards=2))
     assert tp.serve_fixed == m.serve_fixed / 2
     assert tp.serve_per_sequence == m.serve_per_sequence / 2
+    # training's sharding leaves serving whole: ZeRO-1 over 8 cards shards optimizer state only
+    zero1 = compute(qwen, replace(s, sharding="zero1", shards=8))
+    assert (zero1.serve_fixed, zero1.serve_per_sequence) == (m.serve_fixed, m.serve_per_sequence)
     int8 = compute(qwen, replace(s, serve_weights="int8")).serve_fixed
     layers = sum(spec.params for spec in qwen.layers)
     assert int8 == layers * 1.0 + (qwen.total - layers) * 2.0

@@ -101,3 +101,26 @@ def test_hostile_card_and_configs_are_recorded_could_not_read_and_the_repo_stays
     ]
     assert any("could not read README.md: YAML front matter aliases expand" in s for s in summaries)
     assert sum("could not read config.json" in s for s in summaries) == 2
+
+
+def test_preflight_reads_auto_map_and_index_files_within_the_bounds() -> None:
+    """Preflight read config.json (for `auto_map`) and index files with a plain `json.loads`:
+    the wide config's empty arrays were all built (about 1.3 GB for the 60 MB one; under the poll's
+    1.5 GiB limit the MemoryError was caught as "preflight failed"). Now through the bounded
+    loader: refused at the node bound, nothing built."""
+    import tracemalloc
+
+    from tracker.preflight.imports import auto_map_modules
+    from tracker.preflight.report import _total_size
+
+    config = json.loads((GPT_OSS / "config.json").read_text())
+    wide = json.dumps(config)[:-1].encode() + b', "pad": [' + b"[]," * 2_000_000 + b"[]]}"
+    index = b'{"metadata": {"pad": [' + b"[]," * 2_000_000 + b'[]]}, "weight_map": {}}'
+    tracemalloc.start()
+    try:
+        assert auto_map_modules({"config.json": wide}) == []
+        assert _total_size({"model.safetensors.index.json": index}) is None
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 * 2**20, peak  # the 6 MB inputs' own copies at most; before: ~130 MiB

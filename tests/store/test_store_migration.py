@@ -260,6 +260,16 @@ def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         yield url
 
 
+def _with_overruns(obj: dict[str, Any]) -> dict[str, Any]:
+    """A watch-list row or history revision of the old release as this one prints it: with no
+    revision recorded as could not analyse (`could_not_analyse`, added in migration 0011)."""
+    if "consecutive_failures" in obj:
+        return {**obj, "could_not_analyse": []}
+    if "rewritten_away" in obj:
+        return {**obj, "could_not_analyse": None}
+    return obj
+
+
 def test_previous_release_database_migrates_with_every_row(
     old_release: Path, database: str, tmp_path: Path
 ) -> None:
@@ -313,7 +323,12 @@ def test_previous_release_database_migrates_with_every_row(
     assert new_export.returncode == 0, new_export.stderr
     new_out = [tracker(env, *args) for args in reads]
     for args, old, new in zip(reads, old_out, new_out, strict=True):
-        assert (new.returncode, new.stdout) == (0, old.stdout), args
+        assert new.returncode == 0, args
+        if args[0] in ("watch", "history"):
+            # Added since (migration 0011): every migrated revision is analysed or pending.
+            assert json.loads(new.stdout) == json.loads(old.stdout, object_hook=_with_overruns)
+            continue
+        assert new.stdout == old.stdout, args
     old_files = sorted(p.name for p in (tmp_path / "old").iterdir())
     assert old_files == sorted(p.name for p in (tmp_path / "new").iterdir())
     assert len(old_files) == len(before["advisories"]) + 1  # + modified_id.csv

@@ -32,7 +32,10 @@ def test_a_failing_repo_backs_off_exponentially_capped() -> None:
 
     assert [wait(False, n) for n in range(1, 7)] == [60, 120, 240, 480, 600, 600]
     assert wait(True, 0) == 60
-    assert wait(True, 0, retry_after=900) == 900
+    assert wait(True, 0, retry_after=900) == 600  # honoured up to the backoff cap
+    assert wait(False, 1, retry_after=590) == 590
+    # Before: a Retry-After of 10**12 s raised OverflowError (the date), in the poll thread.
+    assert wait(False, 1, retry_after=1e12) == 600
     jittered = next_due(T0, interval_s=100, ok=True, failures=0, backoff_max_s=600, jitter=0.1,
                         retry_after=None, rng=random.Random(1))  # fmt: skip
     assert timedelta(seconds=100) <= jittered - T0 <= timedelta(seconds=110)

@@ -26,6 +26,28 @@ class RepoLinks(BaseModel):
     advisories: str
 
 
+class AnalysisLimitsOut(BaseModel):
+    timeout_s: float = Field(description="TRACKER_ANALYSIS_TIMEOUT_S when it was recorded.")
+    memory_mib: int = Field(description="TRACKER_ANALYSIS_MEMORY_MIB when it was recorded.")
+
+
+class CouldNotAnalyse(BaseModel):
+    """A revision whose analysis overran its budget: nothing was published for it; it is tried
+    again only once a limit is raised over the ones it ran under."""
+
+    kind: Literal["time", "memory", "died"] = Field(
+        description="time: over the wall-clock budget; memory: over the memory budget; died: "
+        "the analysis worker died otherwise."
+    )
+    reason: str
+    limits: AnalysisLimitsOut
+    at: str = Field(description="When it was recorded (RFC 3339).")
+
+
+class CouldNotAnalyseItem(CouldNotAnalyse):
+    sha: str
+
+
 class RepoOut(BaseModel):
     """A repo: on the watchlist and/or in the store, with its ingestion state."""
 
@@ -44,6 +66,9 @@ class RepoOut(BaseModel):
     consecutive_failures: int
     last_error: str | None
     revisions: int = Field(description="Ingested revisions (rewritten-away ones included).")
+    could_not_analyse: list[CouldNotAnalyseItem] = Field(
+        description="Live revisions whose analysis overran its budget, oldest first."
+    )
     advisories: AdvisoryCounts
     links: RepoLinks
 
@@ -63,6 +88,9 @@ class RevisionOut(BaseModel):
     previous: str | None
     analysed: bool
     rewritten_away: bool
+    could_not_analyse: CouldNotAnalyse | None = Field(
+        description="Set when its analysis overran the budget (it is then not analysed)."
+    )
 
 
 class RevisionPage(BaseModel):

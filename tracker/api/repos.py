@@ -86,6 +86,11 @@ def _repo_json(
         "consecutive_failures": st.consecutive_failures if st else 0,
         "last_error": st.last_error if st else None,
         "revisions": st.revisions if st else 0,
+        "could_not_analyse": [
+            {"sha": sha, **overrun.as_json()} for sha, overrun in st.could_not_analyse
+        ]
+        if st
+        else [],
         "advisories": counts or {"open": 0, "fixed": 0, "withdrawn": 0},
         "links": {
             "self": href,

@@ -126,6 +126,11 @@ def poll(
                 for r in report.repos:
                     if r.error:
                         typer.echo(f"{r.poll.repo_id}: {r.error} (its revisions stay pending)")
+                    for sha, why in r.could_not_analyse:
+                        typer.echo(
+                            f"{r.poll.repo_id}: could not analyse {sha[:12]}: {why} (recorded; "
+                            "tried again once the limit is raised)"
+                        )
                 typer.echo(
                     f"analysed {sum(len(r.analysed) for r in report.repos)} revisions, "
                     f"published {len(report.advisories)} advisories"

@@ -38,6 +38,11 @@ def state_row(repo_id: str, ref: str, source: str, state: RepoState | None) -> d
         "last_success": _iso(state.last_success_at) if state else None,
         "consecutive_failures": state.consecutive_failures if state else 0,
         "last_error": state.last_error if state else None,
+        "could_not_analyse": [
+            {"sha": sha, **overrun.as_json()} for sha, overrun in state.could_not_analyse
+        ]
+        if state
+        else [],
     }
 
 
@@ -108,7 +113,8 @@ def remove(repo: str = typer.Argument(..., help="ORG/NAME")) -> None:
 
 @watch_app.command("list")
 def list_(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
-    """Every watched repo with its ingestion state (last poll, revisions, failures, last error)."""
+    """Every watched repo with its ingestion state (last poll, revisions, failures, last error, the
+    revisions whose analysis overran its budget)."""
     settings = load_settings()
     if not settings.watchlist.exists():
         typer.echo(
@@ -141,6 +147,7 @@ def list_(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> 
         Col("failures", 2, keep=True, right=True),
         Col("last poll", 3, keep=True),
         Col("last error", 2),
+        Col("could not analyse", 2),
         Col("ref", 4, keep=True),
         Col("source", 5, keep=True),
     ]
@@ -156,6 +163,7 @@ def list_(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> 
                 str(row["consecutive_failures"]),
                 row["last_poll"] or "never",
                 row["last_error"] or "",
+                "; ".join(f"{c['sha'][:12]}: {c['reason']}" for c in row["could_not_analyse"]),
                 row["ref"],
                 row["source"],
             ]

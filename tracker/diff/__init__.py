@@ -69,13 +69,15 @@ def _within_budget(
     before: Snapshot | None,
     after: Snapshot,
 ) -> list[Change]:
-    """The differ's changes; a differ that runs out of stack or memory (content deeper or larger
-    than any bound foresaw) gives one recorded "could not analyse" change for its artifact instead
-    of a crash that would leave the revision pending for ever (issue 10, item 6)."""
+    """The differ's changes; a differ that runs out of stack (content nested deeper than any
+    bound foresaw) gives one recorded "could not analyse" change for its artifact instead of a
+    crash that would leave the revision pending for ever (issue 10, item 6). Running out of memory
+    is no property of the revision: the MemoryError goes up to the analysis budget
+    (`tracker.analysis_worker`), which records the whole revision as could not analyse."""
     try:
         return list(differ(before, after))
-    except (RecursionError, MemoryError) as exc:
-        why = "nested too deeply" if isinstance(exc, RecursionError) else "out of memory"
+    except RecursionError as exc:
+        why = "nested too deeply"
         return [
             Change(
                 artifact=artifact,

@@ -137,7 +137,13 @@ def findings(
     for flag in r.flags:
         if flag in ("unknown-architecture", "custom-code", "mtp-not-built"):
             note = r.flag_notes.get(flag, flag)
-            out.append(_finding(flag, "info", note, "treat the count as derived, not verified"))
+            fix = (
+                "compare the count with the checkpoint census (the verification says whether it "
+                "was)"
+                if flag == "custom-code"
+                else "treat the count as derived, not verified"
+            )
+            out.append(_finding(flag, "info", note, fix))
     return out
 
 

@@ -63,12 +63,13 @@ class Memory:
     serve_bytes_per_param: float = 0.0
     prefill_per_sequence: float = 0.0
     shards: int = 1
+    serve_shards: int = 1
 
     @property
     def serve_per_sequence(self) -> float:
         """What each further sequence adds when serving, per card: KV cache and prefill working
-        set (split over `shards` cards)."""
-        return (self.kv_per_sequence + self.prefill_per_sequence) / self.shards
+        set (split over `serve_shards` cards)."""
+        return (self.kv_per_sequence + self.prefill_per_sequence) / self.serve_shards
 
     @property
     def full_batch1(self) -> float:
@@ -256,7 +257,8 @@ def prefill_bytes(r: Reading, tokens: int, a: float) -> float:
 
 
 def compute(r: Reading, s: EstimateSettings, serve_bytes: float | None = None) -> Memory:
-    """All memory figures of `r` under settings `s`, per card where `s.shards` > 1;
+    """All memory figures of `r` under settings `s`, per card where `s.shards` (training) or
+    `s.serve_shards` (serving) > 1;
     `serve_bytes` replaces the derived serving weights (the checkpoint's bytes, when the count
     cannot be vouched for)."""
     ctx = r.max_context or s.train_seq_len
@@ -288,7 +290,7 @@ def compute(r: Reading, s: EstimateSettings, serve_bytes: float | None = None) -
         full_fixed=full_fixed,
         lora_fixed=lora_fixed,
         lora_adapter_params=adapter,
-        serve_fixed=serve_w / shards,
+        serve_fixed=serve_w / max(1, s.serve_shards),
         act_per_sample=act,
         kv_per_sequence=sum(layer_kv),
         layer_act=layer_act,
@@ -299,4 +301,5 @@ def compute(r: Reading, s: EstimateSettings, serve_bytes: float | None = None) -
         serve_bytes_per_param=serve_per,
         prefill_per_sequence=prefill,
         shards=shards,
+        serve_shards=max(1, s.serve_shards),
     )

@@ -77,7 +77,7 @@ def read_config(
         notes.flag(
             "custom-code",
             f"custom code (auto_map): read under the semantics of native model_type {native!r}; "
-            "the count is derived, not verified",
+            "the verification says whether a checkpoint census confirmed the count",
         )
     tally = Tally()
     text = root

@@ -69,8 +69,9 @@ class EstimateSettings:
     group-128 scales and zeros, "int8", "fp8"; embeddings and head stay bf16).
     `lora_trainable_embeddings`: embeddings and head trained besides the adapters. `sharding`
     across `shards` cards: "zero1" shards optimizer state, "zero2" also gradients, "zero3" /
-    "fsdp" also weights (plus two unsharded layers in flight); serving splits weights and KV
-    cache over `shards` cards (tensor parallel). `serve_weights`: the serving weight dtype
+    "fsdp" also weights (plus two unsharded layers in flight); `shards` is training's only.
+    `serve_shards`: serving splits weights, KV cache and prefill over that many cards (tensor
+    parallel; ZeRO and FSDP are training schemes and leave serving weights whole). `serve_weights`: the serving weight dtype
     (quantized linears, bf16 embeddings and head). `serve_prefill`: add the prefill working set
     of a `serve_prompt_tokens`-token prompt (0: the whole `serve_seq_len`).
     """
@@ -106,6 +107,7 @@ class EstimateSettings:
     lora_trainable_embeddings: bool = False
     sharding: Sharding = "none"
     shards: int = 1
+    serve_shards: int = 1
     serve_weights: BaseWeights = "bf16"
     serve_prefill: bool = True
     serve_prompt_tokens: int = 0

@@ -4,12 +4,15 @@ An estimate is **unverified** when the reader met keys it did not understand, wh
 the checkpoint census disagree by more than `TOLERANCE_PCT`, or when no family reader exists for
 the model type and there is no census to check the general reading against; its numbers are still
 shown, but no fit verdict is published from it. With no such reason it is **verified** (a family
-reader whose reading is checked by the oracle or published counts) or **checked** (the general
-reader, confirmed by the checkpoint census within tolerance).
+reader whose reading is checked by the oracle or published counts), **checked** (the general
+reader, confirmed by the checkpoint census within tolerance) or **derived** (custom code read
+under the semantics of another, native model_type, with no census to check that reading: fit
+verdicts stand, but nothing has verified the count).
 """
 
 from __future__ import annotations
 
+from tracker.estimate.params import NATIVE_ALIASES
 from tracker.estimate.reading import Reading
 from tracker.estimate_values import CheckpointCensus, Verification, VerificationStatus
 
@@ -47,6 +50,12 @@ def verify(r: Reading, ck: CheckpointCensus | None) -> Verification:
     reader = "family" if r.known_family else "general"
     if reasons:
         status = VerificationStatus.UNVERIFIED
+    elif r.custom_code and r.model_type in NATIVE_ALIASES and delta is None:
+        status = VerificationStatus.DERIVED
+        reasons.append(
+            f"custom code read under native model_type {NATIVE_ALIASES[r.model_type]!r}; no "
+            "checkpoint census to check the count against"
+        )
     elif r.known_family:
         status = VerificationStatus.VERIFIED
     else:

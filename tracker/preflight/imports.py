@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import ast
 import functools
-import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from tracker.artifacts import AUTO_MAP_FILES
+from tracker.bounded import bounds_for, load_json
+from tracker.errors import UnreadableArtifactError
 
 WHERE_ORDER = ("required", "conditional", "guarded", "deferred")
 _CATCHES_IMPORT = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
@@ -58,9 +59,9 @@ def auto_map_modules(files: Mapping[str, bytes]) -> list[str]:
         data = files.get(path)
         if data is None:
             continue
-        try:
-            doc = json.loads(data)
-        except (ValueError, UnicodeDecodeError, RecursionError):
+        try:  # bounded: a hostile config costs no more here than in the diff (issue 10)
+            doc = load_json(data, path, bounds_for(path))
+        except (ValueError, UnicodeDecodeError, RecursionError, UnreadableArtifactError):
             continue
         raw = doc.get("auto_map") if isinstance(doc, dict) else None
         values: list[object] = []

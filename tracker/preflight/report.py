@@ -8,15 +8,15 @@ and returns a `Preflight`: three answers, each present or with the reason it cou
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 
+from tracker.bounded import bounds_for, load_json
 from tracker.domain import JSONValue, SafetensorsHeader, TreeEntry
-from tracker.errors import EstimateError
+from tracker.errors import EstimateError, UnreadableArtifactError
 from tracker.estimate import EstimateSettings, parse_config
-from tracker.estimate.checkpoint import QUANTIZED_DTYPES, header_by_dtype, quant_bits
+from tracker.estimate.checkpoint import QUANTIZED_DTYPES, quant_bits
 from tracker.estimate.params import read_config
 from tracker.preflight.capacity import Capacity, capacity
 from tracker.preflight.census_lora import resolve_census
@@ -167,10 +167,12 @@ def _total_size(files: Mapping[str, bytes]) -> int | None:
         found = _TOTAL_SIZE.findall(data)
         if len(found) == 1 and int(found[0]) > 0:
             return int(found[0])
-        try:
-            meta = json.loads(data).get("metadata") or {}
+        try:  # bounded, like every reader of upstream JSON (issue 10)
+            meta = load_json(data, name, bounds_for(name)).get("metadata") or {}
             size = meta.get("total_size")
-        except (ValueError, AttributeError, UnicodeDecodeError, RecursionError):
+        except (
+            ValueError, AttributeError, UnicodeDecodeError, RecursionError, UnreadableArtifactError
+        ):  # fmt: skip
             return None
         if isinstance(size, int | float) and not isinstance(size, bool) and size > 0:
             return int(size)
@@ -226,11 +228,12 @@ def run_preflight(
         for path, header in headers.items():
             key = (path, identity.get(path, ""), built, bits)
             hit = shard_cache.get(key) if shard_cache is not None and key[1] else None
-            if hit is None:
+            if hit is None:  # the estimate of this revision has walked the shard already
+                shard = header.census
                 hit = (
-                    header_by_dtype(header, layers=built, bits=bits),
-                    sum(i.nbytes for i in header.tensors.values()),
-                    frozenset(i.dtype for i in header.tensors.values()),
+                    shard.stored_by_dtype(layers=built, bits=bits),
+                    shard.bytes,
+                    frozenset(shard.dtypes),
                 )
                 if shard_cache is not None and key[1]:
                     shard_cache[key] = hit

@@ -11,6 +11,8 @@ current one is rebuilt from the cached wheel.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -19,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from tracker.errors import PackageIndexError
@@ -85,13 +87,29 @@ class SymbolTables:
         table = self._read_cached(version)
         if table is None:
             try:
-                wheel = self.wheel(version) or self.fetch(version)
-                table = self._build(version, wheel)
+                with self._locked(version):  # processes sharing the cache fetch and build once
+                    table = self._read_cached(version)
+                    if table is None:
+                        wheel = self.wheel(version) or self.fetch(version)
+                        table = self._build(version, wheel)
             except PackageIndexError as exc:
                 self.failed[version] = str(exc)
                 raise
         self._tables[version] = table
         return table
+
+    @contextlib.contextmanager
+    def _locked(self, version: str) -> Iterator[None]:
+        """An exclusive lock on `version` in the cache dir, held across pip and the table build,
+        so two processes (workers, test runners) never download into one file at once."""
+        try:
+            self.cache_dir.mkdir(parents=True, exist_ok=True)
+            fh = (self.cache_dir / f".{PACKAGE}-{version}.lock").open("w")
+        except OSError as exc:
+            raise PackageIndexError(f"could not lock the preflight cache: {exc}") from exc
+        with fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            yield
 
     def cached(self, version: str) -> bool:
         """Whether the table of `version` is in the cache (no fetch or build needed)."""

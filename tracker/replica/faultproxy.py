@@ -20,6 +20,8 @@ server really does:
 - `STATUS`: a canned `status` (default 503) without asking upstream: a 5xx burst.
 - `RATE_LIMIT`: `429` with `Retry-After: retry_after`.
 - `TRICKLE`: the real answer, body sent `chunk` bytes every `interval_s` seconds.
+- `REWRITE`: the body replaced by `rewrite(body)` with a matching `Content-Length` (a middlebox
+  or cache that serves other bytes than the server's: damage that stays well-formed).
 
 Selection is by a regex searched in the request target (path and query, raw or percent-decoded:
 a CDN download names its file in `path=`), method, a count
@@ -36,6 +38,7 @@ import socket
 import struct
 import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from http.server import BaseHTTPRequestHandler
@@ -71,6 +74,7 @@ class Mode(StrEnum):
     STATUS = "status"
     RATE_LIMIT = "rate_limit"
     TRICKLE = "trickle"
+    REWRITE = "rewrite"
 
 
 @dataclass
@@ -82,7 +86,7 @@ class Fault:
     a matching request is broken (drawn from the proxy's seeded RNG; a request not drawn does not
     use up `times`); `only_status`: break only upstream answers with one of these statuses (e.g.
     {200, 206} so that redirects pass); `status`/`retry_after` for STATUS and RATE_LIMIT; `chunk`
-    and `interval_s` for TRICKLE.
+    and `interval_s` for TRICKLE; `rewrite` for REWRITE.
     """
 
     mode: Mode
@@ -95,6 +99,7 @@ class Fault:
     retry_after: int = 3600
     chunk: int = 1
     interval_s: float = 0.3
+    rewrite: Callable[[bytes], bytes] | None = None
     _regex: re.Pattern[str] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -188,6 +193,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._answer(status, headers, proxy._corrupt(data), reason)
         elif mode is Mode.MALFORMED_JSON:
             self._answer(status, headers, data[: len(data) // 2], reason)
+        elif mode is Mode.REWRITE:
+            assert fault.rewrite is not None, "a REWRITE fault needs its rewrite function"
+            self._answer(status, headers, fault.rewrite(data), reason)
         elif mode is Mode.TRICKLE:
             self._answer(status, headers, data, reason, trickle=(fault.chunk, fault.interval_s))
         else:  # pragma: no cover - RESET/STATUS/RATE_LIMIT are answered before forwarding

@@ -68,8 +68,9 @@ def parse_header(raw: bytes, *, file_size: int | None = None) -> SafetensorsHead
     Checks: UTF-8 JSON object within `tracker.bounded.SAFETENSORS_HEADER` (depth, values); `__metadata__` maps str → str; each tensor has a string dtype,
     a shape of non-negative ints and `data_offsets` [begin, end] with begin <= end, and for known
     dtypes `end - begin` equals the shape's element count times the dtype size. When
-    `file_size` is given, offsets must lie inside the data section. Any violation raises
-    UnreadableArtifactError naming the tensor.
+    `file_size` is given (the tree's LFS pointer size), the tensors must cover the data section
+    exactly, in offset order from 0 without gaps or overlaps to its end (`_covers`). Any violation
+    raises UnreadableArtifactError naming the tensor.
     """
     try:
         obj = load_json(raw, "safetensors header", SAFETENSORS_HEADER)
@@ -91,12 +92,38 @@ def parse_header(raw: bytes, *, file_size: int | None = None) -> SafetensorsHead
         raise UnreadableArtifactError("safetensors __metadata__ must map strings to strings")
     data_size = None if file_size is None else file_size - 8 - len(raw)
     tensors: dict[str, TensorInfo] = {}
+    spans: list[tuple[int, int, str]] = []
     for name, spec in obj.items():
-        tensors[name] = _tensor(name, spec, data_size)
+        tensors[name], begin, end = _tensor(name, spec, data_size)
+        spans.append((begin, end, name))
+    if data_size is not None:
+        _covers(spans, data_size)
     return SafetensorsHeader(tensors=tensors, metadata=dict(metadata_obj))
 
 
-def _tensor(name: str, spec: Any, data_size: int | None) -> TensorInfo:
+def _covers(spans: list[tuple[int, int, str]], data_size: int) -> None:
+    """The tensors' byte ranges, in offset order, must cover the data section exactly: from 0,
+    without gaps or overlaps, to its last byte (the format requires it: "the byte buffer needs to
+    be entirely indexed, and cannot contain holes"; the safetensors library refuses such a file).
+    The data section's size comes from the tree's LFS pointer, so a header damaged in a way that
+    keeps it parseable and self-consistent (a shape and its offsets shrunk together, a tensor
+    dropped) no longer matches the file it claims to describe."""
+    start = 0
+    for begin, end, name in sorted(spans):
+        if begin != start:
+            where = "a gap before it" if begin > start else "it overlaps the tensor before it"
+            raise UnreadableArtifactError(
+                f"tensor {name!r}: data_offsets begin at {begin}, not at {start} ({where})"
+            )
+        start = end
+    if start != data_size:
+        raise UnreadableArtifactError(
+            f"the tensors' data ends at byte {start} of the data section, but the file's size "
+            f"(the LFS pointer's) leaves {data_size} bytes for it"
+        )
+
+
+def _tensor(name: str, spec: Any, data_size: int | None) -> tuple[TensorInfo, int, int]:
     if not isinstance(spec, dict):
         raise UnreadableArtifactError(f"tensor {name!r}: entry is not an object")
     dtype, shape, offsets = spec.get("dtype"), spec.get("shape"), spec.get("data_offsets")
@@ -125,7 +152,7 @@ def _tensor(name: str, spec: Any, data_size: int | None) -> TensorInfo:
         raise UnreadableArtifactError(
             f"tensor {name!r}: data_offsets end at {offsets[1]}, past the {data_size}-byte data section"
         )
-    return TensorInfo(dtype=dtype, shape=tuple(shape), nbytes=nbytes)
+    return TensorInfo(dtype=dtype, shape=tuple(shape), nbytes=nbytes), offsets[0], offsets[1]
 
 
 def parse_file_prefix(

@@ -21,6 +21,7 @@ from sqlalchemy import Engine
 from tracker.store.engine import create_engine, upgrade
 from tracker.store.store import Store
 from tracker.store.values import (
+    AnalysisOverrun,
     Event,
     EventKind,
     FileKind,
@@ -31,6 +32,7 @@ from tracker.store.values import (
 )
 
 __all__ = [
+    "AnalysisOverrun",
     "Engine",
     "Event",
     "EventKind",

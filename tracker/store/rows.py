@@ -8,7 +8,7 @@ from typing import Protocol
 from tracker.domain import Commit, Sha
 from tracker.errors import StoreError
 from tracker.store.tables import RevisionRow
-from tracker.store.values import StoredRevision
+from tracker.store.values import AnalysisOverrun, StoredRevision
 
 
 class HasId(Protocol):
@@ -40,4 +40,7 @@ def to_stored(row: RevisionRow) -> StoredRevision:
         analysed=row.analysed_at is not None,
         rewritten_away=row.rewritten_away,
         ingested_at=row.ingested_at,
+        could_not_analyse=(
+            AnalysisOverrun.from_json(row.could_not_analyse) if row.could_not_analyse else None
+        ),
     )

@@ -50,6 +50,7 @@ from tracker.store.tables import (
 )
 from tracker.store.trees import load_tree, put_tree
 from tracker.store.values import (
+    AnalysisOverrun,
     Event,
     EventKind,
     FileKind,
@@ -185,6 +186,20 @@ class Store:
             consecutive_failures=st.consecutive_failures,
             last_error=st.last_error,
             revisions=int(count),
+            could_not_analyse=tuple(
+                (Sha(sha), AnalysisOverrun.from_json(data))
+                for sha, data in s.execute(
+                    sa.select(col(RevisionRow.sha), col(RevisionRow.could_not_analyse))
+                    .where(
+                        col(RevisionRow.repo_pk) == _pk(repo),
+                        col(RevisionRow.analysed_at).is_(None),
+                        col(RevisionRow.could_not_analyse).is_not(None),
+                        col(RevisionRow.rewritten_away) == sa.false(),
+                    )
+                    .order_by(col(RevisionRow.seq))
+                ).all()
+                if data
+            ),
         )
 
     def repo_state(self, repo_id: RepoId) -> RepoState:
@@ -384,11 +399,37 @@ class Store:
             return [Sha(r[0]) for r in rows]
 
     def mark_analysed(self, repo_id: RepoId, sha: Sha, now: datetime | None = None) -> None:
-        """Mark one revision analysed (idempotent: keeps the first time)."""
+        """Mark one revision analysed (idempotent: keeps the first time); an earlier
+        could-not-analyse record of it is cleared."""
         with self._writing() as s:
             row = self._rev(s, self._repo(s, repo_id), sha)
             if row.analysed_at is None:
                 row.analysed_at = now or utc_now()
+            row.could_not_analyse = None
+
+    def record_could_not_analyse(self, repo_id: RepoId, sha: Sha, overrun: AnalysisOverrun) -> None:
+        """Record that the analysis of a revision overran its budget (it stays not analysed;
+        `could_not_analyse` lists it until a later analysis succeeds)."""
+        with self._writing() as s:
+            row = self._rev(s, self._repo(s, repo_id), sha)
+            if row.analysed_at is None:
+                row.could_not_analyse = overrun.as_json()
+
+    def could_not_analyse(self, repo_id: RepoId) -> dict[Sha, AnalysisOverrun]:
+        """The live revisions of a repo recorded as could not analyse, oldest first."""
+        with self._session() as s:
+            repo = self._repo(s, repo_id)
+            rows = s.execute(
+                sa.select(col(RevisionRow.sha), col(RevisionRow.could_not_analyse))
+                .where(
+                    col(RevisionRow.repo_pk) == _pk(repo),
+                    col(RevisionRow.analysed_at).is_(None),
+                    col(RevisionRow.could_not_analyse).is_not(None),
+                    col(RevisionRow.rewritten_away) == sa.false(),
+                )
+                .order_by(col(RevisionRow.seq))
+            ).all()
+            return {Sha(sha): AnalysisOverrun.from_json(data) for sha, data in rows if data}
 
     # -- trees, files, snapshots -------------------------------------------------------------
 

@@ -110,6 +110,9 @@ class RevisionRow(StoreModel, table=True):
     )
     ingested_at: datetime = Field(sa_column=sa.Column(UtcDateTime, nullable=False))
     analysed_at: datetime | None = Field(default=None, sa_column=sa.Column(UtcDateTime))
+    could_not_analyse: dict[str, Any] | None = Field(
+        default=None, sa_column=sa.Column(sa.JSON(none_as_null=True), nullable=True)
+    )
     rewritten_away: bool = Field(
         default=False,
         sa_column=sa.Column(sa.Boolean, nullable=False, server_default=sa.false()),

@@ -28,10 +28,45 @@ class StoredRevision:
     analysed: bool
     rewritten_away: bool = False
     ingested_at: datetime | None = None
+    could_not_analyse: AnalysisOverrun | None = None
 
     @property
     def sha(self) -> Sha:
         return self.commit.sha
+
+
+@dataclass(frozen=True)
+class AnalysisOverrun:
+    """A revision whose analysis overran its budget (`tracker.analysis_worker`): recorded instead
+    of analysed, published nothing, tried again only once a limit is raised.
+
+    `kind`: `time`, `memory` or `died`; `reason`: one line; `timeout_s`/`memory_mib`: the limits
+    it ran under; `at`: when it was recorded."""
+
+    kind: str
+    reason: str
+    timeout_s: float
+    memory_mib: int
+    at: datetime
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "reason": self.reason,
+            "limits": {"timeout_s": self.timeout_s, "memory_mib": self.memory_mib},
+            "at": self.at.isoformat(),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> AnalysisOverrun:
+        limits = data["limits"]
+        return cls(
+            kind=str(data["kind"]),
+            reason=str(data["reason"]),
+            timeout_s=float(limits["timeout_s"]),
+            memory_mib=int(limits["memory_mib"]),
+            at=datetime.fromisoformat(str(data["at"])),
+        )
 
 
 class RepoStatus(StrEnum):
@@ -59,6 +94,8 @@ class RepoState:
     consecutive_failures: int
     last_error: str | None
     revisions: int
+    could_not_analyse: tuple[tuple[Sha, AnalysisOverrun], ...] = ()
+    """Live revisions whose analysis overran its budget, oldest first."""
 
 
 class EventKind(StrEnum):

@@ -1,0 +1,139 @@
+"""The analysis worker's side (`python -m tracker.analysis_serve`): the loop that runs
+`tracker.pipeline.Analyst.compute` under the memory budget for `tracker.analysis_worker`.
+
+The first frame is the pickled Settings; then one request frame in, one reply frame out (`ok`
+with the result, `memory`, `retry` or `error` with the message), until stdin closes or a
+MemoryError (the worker says so and exits). Before each request the soft RLIMIT_AS is set to the
+address space mapped now plus `analysis_memory_mib`, and lifted after it. Frames go over a private
+copy of stdout; anything printed goes to stderr.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import resource
+import sys
+from types import TracebackType
+from typing import IO, Any
+
+import structlog
+
+from tracker.analysis_worker import HEADER, READY
+from tracker.errors import RetryLaterError
+from tracker.logs import configure
+from tracker.pipeline import Analyst
+from tracker.settings import Settings
+
+log = structlog.get_logger(__name__)
+
+
+def _address_space() -> int:
+    """This process's current virtual size in bytes (0 where /proc is not available)."""
+    try:
+        with open("/proc/self/statm") as f:
+            pages = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+    return pages * resource.getpagesize()
+
+
+def _set_memory_cap(mib: int | None) -> int:
+    """Let the address space grow by at most `mib` MiB from now (None: lift the cap); returns
+    the MiB it may grow by, less than `mib` where the process's hard limit is lower."""
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    now = _address_space()
+    cap = hard if mib is None else now + (mib << 20)
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    return max(0, cap - now) >> 20 if mib is not None else 0
+
+
+def _where(tb: TracebackType | None) -> str:
+    """The innermost frame of a traceback as `file:line in function`."""
+    last = None
+    while tb is not None:
+        last, tb = tb, tb.tb_next
+    if last is None:
+        return "?"
+    code = last.tb_frame.f_code
+    return f"{code.co_filename}:{last.tb_lineno} in {code.co_name}"
+
+
+def _read(stdin: IO[bytes], size: int) -> bytes | None:
+    data = stdin.read(size)
+    return data if data is not None and len(data) == size else None
+
+
+def _write(stdout: IO[bytes], data: bytes) -> None:
+    stdout.write(HEADER.pack(len(data)) + data)
+    stdout.flush()
+
+
+def serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
+    """The worker loop: settings first, then one request frame in and one reply frame out, until
+    stdin closes (or a MemoryError: the worker exits after saying so)."""
+    head = _read(stdin, HEADER.size)
+    if head is None:
+        return
+    body = _read(stdin, HEADER.unpack(head)[0])
+    if body is None:
+        return
+    settings: Settings = pickle.loads(body)
+    configure(level=settings.log_level, under_systemd=settings.under_systemd, force=True)
+    analyst = Analyst.default(settings)
+    _write(stdout, READY)
+    while True:
+        head = _read(stdin, HEADER.size)
+        if head is None:
+            return
+        body = _read(stdin, HEADER.unpack(head)[0])
+        if body is None:
+            return
+        reply: tuple[str, Any]
+        where: TracebackType | None = None
+        allowed = _set_memory_cap(settings.analysis_memory_mib)
+        request: Any = None
+        try:
+            request = pickle.loads(body)
+            with structlog.contextvars.bound_contextvars(
+                repo=request["after"].repo_id, sha=request["after"].sha
+            ):
+                reply = ("ok", analyst.compute(**request))
+        except MemoryError as exc:
+            reply, where = ("memory", allowed), exc.__traceback__
+        except RetryLaterError as exc:
+            reply = ("retry", str(exc))
+        except Exception as exc:  # the caller treats it as a failed analysis, as in-process
+            reply = ("error", f"{exc.__class__.__name__}: {exc}")
+        finally:
+            _set_memory_cap(None)
+        if where is not None:
+            after = request.get("after") if isinstance(request, dict) else None
+            log.warning(
+                "analysis.out_of_memory",
+                repo=getattr(after, "repo_id", None),
+                sha=getattr(after, "sha", None),
+                allowed_mib=allowed,
+                where=_where(where),
+            )
+            where = None
+        try:
+            data = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
+        except MemoryError:
+            reply, data = ("memory", allowed), pickle.dumps(("memory", allowed))
+        _write(stdout, data)
+        if reply[0] == "memory":
+            return
+
+
+def main() -> None:
+    """Frames go over a private copy of stdout; anything printed goes to stderr."""
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    serve(sys.stdin.buffer, out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,234 @@
+"""The analysis budget: each revision is analysed in a worker process under a wall-clock deadline
+and an address-space cap (`Settings.analysis_timeout_s`, `Settings.analysis_memory_mib`).
+
+The pipeline hands the worker the pure part of analysing a revision (`tracker.pipeline.Analyst`:
+the diffs with their chat-template renders, both estimates and their delta, both preflights and
+their delta) and stores, publishes and marks the result itself. The worker is one long-lived
+process (`python -m tracker.analysis_serve`), started on first use, one request at a time:
+
+- before each request its soft `RLIMIT_AS` is set to what it has mapped now plus
+  `analysis_memory_mib`; a MemoryError ends the request (and the worker) as a memory overrun;
+- the caller waits `analysis_timeout_s` for the reply, then kills the worker's process group (the
+  worker and its chat-template render worker) and reports a time overrun;
+- a worker that dies otherwise (a signal, an abort in C under memory pressure) is an overrun of
+  kind `died`.
+
+An overrun raises AnalysisOverrunError; the pipeline records it on the revision as "could not
+analyse" (kind, reason, the limits it ran under), publishes nothing for it, and goes on with the
+next revision. It is tried again only once a limit is raised (`AnalysisLimits.raised_over`). Any
+other failure inside the worker comes back as the error it was (a RetryLaterError stays one), so
+the pipeline treats it as before: the revision stays pending and the repo shows the reason.
+
+Startup (imports) is paid once per process; a request costs pickling its two snapshots and the
+result (bench/RESULTS.md, "Analysis budget"). Frames are an 8-byte big-endian length and a pickle.
+The worker runs no upstream code: templates render in the render worker
+(`tracker.render_backstop`), which speaks JSON; everything else the worker does to upstream bytes
+is parsing under the bounds of `tracker.bounded`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import pickle
+import select
+import signal
+import struct
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from tracker.errors import RetryLaterError, TrackerError
+from tracker.settings import Settings
+
+STARTUP_S = 120.0
+"""How long the caller waits for a new worker to import and say it is ready (not charged to any
+revision's budget)."""
+
+HEADER = struct.Struct(">Q")
+"""A frame: this 8-byte big-endian length, then that many bytes (a pickle, or READY)."""
+READY = b"ready"
+
+
+@dataclass(frozen=True)
+class AnalysisLimits:
+    """The budget one revision's analysis ran (or runs) under."""
+
+    timeout_s: float
+    memory_mib: int
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> AnalysisLimits:
+        return cls(settings.analysis_timeout_s, settings.analysis_memory_mib)
+
+    def raised_over(self, other: AnalysisLimits) -> bool:
+        """True when this budget is larger than `other` in time or memory (a revision that
+        overran `other` is worth another try)."""
+        return self.timeout_s > other.timeout_s or self.memory_mib > other.memory_mib
+
+
+class AnalysisOverrunError(TrackerError):
+    """The analysis of a revision exceeded its budget (`kind`: `time`, `memory` or `died`)."""
+
+    def __init__(self, message: str, *, kind: str, limits: AnalysisLimits) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.limits = limits
+
+
+class AnalysisWorkerError(TrackerError):
+    """An exception other than an overrun, raised inside the worker (its class and message)."""
+
+
+class AnalysisWorker:
+    """The analysis worker process of one pipeline (see the module docstring). Thread-safe:
+    requests are serialised; `close()` stops the worker (also done at exit)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.limits = AnalysisLimits.from_settings(settings)
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._pid_of_parent = os.getpid()
+        self._buf = bytearray()
+        atexit.register(self.close)
+
+    @property
+    def pid(self) -> int | None:
+        """The worker's process id while one is running."""
+        return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
+
+    def start(self) -> None:
+        """Start the worker now (else the first request does)."""
+        with self._lock:
+            self._ensure()
+
+    def run(self, request: dict[str, Any]) -> Any:
+        """Send `request` (keyword arguments of `Analyst.compute`) and return its result; raises
+        AnalysisOverrunError, RetryLaterError or AnalysisWorkerError."""
+        payload = pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL)
+        limits = self.limits
+        with self._lock:
+            proc = self._ensure()
+            assert proc.stdin is not None
+            try:
+                proc.stdin.write(HEADER.pack(len(payload)) + payload)
+                proc.stdin.flush()
+            except OSError:
+                why = self._why_dead(proc, limits)
+                raise AnalysisOverrunError(why, kind="died", limits=limits) from None
+            frame = self._read_frame(time.monotonic() + limits.timeout_s)
+            if frame is None:
+                if proc.poll() is None:
+                    self._kill()
+                    raise AnalysisOverrunError(
+                        f"analysis still running after {limits.timeout_s:g} s (the time budget)",
+                        kind="time",
+                        limits=limits,
+                    )
+                why = self._why_dead(proc, limits)
+                raise AnalysisOverrunError(why, kind="died", limits=limits)
+            status, value = pickle.loads(frame)
+        if status == "ok":
+            return value
+        if status == "memory":
+            self.close()  # the worker exits after a MemoryError
+            allowed = int(value) if isinstance(value, int) else limits.memory_mib
+            why = f"analysis needed over {limits.memory_mib} MiB (the memory budget)"
+            if allowed < limits.memory_mib:  # the process's own RLIMIT_AS was lower
+                why = (
+                    f"analysis needed over {allowed} MiB (the process's address-space limit, "
+                    f"below the memory budget of {limits.memory_mib} MiB)"
+                )
+            raise AnalysisOverrunError(why, kind="memory", limits=limits)
+        if status == "retry":
+            raise RetryLaterError(str(value))
+        raise AnalysisWorkerError(str(value))
+
+    def close(self) -> None:
+        """Stop the worker (a later request starts a new one)."""
+        with self._lock:
+            self._kill()
+
+    # -- internals ------------------------------------------------------------------------------
+    def _ensure(self) -> subprocess.Popen[bytes]:
+        if self._pid_of_parent != os.getpid():  # forked: the pipes belong to the parent
+            self._proc, self._buf, self._pid_of_parent = None, bytearray(), os.getpid()
+        if self._proc is not None and self._proc.poll() is None:
+            return self._proc
+        self._kill()
+        proc = subprocess.Popen(
+            [sys.executable, "-P", "-m", "tracker.analysis_serve"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            close_fds=True,
+            start_new_session=True,  # its own process group: a kill takes its render worker too
+        )
+        self._proc = proc
+        assert proc.stdin is not None
+        settings = pickle.dumps(self.settings, protocol=pickle.HIGHEST_PROTOCOL)
+        try:
+            proc.stdin.write(HEADER.pack(len(settings)) + settings)
+            proc.stdin.flush()
+        except OSError:
+            pass
+        if self._read_frame(time.monotonic() + STARTUP_S) != READY:
+            self._kill()
+            raise RetryLaterError("the analysis worker did not start")
+        return proc
+
+    def _read_frame(self, deadline: float) -> bytes | None:
+        """The next frame, or None when the worker died or `deadline` passed."""
+        assert self._proc is not None and self._proc.stdout is not None
+        fd = self._proc.stdout.fileno()
+        need = HEADER.size
+        size: int | None = None
+        while True:
+            if size is None and len(self._buf) >= need:
+                size = HEADER.unpack_from(self._buf)[0]
+                need = HEADER.size + size
+            if size is not None and len(self._buf) >= need:
+                frame = bytes(self._buf[HEADER.size : need])
+                del self._buf[:need]
+                return frame
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            ready, _, _ = select.select([fd], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                return None
+            self._buf += chunk
+
+    def _why_dead(self, proc: subprocess.Popen[bytes], limits: AnalysisLimits) -> str:
+        try:
+            code = proc.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:
+            code = None
+        self._kill()
+        if code is not None and code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = str(-code)
+            return f"the analysis worker died ({name}; memory budget {limits.memory_mib} MiB)"
+        return f"the analysis worker died (exit status {code})"
+
+    def _kill(self) -> None:
+        proc, self._proc, self._buf = self._proc, None, bytearray()
+        if proc is None:
+            return
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                proc.kill()
+        proc.wait()
+        for pipe in (proc.stdin, proc.stdout):
+            if pipe is not None:
+                pipe.close()
