@@ -42,7 +42,7 @@ OLD_TABLES = tuple(
     if t not in PREFLIGHT_TABLES + WEBHOOK_TABLES + WORKER_TABLES + GENERATION_TABLES
 )
 """The tables the previous release has (0006's preflight table, 0007's push-side tables and 0008's
-worker tables are new: empty after migrating; 0011's generation counters start at one row per
+worker tables are new: empty after migrating; 0012's generation counters start at one row per
 domain)."""
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -358,7 +358,7 @@ def test_previous_release_database_migrates_with_every_row(
     for table in OLD_TABLES:
         assert after[table] == before[table], table
     assert new_tables == dict.fromkeys(WEBHOOK_TABLES + WORKER_TABLES, 0)  # 0007, 0008: empty
-    assert domains == ["advisories", "revisions"]  # 0011
+    assert domains == ["advisories", "revisions"]  # 0012
 
     # The migrated store takes new writes: the demo's next poll brings the force-pushed commit back.
     again = tracker(env, "demo", "--json", timeout=600)

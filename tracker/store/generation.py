@@ -2,7 +2,7 @@
 API is made from is committed, read in microseconds, so a reader can keep what it rendered until
 it changes (`tracker.api.memo`).
 
-It is the domain counters of `store_generations` (migration 0011): triggers bump `advisories`
+It is the domain counters of `store_generations` (migration 0012): triggers bump `advisories`
 or `revisions` in the very transaction that writes those tables, so a no-change poll (which
 commits only ingestion_state's poll counters, the schedule, the workers, the rate budget) moves
 neither and the kept answers stay current.

@@ -1,4 +1,4 @@
-"""Migration 0011: the store's generation counters, `store_generations` (one row per domain, `n`
+"""Migration 0012: the store's generation counters, `store_generations` (one row per domain, `n`
 counts the commits that changed it), kept by triggers so no writer can forget them:
 
 - `advisories`: any write to advisories, advisory_versions, advisory_counters, advisory_revisions,
@@ -16,7 +16,7 @@ per statement) through one plpgsql function, and a row trigger on ingestion_stat
 A later migration that recreates one of these tables (SQLite batch mode) must create its
 triggers again (`triggers_sql`).
 
-Revision "0011" after "0010".
+Revision "0012" after "0011".
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0011"
-down_revision = "0010"
+revision = "0012"
+down_revision = "0011"
 branch_labels = None
 depends_on = None
 
