@@ -661,6 +661,8 @@ def test_an_unparseable_revision_is_a_400_and_an_unknown_one_a_404(
             ".hidden",
             "a b",
             "v1.",
+            "v1.lock",
+            "@",
         ):
             r = client.get(route.format(quote(rev, safe="")))
             assert (r.status_code, r.json()["type"]) == (
@@ -671,7 +673,15 @@ def test_an_unparseable_revision_is_a_400_and_an_unknown_one_a_404(
                 "an optional ~n"
             )
         # well-formed, not in the store
-        for rev in ("HEAD~9", "dev", "abcdef1", "f" * 40, "v1.lock", "feature.x-2"):
+        for rev in (
+            "HEAD~9",
+            "dev",
+            "abcdef1",
+            "f" * 40,
+            "v1.locks",
+            "feature.x-2",
+            "release@2024",
+        ):
             r = client.get(route.format(rev))
             assert (r.status_code, r.json()["type"]) == (
                 404, "urn:tracker:problem:not-found",
@@ -851,3 +861,35 @@ def test_the_memo_is_bounded_in_bytes(served: tuple[TestClient, App, Seeder]) ->
     assert [memo.holds(i) for i in range(10)] == [False] * 2 + [True] * 8
     memo.get_or_make("huge", lambda: b"z" * 1001)  # over an eighth: not kept
     assert (memo.holds("huge"), memo.kept_bytes) == (False, 8 * 900)
+
+
+def test_a_ref_with_an_at_sign_resolves_everywhere(tmp_path: Path) -> None:
+    """git allows `@` in a ref name (not `@{`, not a lone `@`), and so does the watchlist: the
+    store resolves such a ref and the API takes it in paths and queries."""
+    from tracker.watchlist import load_watchlist
+
+    ref = "release@2024"
+    (tmp_path / "watchlist.yaml").write_text(f"repos:\n  - id: {A}\n    ref: {ref}\n")
+    assert load_watchlist(tmp_path / "watchlist.yaml").repos[0].ref == ref
+    app = build(load_settings(state_dir=tmp_path / "state", watchlist=tmp_path / "watchlist.yaml"))
+    try:
+        app.store.ensure_repo(A, source_kind="hub", url=None, ref=ref)
+        app.store.store_revision(A, _commit(1, None), [], {}, previous=None)
+        app.store.store_revision(A, _commit(2, 1), [], {}, previous=sha(1))
+        app.store.record_poll(A, status=RepoStatus.OK, error=None, now=T0)
+        assert app.store.resolve(A, ref) == sha(2)
+        assert app.store.resolve(A, ref + "~1") == sha(1)
+        with TestClient(create_app(app), raise_server_exceptions=False) as client:
+            diff = client.get(f"/v1/repos/{A}/diff", params={"from": ref + "~1", "to": ref})
+            assert (diff.status_code, diff.json()["before"], diff.json()["after"]) == (
+                200, sha(1), sha(2),
+            )  # fmt: skip
+            estimate = client.get(f"/v1/repos/{A}/revisions/{quote(ref)}/estimate")
+            assert (estimate.status_code, estimate.json()["type"]) == (
+                404,
+                "urn:tracker:problem:no-estimate",
+            )  # fmt: skip  (resolved: nothing analysed there yet)
+            bad = client.get(f"/v1/repos/{A}/revisions/{quote('release@{1}')}/estimate")
+            assert bad.status_code == 400
+    finally:
+        app.close()
