@@ -893,3 +893,28 @@ def test_a_ref_with_an_at_sign_resolves_everywhere(tmp_path: Path) -> None:
             assert bad.status_code == 400
     finally:
         app.close()
+
+
+def test_feeds_read_min_severity_as_the_advisory_list_does(
+    served: tuple[TestClient, App, Seeder],
+) -> None:
+    """Feeds share /v1/advisories' filter: several floors mean the lowest, in any order and any
+    case; an empty or unknown one is the same 400 problem on both."""
+    client, _, _ = served
+    url = "/v1/feeds/advisories.json"
+
+    def ids(*floors: str) -> list[str]:
+        r = client.get(url, params=[("min_severity", f) for f in floors])
+        assert r.status_code == 200, r.text
+        return [i["id"] for i in r.json()["items"]]
+
+    low, high = ids("low"), ids("HIGH")
+    assert len(low) > len(high) > 0
+    assert ids("high", "low") == ids("Low", "high") == low
+    assert ids("critical", "high") == high
+    for bad in ("", "severe"):
+        feed = client.get(url, params={"min_severity": bad})
+        listed = client.get("/v1/advisories", params={"min_severity": bad})
+        assert (feed.status_code, listed.status_code) == (400, 400)
+        assert feed.json()["detail"] == listed.json()["detail"]
+        assert feed.json()["errors"] == listed.json()["errors"]
