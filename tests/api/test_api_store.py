@@ -918,3 +918,20 @@ def test_feeds_read_min_severity_as_the_advisory_list_does(
         assert (feed.status_code, listed.status_code) == (400, 400)
         assert feed.json()["detail"] == listed.json()["detail"]
         assert feed.json()["errors"] == listed.json()["errors"]
+
+
+def test_the_diff_kind_takes_any_case(served: tuple[TestClient, App, Seeder]) -> None:
+    """`kind` on the diff is read as the advisory filters read it: CONFIG is config."""
+    client, _, _ = served
+    url = f"/v1/repos/{A}/diff"
+    span = {"from": sha(2), "to": sha(3)}
+    lower = client.get(url, params={**span, "kind": "config"})
+    upper = client.get(url, params={**span, "kind": "CONFIG"})
+    assert (lower.status_code, upper.status_code) == (200, 200)
+    assert upper.json() == lower.json()
+    assert lower.json()["count"] > 0
+    assert {c["artifact"] for c in lower.json()["changes"]} == {"config"}
+    bad = client.get(url, params={**span, "kind": "Estimate"})
+    assert (bad.status_code, bad.json()["detail"]) == (400, "kind: estimate is not a diff kind")
+    unknown = client.get(url, params={**span, "kind": "confog"})
+    assert (unknown.status_code, unknown.json()["errors"][0]["location"]) == (400, "query.kind")
