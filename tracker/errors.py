@@ -10,6 +10,7 @@
     │   │   ├── IntegrityError      fetched bytes differ from what the tree says (blob id, LFS oid,
     │   │   │                       size): retried, never stored, never analysed
     │   │   └── DeadlineError       a request or poll ran past its deadline (stall, long Retry-After)
+    │   │       └── RateBudgetWait  the shared rate budget allows the next request too late
     │   ├── NotFoundError           the thing does not exist (typed by `what`)
     │   │   ├── RepoNotFoundError
     │   │   ├── RevisionNotFoundError
@@ -85,6 +86,12 @@ class IntegrityError(TransientSourceError):
 class DeadlineError(TransientSourceError):
     """A request or a poll ran past its deadline: a stalled or trickling body, the total time of a
     request, or a `Retry-After` longer than the cap (`retry_after` then says when to come back)."""
+
+
+class RateBudgetWait(DeadlineError):
+    """The shared rate budget allows the next request only after `retry_after` seconds, longer
+    than the cap on waits: not a failure of the repo. The daemon keeps the repo's place in the
+    queue (its due time unchanged) and claims nothing until the budget allows."""
 
 
 class NotFoundError(SourceError):

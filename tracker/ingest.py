@@ -27,6 +27,7 @@ from tracker.errors import (
     DeadlineError,
     EntryNotFoundError,
     IntegrityError,
+    RateBudgetWait,
     RepoNotFoundError,
     RevisionNotFoundError,
     SourceError,
@@ -49,6 +50,9 @@ class PollReport:
     `status` is the repo's state after the poll; `error` the reason when it is not OK;
     `retry_after`: seconds the source asked us to wait, longer than the cap on honoured waits
     (the daemon reschedules the repo that far ahead instead of sleeping);
+    `budget_wait`: the shared rate budget allows the next request only that many seconds later,
+    beyond the cap on waits: not a poll outcome (nothing recorded, the revisions stored so far are
+    complete), the daemon polls the repo again when the budget allows;
     `stopped`: the daemon began to stop (SIGTERM) and the poll ended between two revisions, the
     revisions stored so far complete and the rest left for the next poll;
     `requests`/`bytes_fetched` come from the source's counters when it keeps them (the Hub
@@ -70,6 +74,7 @@ class PollReport:
     seconds: float = 0.0
     retry_after: float | None = None
     stopped: bool = False  # the daemon is stopping: revisions left for the next poll
+    budget_wait: float | None = None  # the rate budget allows the next request only this late
 
 
 def auto_map_modules(files: Mapping[str, bytes]) -> set[str]:
@@ -454,6 +459,24 @@ def poll_repo(
         if not new and base is not None and base != head:  # pragma: no cover - defensive
             return finish(RepoStatus.FAILING, f"head {head} is not reachable from {base}")
         return finish(RepoStatus.OK, None)
+    except RateBudgetWait as exc:  # not the repo's failure: nothing recorded, polled again later
+        bound.info(
+            "repo.budget_wait", wait_s=round(exc.retry_after or 0.0, 3), revisions=len(ingested)
+        )
+        return PollReport(
+            repo_id=rid,
+            status=before.status,
+            head=head,
+            revisions_ingested=len(ingested),
+            files_fetched=counters.files,
+            bytes_fetched=counters.bytes_fetched(),
+            requests=counters.requests(),
+            rewritten=rewritten,
+            error=f"waiting for the rate budget: {exc}",
+            new_revisions=tuple(ingested),
+            seconds=time.perf_counter() - started,
+            budget_wait=exc.retry_after or 0.0,
+        )
     except RevisionNotFoundError as exc:
         return finish(
             RepoStatus.GONE, f"ref {watched.ref!r} not found: {exc}", EventKind.REF_DELETED

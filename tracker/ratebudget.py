@@ -5,8 +5,10 @@ The Hub counts requests per account in three buckets (`api`: /api/…; `resolver
 (https://huggingface.co/docs/hub/rate-limits). Before every request the Hub source takes one from
 its bucket (`RateBudget.acquire`): within a window requests are paced, `rate_burst` at once and
 the rest spread evenly, so a large watchlist never bursts; a request that would have to wait
-longer than `retry_after_cap_s` is not waited for: the poll ends with a DeadlineError carrying
-the wait, and the daemon polls that repo again then. Every answer is read
+longer than `retry_after_cap_s` is not waited for: the poll ends with a RateBudgetWait carrying
+the wait, which is not a failure of the repo: the daemon leaves the repo due (its place in the
+queue, most overdue first, kept) and claims nothing until the budget allows, then one repo at a
+time while the budget stays short, so every repo gets its share. Every answer is read
 (`RateBudget.observe`): `RateLimit: "api";r=0;t=N` or a `429` (its `Retry-After`, else the rest
 of the window) block the bucket for every worker until then; a `RateLimit-Policy` quota below
 the configured one is followed.
@@ -23,7 +25,7 @@ from urllib.parse import urlsplit
 
 import structlog
 
-from tracker.errors import DeadlineError
+from tracker.errors import RateBudgetWait
 from tracker.settings import Settings
 from tracker.store.workers import WorkStore, window_start
 
@@ -93,7 +95,7 @@ class RateBudget:
 
     def acquire(self, path: str, cap_s: float) -> None:
         """Take one request for `path` from its bucket, waiting while the budget says so; a wait
-        beyond `cap_s` in all raises DeadlineError (with `retry_after`: when to come back)."""
+        beyond `cap_s` in all raises RateBudgetWait (with `retry_after`: when to come back)."""
         bucket = bucket_of(path)
         waited = 0.0
         while True:
@@ -106,7 +108,7 @@ class RateBudget:
             if wait <= 0:
                 return
             if waited + wait > cap_s:
-                raise DeadlineError(
+                raise RateBudgetWait(
                     f"{path}: the rate budget of the Hub's {bucket!r} bucket ({quota} requests "
                     f"per {self.window_s:g} s) allows the next request in {wait:.1f} s, over "
                     f"the cap of {cap_s:g} s: not waited for, the repo is rescheduled",

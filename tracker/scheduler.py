@@ -28,6 +28,7 @@ import random
 import signal
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -121,9 +122,9 @@ def next_due(
 
 class Notifier:
     """sd_notify under systemd (`Type=notify`; the `sdnotify` package speaks the socket protocol):
-    READY=1 once the worker is registered and its schedule synced, WATCHDOG=1 every half of
-    `WatchdogSec` from the claim loop (a hung loop or database call stops the pings and systemd
-    restarts the worker), STOPPING=1 on SIGTERM. Without NOTIFY_SOCKET it does nothing."""
+    READY=1 once the worker is registered and its schedule synced, WATCHDOG=1 every quarter to half
+    of `WatchdogSec` from the claim loop, whose wait is sliced to that whatever `queue_check_s`
+    (a hung loop or database call stops the pings and systemd restarts the worker), STOPPING=1 on SIGTERM. Without NOTIFY_SOCKET it does nothing."""
 
     def __init__(self, settings: Settings) -> None:
         self._notifier: Any = None
@@ -140,13 +141,12 @@ class Notifier:
             self._notifier.notify(state)
 
     def watchdog(self) -> None:
-        """WATCHDOG=1, at most every half of the watchdog interval."""
-        import time
-
+        """WATCHDOG=1, at most every quarter of the watchdog interval (the claim loop calls it
+        at least every quarter, so pings are never more than half the interval apart)."""
         if self._notifier is None or self.every_s is None:
             return
         now = time.monotonic()
-        if now - self._last >= self.every_s:
+        if now - self._last >= self.every_s / 2:
             self._last = now
             self._notifier.notify("WATCHDOG=1")
 
@@ -175,6 +175,10 @@ class Daemon:
         self._idle = threading.Condition()
         self._running = 0
         self.claimed: dict[str, Claim] = {}  # job id → claim, until finished or handed back
+        # the rate budget: no claim before `budget_until`, one claim at a time before
+        # `budget_short_until` (monotonic seconds), see `_poll`
+        self.budget_until = 0.0
+        self.budget_short_until = 0.0
         self.pool = ThreadPoolExecutor(self.settings.poll_concurrency, "poll")
         self.notifier = Notifier(self.settings)
 
@@ -234,6 +238,11 @@ class Daemon:
         """Claim due repos for the free places of the pool (and as many again queued behind)."""
         with self._lock:
             free = 2 * self.settings.poll_concurrency - len(self.claimed)
+            clock = time.monotonic()
+            if clock < self.budget_until:
+                return  # the rate budget allows nothing yet: every repo keeps its place
+            if clock < self.budget_short_until:  # the budget is short: the most overdue one
+                free = 1 - len(self.claimed)
             only = sorted(self.watched) if self.only is not None else None
         if free <= 0 or self.stopping.is_set():
             return
@@ -277,6 +286,9 @@ class Daemon:
                 error = f"unexpected {exc.__class__.__name__}: {exc}"
             else:
                 [cycle] = report.repos
+                if cycle.poll.budget_wait is not None:
+                    self._budget_wait(claim, cycle.poll.budget_wait)
+                    return
                 # A revision recorded as could not analyse is that revision's state, shown in
                 # `tracker watch list`; the repo itself polled and analysed what it could.
                 ok = cycle.poll.status is RepoStatus.OK and cycle.error is None
@@ -305,9 +317,24 @@ class Daemon:
             if not self.work.finish(claim, now, next_due=due, ok=ok, error=error):
                 log.warning("lease.lost", detail="the lease expired during the poll")
 
+    def _budget_wait(self, claim: Claim, wait_s: float) -> None:
+        """The rate budget allows this repo's next request only `wait_s` later: not a failure (no
+        failure counted, no backoff, no error recorded). The repo is handed back still due, so it
+        keeps its place in the queue (most overdue first); this worker claims nothing until the
+        budget allows, then one repo at a time for a window, so the budget goes round the repos
+        instead of to whichever was due first after its own poll."""
+        clock = time.monotonic()
+        with self._lock:
+            self.budget_until = max(self.budget_until, clock + wait_s)
+            self.budget_short_until = max(
+                self.budget_short_until, self.budget_until + self.settings.rate_window_s
+            )
+        log.info("repo.waiting_for_budget", wait_s=round(wait_s, 3))
+        self.work.release([claim])
+
     def claims_loop(self) -> None:
         """Claim due repos until the stop: every `queue_check_s`, and at once when a poll ends,
-        the watchlist changed or a poll was asked for."""
+        the watchlist changed or a poll was asked for (not before the rate budget allows)."""
         while not self.stopping.is_set():
             if self.reload.is_set():
                 self.reload.clear()
@@ -319,8 +346,33 @@ class Daemon:
                     return
                 self._guarded(self.claim, "claims.crashed")
             self.notifier.watchdog()
-            self.wake_claims.wait(self.settings.queue_check_s)
-            self.wake_claims.clear()
+            self.pause()
+
+    def pause(self) -> None:
+        """The claim loop's wait: `queue_check_s` (or until the rate budget allows, when that is
+        sooner), ended early when woken (unless the budget allows nothing yet). It waits in
+        slices of at most a quarter of systemd's watchdog period and pings between them, so an
+        idle worker with a long `queue_check_s` is not taken for a hung one."""
+        start = time.monotonic()
+        with self._lock:
+            budget_until = self.budget_until
+        end = start + self.settings.queue_check_s
+        if budget_until > start:
+            end = min(end, budget_until)
+        slice_s = self.notifier.every_s / 2 if self.notifier.every_s else None
+        while not self.stopping.is_set():
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            woken = self.wake_claims.wait(left if slice_s is None else min(left, slice_s))
+            if woken:
+                self.wake_claims.clear()
+                with self._lock:
+                    budget_until = self.budget_until
+                if time.monotonic() >= budget_until:
+                    return
+                end = min(end, budget_until) if budget_until > start else end
+            self.notifier.watchdog()
 
     @staticmethod
     def _guarded(fn: Any, event: str) -> None:
