@@ -33,6 +33,7 @@ from tracker.estimate import (
     highest_token_id_from_files,
     parse_config,
 )
+from tracker.estimate.checkpoint import CensusCache, count_shards
 from tracker.ingest import PollReport, poll_all
 from tracker.preflight import (
     Preflight,
@@ -225,6 +226,8 @@ class Analyst:
         self._shards: dict[
             tuple[str, str, int | None, int], tuple[dict[str, int], int, frozenset[str]]
         ] = {}
+        # Shard censuses by content for the estimate and preflight (`count_shards`).
+        self._censuses: CensusCache = {}
 
     @classmethod
     def default(cls, settings: Settings) -> Analyst:
@@ -247,6 +250,11 @@ class Analyst:
         estimate under these settings when already known), preflight both, and the deltas."""
         stages = self.stages
         assert stages.diff is not None
+        if len(self._censuses) > 8192:
+            self._censuses.clear()
+        for snap in (before, after):  # the estimate and preflight read the censuses
+            if snap is not None:
+                count_shards(snap.headers, {e.path: e.identity for e in snap.tree}, self._censuses)
         changes = tuple(stages.diff(before, after))
         estimated = stages.estimate(after, estimate_settings)
         est_after = estimated[0]

@@ -212,6 +212,11 @@ class Settings(BaseSettings):
         default=None,
         description="When set, every read of the HTTP API (GET, OSV queries) needs this bearer token or a write token (several, comma-separated, during rotation); unset: reads are open.",
     )
+    api_memo_bytes: int = Field(
+        default=64 * 1024 * 1024,
+        ge=0,
+        description="The most bytes of rendered answers (advisory list, feeds, diffs) the HTTP API keeps in memory until the store changes; an answer over an eighth of it is rendered each time.",
+    )
     log_level: LogLevel = Field(
         default="WARNING", description="structlog level (the systemd units set INFO)."
     )

@@ -698,3 +698,156 @@ def test_a_store_that_cannot_say_its_generation_leaves_the_answer_to_the_routes(
     down = client.get("/v1/advisories")
     assert (down.status_code, down.headers["content-type"]) == (503, "application/problem+json")
     assert down.json()["type"] == "urn:tracker:problem:store-unavailable"
+
+
+def _no_change_polls(app: App, n: int = 3) -> None:
+    """What a polling daemon commits for repos that did not change: the poll recorded (its
+    counters, state and histogram), and the bench's raw counter bump."""
+    import sqlalchemy as sa
+
+    for _ in range(n):
+        app.store.record_poll(A, status=RepoStatus.OK, error=None, seconds=0.05)
+        with app.store.engine.begin() as conn:
+            conn.execute(sa.text("UPDATE ingestion_state SET polls = polls + 1"))
+
+
+def _kept_across_polls_then_changed(
+    client: TestClient, app: App, seeder: Seeder, reads: Any
+) -> None:
+    from tracker.domain import Diff
+    from tracker.store.analysis import StoredEstimate
+
+    urls = [
+        ("/v1/advisories", {"repo": A, "limit": 3, "order": "newest"}),
+        ("/v1/feeds/advisories.atom", {}),
+        (f"/v1/repos/{A}/feed.json", {}),
+        (f"/v1/repos/{A}/diff", {"from": "HEAD~1", "to": "main"}),
+    ]
+    first = [client.get(u, params=p) for u, p in urls]
+    assert [r.status_code for r in first] == [200] * 4
+    _no_change_polls(app)
+    mark = reads.n
+    again = [client.get(u, params=p) for u, p in urls]
+    assert [r.content for r in again] == [r.content for r in first]
+    assert reads.since(mark) == 0  # every answer still kept: nothing rendered, nothing read
+
+    def rendered_again() -> int:
+        mark = reads.n
+        for u, p in urls:
+            assert client.get(u, params=p).status_code == 200
+        _no_change_polls(app, 1)
+        n = reads.since(mark)
+        mark = reads.n
+        for u, p in urls:
+            client.get(u, params=p)
+        assert reads.since(mark) == 0  # kept again, polls or not
+        return n
+
+    new = seeder.add(A, published=T0 + timedelta(days=3))
+    assert client.get(*urls[0][:1], params=urls[0][1]).json()["items"][0]["id"] == new.id
+    assert rendered_again() > 0
+    adv = app.advisories.get(new.id)
+    with app.advisories.transaction() as tx:
+        tx.update(adv, state=AdvisoryState.FIXED, pending=[], withdrawn_by=None)
+    assert client.get(urls[0][0], params=urls[0][1]).json()["items"][0]["state"] == "fixed"
+    with app.advisories.transaction() as tx:
+        tx.update(adv, state=AdvisoryState.WITHDRAWN, pending=[], withdrawn_by=WithdrawnBy.REWRITE)
+    assert client.get(urls[0][0], params=urls[0][1]).json()["items"][0]["state"] == "withdrawn"
+    assert rendered_again() > 0
+    app.analysis.save(
+        Diff(A, sha(4), sha(5), ()), StoredEstimate(A, sha(5), None, "no estimate"), T0
+    )
+    assert rendered_again() > 0  # a new analysis: the feeds' fit entries read it again
+    app.store.store_revision(A, _commit(6, 5), [], {}, previous=sha(5))
+    diff = client.get(urls[3][0], params=urls[3][1]).json()
+    assert (diff["before"], diff["after"]) == (sha(5), sha(6))
+
+
+def test_a_no_change_poll_keeps_every_kept_answer(served: tuple[TestClient, App, Seeder]) -> None:
+    """Polls that find nothing new commit (ingestion_state's counters): the kept list, feeds
+    and diff are still served without a read; a new advisory, a fix, a withdrawal, a new
+    analysis and a new revision each still show on the very next request."""
+    client, app, seeder = served
+    reads = _Reads(app)
+    try:
+        _kept_across_polls_then_changed(client, app, seeder, reads)
+    finally:
+        reads.close()
+
+
+class _ReadsButGeneration(_Reads):
+    """`_Reads` without the generation's own query (PostgreSQL reads it through the engine)."""
+
+    def _count(self, *args: Any) -> None:
+        if "store_generations" not in str(args[2]):
+            self.n += 1
+
+
+@pytest.mark.postgres
+def test_a_no_change_poll_keeps_every_kept_answer_on_postgresql(
+    pg_database: Callable[[str], AbstractContextManager[str]], tmp_path: Path
+) -> None:
+    with pg_database("memo_polls") as url:
+        app = build(load_settings(state_dir=tmp_path / "state", database_url=url))
+        try:
+            app.store.ensure_repo(A, source_kind="hub", url=None, ref="main")
+            for n in range(1, 6):
+                app.store.store_revision(
+                    A, _commit(n, n - 1 if n > 1 else None), [], {},
+                    previous=sha(n - 1) if n > 1 else None,
+                )  # fmt: skip
+            app.store.record_poll(A, status=RepoStatus.OK, error=None, now=T0)
+            seeder = Seeder(app)
+            seeder.add(A, published=T0)
+            reads = _ReadsButGeneration(app)
+            try:
+                with TestClient(create_app(app)) as client:
+                    _kept_across_polls_then_changed(client, app, seeder, reads)
+            finally:
+                reads.close()
+        finally:
+            app.close()
+
+
+def test_one_render_per_key_while_many_ask(served: tuple[TestClient, App, Seeder]) -> None:
+    """Single flight: eight threads asking for the same stale key make one render."""
+    import threading
+    import time
+
+    from tracker.api.memo import Memo
+    from tracker.store.generation import StoreGeneration
+
+    _, app, _ = served
+    memo = Memo(StoreGeneration(app.store.engine))
+    started = threading.Barrier(8)
+    made: list[int] = []
+
+    def make() -> bytes:
+        made.append(1)
+        time.sleep(0.2)
+        return b"x" * 10
+
+    def ask() -> None:
+        started.wait()
+        assert memo.get_or_make("k", make) == b"x" * 10
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert (len(made), memo.renders) == (1, 1)
+
+
+def test_the_memo_is_bounded_in_bytes(served: tuple[TestClient, App, Seeder]) -> None:
+    from tracker.api.memo import Memo
+    from tracker.store.generation import StoreGeneration
+
+    _, app, _ = served
+    memo = Memo(StoreGeneration(app.store.engine), max_bytes=8000)
+    for i in range(10):
+        memo.get_or_make(i, lambda: b"y" * 900)
+    assert memo.kept_bytes == 8 * 900  # the two oldest went
+    assert [memo.holds(i) for i in range(10)] == [False] * 2 + [True] * 8
+    memo.get_or_make("huge", lambda: b"z" * 1001)  # over an eighth: not kept
+    assert (memo.holds("huge"), memo.kept_bytes) == (False, 8 * 900)

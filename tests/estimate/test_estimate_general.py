@@ -172,6 +172,8 @@ NATIVE_DEFAULTS = (
     ("qwen2_moe", "Qwen2MoeForCausalLM"),
     ("deepseek_v2", "DeepseekV2ForCausalLM"),
     ("stablelm", "StableLmForCausalLM"),
+    ("mamba", "MambaForCausalLM"),
+    ("falcon_mamba", "FalconMambaForCausalLM"),
 )
 
 
@@ -531,3 +533,38 @@ def test_custom_code_under_another_types_semantics_is_derived_until_a_census_che
     assert not estimate(k3, _census_of(k3, 1.05)).verification.vouched
     # custom code of a type transformers builds natively is checked against it (oracle test)
     assert estimate(load("deepseek-ai__DeepSeek-V3")).verification.status.value == "verified"
+
+
+@pytest.mark.parametrize(
+    ("changes", "total"),
+    [
+        # transformers 5.24.0's meta-device counts of MambaForCausalLM (meta_count)
+        ({}, 159_308_544),
+        (
+            {"hidden_size": 2560, "num_hidden_layers": 64, "intermediate_size": 5120}
+            | {"tie_word_embeddings": False, "use_bias": True, "time_step_rank": 160},
+            2_897_881_600,
+        ),
+    ],
+)
+def test_pure_mamba_is_read_exactly(changes: dict[str, Any], total: int) -> None:
+    # Was exit 2: "config lacks num_attention_heads / n_head / num_heads / n_heads".
+    config = _default_config("mamba", "MambaForCausalLM") | changes
+    est = estimate(config)
+    assert est.params.total == total
+    assert est.verification.status is VerificationStatus.VERIFIED
+    assert set(est.params.by_component) == {"embeddings", "ssm", "norms"} | (
+        {"head"} if changes else set()
+    )
+    # no KV cache: each layer keeps its fixed fp32 scan state and bf16 conv window
+    d_inner, state, kernel = config["intermediate_size"], config["state_size"], 4
+    per_layer = d_inner * state * 4 + d_inner * (kernel - 1) * 2
+    assert est.memory.kv_cache == round(config["num_hidden_layers"] * per_layer / 1e9, 3)
+
+
+def test_attention_heads_alias_of_xglm_is_read() -> None:
+    # Was exit 2 (no num_attention_heads). XGLM's sinusoidal positions and scaled embeddings have
+    # no reader: the estimate is shown, unverified, with scale_embedding named.
+    v = estimate(_default_config("xglm", "XGLMForCausalLM")).verification
+    assert v.status is VerificationStatus.UNVERIFIED
+    assert v.unknown_keys == ("scale_embedding",)

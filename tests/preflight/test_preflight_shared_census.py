@@ -83,3 +83,29 @@ def test_the_estimate_and_the_preflight_of_a_revision_walk_each_shard_once(
     assert result.capacity.params == 2 * 351
     assert result.capacity.params_by_dtype == {"BF16": 38, "I32": 640, "U8": 24}
     assert len(walked) == 2  # preflight read the census the estimate left
+
+
+def test_a_shard_content_seen_in_an_earlier_revision_is_not_walked_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    walked: list[str] = []
+    real = checkpoint.shard_census
+
+    def counting(header: SafetensorsHeader) -> checkpoint.ShardCensus:
+        walked.append(next(iter(header.tensors)))
+        return real(header)
+
+    monkeypatch.setattr(checkpoint, "shard_census", counting)
+    cache: checkpoint.CensusCache = {}
+    first = {"a.safetensors": _header(), "b.safetensors": _header()}
+    checkpoint.count_shards(first, {"a.safetensors": "oid-a", "b.safetensors": "oid-b"}, cache)
+    assert len(walked) == 2 and len(cache) == 2
+    # the next revision, read afresh: a kept, b re-uploaded, c without an identity
+    second = {"a.safetensors": _header(), "b.safetensors": _header(), "c.safetensors": _header()}
+    checkpoint.count_shards(second, {"a.safetensors": "oid-a", "b.safetensors": "oid-b2"}, cache)
+    assert len(walked) == 3 and len(cache) == 3
+    assert second["a.safetensors"].census is first["a.safetensors"].census
+    assert second["b.safetensors"].census is not first["b.safetensors"].census
+    ck = compare(second, 1000, layers=2, bits=4)
+    assert ck is not None and ck.params == 3 * 341
+    assert len(walked) == 4  # c, walked when the estimate read it

@@ -19,7 +19,6 @@ must not hand an authorised answer to anyone) and `Vary: Authorization` is added
 from __future__ import annotations
 
 import base64
-import functools
 import hashlib
 import json
 from collections.abc import Mapping
@@ -39,10 +38,9 @@ NOT_MODIFIED: dict[int | str, dict[str, Any]] = {
 """The `responses=` entry every cached GET route declares."""
 
 
-@functools.lru_cache(maxsize=256)
 def etag_of(body: bytes) -> str:
-    """The strong entity tag of `body` (quoted). Remembered for the last 256 bodies: a body kept
-    by `tracker.api.memo` is the same object each time, so its tag costs a lookup, not a hash."""
+    """The strong entity tag of `body` (quoted). Not remembered here (that would pin the bodies):
+    a `Kept` answer carries its tag."""
     digest = hashlib.sha256(body).digest()
     return '"' + base64.urlsafe_b64encode(digest).decode().rstrip("=") + '"'
 

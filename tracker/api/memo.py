@@ -5,15 +5,19 @@ generation (`tracker.store.generation`) and the watchlist file are the ones it w
 
 Keyed by the request: scheme, `Host`, root path, path and the raw query (cursor included), so
 anything an answer is built from (absolute links, the next page's `Link`) is in its key; bounded
-(least recently used out). The bytes are the ones a fresh render makes, so ETags, 304s and
+by entries and by bytes (`api_memo_bytes`, least recently used out; an answer over an eighth of
+it is not kept); one render per key at a time (the others wait for it).
+
+The generation moves only when what these answers are made from is committed (advisories;
+revisions, their files, analysis and estimates; the ref's cursor): a no-change poll keeps them. The bytes are the ones a fresh render makes, so ETags, 304s and
 `Cache-Control` are unchanged.
 
 `MemoHits`, an ASGI middleware in front of the routes, answers a `GET` whose kept answer is still
 current without entering FastAPI's routing, validation or thread pool: for a request something
 is kept for (no other request reads anything here; a store that cannot be read leaves the
 answer to the route, a 503 problem), it checks the generation
-(SQLite: one `PRAGMA data_version` on the event loop, microseconds; PostgreSQL: a query, run in
-the thread pool), then the read token exactly as the routes do (`tracker.api.auth.read_allowed`;
+(SQLite: one `PRAGMA data_version` on the event loop, microseconds, and the two domain counters
+when it moved; PostgreSQL: the counters, a query run in the thread pool), then the read token exactly as the routes do (`tracker.api.auth.read_allowed`;
 a request that may not read goes on to the route, which answers the 401), then `If-None-Match`.
 Everything else (a miss, a stale answer, another method) goes on to the route, which renders and
 keeps its answer.
@@ -37,28 +41,56 @@ from tracker.api.caching import Kept
 from tracker.store.generation import StoreGeneration
 
 SIZE = 256
+MAX_BYTES = 64 * 1024 * 1024
 T = TypeVar("T")
 Stamp = tuple[str, tuple[int, int, int] | None]
 
 
+def _size(value: Any) -> int:
+    """The bytes a kept value holds (a `Kept` answer's body and headers, or bytes)."""
+    if isinstance(value, Kept):
+        heads = sum(len(k) + len(v) for k, v in value.ok_headers + value.not_modified_headers)
+        return len(value.body) + heads
+    if isinstance(value, bytes):
+        return len(value)
+    return 0
+
+
 class Memo:
-    """At most `size` rendered answers (immutable values: `Kept` answers, bytes, tuples), each
-    with the stamp it was made at: the store's generation and the watchlist file's
-    (mtime, size, inode), since feeds classify fit moves by the watchlist's overrides."""
+    """At most `size` rendered answers and at most `max_bytes` bytes of them (least recently
+    used out; an answer over an eighth of `max_bytes` is never kept), each with the stamp it was
+    made at: the store's generation and the watchlist file's (mtime, size, inode), since feeds
+    classify fit moves by the watchlist's overrides.
+
+    Single flight: while one request renders a key, the others asking for it wait for that
+    render instead of each making their own (after a change, N concurrent requests make one
+    render, not N)."""
 
     def __init__(
-        self, generation: StoreGeneration, size: int = SIZE, watchlist: Path | None = None
+        self,
+        generation: StoreGeneration,
+        size: int = SIZE,
+        watchlist: Path | None = None,
+        max_bytes: int = MAX_BYTES,
     ) -> None:
         self.generation = generation
         self.size = size
+        self.max_bytes = max_bytes
         self.watchlist = watchlist
-        self._items: OrderedDict[Hashable, tuple[Stamp, Any]] = OrderedDict()
+        self.renders = 0  # how many times `make` ran
+        self._bytes = 0
+        self._items: OrderedDict[Hashable, tuple[Stamp, Any, int]] = OrderedDict()
         self._lock = threading.Lock()
+        self._flights: dict[Hashable, tuple[threading.Lock, list[int]]] = {}
 
     @property
     def blocking(self) -> bool:
         """Whether `stamp()` waits on the network (PostgreSQL): then not on the event loop."""
         return not self.generation.local
+
+    @property
+    def kept_bytes(self) -> int:
+        return self._bytes
 
     def stamp(self) -> Stamp:
         """What the kept answers depend on, now."""
@@ -84,20 +116,48 @@ class Memo:
             self._items.move_to_end(key)
             return kept[1]
 
+    def _put(self, key: Hashable, now: Stamp, value: Any) -> None:
+        size = _size(value)
+        with self._lock:
+            old = self._items.pop(key, None)
+            if old is not None:
+                self._bytes -= old[2]
+            if size > self.max_bytes // 8:
+                return  # a huge answer is rendered each time rather than pinned here
+            self._items[key] = (now, value, size)
+            self._bytes += size
+            while len(self._items) > self.size or self._bytes > self.max_bytes:
+                _, (_, _, gone) = self._items.popitem(last=False)
+                self._bytes -= gone
+
     def get_or_make(self, key: Hashable, make: Callable[[], T]) -> T:
         """The value kept for `key` if nothing changed since, else `make()`'s (kept). The stamp
-        is read before `make` runs: a change during it is seen next time."""
-        now = self.stamp()
-        kept = self.peek(key, now)
+        is read before `make` runs: a change during it is seen next time. One `make` per key at
+        a time: a request that finds one running waits for it and takes its value if still
+        current."""
+        kept = self.peek(key, self.stamp())
         if kept is not None:
             return cast(T, kept)
-        value = make()
         with self._lock:
-            self._items[key] = (now, value)
-            self._items.move_to_end(key)
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
-        return value
+            flight = self._flights.get(key)
+            if flight is None:
+                flight = self._flights[key] = (threading.Lock(), [0])
+            flight[1][0] += 1
+        try:
+            with flight[0]:
+                now = self.stamp()
+                kept = self.peek(key, now)
+                if kept is not None:
+                    return cast(T, kept)
+                value = make()
+                self.renders += 1
+                self._put(key, now, value)
+                return value
+        finally:
+            with self._lock:
+                flight[1][0] -= 1
+                if flight[1][0] == 0:
+                    del self._flights[key]
 
 
 def memo_of(request: Request) -> Memo:
@@ -106,7 +166,11 @@ def memo_of(request: Request) -> Memo:
     memo: Memo | None = getattr(state, "memo", None)
     if memo is None:
         app = state.app
-        memo = Memo(StoreGeneration(app.store.engine), watchlist=Path(app.settings.watchlist))
+        memo = Memo(
+            StoreGeneration(app.store.engine),
+            watchlist=Path(app.settings.watchlist),
+            max_bytes=app.settings.api_memo_bytes,
+        )
         state.memo = memo
     return memo
 

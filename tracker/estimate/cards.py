@@ -107,10 +107,8 @@ def fit(
     else:
         batch = max(0, math.floor((budget - fixed) / per_sample)) if fixed < budget else 0
     batch = min(batch, 1_000_000)
-    if setup == "serve":
-        shards = m.serve_shards
-    else:
-        shards = m.shards if s.sharding != "none" else 1
+    training = m.shards if s.sharding != "none" else 1
+    shards = m.serve_shards if setup == "serve" else training
     if batch >= 1:
         borderline = (fixed + per_sample) * s.borderline_factor > card.vram_gb * GB
         return Fit(batch, borderline, None, shards=shards)

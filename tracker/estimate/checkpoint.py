@@ -17,7 +17,7 @@ The census (elements per dtype) and bytes cover every tensor.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -203,3 +203,28 @@ def shard_census(header: SafetensorsHeader) -> ShardCensus:
         key = (kind, dtype, layer, pack)
         groups[key] = groups.get(key, 0) + n
     return ShardCensus(dtypes=dtypes, bytes=total, groups=groups)
+
+
+CensusCache = MutableMapping[tuple[str, str], ShardCensus]
+"""Shard censuses by (path, content identity): what `count_shards` keeps across revisions."""
+
+
+def count_shards(
+    headers: Mapping[str, SafetensorsHeader],
+    identity: Mapping[str, str],
+    cache: CensusCache,
+) -> None:
+    """Give each of a revision's shard headers its census before the revision is analysed: a
+    shard whose content (`identity`: path → blob id / LFS oid) an earlier revision had keeps
+    that census (no walk), any other is walked now and kept. The estimate's `compare` and
+    preflight's capacity then read `header.census` without walking (a revision that keeps its
+    163 shards walks none)."""
+    for path, header in headers.items():
+        key = (path, identity.get(path, ""))
+        if not key[1]:
+            continue
+        known = cache.get(key)
+        if known is None:
+            cache[key] = header.census
+        elif "census" not in header.__dict__:
+            object.__setattr__(header, "census", known)  # the cached_property's own slot

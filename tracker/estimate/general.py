@@ -22,7 +22,7 @@ from tracker.estimate.traits import Traits
 
 HIDDEN = ("hidden_size", "n_embd", "d_model", "n_embed", "dim", "model_dim")
 LAYERS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
-HEADS = ("num_attention_heads", "n_head", "num_heads", "n_heads")
+HEADS = ("num_attention_heads", "n_head", "num_heads", "n_heads", "attention_heads")  # xglm
 KV_HEADS = ("num_key_value_heads", "n_head_kv", "num_kv_heads", "n_kv_heads")
 HEAD_DIM = ("head_dim", "kv_channels", "d_kv", "attention_head_dim")
 INTERMEDIATE = ("intermediate_size", "ffn_hidden_size", "n_inner", "d_ff", "ffn_dim")
@@ -126,7 +126,10 @@ def gated_mlp(c: ConfigView, tr: Traits, norm: str) -> bool:
 def read_decoder(c: ConfigView, tr: Traits, n: Notes) -> Dec:
     """The `Dec` description of a decoder-only config (see the module docstring)."""
     h = c.int(*HIDDEN)
-    heads = c.int(*HEADS)
+    # A pure Mamba (v1) model (MambaConfig / FalconMambaConfig): no attention, no MLP, one RMSNorm
+    # and one selective-scan mixer per layer, sized by `state_size` and `time_step_rank`.
+    pure_ssm = c.first_key(*HEADS) is None and c.has("state_size") and c.has("time_step_rank")
+    heads = c.int(*HEADS, default=1 if pure_ssm else None)
     layers = layer_count(c)
     kv = _kv_heads(c, heads)
     if heads % kv:
@@ -174,6 +177,9 @@ def read_decoder(c: ConfigView, tr: Traits, n: Notes) -> Dec:
     if tr.task_heads:
         d.task_head = task_head_params(c, h, vocab)
     _mixers(c, d, n)
+    if pure_ssm:
+        _pure_mamba(c, d)
+        return d
     _moe(c, tr, d, n)
     _layer_kinds(c, tr, d, n)
     _per_kind_attention(c, tr, d)
@@ -190,6 +196,30 @@ def read_decoder(c: ConfigView, tr: Traits, n: Notes) -> Dec:
             "checkpoint but transformers does not build them: not counted",
         )
     return d
+
+
+def _pure_mamba(c: ConfigView, d: Dec) -> None:
+    """Every layer a Mamba (v1) mixer with its pre-norm, no FFN; d_inner is `intermediate_size`
+    (MambaConfig sets it to expand × hidden), Δ rank `time_step_rank` ("auto": ⌈hidden / 16⌉)."""
+    from tracker.estimate.mixers import Mamba1  # loaded only when used
+
+    h = d.hidden
+    rank = c.raw("time_step_rank", "auto")
+    expand = c.int("expand", default=2)
+    d.ssm = Mamba1(
+        d_inner=c.int("intermediate_size", default=expand * h),
+        state=c.int("state_size"),
+        conv_kernel=c.int("conv_kernel", default=4),
+        dt_rank=-(-h // 16) if rank == "auto" else c.int("time_step_rank"),
+        bias=c.bool("use_bias", False),
+        conv_bias=c.bool("use_conv_bias", True),
+    )
+    d.layer_kind = lambda i: "mamba"
+    d.ffn_kind = lambda i: "none"
+    d.window = None
+    d.norm_params = 0  # MambaRMSNorm (its epsilon is named layer_norm_epsilon)
+    c.mark("time_step_scale", "time_step_init_scheme", "use_mambapy", "use_associative_scan")
+    c.mark("mixer_rms_eps", "layer_norm_epsilon")
 
 
 def task_head_params(c: ConfigView, h: int, v: int) -> int:

@@ -187,6 +187,10 @@ TRAITS: dict[str, Traits] = {
     # Nemotron-H: RMSNorm (its config names the epsilon layer_norm_epsilon), squared-ReLU MLP with
     # two matrices, one mixer (Mamba2, attention, MLP or MoE) and one norm per layer.
     "nemotron_h": Traits(norm="rms", gated=False, one_norm_per_mixer=True),
+    # Mamba / Falcon-Mamba (pure SSM, general.py `_pure_mamba`): RMSNorm despite the
+    # `layer_norm_epsilon` key, head tied unless the config says otherwise (MambaConfig default).
+    "mamba": Traits(tie=True, norm="rms"),
+    "falcon_mamba": Traits(tie=True, norm="rms"),
     # BERT: post-norm LayerNorm layers (a norm after the embeddings, none at the end), biases on
     # every linear, a GELU two-matrix MLP, learned positions, token-type embeddings, and task
     # heads by architecture name (MLM transform, pooler).

@@ -1,32 +1,57 @@
-"""The store's generation: a value that changes whenever anything is committed to the store, read
-in microseconds, so a reader can keep what it rendered until it changes (`tracker.api.memo`).
+"""The store's generation: a value that changes whenever something a rendered answer of the HTTP
+API is made from is committed, read in microseconds, so a reader can keep what it rendered until
+it changes (`tracker.api.memo`).
 
-- SQLite: `PRAGMA data_version` on one dedicated connection, which never writes: it changes
-  whenever any other connection (another process, or another connection of this one) commits.
-- PostgreSQL: the current snapshot (`pg_current_snapshot()`: xmin, xmax and the transactions in
-  progress): any write transaction that starts or ends changes it, so a commit made after a
-  value was read always changes it (conservative: a write anywhere in the cluster counts).
-Never a false "unchanged": a writer that commits after `current()` was read makes the next
-`current()` differ.
+It is the domain counters of `store_generations` (migration 0012): triggers bump `advisories`
+or `revisions` in the very transaction that writes those tables, so a no-change poll (which
+commits only ingestion_state's poll counters, the schedule, the workers, the rate budget) moves
+neither and the kept answers stay current.
+
+- SQLite: `PRAGMA data_version` on one dedicated connection, which never writes, is the fast
+  path: it changes whenever any other connection commits; unchanged, the counters read last are
+  still the counters; changed, they are read again (one indexed read of two rows).
+- PostgreSQL: the counters, one query (READ COMMITTED: a writer's bump is seen exactly when its
+  rows are).
+Never a false "unchanged": a writer that commits a change after `current()` was read makes the
+next `current()` differ.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import threading
+from collections.abc import Sequence
+from typing import Any
 
 import sqlalchemy as sa
+from sqlmodel import Field
 
 from tracker.errors import StoreError
+from tracker.store.base import StoreModel
+
+
+class StoreGenerationRow(StoreModel, table=True):
+    __tablename__ = "store_generations"
+
+    domain: str = Field(sa_column=sa.Column(sa.String(32), primary_key=True))
+    n: int = Field(
+        default=0, sa_column=sa.Column(sa.BigInteger, nullable=False, server_default="0")
+    )
+
+
+GENERATION_TABLES = ("store_generations",)
+_COUNTERS = "SELECT domain, n FROM store_generations ORDER BY domain"
 
 
 class StoreGeneration:
-    """`current()`: an opaque value that changes whenever the store's contents may have."""
+    """`current()`: an opaque value that changes whenever the store's rendered contents may have."""
 
     def __init__(self, engine: sa.Engine) -> None:
         self.engine = engine
         self._lock = threading.Lock()
         self._sqlite: sqlite3.Connection | None = None
+        self._last: tuple[int, str] | None = None  # SQLite: (data_version, counters) read last
+        self.counter_reads = 0  # how often the counters were read (the fast path missed)
         url = engine.url
         self._path = url.database if url.get_backend_name() == "sqlite" else None
 
@@ -41,14 +66,21 @@ class StoreGeneration:
         try:
             if self._path is None:
                 with self.engine.connect() as conn:
-                    query = sa.text("SELECT pg_current_snapshot()::text")
-                    return str(conn.execute(query).scalar_one())
+                    rows = conn.execute(sa.text(_COUNTERS)).all()
+                self.counter_reads += 1
+                return _text(rows)
             with self._lock:
                 if self._sqlite is None:
                     self._sqlite = sqlite3.connect(
                         self._path, check_same_thread=False, isolation_level=None
                     )
-                return str(self._sqlite.execute("PRAGMA data_version").fetchone()[0])
+                version = int(self._sqlite.execute("PRAGMA data_version").fetchone()[0])
+                if self._last is not None and self._last[0] == version:
+                    return self._last[1]
+                counters = _text(self._sqlite.execute(_COUNTERS).fetchall())
+                self.counter_reads += 1
+                self._last = (version, counters)
+                return counters
         except (sqlite3.Error, sa.exc.SQLAlchemyError) as exc:
             raise StoreError(f"store generation: {exc}") from exc
 
@@ -57,3 +89,14 @@ class StoreGeneration:
             if self._sqlite is not None:
                 self._sqlite.close()
                 self._sqlite = None
+            self._last = None
+
+
+def _text(rows: Sequence[Any]) -> str:
+    text = ",".join(f"{d}={n}" for d, n in rows)
+    if not text:
+        raise StoreError("store generation: store_generations is empty (run tracker migrate)")
+    return text
+
+
+__all__ = ["GENERATION_TABLES", "StoreGeneration", "StoreGenerationRow"]

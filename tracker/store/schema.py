@@ -9,6 +9,7 @@ from __future__ import annotations
 from tracker.store.advisories.tables import ADVISORY_TABLES
 from tracker.store.analysis import ANALYSIS_TABLES
 from tracker.store.base import METADATA
+from tracker.store.generation import GENERATION_TABLES
 from tracker.store.preflight import PREFLIGHT_TABLES
 from tracker.store.tables import SNAPSHOT_TABLES
 from tracker.store.webhooks.tables import WEBHOOK_TABLES
@@ -21,6 +22,7 @@ ALL_TABLES: tuple[str, ...] = (
     + PREFLIGHT_TABLES
     + WEBHOOK_TABLES
     + WORKER_TABLES
+    + GENERATION_TABLES
 )
 """Every table of the store (all in `METADATA`; `METADATA.sorted_tables` orders them by dependency)."""
 
