@@ -174,6 +174,7 @@ NATIVE_DEFAULTS = (
     ("stablelm", "StableLmForCausalLM"),
     ("mamba", "MambaForCausalLM"),
     ("falcon_mamba", "FalconMambaForCausalLM"),
+    ("mamba2", "Mamba2ForCausalLM"),
 )
 
 
@@ -569,6 +570,28 @@ def test_pure_mamba_is_read_exactly(changes: dict[str, Any], total: int) -> None
     d_inner, state, kernel = config["intermediate_size"], config["state_size"], 4
     per_layer = d_inner * state * 4 + d_inner * (kernel - 1) * 2
     assert est.memory.kv_cache == round(config["num_hidden_layers"] * per_layer / 1e9, 3)
+
+
+@pytest.mark.parametrize(
+    ("changes", "total"),
+    [
+        # transformers 5.24.0's meta-device counts of Mamba2ForCausalLM (meta_count)
+        ({}, 7_285_403_648),
+        (
+            {"hidden_size": 768, "num_heads": 24, "head_dim": 64, "n_groups": 1}
+            | {"num_hidden_layers": 24, "vocab_size": 50288}
+            | {"tie_word_embeddings": True, "use_bias": True},
+            129_088_512,
+        ),
+    ],
+)
+def test_pure_mamba2_is_read_exactly(changes: dict[str, Any], total: int) -> None:
+    # Was 21,744,328,704 (num_heads read as attention heads beside an MLP), unverified.
+    est = estimate(_default_config("mamba2", "Mamba2ForCausalLM") | changes)
+    assert est.params.total == total
+    assert est.verification.status is VerificationStatus.VERIFIED
+    assert "attention" not in est.params.by_component
+    assert "dense_mlp" not in est.params.by_component
 
 
 def test_attention_heads_alias_of_xglm_is_read() -> None:
