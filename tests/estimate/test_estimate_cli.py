@@ -159,3 +159,38 @@ def test_set_feeds_any_estimate_setting_validated_as_the_watchlist_block() -> No
         "defaults + flags --set lora_base=nf4, --set sharding=zero3, --set shards=8, "
         f"--set extra_cards={card}"
     )
+
+
+def test_watchlist_settings_of_a_watched_repo_apply_to_a_local_config(tmp_path: Path) -> None:
+    import os
+
+    watchlist = tmp_path / "watchlist.yaml"
+    watchlist.write_text(
+        "defaults:\n  estimate:\n    serve_seq_len: 8192\n"
+        "repos:\n  - id: acme/llama-like\n    estimate:\n      sharding: zero3\n"
+        "      shards: 8\n      extra_cards:\n        - {name: B200 180 GB, vram_gb: 180}\n"
+    )
+    env = dict(os.environ, TRACKER_WATCHLIST=str(watchlist), TRACKER_STATE_DIR=str(tmp_path))
+    llama = str(CONFIGS / "meta-llama__Llama-2-7b-hf.json")
+
+    def tracker(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-c", "from tracker.cli import main; main()", "estimate"]
+        return subprocess.run(
+            [*command, llama, *args], capture_output=True, text=True, env=env, check=False
+        )
+
+    out = tracker("--json", "--watchlist-settings", "acme/llama-like", "--set", "lora_base=nf4")
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout)
+    assert r["memory_gb"]["serve_tokens"] == 8192  # the watchlist's defaults
+    assert (r["settings"]["sharding"], r["settings"]["shards"]) == ("zero3", 8)  # its entry
+    assert r["cards"][-1]["name"] == "B200 180 GB"
+    assert r["memory_gb"]["full_finetune"] == 30.993 and r["memory_gb"]["lora"] == 13.818
+    assert r["source"]["settings_from"] == (
+        f"defaults + {watchlist} estimate: of acme/llama-like + flags --set lora_base=nf4"
+    )
+    other = tracker("--watchlist-settings", "acme/other")
+    assert other.returncode == 2
+    assert other.stderr == (
+        f"error: --watchlist-settings acme/other: {watchlist} does not watch it\n"
+    )

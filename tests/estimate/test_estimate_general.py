@@ -174,6 +174,7 @@ NATIVE_DEFAULTS = (
     ("stablelm", "StableLmForCausalLM"),
     ("mamba", "MambaForCausalLM"),
     ("falcon_mamba", "FalconMambaForCausalLM"),
+    ("mamba2", "Mamba2ForCausalLM"),
 )
 
 
@@ -470,12 +471,22 @@ def _default_config(model_type: str, arch: str) -> dict[str, Any]:
     return data | {"architectures": [arch]}
 
 
+def test_glmasr_tower_with_grouped_kv_heads_is_exact() -> None:
+    # transformers 5.24.0's meta-device count of this variant (4 of 10 k/v heads, 6 layers)
+    config = _default_config("glmasr", "GlmAsrForConditionalGeneration")
+    config["audio_config"] |= {"num_key_value_heads": 4, "num_hidden_layers": 6}
+    config["audio_config"] |= {"hidden_size": 640, "num_attention_heads": 10}
+    config["audio_config"] |= {"intermediate_size": 2560}
+    assert estimate(config).params.total == 1_518_998_784
+
+
 @pytest.mark.parametrize(
     ("model_type", "arch", "total", "tower"),
     [
         # transformers 5.24.0's meta-device counts of the default configs (meta_count)
         ("voxtral", "VoxtralForConditionalGeneration", 4_676_271_104, "audio_tower"),
         ("qwen2_audio", "Qwen2AudioForConditionalGeneration", 12_692_062_208, "audio_tower"),
+        ("glmasr", "GlmAsrForConditionalGeneration", 2_136_470_528, "audio_tower"),
         # root tie_word_embeddings wins over text_config's; the aligner is two biased linears
         ("deepseek_vl", "DeepseekVLForConditionalGeneration", 6_720_158_976, "vision_tower"),
     ],
@@ -492,8 +503,7 @@ def test_whisper_audio_towers_and_projectors_are_counted_exactly(
 @pytest.mark.parametrize(
     ("model_type", "arch", "encoder"),
     [
-        # meta-device counts 2,136,470,528 / 2,039,626,880 / 1,638,453,760: the tower is missing
-        ("glmasr", "GlmAsrForConditionalGeneration", "glmasr_encoder"),
+        # meta-device counts 2,039,626,880 / 1,638,453,760: the tower is missing
         ("qwen3_asr", "Qwen3ASRForConditionalGeneration", "qwen3_asr_encoder"),
         ("omniasr", "OmniASRForConditionalGeneration", "omniasr_audio"),
     ],
@@ -560,6 +570,28 @@ def test_pure_mamba_is_read_exactly(changes: dict[str, Any], total: int) -> None
     d_inner, state, kernel = config["intermediate_size"], config["state_size"], 4
     per_layer = d_inner * state * 4 + d_inner * (kernel - 1) * 2
     assert est.memory.kv_cache == round(config["num_hidden_layers"] * per_layer / 1e9, 3)
+
+
+@pytest.mark.parametrize(
+    ("changes", "total"),
+    [
+        # transformers 5.24.0's meta-device counts of Mamba2ForCausalLM (meta_count)
+        ({}, 7_285_403_648),
+        (
+            {"hidden_size": 768, "num_heads": 24, "head_dim": 64, "n_groups": 1}
+            | {"num_hidden_layers": 24, "vocab_size": 50288}
+            | {"tie_word_embeddings": True, "use_bias": True},
+            129_088_512,
+        ),
+    ],
+)
+def test_pure_mamba2_is_read_exactly(changes: dict[str, Any], total: int) -> None:
+    # Was 21,744,328,704 (num_heads read as attention heads beside an MLP), unverified.
+    est = estimate(_default_config("mamba2", "Mamba2ForCausalLM") | changes)
+    assert est.params.total == total
+    assert est.verification.status is VerificationStatus.VERIFIED
+    assert "attention" not in est.params.by_component
+    assert "dense_mlp" not in est.params.by_component
 
 
 def test_attention_heads_alias_of_xglm_is_read() -> None:

@@ -81,3 +81,34 @@ def test_unverified_estimate_names_unknown_keys_and_no_advisory_gives_a_fit_verd
             assert after["verification"]["status"] == "unverified"
         finally:
             app.close()
+
+
+NEMOTRON_SUPER = (
+    Path(__file__).resolve().parents[3]
+    / "shared/corpus/models/nvidia__NVIDIA-Nemotron-3-Super-120B-A12B-FP8/config.json"
+)
+
+
+@pytest.mark.replica
+def test_a_config_with_infinity_is_estimated_by_the_pipeline(tmp_path: Path) -> None:
+    # The corpus's own config.json: "time_step_limit": [0.0, Infinity], as transformers reads it.
+    data = NEMOTRON_SUPER.read_bytes()
+    assert b"Infinity" in data
+    repo = init_repo(tmp_path / "hub", "acme/nemotron-super")
+    commit(repo, {"config.json": data}, "upload", date=datetime(2025, 6, 1, tzinfo=UTC))
+    watchlist = tmp_path / "watchlist.yaml"
+    watchlist.write_text("repos:\n  - id: acme/nemotron-super\n")
+    with Replica(tmp_path / "hub") as hub:
+        settings = load_settings(
+            state_dir=tmp_path / "state", watchlist=watchlist, hf_endpoint=hub.url
+        )
+        app = build(settings)
+        try:
+            (cycle,) = app.pipeline.run_cycle().repos
+            assert cycle.error is None and len(cycle.analysed) == 1
+            stored = app.analysis.estimate(RepoId("acme/nemotron-super"), cycle.analysed[0].sha)
+            assert stored is not None and stored.estimate is not None, stored
+            # transformers 5.24.0's meta-device count of NemotronHForCausalLM for this config
+            assert stored.estimate.params.total == 120_668_687_360
+        finally:
+            app.close()

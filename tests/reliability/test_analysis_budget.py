@@ -109,6 +109,9 @@ def test_a_revision_over_the_memory_budget_is_recorded_and_the_rest_goes_on(
                 assert [r["could_not_analyse"] for r in page["items"]] == [
                     None, by_sha[bomb]["could_not_analyse"],
                 ]  # fmt: skip
+                metrics = client.get("/metrics").text
+                assert 'tracker_revisions_could_not_analyse{repo="acme/hostile"} 1.0' in metrics
+                assert 'tracker_revisions_could_not_analyse{repo="acme/plain"} 0.0' in metrics
         finally:
             app.close()
 

@@ -171,6 +171,11 @@ def _store_metrics(c: OpsCounts) -> Iterator[Metric]:
         "Ingested revisions of each repo not analysed yet.",
         labels=["repo"],
     )
+    overrun = GaugeMetricFamily(
+        "tracker_revisions_could_not_analyse",
+        "Revisions of each repo whose analysis overran its budget (counted as pending too).",
+        labels=["repo"],
+    )
     consecutive = GaugeMetricFamily(
         "tracker_repo_consecutive_failures",
         "Failures of each repo since its last ok poll.",
@@ -186,10 +191,11 @@ def _store_metrics(c: OpsCounts) -> Iterator[Metric]:
         ingest.add_metric([r.repo_id], buckets, r.ingest_sum)
         revisions.add_metric([r.repo_id], r.revisions)
         pending.add_metric([r.repo_id], r.pending_analysis)
+        overrun.add_metric([r.repo_id], r.could_not_analyse)
         consecutive.add_metric([r.repo_id], r.consecutive_failures)
         for s in RepoStatus:
             state.add_metric([r.repo_id, s.value], 1 if r.state == s.value else 0)
-    yield from (polls, failures, ingest, revisions, pending, consecutive, state)
+    yield from (polls, failures, ingest, revisions, pending, overrun, consecutive, state)
 
     advisories = GaugeMetricFamily(
         "tracker_advisories", "Advisories in the store.", labels=["severity", "state"]

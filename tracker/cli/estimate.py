@@ -44,6 +44,13 @@ def register(app: typer.Typer) -> None:
                 "VALUE as JSON, else a string), e.g. --set sharding=zero3 --set shards=8",
             ),
         ] = None,
+        watchlist_settings: Annotated[
+            str | None,
+            typer.Option(
+                "--watchlist-settings",
+                help="ORG/NAME: a local CONFIG under the watchlist's estimate: for that repo",
+            ),
+        ] = None,
     ) -> None:
         """Estimate parameters, memory, card fit, cost, structure and findings of a config.
 
@@ -64,4 +71,6 @@ def register(app: typer.Typer) -> None:
         }
         values: dict[str, object] = {k: v for k, v in given.items() if v is not None}
         values.update(estimating.setting(text) for text in set_ or [])
+        if watchlist_settings is not None:
+            values[estimating.WATCHLIST_SETTINGS] = watchlist_settings
         estimating.run(target, as_json=as_json, no_headers=no_headers, hub=hub, values=values)

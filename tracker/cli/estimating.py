@@ -32,7 +32,7 @@ MAX_SHARDS = 512
 USAGE = (
     "usage: tracker estimate [--json] [--hub] [--no-headers] [--train-seq-len N] "
     "[--serve-seq-len N] [--lora-rank N] [--cost-samples N] [--cost-seq-len N] [--cost-epochs N] "
-    "[--set KEY=VALUE]... CONFIG.json|ORG/NAME[@REV]"
+    "[--set KEY=VALUE]... [--watchlist-settings ORG/NAME] CONFIG.json|ORG/NAME[@REV]"
 )
 FLAGS = ("--json", "--no-headers", "--hub")
 VALUES = (
@@ -44,6 +44,8 @@ VALUES = (
     "cost_epochs",
 )
 """Estimate settings a flag sets (`--train-seq-len 4096`): positive integers."""
+WATCHLIST_SETTINGS = "--watchlist-settings"
+"""The key in `values` naming the watched repo whose `estimate:` block a local CONFIG uses."""
 
 
 def setting(text: str) -> tuple[str, Any]:
@@ -85,6 +87,9 @@ def parse_args(args: Sequence[str]) -> tuple[str, dict[str, bool], dict[str, Any
             key, value = setting(given if eq else next(it, ""))
             values[key] = value
             continue
+        if name == "--watchlist-settings":
+            values[WATCHLIST_SETTINGS] = given if eq else next(it, "")
+            continue
         key = name[2:].replace("-", "_")
         if key not in VALUES:
             raise ConfigError(f"no such option: {name} ({USAGE})")
@@ -111,11 +116,14 @@ def run(
     from tracker.estimate import TOKENIZER_FILES, parse_config
 
     flags = dict(values or {})
+    watched = flags.pop(WATCHLIST_SETTINGS, None)
     path = Path(target)
     headers: Mapping[str, SafetensorsHeader] | None = None
     base: Mapping[str, Any] = {}
     where = "defaults"
     if path.suffix == ".json" or path.exists():
+        if watched is not None:
+            base, where = _watchlist_settings_of(str(watched))
         # A local file is read under the default file cap: reading the settings would load
         # pydantic, which a one-off estimate does not need (the settings govern Hub reads).
         from tracker.bounded import MAX_FILE_BYTES as cap
@@ -235,6 +243,27 @@ def _from_repo(
     finally:
         application.close()
     return config, headers, tokenizer, label + " (from the Hub)", base, where
+
+
+def _watchlist_settings_of(name: str) -> tuple[Mapping[str, Any], str]:
+    """(`estimate:` block, where) of watched repo `name` for a local CONFIG
+    (`--watchlist-settings ORG/NAME`): ConfigError when the watchlist does not name it."""
+    from tracker.domain import parse_repo_id
+    from tracker.errors import NotWatchedError
+    from tracker.settings import load_settings
+    from tracker.watchlist import load_watchlist
+
+    settings = load_settings()
+    repo_id = parse_repo_id(name)
+    if not settings.watchlist.is_file():
+        raise ConfigError(f"--watchlist-settings {name}: no watchlist at {settings.watchlist}")
+    try:
+        block = dict(load_watchlist(settings.watchlist).get(repo_id).estimate)
+    except NotWatchedError as exc:
+        raise ConfigError(
+            f"--watchlist-settings {name}: {settings.watchlist} does not watch it"
+        ) from exc
+    return block, f"defaults + {settings.watchlist} estimate: of {repo_id}"
 
 
 def _watchlist_block(settings: Settings, repo_id: RepoId) -> Mapping[str, Any]:

@@ -126,9 +126,12 @@ def gated_mlp(c: ConfigView, tr: Traits, norm: str) -> bool:
 def read_decoder(c: ConfigView, tr: Traits, n: Notes) -> Dec:
     """The `Dec` description of a decoder-only config (see the module docstring)."""
     h = c.int(*HIDDEN)
-    # A pure Mamba (v1) model (MambaConfig / FalconMambaConfig): no attention, no MLP, one RMSNorm
-    # and one selective-scan mixer per layer, sized by `state_size` and `time_step_rank`.
-    pure_ssm = c.first_key(*HEADS) is None and c.has("state_size") and c.has("time_step_rank")
+    # A pure Mamba model: no attention, no MLP, one RMSNorm and one SSM mixer per layer. Mamba (v1,
+    # MambaConfig / FalconMambaConfig) is sized by `state_size` and `time_step_rank`; Mamba2
+    # (Mamba2Config) by `state_size` and `n_groups`, its `num_heads` being the SSM's heads.
+    mamba2 = c.has("state_size") and c.has("n_groups") and not c.has("num_attention_heads")
+    no_heads = c.first_key(*HEADS) is None
+    pure_ssm = mamba2 or (no_heads and c.has("state_size") and c.has("time_step_rank"))
     heads = c.int(*HEADS, default=1 if pure_ssm else None)
     layers = layer_count(c)
     kv = _kv_heads(c, heads)
@@ -201,19 +204,32 @@ def read_decoder(c: ConfigView, tr: Traits, n: Notes) -> Dec:
 def _pure_mamba(c: ConfigView, d: Dec) -> None:
     """Every layer a Mamba (v1) mixer with its pre-norm, no FFN; d_inner is `intermediate_size`
     (MambaConfig sets it to expand × hidden), Δ rank `time_step_rank` ("auto": ⌈hidden / 16⌉)."""
-    from tracker.estimate.mixers import Mamba1  # loaded only when used
+    from tracker.estimate.mixers import Mamba1, Mamba2  # loaded only when used
 
     h = d.hidden
     rank = c.raw("time_step_rank", "auto")
     expand = c.int("expand", default=2)
-    d.ssm = Mamba1(
-        d_inner=c.int("intermediate_size", default=expand * h),
-        state=c.int("state_size"),
-        conv_kernel=c.int("conv_kernel", default=4),
-        dt_rank=-(-h // 16) if rank == "auto" else c.int("time_step_rank"),
-        bias=c.bool("use_bias", False),
-        conv_bias=c.bool("use_conv_bias", True),
-    )
+    if c.has("n_groups"):  # Mamba2Config: heads × head_dim inner width, n_groups B/C groups
+        d.ssm = Mamba2(
+            heads=c.int("num_heads"),
+            head_dim=c.int("head_dim"),
+            groups=c.int("n_groups"),
+            state=c.int("state_size"),
+            conv_kernel=c.int("conv_kernel", default=4),
+            bias=c.bool("use_bias", False),
+            conv_bias=c.bool("use_conv_bias", True),
+            chunk=c.int("chunk_size", default=256),
+        )
+        c.mark("time_step_rank", "intermediate_size")
+    else:
+        d.ssm = Mamba1(
+            d_inner=c.int("intermediate_size", default=expand * h),
+            state=c.int("state_size"),
+            conv_kernel=c.int("conv_kernel", default=4),
+            dt_rank=-(-h // 16) if rank == "auto" else c.int("time_step_rank"),
+            bias=c.bool("use_bias", False),
+            conv_bias=c.bool("use_conv_bias", True),
+        )
     d.layer_kind = lambda i: "mamba"
     d.ffn_kind = lambda i: "none"
     d.window = None

@@ -191,6 +191,8 @@ TRAITS: dict[str, Traits] = {
     # `layer_norm_epsilon` key, head tied unless the config says otherwise (MambaConfig default).
     "mamba": Traits(tie=True, norm="rms"),
     "falcon_mamba": Traits(tie=True, norm="rms"),
+    # Mamba2 (pure SSM): RMSNorm, head untied unless the config ties it (Mamba2Config default).
+    "mamba2": Traits(norm="rms"),
     # BERT: post-norm LayerNorm layers (a norm after the embeddings, none at the end), biases on
     # every linear, a GELU two-matrix MLP, learned positions, token-type embeddings, and task
     # heads by architecture name (MLM transform, pooler).

@@ -3,7 +3,8 @@
 Covered vision towers: SigLIP (Gemma 3, Idefics3), Qwen3-VL / Qwen3.5 ViT with mergers, Llama 4
 ViT with its pixel-shuffle adapter, Gemma 4 ViT. Covered audio towers: Whisper-style encoders
 (two 3-wide convolutions over the mel bins, learned positions, pre-norm blocks with q/v/out
-biases, a final LayerNorm) with the projectors of Qwen2-Audio and Voxtral. A tower or projector
+biases, a final LayerNorm) with the projectors of Qwen2-Audio and Voxtral, and GLM-ASR's
+(the same without learned positions, grouped k/v heads, a two-layer projector). A tower or projector
 not covered is flagged `*-not-counted`, which makes the estimate unverified (verify.py): its
 parameters are missing from the count.
 """
@@ -159,6 +160,23 @@ def _whisper_encoder(a: ConfigView) -> int:
     return total + 2 * d
 
 
+def _glmasr_encoder(a: ConfigView) -> int:
+    """GlmAsrEncoder: Whisper's two convolutions without learned positions (rotary instead),
+    pre-norm blocks with q/v/o biases and grouped k/v heads, LayerNorms, a final LayerNorm."""
+    d = a.int("hidden_size")
+    f = a.int("intermediate_size")
+    layers = a.int("num_hidden_layers", maximum=MAX_LAYERS)
+    heads = a.int("num_attention_heads")
+    kv = a.int("num_key_value_heads", default=heads)
+    kvw = kv * (d // heads)
+    mel = a.int("num_mel_bins", default=128)
+    a.mark("max_position_embeddings", "partial_rotary_factor")
+    total = mel * d * 3 + d + d * d * 3 + d
+    attn = _lin(d, d) + d * kvw + _lin(d, kvw) + _lin(d, d)
+    total += layers * (attn + _lin(d, f) + _lin(f, d) + 4 * d)
+    return total + 2 * d
+
+
 def _count_audio(
     root: ConfigView, model_type: str, t: Tally, n: Notes, dims: dict[str, Any]
 ) -> int:
@@ -167,6 +185,14 @@ def _count_audio(
         return 0
     atype = a.str("model_type")
     text_hidden = int(dims["hidden"])
+    if atype == "glmasr_encoder" and model_type == "glmasr":
+        total = _glmasr_encoder(a)
+        # GlmAsrMultiModalProjector: intermediate → 2 × text hidden → text hidden, biased
+        f = a.int("intermediate_size")
+        total += _lin(f, 2 * text_hidden) + _lin(2 * text_hidden, text_hidden)
+        root.mark("projector_hidden_act")
+        t.add("audio_tower", total, 0)
+        return total
     if atype not in WHISPER_ENCODERS or model_type not in ("qwen2_audio", "voxtral"):
         n.flag(
             "audio-tower-not-counted",

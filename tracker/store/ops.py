@@ -52,6 +52,7 @@ class RepoCounts:
     pending_analysis: int
     ingest_sum: float
     ingest_buckets: tuple[tuple[float, int], ...]  # (upper bound, cumulative count), +Inf last
+    could_not_analyse: int = 0  # pending revisions recorded as over the analysis budget
 
 
 @dataclass(frozen=True)
@@ -98,6 +99,13 @@ class OpsReader:
                         col(RevisionRow.rewritten_away).is_(False),
                     )
                     .label("pending"),
+                    sa.func.count()
+                    .filter(
+                        col(RevisionRow.analysed_at).is_(None),
+                        col(RevisionRow.rewritten_away).is_(False),
+                        col(RevisionRow.could_not_analyse).is_not(None),
+                    )
+                    .label("overrun"),
                 )
                 .group_by(col(RevisionRow.repo_pk))
                 .subquery()
@@ -114,6 +122,7 @@ class OpsReader:
                     col(st.ingest_seconds_buckets),
                     sa.func.coalesce(revs.c.n, 0),
                     sa.func.coalesce(revs.c.pending, 0),
+                    sa.func.coalesce(revs.c.overrun, 0),
                 )
                 .join(st, col(st.repo_pk) == col(RepoRow.id))
                 .outerjoin(revs, revs.c.repo_pk == col(RepoRow.id))
@@ -128,6 +137,7 @@ class OpsReader:
                     consecutive_failures=int(r[4]),
                     revisions=int(r[7]),
                     pending_analysis=int(r[8]),
+                    could_not_analyse=int(r[9]),
                     ingest_sum=float(r[5]),
                     ingest_buckets=_buckets(r[6], int(r[2])),
                 )
