@@ -175,6 +175,10 @@ class Daemon:
         self._idle = threading.Condition()
         self._running = 0
         self.claimed: dict[str, Claim] = {}  # job id → claim, until finished or handed back
+        # repos claimed that this worker's watchlist does not list even after a re-read: not
+        # claimed again until the next sync (another worker's watchlist holds them)
+        self.unknown: set[RepoId] = set()
+        self._synced = False  # the first sync prunes every row its watchlist does not list
         # the rate budget: no claim before `budget_until`, one claim at a time before
         # `budget_short_until` (monotonic seconds), see `_poll`
         self.budget_until = 0.0
@@ -205,8 +209,11 @@ class Daemon:
     # -- the watchlist ----------------------------------------------------------------------
 
     def sync(self) -> None:
-        """Follow the watchlist file: new repos are due now, changed ones (new settings) too,
-        removed ones leave the schedule. An invalid file keeps the current repos."""
+        """Follow the watchlist file: new repos are due now (a repo the schedule lost is due
+        at its last poll plus its interval), changed ones (new settings) are due now, and the
+        repos removed from it since this worker's last read leave the schedule (the first
+        read: every repo it does not list), unless leased; a repo only another worker's file
+        lists is left to that worker. An invalid file keeps the current repos."""
         try:
             repos = self.app.load_watchlist().repos
         except ConfigError as exc:
@@ -226,9 +233,17 @@ class Daemon:
             log.info("watchlist.repo_changed", repo=rid, interval_s=current[rid].poll_interval_s)
         with self._lock:
             self.watched = current
+            self.unknown = set()
+        prune: bool | list[RepoId] = False
+        if self.only is None:
+            prune = sorted(before.keys() - current.keys()) if self._synced else True
         added, removed = self.work.sync(
-            sorted(current), self.now(), changed=changed, prune=self.only is None
+            {rid: w.poll_interval_s for rid, w in current.items()},
+            self.now(),
+            changed=changed,
+            prune=prune,
         )
+        self._synced = True
         if added or removed or changed:
             self.wake_claims.set()
 
@@ -244,9 +259,12 @@ class Daemon:
             if clock < self.budget_short_until:  # the budget is short: the most overdue one
                 free = 1 - len(self.claimed)
             only = sorted(self.watched) if self.only is not None else None
+            skip = sorted(self.unknown)
         if free <= 0 or self.stopping.is_set():
             return
-        claims = self.work.claim(self.id, self.now(), lease=self.lease, limit=free, only=only)
+        claims = self.work.claim(
+            self.id, self.now(), lease=self.lease, limit=free, only=only, skip=skip
+        )
         for c in claims:
             if c.taken_from is not None and c.taken_from != self.id:
                 log.warning(
@@ -271,7 +289,14 @@ class Daemon:
     def _poll(self, claim: Claim) -> None:
         with self._lock:
             watched = self.watched.get(claim.repo_id)
-        if watched is None:  # removed from the watchlist since it was claimed
+        if watched is None:  # the watchlist changed (another worker added it) or it was removed
+            self._guarded(self.sync, "watchlist.sync_failed")  # read it now
+            with self._lock:
+                watched = self.watched.get(claim.repo_id)
+                if watched is None:  # not ours: not claimed again before the next sync
+                    self.unknown.add(claim.repo_id)
+        if watched is None:
+            log.info("claim.unknown_repo", repo=claim.repo_id, worker=self.id)
             self.work.release([claim])
             return
         job = "requested" if claim.requested else "poll"

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -199,19 +200,43 @@ class WorkStore:
     # -- the schedule -----------------------------------------------------------------------
 
     def sync(
-        self, repo_ids: list[RepoId], now: datetime, *, changed: list[RepoId], prune: bool
+        self,
+        intervals: Mapping[RepoId, float],
+        now: datetime,
+        *,
+        changed: list[RepoId],
+        prune: bool | list[RepoId],
     ) -> tuple[int, int]:
-        """Make the schedule follow the watchlist: every repo of `repo_ids` has a row (new ones
-        due `now`), `changed` ones (new settings) are due `now`, and with `prune`, unleased rows
-        of repos no longer listed are removed. Returns (added, removed)."""
+        """Make the schedule follow a watchlist (`intervals`: repo → poll interval): every repo
+        listed has a row: a new one is due `now`, one the store has polled before (its row was
+        removed by a worker whose watchlist did not list it) is due at that last poll plus its
+        interval, so re-adding never makes a repo due early; `changed` ones (new settings) are
+        due `now`. `prune`: True removes the unleased rows of every repo not listed, a list the
+        unleased rows of those repos. Returns (added, removed)."""
         table = RepoScheduleRow.__table__  # type: ignore[attr-defined]
         s_ = RepoScheduleRow
         added = removed = 0
         with transaction(self.engine, "sync schedule", write=True) as s:
             have = set(s.scalars(sa.select(col(s_.repo_id))).all())
-            for rid in repo_ids:
-                if rid not in have:
-                    added += insert_ignore(s, table, {"repo_id": rid, "next_due": now}, None)
+            new = sorted(rid for rid in intervals if rid not in have)
+            polled: dict[str, datetime] = {}
+            for i in range(0, len(new), 500):
+                q = (
+                    sa.select(col(RepoRow.repo_id), col(IngestionStateRow.last_poll_at))
+                    .join(IngestionStateRow, col(IngestionStateRow.repo_pk) == col(RepoRow.id))
+                    .where(
+                        col(RepoRow.repo_id).in_(new[i : i + 500]),
+                        col(IngestionStateRow.last_poll_at).is_not(None),
+                    )
+                )
+                polled.update({rid: at for rid, at in s.execute(q).all()})
+            for rid in new:
+                last = polled.get(rid)
+                due = now
+                if last is not None:
+                    due = max(now, last + timedelta(seconds=intervals[RepoId(rid)]))
+                values = {"repo_id": rid, "next_due": due, "last_poll": last}
+                added += insert_ignore(s, table, values, None)
             if changed:
                 s.execute(
                     sa.update(s_)
@@ -219,7 +244,7 @@ class WorkStore:
                     .values(next_due=now)
                 )
             if prune:
-                gone = sorted(have - set(repo_ids))
+                gone = sorted(have - set(intervals)) if prune is True else sorted(prune)
                 for i in range(0, len(gone), 500):
                     done = s.execute(
                         sa.delete(s_).where(
@@ -245,7 +270,9 @@ class WorkStore:
                 .values(requested_at=now, next_due=least(col(s_.next_due), now))
             )
 
-    def _due(self, now: datetime, only: list[RepoId] | None) -> sa.Select[Any]:
+    def _due(
+        self, now: datetime, only: list[RepoId] | None, skip: list[RepoId] | None = None
+    ) -> sa.Select[Any]:
         s_ = RepoScheduleRow
         q = sa.select(s_).where(
             col(s_.next_due) <= now,
@@ -253,6 +280,8 @@ class WorkStore:
         )
         if only is not None:
             q = q.where(col(s_.repo_id).in_(only))
+        if skip:
+            q = q.where(col(s_.repo_id).not_in(skip))
         return q.order_by(col(s_.next_due), col(s_.repo_id))
 
     def claim(
@@ -263,12 +292,13 @@ class WorkStore:
         lease: timedelta,
         limit: int,
         only: list[RepoId] | None = None,
+        skip: list[RepoId] | None = None,
     ) -> list[Claim]:
         """Take up to `limit` due repos for `worker_id` until `now + lease`, most overdue first;
         a repo whose holder's lease expired is taken over."""
         if limit <= 0:
             return []
-        q = self._due(now, only).limit(limit)
+        q = self._due(now, only, skip).limit(limit)
         with transaction(self.engine, "probe schedule") as s:  # the common case: nothing due
             if s.execute(sa.select(sa.literal(1)).select_from(q.subquery())).first() is None:
                 return []
