@@ -55,3 +55,34 @@ def test_full_sha() -> None:
     assert is_full_sha("0" * 40)
     assert not is_full_sha("0" * 39)
     assert not is_full_sha("A" * 40)
+
+
+REF_CASES = [
+    "main", "release@2024", "a@b@c", "x@", "@@", "@/x", "x/@", "{@}", "a{b}", "@", "@{1}",
+    "a@{b", "HEAD", "refs/heads/main", "v1.0", "a..b", ".hidden", "a/.b", "main.lock",
+    "a.lock/b", "a.lockx", ".lock", "lock", "a./b", "end.", "a/b", "/a", "a/", "a//b", "a b",
+    "a~b", "a^b", "a:b", "a?b", "a*b", "a[b", "a\\b", "ünïcode", "a\x7fb", "a\tb", "a.b.c",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", REF_CASES)
+def test_ref_names_follow_git_check_ref_format(name: str) -> None:
+    """One ref-name rule for the watchlist's `ref` and every revision the API and CLI take, the
+    same as git's own (`git check-ref-format --allow-onelevel`)."""
+    import subprocess
+
+    from tracker.domain import is_ref_name
+    from tracker.errors import InvalidRevisionError, WatchlistError
+    from tracker.store.store import parse_revision
+    from tracker.watchlist import parse_watchlist
+
+    git = subprocess.run(["git", "check-ref-format", "--allow-onelevel", name], check=False)
+    assert is_ref_name(name) is (git.returncode == 0)
+    if git.returncode == 0:
+        assert parse_revision(name + "~2") == (name, 2)
+        assert parse_watchlist({"repos": [{"id": "acme/x", "ref": name}]}).repos[0].ref == name
+    else:
+        with pytest.raises(InvalidRevisionError):
+            parse_revision(name)
+        with pytest.raises(WatchlistError, match="git's ref-name rules"):
+            parse_watchlist({"repos": [{"id": "acme/x", "ref": name}]})

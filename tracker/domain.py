@@ -83,6 +83,23 @@ def parse_rfc3339(text: str) -> datetime:
         raise ValueError(f"timestamp {text!r} is out of range in UTC") from None
 
 
+# A ref name as git's check-ref-format accepts it (the watchlist's `ref`, and the base of every
+# revision the API and CLI take, `tracker.store.store.REVISION_PATTERN`): slash-separated
+# components of characters other than control characters, space, ~ ^ : ? * [ \\; no component
+# starts with "." or ends with ".lock"; no ".." and no "@{" anywhere; not ending with "."; not
+# the single character "@". (git also forbids a leading or trailing or doubled "/": the
+# components are non-empty.) ECMA and Python regexes read it alike: it is the OpenAPI pattern too.
+_REF_PLAIN = r"[^\x00-\x20\x7f~^:?*\[\\/.@]"
+_REF_COMPONENT = r"(?!\.)(?![^/~]*\.lock(?:[/~]|$))(?:" + _REF_PLAIN + r"|\.(?![.~]|$)|@(?!\{))+"
+REF_NAME = r"(?!@(?:~|$))" + _REF_COMPONENT + r"(?:/" + _REF_COMPONENT + r")*"
+_REF_NAME_RE = re.compile(REF_NAME)
+
+
+def is_ref_name(text: str) -> bool:
+    """Whether `text` is a ref name git would accept (`REF_NAME`)."""
+    return _REF_NAME_RE.fullmatch(text) is not None
+
+
 def is_full_sha(text: str) -> bool:
     """True when `text` is a full lowercase 40-hex commit id."""
     return bool(_SHA.match(text))

@@ -22,7 +22,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from tracker.advisories.classify import OverridesBlock
 from tracker.artifacts import DEFAULT_TRACKED
 from tracker.bounded import CONFIG_YAML, BoundsError, load_yaml
-from tracker.domain import JSONValue, RepoId, parse_repo_id
+from tracker.domain import JSONValue, RepoId, is_ref_name, parse_repo_id
 from tracker.errors import InvalidRepoIdError, NotWatchedError, WatchlistError
 from tracker.estimate.settings import EstimateBlock
 from tracker.preflight.settings import PreflightBlock
@@ -79,8 +79,10 @@ def parse_interval(text: object) -> int:
 
 
 def _ref(value: str) -> str:
-    if not value.strip() or any(c in value for c in " ~^:?*[\\"):
-        raise ValueError(f"must be a branch, tag or commit name, not {value!r}")
+    if not is_ref_name(value):
+        raise ValueError(
+            f"must be a branch, tag or commit name (git's ref-name rules), not {value!r}"
+        )
     return value
 
 

@@ -661,6 +661,8 @@ def test_an_unparseable_revision_is_a_400_and_an_unknown_one_a_404(
             ".hidden",
             "a b",
             "v1.",
+            "v1.lock",
+            "@",
         ):
             r = client.get(route.format(quote(rev, safe="")))
             assert (r.status_code, r.json()["type"]) == (
@@ -671,7 +673,15 @@ def test_an_unparseable_revision_is_a_400_and_an_unknown_one_a_404(
                 "an optional ~n"
             )
         # well-formed, not in the store
-        for rev in ("HEAD~9", "dev", "abcdef1", "f" * 40, "v1.lock", "feature.x-2"):
+        for rev in (
+            "HEAD~9",
+            "dev",
+            "abcdef1",
+            "f" * 40,
+            "v1.locks",
+            "feature.x-2",
+            "release@2024",
+        ):
             r = client.get(route.format(rev))
             assert (r.status_code, r.json()["type"]) == (
                 404, "urn:tracker:problem:not-found",
@@ -851,3 +861,77 @@ def test_the_memo_is_bounded_in_bytes(served: tuple[TestClient, App, Seeder]) ->
     assert [memo.holds(i) for i in range(10)] == [False] * 2 + [True] * 8
     memo.get_or_make("huge", lambda: b"z" * 1001)  # over an eighth: not kept
     assert (memo.holds("huge"), memo.kept_bytes) == (False, 8 * 900)
+
+
+def test_a_ref_with_an_at_sign_resolves_everywhere(tmp_path: Path) -> None:
+    """git allows `@` in a ref name (not `@{`, not a lone `@`), and so does the watchlist: the
+    store resolves such a ref and the API takes it in paths and queries."""
+    from tracker.watchlist import load_watchlist
+
+    ref = "release@2024"
+    (tmp_path / "watchlist.yaml").write_text(f"repos:\n  - id: {A}\n    ref: {ref}\n")
+    assert load_watchlist(tmp_path / "watchlist.yaml").repos[0].ref == ref
+    app = build(load_settings(state_dir=tmp_path / "state", watchlist=tmp_path / "watchlist.yaml"))
+    try:
+        app.store.ensure_repo(A, source_kind="hub", url=None, ref=ref)
+        app.store.store_revision(A, _commit(1, None), [], {}, previous=None)
+        app.store.store_revision(A, _commit(2, 1), [], {}, previous=sha(1))
+        app.store.record_poll(A, status=RepoStatus.OK, error=None, now=T0)
+        assert app.store.resolve(A, ref) == sha(2)
+        assert app.store.resolve(A, ref + "~1") == sha(1)
+        with TestClient(create_app(app), raise_server_exceptions=False) as client:
+            diff = client.get(f"/v1/repos/{A}/diff", params={"from": ref + "~1", "to": ref})
+            assert (diff.status_code, diff.json()["before"], diff.json()["after"]) == (
+                200, sha(1), sha(2),
+            )  # fmt: skip
+            estimate = client.get(f"/v1/repos/{A}/revisions/{quote(ref)}/estimate")
+            assert (estimate.status_code, estimate.json()["type"]) == (
+                404,
+                "urn:tracker:problem:no-estimate",
+            )  # fmt: skip  (resolved: nothing analysed there yet)
+            bad = client.get(f"/v1/repos/{A}/revisions/{quote('release@{1}')}/estimate")
+            assert bad.status_code == 400
+    finally:
+        app.close()
+
+
+def test_feeds_read_min_severity_as_the_advisory_list_does(
+    served: tuple[TestClient, App, Seeder],
+) -> None:
+    """Feeds share /v1/advisories' filter: several floors mean the lowest, in any order and any
+    case; an empty or unknown one is the same 400 problem on both."""
+    client, _, _ = served
+    url = "/v1/feeds/advisories.json"
+
+    def ids(*floors: str) -> list[str]:
+        r = client.get(url, params=[("min_severity", f) for f in floors])
+        assert r.status_code == 200, r.text
+        return [i["id"] for i in r.json()["items"]]
+
+    low, high = ids("low"), ids("HIGH")
+    assert len(low) > len(high) > 0
+    assert ids("high", "low") == ids("Low", "high") == low
+    assert ids("critical", "high") == high
+    for bad in ("", "severe"):
+        feed = client.get(url, params={"min_severity": bad})
+        listed = client.get("/v1/advisories", params={"min_severity": bad})
+        assert (feed.status_code, listed.status_code) == (400, 400)
+        assert feed.json()["detail"] == listed.json()["detail"]
+        assert feed.json()["errors"] == listed.json()["errors"]
+
+
+def test_the_diff_kind_takes_any_case(served: tuple[TestClient, App, Seeder]) -> None:
+    """`kind` on the diff is read as the advisory filters read it: CONFIG is config."""
+    client, _, _ = served
+    url = f"/v1/repos/{A}/diff"
+    span = {"from": sha(2), "to": sha(3)}
+    lower = client.get(url, params={**span, "kind": "config"})
+    upper = client.get(url, params={**span, "kind": "CONFIG"})
+    assert (lower.status_code, upper.status_code) == (200, 200)
+    assert upper.json() == lower.json()
+    assert lower.json()["count"] > 0
+    assert {c["artifact"] for c in lower.json()["changes"]} == {"config"}
+    bad = client.get(url, params={**span, "kind": "Estimate"})
+    assert (bad.status_code, bad.json()["detail"]) == (400, "kind: estimate is not a diff kind")
+    unknown = client.get(url, params={**span, "kind": "confog"})
+    assert (unknown.status_code, unknown.json()["errors"][0]["location"]) == (400, "query.kind")

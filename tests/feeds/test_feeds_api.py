@@ -74,7 +74,7 @@ def test_an_empty_store_serves_valid_empty_feeds(client: TestClient) -> None:
 @pytest.mark.parametrize(
     ("query", "detail"),
     [
-        ("min_severity=urgent", "min_severity: 'urgent' is not one of critical, high, moderate, low"),
+        ("min_severity=urgent", "min_severity: 'urgent' must be one of critical, high, moderate, low"),
         ("limit=0", "query.limit: Input should be greater than or equal to 1"),
         ("limit=501", "query.limit: Input should be less than or equal to 500"),
         ("limit=ten", "query.limit: Input should be a valid integer, unable to parse string as an integer"),

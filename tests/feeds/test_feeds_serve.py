@@ -166,7 +166,7 @@ def test_feeds_from_tracker_serve_read_by_feedparser_across_two_polls(tmp_path: 
                 "application/problem+json",
             )
             assert bad.json()["detail"] == (
-                "min_severity: 'urgent' is not one of critical, high, moderate, low"
+                "min_severity: 'urgent' must be one of critical, high, moderate, low"
             )
             gone = httpx.get(f"{base}/v1/repos/acme/nowhere/feed.json", timeout=30)
             assert (gone.status_code, gone.json()["detail"]) == (

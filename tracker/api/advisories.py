@@ -75,6 +75,18 @@ def _values(description: str, pattern: str | None = None, max_length: int = 200)
 
 
 SEVERITY_WORDS = "critical, high, moderate or low, any case."
+
+
+def filter_problem(exc: FilterError) -> Problem:
+    """The 400 for a filter value that is not one of its choices (advisories and feeds alike)."""
+    return Problem(
+        400,
+        "invalid-request",
+        f"{exc.name}: {exc.reason}",
+        errors=[{"location": f"query.{exc.name}", "message": exc.reason}],
+    )
+
+
 Values = list[str] | None
 
 
@@ -120,12 +132,7 @@ def list_advisories(
     except InvalidRepoIdError as exc:
         raise Problem(400, "invalid-repo-id", f"repo: {exc}") from None
     except FilterError as exc:
-        raise Problem(
-            400,
-            "invalid-request",
-            f"{exc.name}: {exc.reason}",
-            errors=[{"location": f"query.{exc.name}", "message": exc.reason}],
-        ) from None
+        raise filter_problem(exc) from None
     params = {
         "repo": sorted(where.repo_ids or ()),
         "severity": sorted(where.severities or ()),

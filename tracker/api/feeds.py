@@ -15,12 +15,13 @@ and `Cache-Control: no-cache` (`tracker.api.caching`), and need the read token w
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from starlette.responses import JSONResponse, Response
 
 from tracker.advisories.classify import Overrides, classify, highest, parse_overrides
+from tracker.api.advisories import SEVERITY_WORDS, _values, filter_problem
 from tracker.api.auth import require_read
 from tracker.api.caching import LIST, Kept, keep
 from tracker.api.memo import memo_of, request_key
@@ -35,17 +36,16 @@ from tracker.feeds import (
     MAX_LIMIT,
     Feed,
     FeedEntry,
-    FeedQueryError,
     FitMove,
     advisory_entry,
     at_or_above,
     feed,
     fit_entry,
-    parse_floor,
     render_atom,
     render_json_feed,
 )
 from tracker.feeds.jsonfeed import JsonFeed
+from tracker.queries import SEVERITY_ORDER, FilterError, advisory_filter
 from tracker.web.views import PagesApp, repo_url
 
 router = APIRouter(tags=["feeds"], dependencies=[Depends(require_read)])
@@ -118,11 +118,12 @@ def collect(app: PagesApp, repo_id: str | None, floor: Severity | None, limit: i
     return feed(repo_id=repo_id, floor=floor, entries=entries, limit=limit)
 
 
-MIN_SEVERITY = Query(
-    None,
-    description="Only entries of this severity or above: critical, high, moderate or low (any case).",
-    json_schema_extra={"pattern": SEVERITY_ANY_CASE},  # declared; the handler checks it
-)
+MIN_SEVERITY = _values(
+    "Only entries of this severity or above: " + SEVERITY_WORDS
+    + " Given several times, the lowest floor holds (as on /v1/advisories).",
+    SEVERITY_ANY_CASE,
+)  # fmt: skip
+Floors = list[str] | None
 LIMIT = Query(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT, description="The newest this many entries.")
 _ATOM_DOC: dict[int | str, dict[str, Any]] = {
     200: {
@@ -136,12 +137,16 @@ _JSON_DOC: dict[int | str, dict[str, Any]] = {
 
 
 def _serve(
-    request: Request, repo_id: str | None, min_severity: str | None, limit: int, atom: bool
+    request: Request, repo_id: str | None, min_severity: Floors, limit: int, atom: bool
 ) -> Response:
+    # The severity floor as /v1/advisories reads it (`tracker.queries.advisory_filter`): any
+    # case, the lowest of several, an empty or unknown value a 400 naming the choices.
     try:
-        floor = parse_floor(min_severity)
-    except FeedQueryError as exc:
-        raise Problem(400, "invalid-request", str(exc)) from exc
+        where = advisory_filter(min_severities=min_severity or ())
+    except FilterError as exc:
+        raise filter_problem(exc) from None
+    allowed = where.severities
+    floor = None if allowed is None else min(allowed, key=SEVERITY_ORDER.index)
     app: PagesApp = request.app.state.app
     # Links are absolute against the configured public URL; without one, against the request's
     # own URL (Host header), which a reverse proxy may have rewritten.
@@ -165,7 +170,7 @@ def _serve(
     summary="Atom feed of every repo's advisories and card-fit moves",
 )  # fmt: skip
 def advisories_atom(
-    request: Request, min_severity: str | None = MIN_SEVERITY, limit: int = LIMIT
+    request: Request, min_severity: Annotated[Floors, MIN_SEVERITY] = None, limit: int = LIMIT
 ) -> Response:
     return _serve(request, None, min_severity, limit, atom=True)
 
@@ -175,7 +180,7 @@ def advisories_atom(
     summary="JSON Feed of every repo's advisories and card-fit moves",
 )  # fmt: skip
 def advisories_json(
-    request: Request, min_severity: str | None = MIN_SEVERITY, limit: int = LIMIT
+    request: Request, min_severity: Annotated[Floors, MIN_SEVERITY] = None, limit: int = LIMIT
 ) -> Response:
     return _serve(request, None, min_severity, limit, atom=False)
 
@@ -188,7 +193,7 @@ def repo_atom(
     request: Request,
     org: Org,
     name: Name,
-    min_severity: str | None = MIN_SEVERITY,
+    min_severity: Annotated[Floors, MIN_SEVERITY] = None,
     limit: int = LIMIT,
 ) -> Response:
     return _serve(request, repo_id_of(org, name), min_severity, limit, atom=True)
@@ -202,7 +207,7 @@ def repo_json(
     request: Request,
     org: Org,
     name: Name,
-    min_severity: str | None = MIN_SEVERITY,
+    min_severity: Annotated[Floors, MIN_SEVERITY] = None,
     limit: int = LIMIT,
 ) -> Response:
     return _serve(request, repo_id_of(org, name), min_severity, limit, atom=False)

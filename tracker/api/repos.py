@@ -24,6 +24,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
 from tracker.api import paging
+from tracker.api.advisories import filter_problem
 from tracker.api.auth import require_read
 from tracker.api.caching import (
     IMMUTABLE,
@@ -45,10 +46,11 @@ from tracker.api.models import (
     ReposOut,
     RevisionPage,
 )
-from tracker.api.params import REVISION, REVISION_WORDS, Name, Org, Rev, repo_id_of
+from tracker.api.params import REVISION, REVISION_WORDS, Name, Org, Rev, any_case, repo_id_of
 from tracker.api.problem import Problem
 from tracker.domain import Artifact, is_full_sha, rfc3339
 from tracker.errors import ConfigError, EstimateError, StoreNotFoundError
+from tracker.queries import FilterError, choice
 from tracker.store.advisories.listing import counts_by_repo
 from tracker.store.values import FileKind, RepoState, RepoStatus
 
@@ -252,12 +254,17 @@ def _full(rev: str) -> bool:
     return is_full_sha(rev.strip().lower())
 
 
-def _kinds(values: list[Artifact] | None) -> frozenset[Artifact] | None:
+def _kinds(values: list[str] | None) -> frozenset[Artifact] | None:
+    """The diff's change kinds, read as the advisory filters read theirs (any case)."""
     if not values:
         return None
-    if Artifact.ESTIMATE in values:
+    try:
+        kinds = frozenset(choice(Artifact, v, "kind") for v in values)
+    except FilterError as exc:
+        raise filter_problem(exc) from None
+    if Artifact.ESTIMATE in kinds:
         raise Problem(400, "invalid-request", "kind: estimate is not a diff kind")
-    return frozenset(values)
+    return kinds
 
 
 class _DiffCache:
@@ -315,10 +322,13 @@ def diff(
         Query(min_length=1, max_length=200, description=REVISION_WORDS, json_schema_extra=REVISION),
     ],
     kind: Annotated[
-        list[Artifact] | None,
+        list[str] | None,
         Query(
-            description="Only these change kinds (repeat for several); not estimate.",
-            json_schema_extra={"items": {"enum": [a.value for a in DIFF_KINDS]}},
+            description="Only these change kinds (repeat for several; any case); not estimate.",
+            max_length=50,
+            json_schema_extra={
+                "items": {"type": "string", "pattern": any_case([a.value for a in DIFF_KINDS])}
+            },
         ),
     ] = None,
 ) -> Response:

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 from sqlmodel import col
 
 from tracker.domain import (
+    REF_NAME,
     Commit,
     RepoId,
     SafetensorsHeader,
@@ -63,15 +64,11 @@ from tracker.store.values import (
 
 _SEQ_ATTEMPTS = 5
 _HEX = re.compile(r"^[0-9a-f]{4,40}$")
-# A revision name: a ref name (slash-separated parts of characters other than control
-# characters, space and ~ ^ : ? * [ \ @, each part dot-separated runs of them: no part starts or
-# ends with "." or holds "..") - a sha, a short sha and HEAD are such names too - optionally
-# followed by `~n` or `~`. Stricter than git's ref-name rules (no "@", no part ending in "."), so
-# every name it accepts could be a ref. The same text is the OpenAPI schema's pattern
-# (`tracker.api.params`): ECMA and Python regexes read it alike.
-_REF_CHAR = r"[^\x00-\x20\x7f~^:?*\[\\/.@]"
-_REF_PART = _REF_CHAR + r"+(?:\." + _REF_CHAR + r"+)*"
-_REF = _REF_PART + r"(?:/" + _REF_PART + r")*"
+# A revision name: a ref name as git's check-ref-format accepts it (`tracker.domain.REF_NAME`,
+# the watchlist's `ref` check too) - a sha, a short sha and HEAD are such names - optionally
+# followed by `~n` or `~`. The same text is the OpenAPI schema's pattern (`tracker.api.params`):
+# ECMA and Python regexes read it alike.
+_REF = REF_NAME
 REVISION_PATTERN = "^" + _REF + "(?:~[0-9]*)?$"
 _REVISION = re.compile("(" + _REF + ")(?:~([0-9]*))?")
 
