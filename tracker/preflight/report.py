@@ -148,10 +148,15 @@ def remote_code(files: Mapping[str, bytes], tables: Mapping[str, SymbolTable | s
     tf: list[dict[str, JSONValue]] = []
     seen: set[tuple[str, str | None, str]] = set()
     for imp in imports:
-        if imp.top == "transformers" and (imp.module, imp.name, imp.file) not in seen:
+        if (
+            imp.top == "transformers"
+            and imp.where != "typing"
+            and (imp.module, imp.name, imp.file) not in seen
+        ):
             seen.add((imp.module, imp.name, imp.file))
             tf.append(dict(imp.to_json()))
-    packages = other_packages(imports, modules)
+    built = [t for t in tables.values() if not isinstance(t, str)]
+    packages = other_packages(imports, modules, built)
     results = []
     unchecked: dict[str, str] = {}
     for version in sorted(tables, key=version_key):
