@@ -100,7 +100,7 @@ def test_estimate_reads_an_ingested_revision_from_the_store(demo_state: Path) ->
         )
         assert done.returncode == 0, done.stderr
         assert f"{repo}@{sha[:12]} (ingested revision {sha}, read from the store)" in done.stdout
-        assert "settings: defaults + flags --train-seq-len 4096, --lora-rank 8" in done.stdout
+        assert "settings: defaults + flags --lora-rank 8, --train-seq-len 4096" in done.stdout
         assert "assumed training: 4,096-token sequences, batch 1; LoRA rank 8 on all-linear" in (
             done.stdout
         )

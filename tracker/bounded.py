@@ -25,7 +25,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     import yaml
@@ -143,18 +143,31 @@ def _finite(text: str) -> float:
     return value
 
 
+class NonFinite(str):
+    """NaN, Infinity or -Infinity read by `load_json(..., nonfinite="text")`: the constant's name,
+    a string that JSON-encodes as one, that still says it was a number (`json_type`)."""
+
+    __slots__ = ()
+
+
 def _constant(name: str) -> Any:
     raise ValueError(f"non-standard JSON constant {name}")
 
 
 def load_json(
-    data: bytes | str, what: str, bounds: Bounds = DOCUMENT, *, nonfinite: bool = False
+    data: bytes | str,
+    what: str,
+    bounds: Bounds = DOCUMENT,
+    *,
+    nonfinite: bool | Literal["text"] = False,
 ) -> Any:
     """Parse JSON `data` (bytes: UTF-8, an optional BOM allowed) within `bounds`.
 
     `nonfinite=True` accepts the constants NaN, Infinity and -Infinity as Python's json and
     transformers do (config.json files carry them, e.g. Nemotron-H's `time_step_limit:
-    [0.0, Infinity]`); every other bound still holds.
+    [0.0, Infinity]`) as floats; `nonfinite="text"` accepts them as their names, `NonFinite`
+    strings "NaN", "Infinity" and "-Infinity" (for the diff: NaN equals itself, and what is stored
+    and served stays strict JSON); every other bound still holds.
 
     Raises BoundsError "could not read WHAT: <why>" for: over `max_bytes`, over `max_nodes`
     structural characters, nesting over `max_depth`, invalid UTF-8, invalid JSON (json's
@@ -181,7 +194,9 @@ def load_json(
             f"could not read {what}: not UTF-8 text ({exc.reason} at byte {exc.start})"
         ) from exc
     try:
-        if nonfinite:
+        if nonfinite == "text":
+            value = json.loads(text, parse_constant=NonFinite, parse_float=_finite)
+        elif nonfinite:
             value = json.loads(text, parse_float=_finite)
         else:
             value = json.loads(text, parse_constant=_constant, parse_float=_finite)

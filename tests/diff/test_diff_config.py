@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from diffkit import history, make_snapshot, version
@@ -193,7 +194,6 @@ MALFORMED = [
         b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR",
         "could not read config.json: binary content (NUL bytes), not text",
     ),
-    (b'{"a": NaN}', "could not read config.json: non-standard JSON constant NaN"),
     (b'{"a": "\xff"}', "could not read config.json: not UTF-8 text (invalid start byte at byte 7)"),
 ]
 
@@ -286,3 +286,43 @@ def test_booleans_in_arrays_are_not_numbers() -> None:
     assert diff_snapshots(before, same) == ()
     (change,) = diff_snapshots(before, changed)
     assert (change.key, change.before, change.after) == ("suppress", [False, 1], [0, 1])
+
+
+CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus" / "models"
+
+
+def test_nan_and_infinity_are_read_as_transformers_reads_them_and_kept_as_their_names() -> None:
+    """Python's json and transformers read NaN/Infinity in config.json; so does the diff, keeping
+    them as their names (strict JSON where stored and served; NaN equals itself)."""
+    real = (CORPUS / "nvidia__NVIDIA-Nemotron-3-Super-120B-A12B-FP8" / "config.json").read_bytes()
+    assert b"Infinity" in real  # time_step_limit: [0.0, Infinity]
+    doc = json.loads(real)
+    assert diff_snapshots(None, make_snapshot({"config.json": real})) == ()
+    assert (
+        diff_snapshots(
+            make_snapshot({"config.json": real}), make_snapshot({"config.json": real + b"\n"})
+        )
+        == ()
+    )
+    capped = json.dumps({**doc, "time_step_limit": [0.0, 1e9]}).encode()
+    (change,) = diff_snapshots(
+        make_snapshot({"config.json": real}), make_snapshot({"config.json": capped})
+    )
+    assert (change.artifact, change.kind, change.key, change.before, change.after) == (
+        Artifact.CONFIG,
+        ChangeKind.CHANGED,
+        "time_step_limit",
+        [0, "Infinity"],
+        [0, 1000000000],
+    )
+    assert change.summary == 'time_step_limit changed: [0, "Infinity"] → [0, 1000000000]'
+    nan = make_snapshot({"config.json": b'{"a": NaN, "b": -Infinity}'})
+    assert diff_snapshots(nan, make_snapshot({"config.json": b'{"b": -Infinity, "a": NaN}'})) == ()
+    (change,) = diff_snapshots(nan, make_snapshot({"config.json": b'{"a": 1, "b": -Infinity}'}))
+    assert (change.kind, change.key, change.before, change.after, change.summary) == (
+        ChangeKind.CHANGED,
+        "a",
+        "NaN",
+        1,
+        'a changed: "NaN" → 1',
+    )

@@ -110,5 +110,19 @@ def test_a_config_with_infinity_is_estimated_by_the_pipeline(tmp_path: Path) -> 
             assert stored is not None and stored.estimate is not None, stored
             # transformers 5.24.0's meta-device count of NemotronHForCausalLM for this config
             assert stored.estimate.params.total == 120_668_687_360
+            # The diff reads it too: a change of the Infinity is a config change, never "could
+            # not read config.json".
+            capped = {**json.loads(data), "time_step_limit": [0.0, 1e9]}
+            commit(repo, {"config.json": json.dumps(capped, indent=2).encode()}, "cap")
+            first = cycle.analysed[0].sha
+            (cycle,) = app.pipeline.run_cycle().repos
+            assert cycle.error is None and len(cycle.analysed) == 1
+            rid = RepoId("acme/nemotron-super")
+            diff = app.analysis.diff(rid, first, cycle.analysed[0].sha)
+            assert diff is not None
+            assert [(c.artifact.value, c.kind.value, c.key, c.before, c.after) for c in diff.changes
+                    if c.artifact.value == "config"] == [
+                ("config", "changed", "time_step_limit", [0, "Infinity"], [0, 1000000000])
+            ]  # fmt: skip
         finally:
             app.close()

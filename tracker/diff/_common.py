@@ -12,7 +12,7 @@ from typing import Any, assert_never
 
 from deepdiff import DeepDiff
 
-from tracker.bounded import bounds_for, load_json
+from tracker.bounded import NonFinite, bounds_for, load_json
 from tracker.domain import Artifact, Change, ChangeKind, JSONValue, Snapshot
 from tracker.errors import UnreadableArtifactError
 
@@ -40,15 +40,19 @@ def decode_text(path: str, data: bytes) -> str:
 def load_json_object(path: str, data: bytes) -> dict[str, JSONValue]:
     """Parse `data` as a JSON object within the bounds of its kind (`tracker.bounded.bounds_for`).
 
+    The constants NaN, Infinity and -Infinity, which Python's json and transformers read (Nemotron-H
+    configs carry `time_step_limit: [0.0, Infinity]`), are kept as their names ("Infinity"), so a
+    publisher's valid file is never "could not read" and NaN compares equal to itself.
+
     Raises UnreadableArtifactError ("could not read PATH: <why>") for binary content, invalid JSON
-    (with json's line/column message), NaN/Infinity or overflowing numbers, lone surrogates,
-    nesting or size over the bounds, or a top level that is not an object.
+    (with json's line/column message), overflowing numbers, lone surrogates, nesting or size over
+    the bounds, or a top level that is not an object.
     """
     if b"\x00" in data:
         raise UnreadableArtifactError(
             f"could not read {path}: binary content (NUL bytes), not text"
         )
-    doc = load_json(data, path, bounds_for(path))
+    doc = load_json(data, path, bounds_for(path), nonfinite="text")
     if not isinstance(doc, dict):
         raise UnreadableArtifactError(
             f"could not read {path}: expected a JSON object at the top level, got {json_type(doc)}"
@@ -62,6 +66,8 @@ def json_type(value: JSONValue) -> str:
         return "object"
     if isinstance(value, list):
         return "array"
+    if isinstance(value, NonFinite):
+        return "number"  # NaN / Infinity, kept as its name
     if isinstance(value, str):
         return "string"
     if isinstance(value, bool):

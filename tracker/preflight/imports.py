@@ -60,7 +60,7 @@ def auto_map_modules(files: Mapping[str, bytes]) -> list[str]:
         if data is None:
             continue
         try:  # bounded: a hostile config costs no more here than in the diff (issue 10)
-            doc = load_json(data, path, bounds_for(path))
+            doc = load_json(data, path, bounds_for(path), nonfinite="text")
         except (ValueError, UnicodeDecodeError, RecursionError, UnreadableArtifactError):
             continue
         raw = doc.get("auto_map") if isinstance(doc, dict) else None
