@@ -90,17 +90,23 @@ class VersionResult:
     version: str
     importable: bool
     missing: tuple[Missing, ...]
+    absent: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, JSONValue]:
         return {
             "version": self.version,
             "importable": self.importable,
             "missing": [m.to_json() for m in self.missing],
+            "absent": list(self.absent),
         }
 
 
-def check_version(imports: Sequence[Import], table: SymbolTable) -> VersionResult:
-    """Every transformers import of `imports` looked up in `table`."""
+def check_version(
+    imports: Sequence[Import], table: SymbolTable, absent: Sequence[str] = ()
+) -> VersionResult:
+    """Every transformers import of `imports` looked up in `table`. A remote-code module the
+    revision does not hold (`absent`: named by auto_map, or imported relatively) stops the load on
+    every version: transformers fetches each such file from the repo and fails without it."""
     missing: list[Missing] = []
     seen: set[tuple[str, str | None, str]] = set()
     for imp in imports:
@@ -117,7 +123,8 @@ def check_version(imports: Sequence[Import], table: SymbolTable) -> VersionResul
         if status != "ok":
             missing.append(Missing(imp.module, imp.name, status, imp.file, imp.line, imp.where))
     missing.sort(key=lambda m: (WHERE_ORDER.index(m.where), m.file, m.line, m.symbol))
-    return VersionResult(table.version, not any(m.breaks for m in missing), tuple(missing))
+    importable = not absent and not any(m.breaks for m in missing)
+    return VersionResult(table.version, importable, tuple(missing), tuple(absent))
 
 
 def first_missing(results: Sequence[VersionResult]) -> dict[str, str]:

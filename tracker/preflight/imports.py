@@ -80,7 +80,10 @@ def auto_map_modules(files: Mapping[str, bytes]) -> list[str]:
     return out
 
 
-def _relative_targets(path: str, tree: ast.Module) -> Iterator[str]:
+def _relative_targets(path: str, tree: ast.Module) -> Iterator[tuple[str, ...]]:
+    """For each relative import of `tree` (anywhere in it: transformers' `get_relative_imports`
+    reads them by regex over the whole file), the repo paths that would satisfy it, preferred
+    first."""
     here = path.split("/")[:-1]
     for node in statements(tree.body):
         if not isinstance(node, ast.ImportFrom) or node.level == 0:
@@ -90,11 +93,10 @@ def _relative_targets(path: str, tree: ast.Module) -> Iterator[str]:
         base = here[: len(here) - (node.level - 1)]
         if node.module:
             parts = [*base, *node.module.split(".")]
-            yield "/".join(parts) + ".py"
-            yield "/".join([*parts, "__init__.py"])
+            yield ("/".join(parts) + ".py", "/".join([*parts, "__init__.py"]))
         else:
             for alias in node.names:
-                yield "/".join([*base, alias.name]) + ".py"
+                yield ("/".join([*base, alias.name]) + ".py",)
 
 
 @functools.lru_cache(maxsize=16)
@@ -129,29 +131,40 @@ def statements(body: Iterable[ast.stmt]) -> Iterator[ast.stmt]:
 
 def remote_code_modules(files: Mapping[str, bytes]) -> tuple[list[str], list[str], list[str]]:
     """(modules in load order: auto_map ones, then their relative imports; paths `auto_map`
-    names that this revision does not hold; modules that do not parse)."""
-    queue = auto_map_modules(files)
+    names or a module imports relatively that this revision does not hold; modules that do not
+    parse)."""
+    modules, missing, broken = _modules(files)
+    return modules, list(missing), broken
+
+
+def _modules(files: Mapping[str, bytes]) -> tuple[list[str], dict[str, str], list[str]]:
+    """`remote_code_modules`, with each absent path mapped to who needs it (`auto_map`, or the
+    module that imports it relatively)."""
+    queue: list[tuple[str, str]] = [(p, "auto_map") for p in auto_map_modules(files)]
     seen: list[str] = []
-    absent: list[str] = []
+    absent: dict[str, str] = {}
     broken: list[str] = []
     while queue:
-        path = queue.pop(0)
+        path, by = queue.pop(0)
         if path in seen or path in absent:
             continue
         data = files.get(path)
         if data is None:
-            if not path.endswith("__init__.py") and path not in absent:
-                absent.append(path)
+            absent[path] = by
             continue
         seen.append(path)
         tree = _parse(path, data)
         if tree is None:
             broken.append(path)
             continue
-        for target in _relative_targets(path, tree):
-            if target in files and target not in seen:
-                queue.append(target)
-    return seen, [a for a in absent if a not in seen], broken
+        for options in _relative_targets(path, tree):
+            held = [t for t in options if t in files]
+            if held:
+                if held[0] not in seen:
+                    queue.append((held[0], path))
+            elif options[0] not in absent:
+                queue.append((options[0], path))
+    return seen, {a: by for a, by in absent.items() if a not in seen}, broken
 
 
 def _catches_import(handler: ast.ExceptHandler) -> bool:
@@ -206,9 +219,18 @@ def imports_of(path: str, tree: ast.Module) -> list[Import]:
     return out
 
 
-def remote_code_imports(files: Mapping[str, bytes]) -> tuple[list[str], list[Import], list[str]]:
-    """(modules read, their absolute imports, problems: modules absent or not parsing)."""
-    modules, absent, broken = remote_code_modules(files)
+def absent_problem(path: str, by: str) -> str:
+    if by == "auto_map":
+        return f"{path} is named by auto_map but not in this revision"
+    return f"{path} is imported by {by} but not in this revision"
+
+
+def remote_code_imports(
+    files: Mapping[str, bytes],
+) -> tuple[list[str], list[Import], list[str], list[str]]:
+    """(modules read, their absolute imports, problems: modules absent or not parsing, the
+    absent modules: transformers fetches each one and fails without it)."""
+    modules, absent, broken = _modules(files)
     found: list[Import] = []
     for path in modules:
         if path in broken:
@@ -216,6 +238,6 @@ def remote_code_imports(files: Mapping[str, bytes]) -> tuple[list[str], list[Imp
         tree = _parse(path, files[path])
         if tree is not None:
             found.extend(imports_of(path, tree))
-    problems = [f"{p} is named by auto_map but not in this revision" for p in absent]
+    problems = [absent_problem(p, by) for p, by in absent.items()]
     problems += [f"{p} does not parse" for p in broken]
-    return modules, found, problems
+    return modules, found, problems, list(absent)
