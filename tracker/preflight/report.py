@@ -16,7 +16,7 @@ from tracker.bounded import bounds_for, load_json
 from tracker.domain import JSONValue, SafetensorsHeader, TreeEntry
 from tracker.errors import EstimateError, UnreadableArtifactError
 from tracker.estimate import EstimateSettings, parse_config
-from tracker.estimate.checkpoint import QUANTIZED_DTYPES, quant_bits
+from tracker.estimate.checkpoint import QUANTIZED_DTYPES, header_census, quant_bits
 from tracker.estimate.params import read_config
 from tracker.preflight.capacity import Capacity, capacity
 from tracker.preflight.census_lora import resolve_census
@@ -251,7 +251,7 @@ def run_preflight(
             key = (path, identity.get(path, ""), built, bits)
             hit = shard_cache.get(key) if shard_cache is not None and key[1] else None
             if hit is None:  # the estimate of this revision has walked the shard already
-                shard = header.census
+                shard = header_census(header)
                 hit = (
                     shard.stored_by_dtype(layers=built, bits=bits),
                     shard.bytes,
