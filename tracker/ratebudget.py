@@ -5,7 +5,8 @@ The Hub counts requests per account in three buckets (`api`: /api/…; `resolver
 (https://huggingface.co/docs/hub/rate-limits). Before every request the Hub source takes one from
 its bucket (`RateBudget.acquire`): within a window requests are paced, `rate_burst` at once and
 the rest spread evenly, so a large watchlist never bursts; a request that would have to wait
-longer than `retry_after_cap_s` is not waited for: the poll ends with a RateBudgetWait carrying
+longer than `retry_after_cap_s` (or than one and a half paced intervals, when that is longer: a
+poll under way gets its next permit rather than starting over) is not waited for: the poll ends with a RateBudgetWait carrying
 the wait, which is not a failure of the repo: the daemon leaves the repo due (its place in the
 queue, most overdue first, kept) and claims nothing until the budget allows, then one repo at a
 time while the budget stays short, so every repo gets its share. Every answer is read
@@ -95,7 +96,8 @@ class RateBudget:
 
     def acquire(self, path: str, cap_s: float) -> None:
         """Take one request for `path` from its bucket, waiting while the budget says so; a wait
-        beyond `cap_s` in all raises RateBudgetWait (with `retry_after`: when to come back)."""
+        beyond `cap_s` in all (or one and a half paced intervals, `window / quota`, when that is
+        longer) raises RateBudgetWait (with `retry_after`: when to come back)."""
         bucket = bucket_of(path)
         waited = 0.0
         while True:
@@ -107,11 +109,14 @@ class RateBudget:
             )  # fmt: skip
             if wait <= 0:
                 return
-            if waited + wait > cap_s:
+            # a paced permit is always worth waiting for (a poll under way then finishes
+            # instead of starting over); a longer wait (the quota spent, a server's block)
+            # only up to the cap
+            if waited + wait > max(cap_s, 1.5 * self.window_s / quota):
                 raise RateBudgetWait(
                     f"{path}: the rate budget of the Hub's {bucket!r} bucket ({quota} requests "
                     f"per {self.window_s:g} s) allows the next request in {wait:.1f} s, over "
-                    f"the cap of {cap_s:g} s: not waited for, the repo is rescheduled",
+                    f"the cap of {cap_s:g} s: not waited for, the repo waits for the budget",
                     retry_after=wait,
                 )
             self._sleep(wait)

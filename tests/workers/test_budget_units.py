@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tracker.errors import DeadlineError
+from tracker.errors import DeadlineError, RateBudgetWait
 from tracker.ratebudget import RateBudget, bucket_of, budget_enabled, quotas
 from tracker.scheduler import next_due
 from tracker.settings import load_settings
@@ -106,3 +106,28 @@ def test_server_headers_block_every_worker_and_long_waits_are_not_slept(work: Wo
     )  # fmt: skip
     budget.observe("/api/x", 200, {"RateLimit-Policy": '"fixed window";"api";q=4;w=300'})
     assert budget.quotas["api"] == 4  # a smaller quota from the server is followed
+
+
+def test_a_paced_permit_is_waited_for_a_spent_quota_is_not(work: WorkStore) -> None:
+    """A poll under way waits for its next paced permit (window / quota = 10 s) even over a cap
+    of 2 s, rather than ending and starting over; past one and a half paced intervals it gets
+    RateBudgetWait, with the wait, and sleeps nothing."""
+    now = [T0]
+    slept: list[float] = []
+
+    def sleep(s: float) -> None:
+        slept.append(s)
+        now[0] += timedelta(seconds=s)
+
+    settings = load_settings(rate_window_s=60, rate_api_per_window=6, rate_burst=2)
+    budget = RateBudget(work, settings, clock=lambda: now[0], sleep=sleep)
+    for _ in range(3):  # the burst, then the third permit at t = 10
+        budget.acquire("/api/models/a/b", cap_s=2)
+    assert slept == [pytest.approx(10.0)]
+    now[0] = T0 + timedelta(seconds=41)
+    for _ in range(3):  # 6 by t = 41: the quota
+        budget.acquire("/api/models/a/b", cap_s=2)
+    with pytest.raises(RateBudgetWait) as exc:  # the quota spent: 19 s to the next window
+        budget.acquire("/api/models/a/b", cap_s=2)
+    assert exc.value.retry_after == pytest.approx(19.0)
+    assert len(slept) == 1

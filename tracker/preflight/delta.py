@@ -7,8 +7,8 @@ unknown on either side (no symbol table for a version, no headers, no module-nam
 change: "could not check" is recorded with the preflight, never published as a difference.
 
 - `preflight.remote_code.transformers-<V>`: the remote code stops importing on V (BROKEN, with
-  the missing names, the module that lacks each and the version it vanished in), or imports
-  again (CHANGED);
+  the remote-code files the revision lacks, the missing names, the module that lacks each and the
+  version it vanished in), or imports again (CHANGED);
 - `preflight.remote_code.native_builds`: the packages that need a native build changed;
 - `preflight.capacity`: bytes per parameter (2 decimals), quantized or not, weights-only cards
   per card, which boxes hold the checkpoint, or whether the download outlives the window moved
@@ -43,7 +43,7 @@ def preflight_delta(before: Preflight, after: Preflight) -> list[Change]:
 
 
 def _missing_text(version: Mapping[str, Any], first: Mapping[str, str]) -> str:
-    parts = []
+    parts = [f"cannot import: {p} is not in this revision" for p in version.get("absent") or []]
     for m in version["missing"]:
         if m["where"] != "required" or m["status"] == "dynamic":
             continue
@@ -66,7 +66,7 @@ def _remote(before: Preflight, after: Preflight) -> list[Change]:
             continue
         key = f"preflight.remote_code.transformers-{version}"
         if not now:
-            row = next(v for v in ra.versions if v["version"] == version)
+            row = next((v for v in ra.versions if v["version"] == version), {"absent": ra.absent})
             missing = _missing_text(row, ra.first_missing)
             out.append(
                 Change(
