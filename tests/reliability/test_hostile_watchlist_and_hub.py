@@ -12,6 +12,7 @@ missing keys, absurd values, deep nesting, lone surrogates in file names.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -20,7 +21,7 @@ from typing import Any
 
 import pytest
 from hostile import peak_of, yaml_bombs
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tracker.domain import RepoId, Sha
@@ -119,6 +120,7 @@ SHA = Sha("0" * 40)
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow,
           HealthCheck.function_scoped_fixture])  # fmt: skip
 @given(body=_SHAPED)
+@example(body=b"[" * 3000 + b"]" * 3000)
 def test_hostile_hub_answers_raise_only_source_errors(server: str, call: str, body: bytes) -> None:
     _ANSWER["body"] = body
     src = HubSource(server, timeout_s=5, retry_attempts=1)
@@ -137,5 +139,7 @@ def test_hostile_hub_answers_raise_only_source_errors(server: str, call: str, bo
     if isinstance(result, BaseException):
         assert isinstance(result, SourceError), repr(result)
         assert str(result) and "\n" not in str(result), repr(result)
+        # every reason named, never the catch-all "unexpected SomeError: ..."
+        assert not re.search(r"unexpected [A-Z]\w*(Error|Exception)\b", str(result)), repr(result)
     # the bound of every JSON reader (bench/reliability.py measures it at 100,000 entries)
     assert peak <= 40 * len(body) + 4 * MiB, (call, len(body), peak)

@@ -30,12 +30,12 @@ not resolved: the quantizer swaps those layers for its own classes at load.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tracker.bounded import BoundsError, bounds_for, load_json
 from tracker.domain import SafetensorsHeader
 from tracker.estimate.checkpoint import QUANTIZED_DTYPES
 from tracker.preflight.codetree import Assigned, CodeTree
@@ -92,10 +92,11 @@ def tensor_names(
         data = files.get(name)
         if data is None:
             continue
-        try:
-            weight_map = json.loads(data).get("weight_map")
-        except (ValueError, AttributeError, UnicodeDecodeError, RecursionError):
+        try:  # bounded: a hostile index costs no more here than in the diff (issue 10)
+            doc = load_json(data, name, bounds_for(name))
+        except (BoundsError, ValueError):
             return f"{name} does not parse"
+        weight_map = doc.get("weight_map") if isinstance(doc, dict) else None
         if not isinstance(weight_map, dict):
             return f"{name} has no weight_map"
         for key in weight_map:

@@ -247,6 +247,8 @@ def _translate(exc: BaseException, what: str) -> TrackerError:
         )
     if isinstance(exc, json.JSONDecodeError):
         return BadResponseError(f"{what}: response is not valid JSON ({detail})")
+    if isinstance(exc, RecursionError):
+        return BadResponseError(f"{what}: response is JSON nested too deeply to read")
     if isinstance(exc, httpx2.HTTPError | KeyError | TypeError | ValueError | AttributeError):
         return BadResponseError(f"{what}: malformed response ({exc.__class__.__name__}: {detail})")
     if isinstance(exc, OSError):
