@@ -11,11 +11,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
-from functools import cached_property
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from tracker.estimate.checkpoint import ShardCensus
+from typing import Any
 
 JSONValue = Any
 """Any value json.loads can return."""
@@ -36,15 +32,6 @@ class SafetensorsHeader:
 
     tensors: Mapping[str, TensorInfo]
     metadata: Mapping[str, str] = field(default_factory=dict)
-
-    @cached_property
-    def census(self) -> ShardCensus:
-        """The shard's census (`tracker.estimate.checkpoint.ShardCensus`), its tensors walked
-        once per header object: the estimate's `compare` and preflight's capacity of the same
-        revision share it instead of walking the tensors twice."""
-        from tracker.estimate.checkpoint import shard_census
-
-        return shard_census(self)
 
 
 class VerificationStatus(StrEnum):

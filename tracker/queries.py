@@ -8,7 +8,7 @@ advisories list`, `/v1/advisories`: `advisory_filter`). The estimate at a revisi
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from enum import Enum
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -44,6 +44,27 @@ def choice(enum: type[E], value: str, name: str) -> E:
         raise FilterError(name, f"{value!r} must be one of {choices}") from None
 
 
+def parse_since(text: str, name: str = "since") -> datetime:
+    """The lower bound of a `since` filter (`tracker advisories list --since`, `/v1/advisories
+    ?since=`, one reading for both): an RFC 3339 time (`Z` or an offset), or an ISO date or
+    date-time without an offset, read as UTC (a date is its midnight). Advisories show `modified`
+    to the whole second, so the bound is rounded up to the whole second: an advisory is listed
+    exactly when its `modified` as shown is at or after `text` (05:50:10.5Z lists 05:50:11 and
+    later, not 05:50:10). FilterError naming `name` otherwise."""
+    try:
+        when = datetime.fromisoformat(text.strip().replace("z", "Z").replace("Z", "+00:00"))
+        when = (when if when.tzinfo else when.replace(tzinfo=UTC)).astimezone(UTC)
+        if when.microsecond:
+            when = when.replace(microsecond=0) + timedelta(seconds=1)
+        return when
+    except (ValueError, OverflowError):
+        raise FilterError(
+            name,
+            f"{text!r} is not a time: RFC 3339 (2026-11-30T09:30:00Z), or an ISO date or "
+            "date-time read as UTC (2026-11-30, 2026-11-30T09:30)",
+        ) from None
+
+
 def advisory_filter(
     *,
     repos: Iterable[str] = (),
@@ -51,14 +72,15 @@ def advisory_filter(
     min_severities: Iterable[str] = (),
     kinds: Iterable[str] = (),
     states: Iterable[str] = (),
-    since: Iterable[datetime] = (),
+    since: Iterable[str] = (),
     name: Callable[[str], str] = str,
 ) -> AdvisoryFilter:
     """The advisory filter `tracker advisories list` and `/v1/advisories` both apply.
 
     Filters combine with AND; a filter given several times matches any of its values (OR): any
     of the repos, severities, kinds and states; at or above the lowest floor (`min_severities`);
-    modified at or after the earliest `since`. Severities, kinds and states are read in any
+    modified (as shown, to the second) at or after the earliest `since` (`parse_since`).
+    Severities, kinds and states are read in any
     letter case. `name(filter)` is how the caller spells a filter in its errors (FilterError;
     InvalidRepoIdError for a repo that is not ORG/NAME).
     """
@@ -74,7 +96,7 @@ def advisory_filter(
         allowed = above if allowed is None else allowed & above
     groups = frozenset(choice(Artifact, v, name("kind")) for v in kinds)
     wanted_states = frozenset(choice(AdvisoryState, v, name("state")) for v in states)
-    bounds = list(since)
+    bounds = [parse_since(t, name("since")) for t in since]
     return AdvisoryFilter(
         repo_ids=repo_ids or None,
         severities=allowed,

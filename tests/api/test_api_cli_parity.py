@@ -142,3 +142,32 @@ def test_advisory_filters_match_tracker_advisories_list(demo_run: Any, client: A
         assert sorted((r["id"], r["repo"], r["severity"], r["state"], r["group"]) for r in cli) == (
             api
         ), params
+
+
+def test_since_reads_the_same_in_the_cli_and_the_api(demo_run: Any, client: Any) -> None:
+    """One reading of `since` (`tracker.queries.parse_since`): RFC 3339, or an ISO date or
+    date-time read as UTC, rounded up to the whole second, so that every advisory listed shows
+    a `modified` at or after it; the installed CLI and the API keep the same ones."""
+    from datetime import UTC, datetime, timedelta
+
+    from tracker.domain import parse_rfc3339
+
+    everything = client.get("/v1/advisories", params={"limit": 500}).json()["items"]
+    shown = sorted({parse_rfc3339(i["modified"]) for i in everything})
+    mid = shown[len(shown) // 2]
+    half = (mid + timedelta(milliseconds=500)).isoformat().replace("+00:00", "Z")
+    naive = mid.replace(tzinfo=None).isoformat()
+    day = mid.date().isoformat()
+    for since in (half, naive, day, mid.isoformat()):
+        api = _api_ids(client, [("since", since)])
+        cli = json.loads(_cli(demo_run, "advisories", "list", "--since", since, "--json"))
+        assert sorted((r["id"], r["repo"], r["severity"], r["state"], r["group"]) for r in cli) == (
+            api
+        ), since
+        bound = datetime.fromisoformat(since.replace("Z", "+00:00"))
+        bound = bound if bound.tzinfo else bound.replace(tzinfo=UTC)
+        kept = {i["id"] for i in everything if parse_rfc3339(i["modified"]) >= bound}
+        assert {a[0] for a in api} == kept, since
+    assert {a[0] for a in _api_ids(client, [("since", half)])} == {
+        i["id"] for i in everything if parse_rfc3339(i["modified"]) > mid
+    }

@@ -36,7 +36,9 @@ def test_both_demo_watchlists_name_three_transformers_versions() -> None:
 
 def test_the_demo_checks_chatglm2_remote_code_on_the_three_versions(demo_run: Any) -> None:
     """chatglm2-6b's configuration_chatglm.py (the demo's stand-in) imports PretrainedConfig from
-    transformers: checked against each version's table, importable on all three."""
+    transformers: checked against each version's table, found in all three; but the history holds
+    no modeling_chatglm.py or tokenization_chatglm.py, which auto_map names, so it cannot import
+    on any of them."""
     app = demo_run.app
     stored = app.preflight.get(
         "THUDM/chatglm2-6b", app.store.repo_state("THUDM/chatglm2-6b").cursor
@@ -44,11 +46,11 @@ def test_the_demo_checks_chatglm2_remote_code_on_the_three_versions(demo_run: An
     assert stored is not None and stored.preflight is not None
     code = stored.preflight.remote_code
     assert code.unchecked == {}
-    assert [(v["version"], v["importable"]) for v in code.versions] == [
-        ("4.57.1", True),
-        ("5.1.0", True),
-        ("5.24.0", True),
+    assert [(v["version"], v["importable"], v["missing"], v["absent"]) for v in code.versions] == [
+        (v, False, [], ["modeling_chatglm.py", "tokenization_chatglm.py"])
+        for v in ("4.57.1", "5.1.0", "5.24.0")
     ]
+    assert code.absent == ("modeling_chatglm.py", "tokenization_chatglm.py")
     assert [(i["module"], i["name"]) for i in code.transformers_imports] == [
         ("transformers", "PretrainedConfig")
     ]

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import transformers
 from hypothesis import strategies as st
 
 CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus"
@@ -28,9 +29,11 @@ REAL: dict[str, bytes] = {
     "model.safetensors.index.json": (MODELS / "meta-llama__Llama-2-7b-hf" / "model.safetensors.index.json").read_bytes(),
     "README.md": (MODELS / "meta-llama__Llama-4-Maverick-17B-128E-Instruct" / "README.frontmatter.md").read_bytes() + b"\n# Model card\n",
     "tokenizer.json": (CORPUS / "pairs" / "mistralai__Mistral-7B-Instruct-v0.3" / "rev-main-83e9aa1" / "tokenizer.json").read_bytes(),
+    "modeling_deepseek.py": (Path(transformers.__file__).parent / "models" / "deepseek_v3" / "modeling_deepseek_v3.py").read_bytes(),
 }  # fmt: skip
 """One real publisher file per reader (openai/gpt-oss-20b, Llama-2-7b-hf, Llama-3.2-3B-Instruct,
-Llama-4-Maverick, Mistral-7B-Instruct-v0.3)."""
+Llama-4-Maverick, Mistral-7B-Instruct-v0.3; the remote code module is transformers'
+modeling_deepseek_v3.py, what DeepSeek-V3's auto_map names, as the preflight parses it)."""
 
 
 def safetensors_file(header: dict[str, Any], data_bytes: int = 0) -> bytes:
@@ -125,6 +128,22 @@ def yaml_bombs() -> st.SearchStrategy[bytes]:
     return body.map(lambda b: b"---\n" + b + b"\n---\nbody\n")
 
 
+def jinja_bombs() -> st.SearchStrategy[bytes]:
+    """Templates that try to spend time or memory: huge loops and strings, deep nesting,
+    recursive macros, growing lists."""
+    return st.one_of(
+        st.integers(1, 10**9).map(lambda n: b"{% for i in range(" + str(n).encode() + b") %}{{ 'x' * "
+                                  + str(n).encode() + b" }}{% endfor %}"),
+        st.integers(1, 800).map(lambda d: b"{% if true %}" * d + b"x" + b"{% endif %}" * d),
+        st.integers(1, 800).map(lambda d: b"{{ " + b"(" * d + b"1" + b")" * d + b" }}"),
+        st.just(b"{% macro m(x) %}{{ m(x ~ x) }}{% endmacro %}{{ m('a') }}"),
+        st.just(b"{% set ns = namespace(a=[1]) %}{% for i in range(64) %}"
+                b"{% set ns.a = ns.a + ns.a %}{% endfor %}{{ ns.a | length }}"),
+        st.just(b"{{ messages | tojson(indent=100000) }}"),
+        st.just(b"{{ ''.__class__.__mro__[1].__subclasses__() }}"),
+    )  # fmt: skip
+
+
 def hostile(name: str) -> st.SearchStrategy[bytes]:
     """Everything hostile for the reader of `name`."""
     real = REAL_HEADER if name.endswith(".safetensors") else REAL[name]
@@ -134,6 +153,8 @@ def hostile(name: str) -> st.SearchStrategy[bytes]:
         if name.endswith(".safetensors"):
             bombs = bombs.map(lambda b: struct.pack("<Q", len(b)) + b)
         parts.append(bombs)
+    if name.endswith(".jinja"):
+        parts.append(jinja_bombs())
     if name == "README.md":
         parts.append(yaml_bombs())
     return st.one_of(*parts)

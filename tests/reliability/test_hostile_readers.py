@@ -11,6 +11,11 @@ must keep, peak bytes traced by tracemalloc while it runs on an input of n bytes
 | safetensors header (prefix + JSON) | 40·n + 4 MiB |
 | model card front matter (YAML) | 200·n + 4 MiB, and never more than 64 MiB |
 | the estimate's config reading | 40·n + 4 MiB |
+| chat template render (compile + the canonical conversations, in the sandbox) | 100·n + 64 MiB |
+| preflight: auto_map scan, index metadata.total_size, index weight_map names | 40·n + 4 MiB |
+| preflight: remote code AST parse (the module auto_map names) | 400·n + 4 MiB |
+
+The Hub API answers (refs, commits, tree) are in test_hostile_watchlist_and_hub.py.
 
 The long form (inputs at the size caps) is `make bench` (bench/reliability.py, bench/RESULTS.md).
 """
@@ -23,18 +28,23 @@ from typing import Any
 
 import pytest
 from diffkit import make_snapshot
-from hostile import REAL, REAL_HEADER, hostile, peak_of
+from hostile import MODELS, REAL, REAL_HEADER, hostile, peak_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tracker.diff import diff_snapshots
 from tracker.diff._common import load_json_object
 from tracker.diff.card import parse_card
+from tracker.diff.conversations import CONVERSATIONS, template_variables
+from tracker.diff.sandbox import render_in_process
 from tracker.diff.tokenizer import summarise_tokenizer
 from tracker.diff.weights import diff_weights
 from tracker.domain import ChangeKind
 from tracker.errors import TrackerError
 from tracker.estimate import EstimateSettings, estimate, parse_config
+from tracker.preflight import imports as preflight_imports
+from tracker.preflight.census_lora import tensor_names
+from tracker.preflight.report import _total_size
 from tracker.sources.safetensors import parse_file_prefix
 
 MiB = 1024 * 1024
@@ -43,6 +53,27 @@ HEADER_CAP = 100_000_000
 
 def _estimate(data: bytes) -> object:
     return estimate(parse_config(data), None, EstimateSettings())
+
+
+def _render(data: bytes) -> object:
+    special = {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"}
+    variables = [template_variables(conv, special) for conv in CONVERSATIONS]
+    results = render_in_process(data.decode("utf-8", "replace"), variables)
+    assert len(results) == len(CONVERSATIONS)
+    return results
+
+
+DEEPSEEK_CONFIG = (MODELS / "deepseek-ai__DeepSeek-V3" / "config.json").read_bytes()
+"""Its auto_map names modeling_deepseek.py."""
+INDEX = "model.safetensors.index.json"
+
+
+def _remote_code(data: bytes) -> object:
+    preflight_imports.parse_module.cache_clear()  # a cached tree would hide the parse's memory
+    files = {"config.json": DEEPSEEK_CONFIG, "modeling_deepseek.py": data}
+    seen, absent, broken = preflight_imports.remote_code_modules(files)
+    assert "modeling_deepseek.py" in seen + broken, (seen, absent, broken)
+    return seen
 
 
 READERS: dict[str, tuple[str, Callable[[bytes], object], Callable[[int], int]]] = {
@@ -56,6 +87,11 @@ READERS: dict[str, tuple[str, Callable[[bytes], object], Callable[[int], int]]] 
     "safetensors header": ("model.safetensors", lambda d: parse_file_prefix(d, HEADER_CAP), lambda n: 40 * n + 4 * MiB),
     "card front matter": ("README.md", lambda d: parse_card("README.md", d), lambda n: min(200 * n + 4 * MiB, 64 * MiB)),
     "estimate config": ("config.json", _estimate, lambda n: 40 * n + 4 * MiB),
+    "chat template render": ("chat_template.jinja", _render, lambda n: 100 * n + 64 * MiB),
+    "preflight auto_map scan": ("config.json", lambda d: preflight_imports.auto_map_modules({"config.json": d}), lambda n: 40 * n + 4 * MiB),
+    "preflight index metadata": (INDEX, lambda d: _total_size({INDEX: d}), lambda n: 40 * n + 4 * MiB),
+    "preflight index names": (INDEX, lambda d: tensor_names({INDEX: d}, {}), lambda n: 40 * n + 4 * MiB),
+    "preflight remote code": ("modeling_deepseek.py", _remote_code, lambda n: 400 * n + 4 * MiB),
 }  # fmt: skip
 
 

@@ -82,6 +82,13 @@ def test_llama_q_proj_by_hand_and_remote_code_named(demo_run: Any) -> None:
     glm = html.unescape(_section(client.get(f"/repos/{CHATGLM}").text))
     assert "Remote code in <code>configuration_chatglm.py</code>." in glm
     assert "<li>modeling_chatglm.py is named by auto_map but not in this revision</li>" in glm
+    # ... so no version imports it (it said "yes" on all three beside that problem)
+    for v in ("4.57.1", "5.1.0", "5.24.0"):
+        assert (
+            f"<tr><td>{v}</td><td><strong>no</strong></td><td>cannot import: "
+            "<code>modeling_chatglm.py</code> is not in this revision, cannot import: "
+            "<code>tokenization_chatglm.py</code> is not in this revision</td></tr>"
+        ) in glm
     assert "Not resolved: model_type 'chatglm' has no module-name table" in glm
     qwen = html.unescape(_section(client.get(f"/repos/{QWEN_CHAT}").text))
     assert "The remote code could not be read" in qwen and "No remote code" not in qwen

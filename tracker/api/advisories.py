@@ -26,7 +26,7 @@ from tracker.api.memo import memo_of, request_key
 from tracker.api.models import AdvisoryPage, Order
 from tracker.api.params import SEVERITY_ANY_CASE, any_case
 from tracker.api.problem import Problem
-from tracker.domain import AdvisoryState, Artifact, parse_rfc3339, rfc3339
+from tracker.domain import AdvisoryState, Artifact, rfc3339
 from tracker.errors import InvalidRepoIdError
 from tracker.queries import FilterError, advisory_filter
 from tracker.store.advisories.listing import AdvisorySummary, advisory_page
@@ -48,17 +48,6 @@ def _item(a: AdvisorySummary) -> dict[str, Any]:
         "summary": a.summary,
         "link": "/v1/vulns/" + quote(a.id, safe=""),
     }
-
-
-def _since(text: str) -> datetime:
-    try:
-        return parse_rfc3339(text)
-    except ValueError:
-        raise Problem(
-            400,
-            "invalid-request",
-            f"since: {text!r} is not an RFC 3339 time (2026-11-30T09:30:00Z)",
-        ) from None
 
 
 def _values(description: str, pattern: str | None = None, max_length: int = 200) -> Any:
@@ -113,7 +102,14 @@ def list_advisories(
         Values,
         _values("open, fixed or withdrawn, any case.", any_case([s.value for s in AdvisoryState])),
     ] = None,
-    since: Annotated[Values, _values("RFC 3339: modified at or after.", max_length=40)] = None,
+    since: Annotated[
+        Values,
+        _values(
+            "Modified (as shown, to the second) at or after: RFC 3339, or an ISO date or "
+            "date-time read as UTC.",
+            max_length=40,
+        ),
+    ] = None,
     order: Order = "oldest",
     limit: Annotated[int, Query(ge=1, le=paging.MAX_LIMIT)] = paging.DEFAULT_LIMIT,
     cursor: Annotated[str | None, Query(max_length=500)] = None,
@@ -127,7 +123,7 @@ def list_advisories(
             min_severities=min_severity or (),
             kinds=kind or (),
             states=state or (),
-            since=[_since(t) for t in since or ()],
+            since=since or (),
         )
     except InvalidRepoIdError as exc:
         raise Problem(400, "invalid-repo-id", f"repo: {exc}") from None

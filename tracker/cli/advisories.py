@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,22 +19,6 @@ def _store() -> tuple[Any, Any]:
 
     app = build(load_settings(), read_only=True)
     return app, app.advisories
-
-
-def _since(text: str | None) -> datetime | None:
-    """A lower bound from a date or datetime (UTC assumed when naive), to whole seconds as the
-    records' timestamps are."""
-    if text is None:
-        return None
-    try:
-        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
-        return (
-            (when if when.tzinfo else when.replace(tzinfo=UTC))
-            .astimezone(UTC)
-            .replace(microsecond=0)
-        )
-    except ValueError as exc:
-        raise ConfigError(f"--since {text!r} is not an ISO date or datetime") from exc
 
 
 def register(app: typer.Typer) -> None:
@@ -66,7 +49,7 @@ def register(app: typer.Typer) -> None:
         since: Annotated[
             list[str] | None,
             typer.Option(
-                help="Only advisories modified since (ISO date); repeatable (the earliest counts)."
+                help="Only advisories modified (as shown, to the second) at or after: RFC 3339, or an ISO date or date-time read as UTC; repeatable (the earliest counts)."
             ),
         ] = None,
         state: Annotated[
@@ -95,7 +78,7 @@ def register(app: typer.Typer) -> None:
                 min_severities=min_severity or (),
                 kinds=kind or (),
                 states=state or (),
-                since=[b for b in (_since(t) for t in since or ()) if b is not None],
+                since=since or (),
                 name=lambda f: "--" + f.replace("_", "-"),
             )
         except FilterError as exc:

@@ -238,10 +238,10 @@ def render(label: str, p: Preflight) -> str:
     """The three answers as text (deterministic)."""
     out = [label]
     rc = p.remote_code
-    if not rc.modules:
+    if not rc.modules and not rc.problems:
         out.append("remote code: none (no auto_map module)")
     else:
-        out.append(f"remote code: {', '.join(rc.modules)}")
+        out.append(f"remote code: {', '.join(rc.modules) or 'no module of it in this revision'}")
         for problem in rc.problems:
             out.append(f"  problem: {problem}")
         if not rc.versions and not rc.unchecked:
@@ -259,6 +259,8 @@ def render(label: str, p: Preflight) -> str:
                 out.append(f"  transformers {v['version']}: {state}")
                 continue
             out.append(f"  transformers {v['version']}: does not import")
+            for path in v.get("absent") or []:
+                out.append(f"    cannot import: {path} is not in this revision")
             for m in missing:
                 gone = rc.first_missing.get(m["symbol"])
                 lacks = (

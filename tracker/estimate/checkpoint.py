@@ -72,7 +72,7 @@ def compare(
 
     `layers`: the layer count transformers builds (tensors of later layer indexes are modules it
     does not build); `bits`: bits per packed value of I32-packed weights. Read from each shard's
-    `ShardCensus` (`header.census`: its tensors walked once, whoever asks first).
+    `ShardCensus` (`header_census(header)`: its tensors walked once, whoever asks first).
     """
     if not headers:
         return None
@@ -80,7 +80,7 @@ def compare(
     total_bytes = params = scales = buffers = not_built = 0
     packed = False
     for header in headers.values():
-        shard = header.census
+        shard = header_census(header)
         for dtype, n in shard.dtypes.items():
             census[dtype] = census.get(dtype, 0) + n
         total_bytes += shard.bytes
@@ -130,7 +130,7 @@ def header_by_dtype(
     header: SafetensorsHeader, *, layers: int | None = None, bits: int = 4
 ) -> dict[str, int]:
     """`stored_by_dtype` of one shard's header (callers may cache it per shard content)."""
-    return header.census.stored_by_dtype(layers=layers, bits=bits)
+    return header_census(header).stored_by_dtype(layers=layers, bits=bits)
 
 
 @dataclass(frozen=True)
@@ -168,8 +168,22 @@ def _unpacked(pack: str, n: int, bits: int) -> int:
     return n
 
 
+def header_census(header: SafetensorsHeader) -> ShardCensus:
+    """`header`'s ShardCensus, its tensors walked once per header object whoever asks first: the
+    estimate's `compare` and preflight's capacity of the same revision share it instead of walking
+    the tensors twice. Kept on the (frozen) header itself, so it lives exactly as long as it."""
+    found: ShardCensus | None = header.__dict__.get(_CENSUS)
+    if found is None:
+        found = shard_census(header)
+        object.__setattr__(header, _CENSUS, found)
+    return found
+
+
+_CENSUS = "_shard_census"
+
+
 def shard_census(header: SafetensorsHeader) -> ShardCensus:
-    """Walk `header`'s tensors once into a ShardCensus (`SafetensorsHeader.census` keeps it)."""
+    """Walk `header`'s tensors once into a ShardCensus (`header_census` keeps it)."""
     dtypes: dict[str, int] = {}
     groups: dict[tuple[str, str, int, str], int] = {}
     total = 0
@@ -217,7 +231,7 @@ def count_shards(
     """Give each of a revision's shard headers its census before the revision is analysed: a
     shard whose content (`identity`: path → blob id / LFS oid) an earlier revision had keeps
     that census (no walk), any other is walked now and kept. The estimate's `compare` and
-    preflight's capacity then read `header.census` without walking (a revision that keeps its
+    preflight's capacity then read `header_census(header)` without walking (a revision that keeps its
     163 shards walks none)."""
     for path, header in headers.items():
         key = (path, identity.get(path, ""))
@@ -225,6 +239,6 @@ def count_shards(
             continue
         known = cache.get(key)
         if known is None:
-            cache[key] = header.census
-        elif "census" not in header.__dict__:
-            object.__setattr__(header, "census", known)  # the cached_property's own slot
+            cache[key] = header_census(header)
+        elif _CENSUS not in header.__dict__:
+            object.__setattr__(header, _CENSUS, known)  # what header_census reads first

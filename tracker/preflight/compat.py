@@ -90,34 +90,65 @@ class VersionResult:
     version: str
     importable: bool
     missing: tuple[Missing, ...]
+    absent: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, JSONValue]:
         return {
             "version": self.version,
             "importable": self.importable,
             "missing": [m.to_json() for m in self.missing],
+            "absent": list(self.absent),
         }
 
 
-def check_version(imports: Sequence[Import], table: SymbolTable) -> VersionResult:
-    """Every transformers import of `imports` looked up in `table`."""
+def check_version(
+    imports: Sequence[Import], table: SymbolTable, absent: Sequence[str] = ()
+) -> VersionResult:
+    """Every transformers import of `imports` looked up in `table`. A remote-code module the
+    revision does not hold (`absent`: named by auto_map, or imported relatively) stops the load on
+    every version: transformers fetches each such file from the repo and fails without it."""
     missing: list[Missing] = []
     seen: set[tuple[str, str | None, str]] = set()
+    tried: dict[tuple[str, int], bool] = {}  # (file, try line) -> a transformers import there fails
     for imp in imports:
-        if imp.top != "transformers":
+        if imp.top == "transformers" and imp.where == "guarded" and imp.try_line is not None:
+            key_ = (imp.file, imp.try_line)
+            fails = _status(imp, table) not in ("ok", "dynamic")
+            tried[key_] = tried.get(key_, False) or fails
+    for imp in imports:
+        if imp.top != "transformers" or imp.where == "typing":
             continue
         key = (imp.module, imp.name, imp.file)
         if key in seen:
             continue
         seen.add(key)
-        if imp.name is None:
-            status = "ok" if table.has_module(imp.module) else "no-module"
-        else:
-            status = table.lookup(imp.module, imp.name)
+        status = _status(imp, table)
         if status != "ok":
-            missing.append(Missing(imp.module, imp.name, status, imp.file, imp.line, imp.where))
+            where = imp.where
+            if where == "fallback" and tried.get((imp.file, imp.try_line or 0), True):
+                # the try's import fails here too (or it is no transformers import): this one runs
+                where = "required"
+            missing.append(Missing(imp.module, imp.name, status, imp.file, imp.line, where))
     missing.sort(key=lambda m: (WHERE_ORDER.index(m.where), m.file, m.line, m.symbol))
-    return VersionResult(table.version, not any(m.breaks for m in missing), tuple(missing))
+    importable = not absent and not any(m.breaks for m in missing)
+    return VersionResult(table.version, importable, tuple(missing), tuple(absent))
+
+
+def _status(imp: Import, table: SymbolTable) -> str:
+    if imp.name is None:
+        return "ok" if table.has_module(imp.module) else "no-module"
+    return table.lookup(imp.module, imp.name)
+
+
+def check_imports_guard(name: str, tables: Sequence[SymbolTable]) -> bool:
+    """Whether transformers' `check_imports` skips an `if` whose test calls `name` on every one
+    of `tables`: `is_flash_attn…available`, or a name `transformers.utils.import_utils` holds
+    (`hasattr`). Without a table: a name of the `is_…_available` form."""
+    if name.startswith("is_flash_attn") and name.endswith("available"):
+        return True
+    if not tables:
+        return name.startswith("is_") and name.endswith("_available")
+    return all(t.lookup("transformers.utils.import_utils", name) == "ok" for t in tables)
 
 
 def first_missing(results: Sequence[VersionResult]) -> dict[str, str]:
@@ -139,18 +170,27 @@ def first_missing(results: Sequence[VersionResult]) -> dict[str, str]:
     return dict(sorted(out.items()))
 
 
-def other_packages(imports: Sequence[Import], local: Sequence[str]) -> dict[str, str]:
+def other_packages(
+    imports: Sequence[Import], local: Sequence[str], tables: Sequence[SymbolTable] = ()
+) -> dict[str, str]:
     """Top-level packages other than transformers, stdlib and the repo's own modules, each with
-    where it is imported at its most demanding (`required` before `conditional` ...)."""
+    where it is imported at its most demanding (`required` before `conditional` ...). A package
+    transformers' `check_imports` requires before loading (see `imports`) is `required` wherever
+    it is imported: a function-level import included."""
     own = {p.rsplit("/", 1)[-1].removesuffix(".py") for p in local}
     out: dict[str, str] = {}
     for imp in imports:
         top = imp.top
         if top in ("transformers", "__future__") or top in sys.stdlib_module_names or top in own:
             continue
+        where = imp.where
+        if imp.checked and not any(check_imports_guard(g, tables) for g in imp.guards):
+            where = "required"
+        elif where == "typing":
+            continue
         prev = out.get(top)
-        if prev is None or WHERE_ORDER.index(imp.where) < WHERE_ORDER.index(prev):
-            out[top] = imp.where
+        if prev is None or WHERE_ORDER.index(where) < WHERE_ORDER.index(prev):
+            out[top] = where
     return dict(sorted(out.items()))
 
 

@@ -16,7 +16,7 @@ from tracker.bounded import bounds_for, load_json
 from tracker.domain import JSONValue, SafetensorsHeader, TreeEntry
 from tracker.errors import EstimateError, UnreadableArtifactError
 from tracker.estimate import EstimateSettings, parse_config
-from tracker.estimate.checkpoint import QUANTIZED_DTYPES, quant_bits
+from tracker.estimate.checkpoint import QUANTIZED_DTYPES, header_census, quant_bits
 from tracker.estimate.params import read_config
 from tracker.preflight.capacity import Capacity, capacity
 from tracker.preflight.census_lora import resolve_census
@@ -55,10 +55,15 @@ class RemoteCode:
     versions: tuple[Mapping[str, JSONValue], ...]
     first_missing: Mapping[str, str]
     unchecked: Mapping[str, str] = field(default_factory=dict)
+    absent: tuple[str, ...] = ()
+    """Modules `auto_map` names or the code imports relatively that the revision does not hold:
+    the code cannot import on any version."""
 
     def importable(self, version: str) -> bool | None:
         """Whether the remote code imports on `version` (None: not checked). No remote code
-        imports everywhere."""
+        imports everywhere; a remote-code module the revision lacks imports nowhere."""
+        if self.absent:
+            return False
         if not self.modules:
             return True
         for v in self.versions:
@@ -76,6 +81,7 @@ class RemoteCode:
             "versions": [dict(v) for v in self.versions],
             "first_missing": dict(self.first_missing),
             "unchecked": dict(self.unchecked),
+            "absent": list(self.absent),
         }
 
     @classmethod
@@ -89,6 +95,7 @@ class RemoteCode:
             versions=tuple(d["versions"]),
             first_missing=dict(d["first_missing"]),
             unchecked=dict(d.get("unchecked") or {}),
+            absent=tuple(d["absent"]) if "absent" in d else _absent_of(d["problems"]),
         )
 
 
@@ -126,24 +133,38 @@ class Preflight:
         )
 
 
+_ABSENT = re.compile(r"^(\S+) is (?:named by auto_map|imported by \S+) but not in this revision$")
+
+
+def _absent_of(problems: Sequence[str]) -> tuple[str, ...]:
+    """The absent modules of a preflight stored before they were recorded apart (its problems
+    name them), so a stored answer and a fresh one of the same revision agree."""
+    return tuple(m.group(1) for p in problems if (m := _ABSENT.match(p)))
+
+
 def remote_code(files: Mapping[str, bytes], tables: Mapping[str, SymbolTable | str]) -> RemoteCode:
     """Remote-code compatibility of `files` against `tables` (version → table, or why none)."""
-    modules, imports, problems = remote_code_imports(files)
+    modules, imports, problems, absent = remote_code_imports(files)
     tf: list[dict[str, JSONValue]] = []
     seen: set[tuple[str, str | None, str]] = set()
     for imp in imports:
-        if imp.top == "transformers" and (imp.module, imp.name, imp.file) not in seen:
+        if (
+            imp.top == "transformers"
+            and imp.where != "typing"
+            and (imp.module, imp.name, imp.file) not in seen
+        ):
             seen.add((imp.module, imp.name, imp.file))
             tf.append(dict(imp.to_json()))
-    packages = other_packages(imports, modules)
+    built = [t for t in tables.values() if not isinstance(t, str)]
+    packages = other_packages(imports, modules, built)
     results = []
     unchecked: dict[str, str] = {}
     for version in sorted(tables, key=version_key):
         table = tables[version]
         if isinstance(table, str):
             unchecked[version] = table
-        elif modules:
-            results.append(check_version(imports, table))
+        elif modules or absent:
+            results.append(check_version(imports, table, absent))
     return RemoteCode(
         modules=tuple(modules),
         problems=tuple(problems),
@@ -153,6 +174,7 @@ def remote_code(files: Mapping[str, bytes], tables: Mapping[str, SymbolTable | s
         versions=tuple(r.to_json() for r in results),
         first_missing=first_missing(results),
         unchecked=unchecked,
+        absent=tuple(absent),
     )
 
 
@@ -229,7 +251,7 @@ def run_preflight(
             key = (path, identity.get(path, ""), built, bits)
             hit = shard_cache.get(key) if shard_cache is not None and key[1] else None
             if hit is None:  # the estimate of this revision has walked the shard already
-                shard = header.census
+                shard = header_census(header)
                 hit = (
                     shard.stored_by_dtype(layers=built, bits=bits),
                     shard.bytes,
