@@ -13,7 +13,9 @@ and of building one from its cached wheel. `run() -> str` returns the Markdown s
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import statistics
 import tempfile
 import time
@@ -76,6 +78,79 @@ def _census_lora() -> str:
         f"{RUNS} with the parse cache (a revision that keeps the previous one's code): "
         + "; ".join(cells)
         + ". The publishers' modeling files are longer (about 55 KB), so a first parse costs more."
+    )
+
+
+_REL = re.compile(r"^(\s*)from (\.+)(\S*) import", re.MULTILINE)
+
+
+def _absolute(source: str, package: str) -> str:
+    """`source` with its relative imports beyond its own folder made absolute (as a publisher's
+    remote code imports transformers), `from .x import` kept (the repo's own module)."""
+
+    def sub(m: re.Match[str]) -> str:
+        dots, rest = len(m.group(2)), m.group(3)
+        if dots == 1:
+            return m.group(0)
+        base = package.split(".")[: -(dots - 1)]
+        return f"{m.group(1)}from {'.'.join([*base, rest] if rest else base)} import"
+
+    return _REL.sub(sub, source)
+
+
+def _stand_in(tables: SymbolTables) -> str:
+    """The remote-code check on a real-size modeling file: transformers 4.57.1's own
+    models/deepseek_v3 modeling and configuration modules from the cached wheel, rewritten to
+    absolute transformers imports, named by auto_map (a stand-in: the demo's remote-code repos
+    hold no modeling file). Cold: nothing parsed (parse cache cleared); parsed: the parse cache
+    holds them (a revision keeping the previous one's code). Best of RUNS each."""
+    import zipfile
+
+    from tracker.preflight.imports import parse_module
+
+    wheel = tables.wheel("4.57.1")
+    assert wheel is not None
+    pkg = "transformers.models.deepseek_v3"
+    files: dict[str, bytes] = {}
+    with zipfile.ZipFile(wheel) as z:
+        for name in ("modeling_deepseek_v3.py", "configuration_deepseek_v3.py"):
+            text = z.read(f"{pkg.replace('.', '/')}/{name}").decode()
+            files[name] = _absolute(text, pkg).encode()
+    config = {
+        "auto_map": {
+            "AutoConfig": "configuration_deepseek_v3.DeepseekV3Config",
+            "AutoModelForCausalLM": "modeling_deepseek_v3.DeepseekV3ForCausalLM",
+        }
+    }
+    files["config.json"] = json.dumps(config).encode()
+    held = {v: tables.get(v) for v in VERSIONS}
+    cold = parsed = float("inf")
+    for _ in range(RUNS):
+        parse_module.cache_clear()
+        t = time.perf_counter()
+        rc = remote_code(files, held)
+        cold = min(cold, time.perf_counter() - t)
+        t = time.perf_counter()
+        remote_code(files, held)
+        parsed = min(parsed, time.perf_counter() - t)
+    size = len(files["modeling_deepseek_v3.py"])
+    verdict = ", ".join(
+        f"{v['version']} {'importable' if v['importable'] else 'does not import'}"
+        for v in rc.versions
+    )
+    n = len(rc.transformers_imports)
+    return (
+        f"Remote-code check on a real-size modeling file (a stand-in: transformers 4.57.1's own "
+        f"models/deepseek_v3/modeling_deepseek_v3.py, {size:,} bytes, with its configuration "
+        f"module, relative imports rewritten to absolute transformers imports as remote code "
+        f"has them, named by auto_map; the demo's remote-code repos hold no modeling file, so "
+        f"the row above times only the file-absent path), against the three tables ({n} "
+        f"transformers imports; {verdict}): cold (parsed for the first time) "
+        f"{cold * 1e3:.1f} ms, parsed (the parse cache holds it) {parsed * 1e3:.2f} ms; best of "
+        f"{RUNS}. Against the 50 ms target: cold "
+        + ("within it" if cold < 0.05 else "OVER it")
+        + ", parsed "
+        + ("within it." if parsed < 0.05 else "OVER it.")
     )
 
 
@@ -201,6 +276,7 @@ def run() -> str:
         finally:
             app.close()
     census_line = _census_lora()
+    stand_in_line = _stand_in(tables)
     load_after = os.getloadavg()[0]
     return "\n".join(
         [
@@ -250,6 +326,8 @@ def run() -> str:
             "(2 cores shared with other work).",
             "",
             census_line,
+            "",
+            stand_in_line,
             "",
             "Symbol tables: reading a cached table (JSON) took "
             + ", ".join(f"{v} {s * 1e3:.0f} ms" for v, s in zip(VERSIONS, load_s, strict=True))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tracker.domain import ChangeKind, SafetensorsHeader, TensorInfo
+from tracker.domain import ChangeKind, SafetensorsHeader, TensorInfo, TreeEntry
 from tracker.preflight.delta import preflight_delta
 from tracker.preflight.report import Preflight, run_preflight
 from tracker.preflight.settings import PreflightSettings
@@ -59,5 +59,31 @@ def test_a_re_upload_in_another_dtype_is_one_capacity_change_with_before_and_aft
     assert (c.before["quantized"], c.after["quantized"]) == (False, True)
     assert c.summary == (
         "what it takes to fetch and hold changed: already quantized: 1.00 bytes/parameter, no 4× "
-        "left (was 4.00 bytes/parameter: 4-bit weights would take 8.0× less)"
+        "left (was 4.00 bytes/parameter: 4-bit weights would take 8.0× less); "
+        "weights 4.00 GB → 1.00 GB; download 4.00 GB → 1.00 GB, 0.01 → 0.00 h at 126 MB/s"
+    )
+
+
+def test_a_re_upload_adding_duplicate_shards_is_a_capacity_change() -> None:
+    """Same tensors, same bytes/parameter, cards and boxes; one more 4 GB copy of the shard in the
+    tree: the download grows (it was silent when only bytes/parameter and cards were compared)."""
+    info = TensorInfo("F32", (10**9,), 4 * 10**9)
+    headers = {"model.safetensors": SafetensorsHeader({"model.embed_tokens.weight": info})}
+    files = {"config.json": json.dumps(NEXT).encode()}
+
+    def run(*paths: str) -> Preflight:
+        tree = [TreeEntry(p, "b" * 40, 4 * 10**9) for p in paths]
+        return run_preflight(
+            files=files, headers=headers, tree=tree, tables={}, settings=PreflightSettings()
+        )
+
+    one = run("model.safetensors")
+    assert preflight_delta(one, run("model.safetensors")) == []
+    [c] = preflight_delta(one, run("model.safetensors", "copy/model.safetensors"))
+    assert c.key == "preflight.capacity" and c.kind == ChangeKind.CHANGED
+    assert (c.before["download_bytes"], c.after["download_bytes"]) == (4 * 10**9, 8 * 10**9)
+    assert c.before["bytes_per_param"] == c.after["bytes_per_param"] == 4.0
+    assert c.summary == (
+        "what it takes to fetch and hold changed: download 4.00 GB → 8.00 GB, "
+        "0.01 → 0.02 h at 126 MB/s"
     )

@@ -62,6 +62,8 @@ class Dec:
     head_bias: bool = False
     fused_qkv: bool = False
     fused_gate_up: bool = False
+    act_tensors: int = 2  # tensors a two-matrix MLP keeps at its width for backward
+    alibi: bool = False  # ALiBi instead of rotary embeddings
     # MoE
     experts: int = 0
     top_k: int = 0
@@ -425,5 +427,11 @@ def _layer(
         mla_latent=mx.latent,
         qk_norm=d.qk_norm and mx.kind not in ("linear", "ssm", "mla"),
         mixer_act=mx.act,
+        layer_norm=d.norm_params == 2 * h,
+        fused_qkv_rope=d.fused_qkv
+        and not d.learned_positions
+        and not d.alibi
+        and mx.kind in ("mha", "gqa", "mqa", "sliding"),
+        act_tensors=d.act_tensors,
     )
     return spec, adds

@@ -171,6 +171,9 @@ def read_decoder(c: ConfigView, tr: Traits, n: Notes) -> Dec:
     )
     _biases(c, tr, d)
     _parallel(c, tr, d)
+    if (c.str("hidden_act") or c.str("activation_function")) == "gelu_new":
+        d.act_tensors = 5  # NewGELUActivation in Python keeps x, tanh, 1 + tanh, x/2 and out
+    d.alibi = tr.alibi or c.bool("alibi", False)
     if tr.positions is not None:
         d.learned_positions = c.int(tr.positions, default=1024) + tr.position_offset
     elif c.str("position_embedding_type") == "absolute":

@@ -7,14 +7,18 @@ modelling code with SDPA/flash attention (no score matrix), no recomputation, ac
 `a` bytes (bf16: 2; fp32 under `precision: fp32`), checked against the bytes autograd saves in
 real-shaped layers (`bench/activations.py`, `make bench`):
 - each RMS/LayerNorm: its fp32 input copy, the normalized value before and after the weight
-  (the latter is the next linears' input), (4 + 2a)·h, and its fp32 rsqrt;
+  (the latter is the next linears' input), (4 + 2a)·h, and its fp32 rsqrt; a LayerNorm
+  keeps its input and output, 2a·h, and its mean and rstd;
 - softmax attention: Q, K, V as SDPA receives them (after RoPE; grouped K/V not repeated) and
   the SDPA output (o_proj's input is a view of it), a·(q + k + v + o), plus the fp32
   log-sum-exp per head; per-head q/k norms add (4 + a)·(q + k); MLA adds its low-rank
   latents, each with its norm, (4 + 2a)·(q_lora + kv_lora), its K is expanded to all heads
   (k = heads × (nope + rope)), and V is padded to that head size for the fused kernel (V and
-  the output at q's width, o_proj's input a sliced copy);
-- gated FFN: gate, act(gate), up and their product, 4a·I; two-matrix FFN: 2a·I;
+  the output at q's width, o_proj's input a sliced copy); a fused qkv linear with RoPE
+  (Phi-3, GPT-NeoX, Falcon) keeps its whole output beside the rotated q and k, and the
+  rotary's cat leaves o_proj's input a copy, a·(2q + k) more;
+- gated FFN: gate, act(gate), up and their product, 4a·I; two-matrix FFN: 2a·I (GPT-2's
+  Python tanh GELU, `gelu_new`: 5a·I);
 - MoE: fp32 router probabilities, 4·E, and per routed token-expert pair the gathered input and
   the expert output, 2a·h, the expert's gated FFN, 4a·I_expert, and the routing indices and
   weights (28 bytes); shared experts as a gated FFN;
@@ -83,7 +87,10 @@ class Memory:
 def layer_activation_bytes(spec: LayerSpec, r: Reading, a: float) -> float:
     """Activation bytes per token for one layer (see the module docstring)."""
     h = r.hidden
-    total = spec.norms * ((4.0 + 2 * a) * h + 4.0)
+    if spec.layer_norm:
+        total = spec.norms * (2 * a * h + 4.0)
+    else:
+        total = spec.norms * ((4.0 + 2 * a) * h + 4.0)
     heads = spec.heads or r.num_heads
     if spec.attention in ("linear", "ssm"):
         total += spec.mixer_act or a * 7 * h
@@ -99,6 +106,8 @@ def layer_activation_bytes(spec: LayerSpec, r: Reading, a: float) -> float:
             total += (4.0 + 2 * a) * spec.mla_latent + a * (q + k + 2 * v) + 4.0 * heads
         else:
             total += a * (q + k + v + q) + 4.0 * heads
+            if spec.fused_qkv_rope:
+                total += a * (q + k + q)
         if spec.qk_norm:
             total += (4.0 + a) * (q + k) + 4.0 * (heads + heads * k // max(q, 1))
         if spec.cross_kv_width:
@@ -110,7 +119,7 @@ def layer_activation_bytes(spec: LayerSpec, r: Reading, a: float) -> float:
     elif spec.ffn == "swiglu":
         total += a * 4 * (spec.ffn_width or r.intermediate)
     elif spec.ffn != "none":
-        total += a * 2 * (spec.ffn_width or r.intermediate)
+        total += a * spec.act_tensors * (spec.ffn_width or r.intermediate)
     return total
 
 

@@ -203,6 +203,9 @@ class LayerSpec:
     mla_latent: int = 0
     qk_norm: bool = False
     mixer_act: int = 0
+    layer_norm: bool = False  # LayerNorm (not RMSNorm): keeps its input and output, no fp32 copy
+    fused_qkv_rope: bool = False  # one qkv linear whose output stays whole beside rotated q, k
+    act_tensors: int = 2  # tensors a two-matrix FFN keeps at width I (5 for GPT-2's tanh GELU)
 
 
 class Notes:

@@ -81,6 +81,7 @@ class Traits:
     k_bias: bool = True
     head_bias: bool = False
     fused_qkv: bool = False
+    alibi: bool = False  # ALiBi biases, no rotary embedding (BLOOM)
     fused_gate_up: bool = False
     tie_fixed: bool = False
     token_types: bool = False
@@ -141,7 +142,7 @@ TRAITS: dict[str, Traits] = {
     # GPT-2: Conv1D with bias everywhere, LayerNorm, GELU MLP, a learned table of n_positions.
     "gpt2": replace(_GPT, positions="n_positions"),
     # BLOOM: ALiBi (no position table), a LayerNorm after the embeddings.
-    "bloom": replace(_GPT, embed_norm=True),
+    "bloom": replace(_GPT, embed_norm=True, alibi=True),
     # GPT-NeoX: parallel residual still keeps two LayerNorms per layer; untied by default.
     "gpt_neox": replace(_GPT, tie=False, parallel_norms=2),
     # Phi-3: qkv_proj and gate_up_proj are single linears.

@@ -11,8 +11,9 @@ change: "could not check" is recorded with the preflight, never published as a d
   version it vanished in), or imports again (CHANGED);
 - `preflight.remote_code.native_builds`: the packages that need a native build changed;
 - `preflight.capacity`: bytes per parameter (2 decimals), quantized or not, weights-only cards
-  per card, which boxes hold the checkpoint, or whether the download outlives the window moved
-  (one change, before → after);
+  per card, which boxes hold the checkpoint, the weights' bytes, the download's bytes (and so its
+  hours; any byte: a re-upload adding duplicate shards changes nothing else), or whether the
+  download outlives the window moved (one change, before → after);
 - `preflight.lora.<target>`: what a LoRA target name resolves to (modules per layer kind) moved.
 """
 
@@ -118,12 +119,27 @@ def _capacity_view(p: Preflight) -> dict[str, JSONValue] | None:
         "cards": dict(c.cards),
         "boxes_holding": sorted(name for name, b in c.boxes.items() if b["fits"]),
         "outlives_window": c.outlives_window,
+        "weights_bytes": c.weights_bytes,
+        # what a download fetches (the weight files' sizes in the tree): a re-upload adding
+        # duplicate shards moves it with the same bytes/parameter; any byte counts
+        "download_bytes": c.download_bytes,
+        "download_source": c.download_source,
     }
+
+
+def _gb(n: int) -> str:
+    return f"{n / 1e9:,.2f} GB"
 
 
 def _capacity(before: Preflight, after: Preflight) -> list[Change]:
     vb, va = _capacity_view(before), _capacity_view(after)
-    if vb is None or va is None or vb == va:
+    if vb is None or va is None:
+        return []
+    if vb["download_source"] != va["download_source"]:
+        # measured differently (tree sizes on one side only): not a change of the revision
+        for v in (vb, va):
+            v.pop("download_bytes")
+    if vb == va:
         return []
     cb, ca = before.capacity, after.capacity
     assert cb is not None and ca is not None
@@ -145,6 +161,13 @@ def _capacity(before: Preflight, after: Preflight) -> list[Change]:
                 if box["fits"]
                 else f"{name} no longer holds it ({box['short_gb']:,.0f} GB short)"
             )
+    if vb["weights_bytes"] != va["weights_bytes"]:
+        notes.append(f"weights {_gb(cb.weights_bytes)} → {_gb(ca.weights_bytes)}")
+    if vb.get("download_bytes") != va.get("download_bytes") and "download_bytes" in va:
+        notes.append(
+            f"download {_gb(cb.download_bytes)} → {_gb(ca.download_bytes)}, "
+            f"{cb.download_hours:.2f} → {ca.download_hours:.2f} h at {ca.throughput_mb_s:g} MB/s"
+        )
     if vb["outlives_window"] != va["outlives_window"]:
         notes.append(
             f"download {cb.download_hours:.1f} → {ca.download_hours:.1f} h "
