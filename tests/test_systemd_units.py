@@ -90,7 +90,7 @@ def test_the_daemon_speaks_sd_notify(tmp_path: Path) -> None:
         "TRACKER_WATCHLIST": str(tmp_path / "watchlist.yaml"),
         "HF_HOME": str(tmp_path / "hf-home"),
         "NOTIFY_SOCKET": str(path),
-        "WATCHDOG_USEC": "400000",  # WatchdogSec=0.4: a ping every 0.2 s
+        "WATCHDOG_USEC": "400000",  # WatchdogSec=0.4: a ping every quarter of it, 0.1 s
     }
     proc = subprocess.Popen([str(TRACKER), "poll"], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)  # fmt: skip
@@ -114,4 +114,5 @@ def test_the_daemon_speaks_sd_notify(tmp_path: Path) -> None:
     assert texts[-1] == "STOPPING=1"
     pings = [t for t, m in messages if m == "WATCHDOG=1"]
     mean = (pings[-1] - pings[0]) / (len(pings) - 1)  # as received: a busy test reads late
-    assert 0.15 <= mean <= 1.5, [b - a for a, b in itertools.pairwise(pings)]
+    # every 0.1 s, never a busy loop; the upper bound leaves room for a loaded machine's late reads
+    assert 0.05 <= mean <= 1.0, [b - a for a, b in itertools.pairwise(pings)]

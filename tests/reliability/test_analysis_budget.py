@@ -128,9 +128,18 @@ def test_a_revision_over_the_memory_budget_is_recorded_and_the_rest_goes_on(
 
 def test_a_time_budget_too_small_for_any_analysis_records_kind_time(tmp_path: Path) -> None:
     root = tmp_path / "hub"
-    head = commit_eos(init_repo(root, "acme/plain"), 2)
+    repo = init_repo(root, "acme/plain")
+    commit_eos(repo, 2)
     (tmp_path / "watchlist.yaml").write_text("repos:\n  - id: acme/plain\n")
     with Replica(root) as hub:
+        assert run(env_for(tmp_path, hub.url), "poll", "--once").returncode == 0
+        # A chat template that changed is rendered before and after (the render worker starts
+        # first: tens of ms), so no machine analyses it within 1 ms. A first revision alone can
+        # be (nothing to diff), which made this test pass or fail by the machine's load.
+        template = '{% for m in messages %}<|{{ m["role"] }}|>{{ m["content"] }}{% endfor %}'
+        head = commit(
+            repo, {"tokenizer_config.json": json.dumps({"chat_template": template}).encode()}, "t"
+        )
         env = env_for(tmp_path, hub.url, TRACKER_ANALYSIS_TIMEOUT_S="0.001")
         done = run(env, "poll", "--once")
         assert done.returncode == 1, done.stdout + done.stderr
