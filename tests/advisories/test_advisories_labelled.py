@@ -86,7 +86,7 @@ def test_every_change_in_the_demo_is_classified_as_labelled_and_every_label_is_u
 ) -> None:
     demo = demo_steps(demo_run.app)
     outcomes = classify_steps(demo, LABELS)
-    assert len(outcomes) == 295
+    assert len(outcomes) == 296
     assert mismatches(outcomes) == []
     used: set[Label] = {o.label for o in outcomes + classify_steps(corpus, LABELS) if o.label}
     assert [lab for lab in LABELS if lab not in used] == []
