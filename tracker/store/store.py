@@ -183,20 +183,7 @@ class Store:
             consecutive_failures=st.consecutive_failures,
             last_error=st.last_error,
             revisions=int(count),
-            could_not_analyse=tuple(
-                (Sha(sha), AnalysisOverrun.from_json(data))
-                for sha, data in s.execute(
-                    sa.select(col(RevisionRow.sha), col(RevisionRow.could_not_analyse))
-                    .where(
-                        col(RevisionRow.repo_pk) == _pk(repo),
-                        col(RevisionRow.analysed_at).is_(None),
-                        col(RevisionRow.could_not_analyse).is_not(None),
-                        col(RevisionRow.rewritten_away) == sa.false(),
-                    )
-                    .order_by(col(RevisionRow.seq))
-                ).all()
-                if data
-            ),
+            could_not_analyse=tuple(_could_not_analyse(s, repo).items()),
         )
 
     def repo_state(self, repo_id: RepoId) -> RepoState:
@@ -415,18 +402,7 @@ class Store:
     def could_not_analyse(self, repo_id: RepoId) -> dict[Sha, AnalysisOverrun]:
         """The live revisions of a repo recorded as could not analyse, oldest first."""
         with self._session() as s:
-            repo = self._repo(s, repo_id)
-            rows = s.execute(
-                sa.select(col(RevisionRow.sha), col(RevisionRow.could_not_analyse))
-                .where(
-                    col(RevisionRow.repo_pk) == _pk(repo),
-                    col(RevisionRow.analysed_at).is_(None),
-                    col(RevisionRow.could_not_analyse).is_not(None),
-                    col(RevisionRow.rewritten_away) == sa.false(),
-                )
-                .order_by(col(RevisionRow.seq))
-            ).all()
-            return {Sha(sha): AnalysisOverrun.from_json(data) for sha, data in rows if data}
+            return _could_not_analyse(s, self._repo(s, repo_id))
 
     # -- trees, files, snapshots -------------------------------------------------------------
 
@@ -631,3 +607,18 @@ class Store:
 
 
 __all__ = ["Store"]
+
+
+def _could_not_analyse(s: Session, repo: RepoRow) -> dict[Sha, AnalysisOverrun]:
+    """The live, unanalysed revisions of `repo` recorded as could not analyse, oldest first."""
+    rows = s.execute(
+        sa.select(col(RevisionRow.sha), col(RevisionRow.could_not_analyse))
+        .where(
+            col(RevisionRow.repo_pk) == _pk(repo),
+            col(RevisionRow.analysed_at).is_(None),
+            col(RevisionRow.could_not_analyse).is_not(None),
+            col(RevisionRow.rewritten_away) == sa.false(),
+        )
+        .order_by(col(RevisionRow.seq))
+    ).all()
+    return {Sha(sha): AnalysisOverrun.from_json(data) for sha, data in rows if data}
