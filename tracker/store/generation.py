@@ -10,8 +10,10 @@ neither and the kept answers stay current.
 - SQLite: `PRAGMA data_version` on one dedicated connection, which never writes, is the fast
   path: it changes whenever any other connection commits; unchanged, the counters read last are
   still the counters; changed, they are read again (one indexed read of two rows).
-- PostgreSQL: the counters, one query (READ COMMITTED: a writer's bump is seen exactly when its
-  rows are).
+- PostgreSQL: the current snapshot (`pg_current_snapshot()`: xmin, xmax and the transactions in
+  progress), lock-free: any write transaction that starts or ends changes it (conservative: any
+  write in the cluster counts, a no-change poll included). Counters bumped by triggers locked a
+  row per domain until commit and deadlocked concurrent pollers (migration 0013 drops them there).
 Never a false "unchanged": a writer that commits a change after `current()` was read makes the
 next `current()` differ.
 """
@@ -66,9 +68,8 @@ class StoreGeneration:
         try:
             if self._path is None:
                 with self.engine.connect() as conn:
-                    rows = conn.execute(sa.text(_COUNTERS)).all()
-                self.counter_reads += 1
-                return _text(rows)
+                    query = sa.text("SELECT pg_current_snapshot()::text")
+                    return str(conn.execute(query).scalar_one())
             with self._lock:
                 if self._sqlite is None:
                     self._sqlite = sqlite3.connect(
