@@ -78,6 +78,8 @@ def test_a_repo_another_worker_added_is_claimed_once_not_in_a_loop(
             start = _commits(url)
             time.sleep(4)
             after = _commits(url) - start
+            # A looks every 5 s: the 4 s window may end before its first poll of the repo
+            until(lambda: a.of("repo.polled", repo="acme/new"), timeout=30)
             assert [x.stop() for x in (a, b)] == [0, 0]
         finally:
             for x in (a, b):
