@@ -5,7 +5,8 @@ first open of an empty store; kills of `tracker poll --once` at random times (se
 seed BASE + i, BASE printed and written here) inside the migration window or anywhere in the run;
 concurrent first opens; and 2 and 3 concurrent `tracker poll --once` processes. Every trial line is
 printed as it finishes. Counts: SOAK_KILLS (random kills per backend, default 30), SOAK_TRIALS
-(concurrent trials per process count and backend, default 20), SOAK_SEED (default: random).
+(concurrent trials per process count and backend, default 20), SOAK_SEED (default: random), SOAK_BACKENDS (default "sqlite,postgres"; a run limited to one backend
+writes only that backend's rows).
 """
 
 from __future__ import annotations
@@ -48,7 +49,10 @@ def run() -> str:
     _say(f"soak: seed base {base}, {kills} random kills and {trials} concurrent trials per case")
     rows: list[str] = []
     failures: list[str] = []
-    for backend in BACKENDS:
+    backends = [b for b in os.environ.get("SOAK_BACKENDS", ",".join(BACKENDS)).split(",") if b]
+    if unknown := set(backends) - set(BACKENDS):
+        raise SystemExit(f"SOAK_BACKENDS: unknown backend(s) {sorted(unknown)}; known: {BACKENDS}")
+    for backend in backends:
         with setting(backend) as (workdir, hub, watchlist, reference, clean_s):
             _say(f"{backend}: clean run {clean_s:.1f} s")
             # (1) a kill after every statement of the first open
