@@ -67,10 +67,12 @@ def run() -> str:
                 _say(f"  statement kill {backend} k={k}/{total}: {r.schema_after_kill} -> "
                      f"next exit {r.next_exit} {'ok' if r.ok else 'FAIL ' + str(r.problems)}")  # fmt: skip
             states = sorted({r.schema_after_kill for r in stmt})
-            rows.append(_row("kill after statement k of the first open (every k)", backend, stmt,
+            which = (
+                "every k" if step == 1 else f"k = 1, {1 + step}, {1 + 2 * step}, ... and the last"
+            )
+            rows.append(_row(f"kill after statement k of the first open ({which})", backend, stmt,
                              time.monotonic() - started,
-                             f"{total} statements, {len(stmt)} killed after (every {step}th and the last); "
-                             f"schema after kill: {', '.join(states)}"))  # fmt: skip
+                             f"{total} statements, {len(stmt)} kills; schema after kill: {', '.join(states)}"))  # fmt: skip
             failures += [f"{backend} statement kill k={r.after_statement}: {r}" for r in stmt
                          if not r.ok]  # fmt: skip
             # (2) random-time kills of `tracker poll --once` on an empty store
