@@ -154,3 +154,33 @@ def test_the_recorded_module_names_are_what_transformers_builds() -> None:
         if meta_modules(json.loads((CONFIGS / name).read_text())) != META[name]
     ]
     assert differ == []
+
+
+def test_the_installed_cli_prints_the_kimi_k25_vision_split(tmp_path: Path) -> None:
+    """`tracker preflight DIR` (the executable, as a process) on a directory holding Kimi-K2.5's
+    config.json: each target's modules split between the vision tower and the language model."""
+    from tests.preflight.test_preflight_census_cli import _run
+
+    model = tmp_path / "Kimi-K2.5"
+    model.mkdir()
+    (model / "config.json").write_bytes((CONFIGS / "moonshotai__Kimi-K2.5.json").read_bytes())
+    done = _run(tmp_path, str(model))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    start = lines.index("LoRA targets (rank 16):")
+    assert lines[start + 1 : start + 9] == [
+        "  q_proj: 27 modules (vision 27); 995,328 adapter parameters",
+        "  k_proj: 27 modules (vision 27); 995,328 adapter parameters",
+        "  v_proj: 27 modules (vision 27); 995,328 adapter parameters",
+        "  o_proj: 61 modules (attention.full 61); 14,991,360 adapter parameters",
+        "  gate_proj: 61 modules (mlp.dense 1, mlp.shared 60); 9,256,960 adapter parameters",
+        "  up_proj: 61 modules (mlp.dense 1, mlp.shared 60); 9,256,960 adapter parameters",
+        "  down_proj: 61 modules (mlp.dense 1, mlp.shared 60); 9,256,960 adapter parameters",
+        "  all-linear: 652 modules (attention.full 305, mlp.dense 3, mlp.shared 180, vision 164); "
+        "97,829,376 adapter parameters",
+    ]
+    data = json.loads(_run(tmp_path, str(model), "--json").stdout)
+    assert data["lora_error"] is None
+    assert data["lora"]["targets"]["q_proj"] == {
+        "vision": {"modules": 27, "adapter_params": 995_328}
+    }
