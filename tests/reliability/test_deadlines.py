@@ -124,7 +124,7 @@ def test_retry_after_as_an_http_date_is_seconds_from_now() -> None:
     assert wait("Sun, 01 Mar 2026 13:00:00 GMT") == 3600.0
     assert wait("Sun, 01 Mar 2026 12:00:07 -0000") == 7.0
     assert wait("Sun, 01 Mar 2026 14:00:00 +0100") == 3600.0
-    assert wait("Sun, 01 Mar 2026 11:00:00 GMT") == 0.0  # a date past: retry now
+    assert wait("Sun, 01 Mar 2026 11:00:00 GMT") is None  # a date past: the own backoff
     assert wait("120") == 120.0
     assert wait("tomorrow") is None
     assert wait("Sun, 31 Feb 2026 12:00:00 GMT") is None

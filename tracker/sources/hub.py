@@ -253,7 +253,8 @@ def install_client(timeout_s: float) -> None:
 
 def _retry_after(response: Any, now: Callable[[], datetime] | None = None) -> float | None:
     """The wait an answer asks for, in seconds: `Retry-After` as delay-seconds or as an HTTP-date
-    (seconds from now, rounded up, 0 for a date past), else the `RateLimit` header's `t`."""
+    (seconds from now, rounded up; a date past asks for nothing: the client's own backoff
+    applies), else the `RateLimit` header's `t`."""
     if response is None:
         return None
     headers = response.headers
@@ -268,8 +269,8 @@ def _retry_after(response: Any, now: Callable[[], datetime] | None = None) -> fl
         if when is not None:
             if when.tzinfo is None:  # "-0000": UTC, with nothing said about the zone
                 when = when.replace(tzinfo=UTC)
-            seconds = (when - (now or _utcnow)()).total_seconds()
-            return float(max(0, math.ceil(seconds)))
+            seconds = math.ceil((when - (now or _utcnow)()).total_seconds())
+            return float(seconds) if seconds > 0 else None
     m = _RATELIMIT_T.search(headers.get("RateLimit", ""))
     return float(m.group(1)) + 1 if m else None
 
