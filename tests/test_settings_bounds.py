@@ -50,8 +50,9 @@ def _upper(name: str) -> int | float:
 
 
 def test_the_numeric_settings_are_found() -> None:
-    # the discovery itself: the fields the review named are among them
-    assert len(NUMERIC) == 28
+    # the discovery itself: the 28 numeric fields of this writing (more may come, each then
+    # checked below), the ones the review named among them
+    assert len(NUMERIC) >= 28
     for name in ("watchlist_sync_s", "webhook_timeout_s", "render_backstop_wall_s",
                  "render_backstop_cpu_s", "rate_api_per_window", "watchdog_usec"):  # fmt: skip
         assert name in NUMERIC
@@ -163,3 +164,47 @@ def test_an_unbounded_number_in_the_watchlist_is_refused_in_one_line(
     )
     assert (done.returncode, done.stdout) == (2, ""), done.stderr
     assert done.stderr.splitlines() == [f"error: {tmp_path / 'watchlist.yaml'} is invalid: {said}"]
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "why"),
+    [
+        ("TRACKER_HF_ENDPOINT", "http://127.0.0.1:abc", "has a bad port"),
+        ("TRACKER_HF_ENDPOINT", "http://127.0.0.1:99999", "has a bad port"),
+        ("HF_ENDPOINT", "http://127.0.0.1:0", "has a bad port"),
+        ("TRACKER_HF_ENDPOINT", "http://:8080", "has no host"),
+        ("TRACKER_HF_ENDPOINT", "ftp://mirror.example", "is not an http(s) URL"),
+        ("TRACKER_HUB_PUBLIC_URL", "https://hub.example:70000", "has a bad port"),
+        ("TRACKER_PUBLIC_URL", "https://tracker.example:x/", "has a bad port"),
+    ],
+)
+def test_an_endpoint_url_with_a_bad_port_or_no_host_is_refused_at_start(
+    tmp_path: Path, variable: str, value: str, why: str
+) -> None:
+    # Before: accepted, then every poll failed ("unexpected InvalidURL" for :abc, a misleading
+    # "Connection refused" for :99999).
+    (tmp_path / "watchlist.yaml").write_text("repos:\n  - id: acme/tiny\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACKER_", "HF_"))}
+    env.update(
+        TRACKER_STATE_DIR=str(tmp_path / "state"),
+        TRACKER_WATCHLIST=str(tmp_path / "watchlist.yaml"),
+    )
+    env[variable] = value
+    done = subprocess.run(
+        [str(TRACKER), "watch", "list"], env=env, capture_output=True, text=True, timeout=120
+    )
+    shown = "TRACKER_HF_ENDPOINT" if variable == "HF_ENDPOINT" else variable
+    assert (done.returncode, done.stdout) == (2, ""), done.stderr
+    assert done.stderr.splitlines() == [
+        f"error: invalid settings: {shown}: {value!r} {why}; "
+        "expected http(s)://HOST[:PORT] with PORT 1-65535"
+    ]
+
+
+def test_an_endpoint_with_a_port_and_a_trailing_slash_is_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TRACKER_HF_ENDPOINT", "http://127.0.0.1:65535/")
+    monkeypatch.setenv("TRACKER_PUBLIC_URL", "https://[::1]:1/tracker/")
+    s = load_settings()
+    assert (s.hf_endpoint, s.public_url) == ("http://127.0.0.1:65535", "https://[::1]:1/tracker")

@@ -293,10 +293,7 @@ class Settings(BaseSettings):
     @field_validator("hf_endpoint", "hub_public_url")
     @classmethod
     def _an_http_url(cls, value: str) -> str:
-        parts = urlsplit(value)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ValueError(f"{value!r} is not an http(s) URL")
-        return value.rstrip("/")
+        return check_http_url(value)
 
     @field_validator("webhook_allow_networks")
     @classmethod
@@ -371,6 +368,25 @@ class Settings(BaseSettings):
         if self.database_url:
             return self.database_url
         return f"sqlite:///{(self.state_dir / 'tracker.db').resolve()}"
+
+
+def check_http_url(url: str) -> str:
+    """`url` without a trailing slash if it is an http(s) URL with a host and, when it names one,
+    a port in 1-65535; else ValueError (a bad port was accepted at start, then every request
+    failed: "unexpected InvalidURL" for `:abc`, a misleading "Connection refused" for `:99999`)."""
+    expected = "expected http(s)://HOST[:PORT] with PORT 1-65535"
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"{url!r} is not an http(s) URL; {expected}")
+    try:
+        port = parts.port
+    except ValueError:
+        port = 0
+    if port == 0:
+        raise ValueError(f"{url!r} has a bad port; {expected}")
+    if not parts.hostname:
+        raise ValueError(f"{url!r} has no host; {expected}")
+    return url.rstrip("/")
 
 
 def check_database_url(url: str) -> str:

@@ -17,12 +17,15 @@ lists a branch's history); the oldest has none.
 from __future__ import annotations
 
 import json
+import math
 import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any, Protocol, TypeVar
 
 import httpx2
@@ -248,15 +251,32 @@ def install_client(timeout_s: float) -> None:
         set_client_factory(factory)
 
 
-def _retry_after(response: Any) -> float | None:
+def _retry_after(response: Any, now: Callable[[], datetime] | None = None) -> float | None:
+    """The wait an answer asks for, in seconds: `Retry-After` as delay-seconds or as an HTTP-date
+    (seconds from now, rounded up; a date past asks for nothing: the client's own backoff
+    applies), else the `RateLimit` header's `t`."""
     if response is None:
         return None
     headers = response.headers
     value = headers.get("Retry-After")
     if value is not None and value.strip().isdigit():
         return float(value.strip())
+    if value is not None:
+        try:
+            when = parsedate_to_datetime(value.strip())
+        except (TypeError, ValueError, IndexError, OverflowError):
+            when = None
+        if when is not None:
+            if when.tzinfo is None:  # "-0000": UTC, with nothing said about the zone
+                when = when.replace(tzinfo=UTC)
+            seconds = math.ceil((when - (now or _utcnow)()).total_seconds())
+            return float(seconds) if seconds > 0 else None
     m = _RATELIMIT_T.search(headers.get("RateLimit", ""))
     return float(m.group(1)) + 1 if m else None
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
 
 
 def _translate(exc: BaseException, what: str) -> TrackerError:
