@@ -45,6 +45,7 @@ def preflight_delta(before: Preflight, after: Preflight) -> list[Change]:
 
 def _missing_text(version: Mapping[str, Any], first: Mapping[str, str]) -> str:
     parts = [f"cannot import: {p} is not in this revision" for p in version.get("absent") or []]
+    parts += list(version.get("broken") or [])
     for m in version["missing"]:
         if m["where"] != "required" or m["status"] == "dynamic":
             continue
@@ -67,7 +68,10 @@ def _remote(before: Preflight, after: Preflight) -> list[Change]:
             continue
         key = f"preflight.remote_code.transformers-{version}"
         if not now:
-            row = next((v for v in ra.versions if v["version"] == version), {"absent": ra.absent})
+            row = next(
+                (v for v in ra.versions if v["version"] == version),
+                {"absent": ra.absent, "broken": ra.broken, "missing": []},
+            )
             missing = _missing_text(row, ra.first_missing)
             out.append(
                 Change(
