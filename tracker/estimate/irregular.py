@@ -139,6 +139,14 @@ def _bert(c: ConfigView, t: Tally, n: Notes) -> Result:
         0,
         kind="encoder",
         lora_dims=8 * h + 2 * (h + inter),
+        ffn_width=inter,
+        q_width=h,
+        k_width=h,
+        v_width=h,
+        heads=heads,
+        gated=False,
+        layer_norm=True,
+        post_norms=1,  # post-norm: the second LayerNorm's output leaves the layer
     )
     t.add("attention", layers * a)
     t.add("dense_mlp", layers * m)
@@ -186,6 +194,18 @@ def _t5(c: ConfigView, t: Tally, n: Notes) -> Result:
                     kv,
                     kind=stack,
                     lora_dims=8 * (d + inner) + 3 * (d + dff),
+                    ffn_width=dff,
+                    q_width=inner,
+                    k_width=inner,
+                    v_width=inner,
+                    heads=heads,
+                    gated=gated,
+                    norms=3 if stack == "decoder" else 2,
+                    cross_kv_width=2 * inner if stack == "decoder" else 0,
+                    act_tensors=2 if gated else 1,  # ReLU keeps only its output (wo's input)
+                    norm_keeps_input=True,
+                    bias_math=True,
+                    bias_indices=i == 0,
                 )
             )
         t.add("norms", d)

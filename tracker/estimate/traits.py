@@ -50,6 +50,12 @@ class Traits:
     router carries a per-channel (hidden) and a per-expert scale vector.
     `full_head_dim`: head size of full-attention layers where the config does not give
     `global_head_dim` (the family's config default).
+    Activations only (no parameters): `norm_fp32`: the RMSNorm applies its weight in fp32, so it
+    keeps the fp32 normalised value as well as the fp32 input copy (Gemma's `(1 + w).float()`,
+    Qwen3-Next's, gpt-oss's fp32 product). `v_norm`: a weightless RMSNorm on V (Gemma 4).
+    `eager`: transformers 5.24 has no SDPA path for the family (gpt-oss: attention sinks,
+    `_supports_sdpa = False`; BLOOM: ALiBi in its own attention), so its default attention is
+    eager and keeps the T × T probabilities.
     """
 
     tie: bool = False
@@ -89,6 +95,9 @@ class Traits:
     moe_beside_dense_norms: int | None = None
     router_scales: bool = False
     full_head_dim: int | None = None
+    norm_fp32: bool = False
+    v_norm: bool = False
+    eager: bool = False
 
 
 LLAMA = Traits()
@@ -100,14 +109,18 @@ is absent, transformers' base default (`PreTrainedConfig.tie_word_embeddings = T
 
 _QWEN2 = Traits(qkv_bias=True, o_bias=False)  # Qwen2Attention: q/k/v bias=True, o_proj bias=False
 _QWEN3 = Traits(qk_norm=True)  # Qwen3Attention: q_norm/k_norm RMSNorm(head_dim)
-_QWEN_NEXT = replace(_QWEN3, q_gate=True, shared_gate=True)  # attn_output_gate; gated shared expert
-_GEMMA = Traits(tie=True)  # GemmaConfig(tie_word_embeddings=True)
+_QWEN_NEXT = replace(
+    _QWEN3, q_gate=True, shared_gate=True, norm_fp32=True
+)  # attn_output_gate; gated shared expert
+_GEMMA = Traits(tie=True, norm_fp32=True)  # GemmaConfig(tie_word_embeddings=True)
 _GEMMA2 = replace(_GEMMA, norms_per_sublayer=2, alternate_sliding=True)  # pre+post norms
 _GEMMA3 = replace(_GEMMA, norms_per_sublayer=2, qk_norm=True)
 # Gemma 4 text: Gemma 3's layout; `enable_moe_block` adds the experts beside the dense MLP (three
 # more norms per layer), the router scales its input per channel and its output per expert, and
 # full layers' head size defaults to 512 (Gemma4TextConfig pops `global_head_dim` with 512).
-_GEMMA4 = replace(_GEMMA3, moe_beside_dense_norms=3, router_scales=True, full_head_dim=512)
+_GEMMA4 = replace(
+    _GEMMA3, moe_beside_dense_norms=3, router_scales=True, full_head_dim=512, v_norm=True
+)
 _GPT = Traits(
     tie=True,
     qkv_bias=True,
@@ -138,11 +151,19 @@ TRAITS: dict[str, Traits] = {
     "gemma3_text": _GEMMA3,
     "gemma4_text": _GEMMA4,
     # GptOssAttention: q/k/v/o with bias and a sink per head; router and experts with biases.
-    "gpt_oss": Traits(qkv_bias=True, o_bias=True, sinks=True, router_bias=True, expert_bias=True),
+    "gpt_oss": Traits(
+        qkv_bias=True,
+        o_bias=True,
+        sinks=True,
+        router_bias=True,
+        expert_bias=True,
+        norm_fp32=True,
+        eager=True,
+    ),
     # GPT-2: Conv1D with bias everywhere, LayerNorm, GELU MLP, a learned table of n_positions.
     "gpt2": replace(_GPT, positions="n_positions"),
     # BLOOM: ALiBi (no position table), a LayerNorm after the embeddings.
-    "bloom": replace(_GPT, embed_norm=True, alibi=True),
+    "bloom": replace(_GPT, embed_norm=True, alibi=True, eager=True),
     # GPT-NeoX: parallel residual still keeps two LayerNorms per layer; untied by default.
     "gpt_neox": replace(_GPT, tie=False, parallel_norms=2),
     # Phi-3: qkv_proj and gate_up_proj are single linears.
