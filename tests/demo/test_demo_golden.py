@@ -52,8 +52,7 @@ def test_golden_is_the_demo_cycle(demo_run: Any) -> None:
     expected = _files(GOLDEN)
     ids = sorted(n.removesuffix(".json") for n in expected if n.endswith(".json"))
     assert ids == sorted(demo_run.first.advisories)
-    assert len(ids) == 52  # + Mixtral's first safetensors and bloom-560m's first config and
-    # weights: a capacity / LoRA answer found where there was none (issue 15 review, defect 6)
+    assert len(ids) == 50
     assert demo_run.second.advisories == ()
     assert _files(demo_run.export_second) == expected
     index = expected["modified_id.csv"].decode().splitlines()
@@ -64,7 +63,7 @@ def test_golden_is_the_demo_cycle(demo_run: Any) -> None:
     )
     assert {s: severities.count(s) for s in set(severities)} == {
         "critical": 4,
-        "high": 26,  # + bloom-560m: every LoRA target resolves where nothing could before
-        "moderate": 12,  # + granite's BF16 re-upload, Mixtral's first safetensors (preflight)
+        "high": 25,
+        "moderate": 11,  # + granite's BF16 re-upload: what it takes to fetch and hold (preflight)
         "low": 10,
     }

@@ -36,9 +36,9 @@ def test_an_unchanged_answer_and_one_unknown_on_both_sides_are_no_change() -> No
     assert preflight_delta(_run(None), _run(None)) == []  # no config, no headers: unknown both
 
 
-def test_an_answer_lost_or_found_is_a_change_with_before_and_after() -> None:
+def test_an_answer_lost_is_a_change_with_before_and_after() -> None:
     """The hostile review: the safetensors replaced by .bin (no census), or a config the LoRA
-    resolution cannot read, was no change at all; it is one, both ways."""
+    resolution cannot read, was no change at all; losing an answer is one now."""
     answered, lost = _run(NEXT, "F32"), _run(None)
     why = "no safetensors headers at this revision (nothing to count bytes from)"
     changes = preflight_delta(answered, lost)
@@ -65,12 +65,8 @@ def test_an_answer_lost_or_found_is_a_change_with_before_and_after() -> None:
         {"attention.full": 12},
         "cannot resolve: no config.json at this revision",
     )
-    back = preflight_delta(lost, answered)
-    assert [c.summary for c in back] == [
-        f"what it takes to fetch and hold changed: capacity unknown: {why} → 4.00 GB",
-        "`q_proj`: cannot resolve: no config.json at this revision → 12 modules",
-        "`in_proj_qkvz`: cannot resolve: no config.json at this revision → 36 modules",
-    ]
+    # found where there was none: not published yet (see tracker.preflight.delta's docstring)
+    assert preflight_delta(lost, answered) == []
     # weights only as .bin: the census is lost, the LoRA answer (from config.json) stays
     [c] = preflight_delta(answered, _run(NEXT))
     assert (
