@@ -218,11 +218,9 @@ def _lora(before: Preflight, after: Preflight) -> list[Change]:
     for target in dict.fromkeys(targets):
         b, a = _answer(before, target), _answer(after, target)
         if b is None or a is None or b == a or isinstance(b, str):
-            continue  # not asked on one side, the same, or unknown before (see the module docstring)
-        if isinstance(b, str) or isinstance(a, str):
-            was = b if isinstance(b, str) else f"{sum(b.values()):,} modules"
-            now = a if isinstance(a, str) else f"{sum(a.values()):,} modules"
-            summary = f"`{target}`: {was} → {now}"
+            continue  # not asked on one side, the same, or unknown before (the module docstring)
+        if isinstance(a, str):
+            summary = f"`{target}`: {sum(b.values()):,} modules → {a}"
         else:
             parts = []
             for kind in sorted(
