@@ -30,11 +30,48 @@ def _run(config: dict[str, object] | None, dtype: str | None = None) -> Prefligh
     )
 
 
-def test_an_unchanged_answer_and_an_unknown_one_are_no_change() -> None:
+def test_an_unchanged_answer_and_one_unknown_on_both_sides_are_no_change() -> None:
     same = _run(NEXT, "BF16")
     assert preflight_delta(same, _run(NEXT, "BF16")) == []
-    assert preflight_delta(_run(None), same) == []  # no config, no headers before: unknown
-    assert preflight_delta(same, _run(None)) == []
+    assert preflight_delta(_run(None), _run(None)) == []  # no config, no headers: unknown both
+
+
+def test_an_answer_lost_is_a_change_with_before_and_after() -> None:
+    """The hostile review: the safetensors replaced by .bin (no census), or a config the LoRA
+    resolution cannot read, was no change at all; losing an answer is one now."""
+    answered, lost = _run(NEXT, "F32"), _run(None)
+    why = "no safetensors headers at this revision (nothing to count bytes from)"
+    changes = preflight_delta(answered, lost)
+    assert [(c.key, c.kind, c.summary) for c in changes] == [
+        (
+            "preflight.capacity",
+            ChangeKind.CHANGED,
+            f"what it takes to fetch and hold changed: capacity 4.00 GB → unknown: {why}",
+        ),
+        (
+            "preflight.lora.q_proj",
+            ChangeKind.CHANGED,
+            "`q_proj`: 12 modules → cannot resolve: no config.json at this revision",
+        ),
+        (
+            "preflight.lora.in_proj_qkvz",
+            ChangeKind.CHANGED,
+            "`in_proj_qkvz`: 36 modules → cannot resolve: no config.json at this revision",
+        ),
+    ]
+    assert changes[0].before["bytes_per_param"] == 4.0  # type: ignore[index]
+    assert changes[0].after == f"unknown: {why}"
+    assert (changes[1].before, changes[1].after) == (
+        {"attention.full": 12},
+        "cannot resolve: no config.json at this revision",
+    )
+    # found where there was none: not published yet (see tracker.preflight.delta's docstring)
+    assert preflight_delta(lost, answered) == []
+    # weights only as .bin: the census is lost, the LoRA answer (from config.json) stays
+    [c] = preflight_delta(answered, _run(NEXT))
+    assert (
+        c.summary == f"what it takes to fetch and hold changed: capacity 4.00 GB → unknown: {why}"
+    )
 
 
 def test_a_layout_change_says_where_a_target_stops_resolving() -> None:
