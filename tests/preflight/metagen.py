@@ -39,9 +39,14 @@ def native_class(config: dict[str, Any]) -> Any:
     model_type = config.get("model_type")
     arch = str((config.get("architectures") or [""])[0])
     version = transformers.__version__
-    if model_type not in CONFIG_MAPPING:
-        return f"model_type {model_type!r} is not registered in transformers {version}"
     cls = getattr(transformers, arch, None)
+    if model_type not in CONFIG_MAPPING:
+        # A remote-code model_type whose architectures[0] names a class transformers exports
+        # (Kimi-K2-Instruct: kimi_k2, DeepseekV3ForCausalLM) is built with that class and its own
+        # config class, as transformers would build the same weights without the remote code.
+        if cls is not None:
+            return cls
+        return f"model_type {model_type!r} is not registered in transformers {version}"
     if cls is not None:
         return cls
     mapped = sorted(
@@ -85,7 +90,9 @@ def meta_modules(config: dict[str, Any]) -> dict[str, Any] | None:
     cls = native_class(data)
     if isinstance(cls, str):
         return None
-    cfg = CONFIG_MAPPING[data["model_type"]].from_dict(data)
+    model_type = data.get("model_type")
+    config_class = CONFIG_MAPPING.get(model_type, cls.config_class)
+    cfg = config_class.from_dict(data)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with torch.device("meta"):

@@ -4,19 +4,20 @@
 natively, the Linear modules of its meta-device build (`tests/preflight/metagen.py` writes it;
 `--check` rebuilds all of them). The derivation must give, for every default target name and for
 `all-linear`, exactly the module count and the adapter parameters (rank × (in + out)) that PEFT's
-name matching finds in that build. All 55 configs are rebuilt live here (meta device, about 25 s)
+name matching finds in that build. All 56 configs are rebuilt live here (meta device, about 25 s)
 to show the record is what transformers builds.
 
-Kimi-K2.5 is built through the Auto mapping of its `kimi_k25` model_type: its `architectures`
-says `KimiK25ForConditionalGeneration` (the remote code's name), transformers 5.24.0 exports the
-same model as `Kimi_K25ForConditionalGeneration`. Left out, because transformers 5.24.0 does not
-register their model_type (remote code only; pinned in `test_the_configs_left_out_and_why`):
-Qwen-72B and Qwen-7B-Chat (`qwen`), chatglm2-6b (`chatglm`), MiMo-7B-Base (`mimo`), internlm-20b
-(`internlm`), Phi-4-reasoning-vision-15B (`phi4-siglip`), Kimi-K2-Instruct (`kimi_k2`: its
-architecture is named DeepseekV3ForCausalLM, but transformers reads `kimi_k2` only as Kimi-K2.5's
-text config), Kimi-K3 (`kimi_k3`), Llama-3_3-Nemotron-Super-49B-v1 (`nemotron-nas`) and
-falcon-40b (`RefinedWeb`: transformers registers Falcon as `falcon` only, and nothing in 5.24.0
-maps RW's name onto it). Those are read as remote code (`census_lora`, its own tests).
+Kimi-K2.5 is built through the Auto mapping of its `kimi_k25` model_type: its `architectures` says
+`KimiK25ForConditionalGeneration` (the remote code's name), transformers 5.24.0 exports the same
+model as `Kimi_K25ForConditionalGeneration`. Kimi-K2-Instruct's model_type `kimi_k2` is remote
+code, but its `architectures` names `DeepseekV3ForCausalLM`, a transformers class: it is built with
+that class and DeepseekV3Config, the native build of the same weights. Left out, because
+transformers 5.24.0 does not register their model_type (remote code only; pinned in
+`test_the_configs_left_out_and_why`): Qwen-72B and Qwen-7B-Chat (`qwen`), chatglm2-6b (`chatglm`),
+MiMo-7B-Base (`mimo`), internlm-20b (`internlm`), Phi-4-reasoning-vision-15B (`phi4-siglip`),
+Kimi-K3 (`kimi_k3`), Llama-3_3-Nemotron-Super-49B-v1 (`nemotron-nas`) and falcon-40b (`RefinedWeb`:
+transformers registers Falcon as `falcon` only, and nothing in 5.24.0 maps RW's name onto it).
+Those are read as remote code (`census_lora`, its own tests).
 """
 
 from __future__ import annotations
@@ -55,9 +56,6 @@ LEFT_OUT = {
     "microsoft__Phi-4-reasoning-vision-15B.json": (
         "model_type 'phi4-siglip' is not registered in transformers 5.24.0"
     ),
-    "moonshotai__Kimi-K2-Instruct.json": (
-        "model_type 'kimi_k2' is not registered in transformers 5.24.0"
-    ),
     "moonshotai__Kimi-K3.json": "model_type 'kimi_k3' is not registered in transformers 5.24.0",
     "nvidia__Llama-3_3-Nemotron-Super-49B-v1.json": (
         "model_type 'nemotron-nas' is not registered in transformers 5.24.0"
@@ -67,7 +65,7 @@ LEFT_OUT = {
 
 
 def test_every_natively_built_corpus_config_is_recorded() -> None:
-    assert len(META) == 55  # of the 65 corpus configs; the rest are remote-code families
+    assert len(META) == 56  # of the 65 corpus configs; the rest are remote-code families
     assert set(META) <= {p.name for p in CONFIGS.glob("*.json")}
     assert set(META) | set(LEFT_OUT) == {p.name for p in CONFIGS.glob("*.json")}
     assert not set(META) & set(LEFT_OUT)
@@ -146,8 +144,8 @@ def test_the_recorded_module_names_are_what_transformers_builds() -> None:
     pytest.importorskip("transformers")
     from tests.preflight.metagen import meta_modules
 
-    # every recorded config is rebuilt on the meta device (about 25 s for the 55)
-    assert len(META) == 55
+    # every recorded config is rebuilt on the meta device (about 25 s for the 56)
+    assert len(META) == 56
     differ = [
         name
         for name in sorted(META)
