@@ -61,6 +61,12 @@ LAYERS: tuple[tuple[Any, ...], ...] = (
     ("zai-org__GLM-5", 3, "MLA + DSA indexer + MoE (256 → 16, top-8, shared)"),
     ("deepseek-ai__DeepSeek-V3.2", 0, "MLA + DSA indexer + dense FFN (deepseek_v32)"),
     ("bigscience__bloom-560m", 0, "ALiBi, fused qkv, GELU MLP"),
+    ("openai__gpt-oss-20b", 0, "eager attention with sinks, clamped-SwiGLU MoE (32 → 16, top-4)"),
+    (
+        "meta-llama__Llama-4-Scout-17B-16E-Instruct",
+        0,
+        "MoE routed densely (all 16 experts on every token), shared expert (llama4)",
+    ),
     ("google-bert__bert-base-uncased", 0, "BertLayer: post-norm encoder layer", "encoder"),
     ("google-t5__t5-base", 0, "T5 encoder block 0 (computes the relative bias)", "encoder"),
     ("google-t5__t5-base", 1, "T5 encoder block (bias passed in)", "encoder"),
@@ -85,13 +91,13 @@ KDA_NOTE = (
     "norms keep their input, so the first norm of those rows keeps a·h the table does not "
     "count (BLOOM, GPT-2, GPT-NeoX, T5 +2–5%). T5's learned relative bias needs grad, so SDPA "
     "runs its fp32 math path there (fp32 Q, K, V and T×T probabilities). "
-    "Corpus families without a row: gpt_oss (gpt-oss-20b): measured once at T=128 with 4 "
-    "experts, 314,936 bytes per token against the formula's 245,784 (-22%): its clamped "
-    "SwiGLU experts keep about seven routed-pair tensors more than the formula's four, not "
-    "yet modelled; llama4: transformers' Llama4TextMoe runs every expert on every token "
-    "(bf16 bmm, under 0.1 GFLOP/s on this CPU before the harness computed it as 2-D matmuls), "
-    "not measured in time; qwen3_vl's text config has no causal-LM class; falcon-40b's config "
-    "says model_type RefinedWeb, which 5.24 does not register; qwen, chatglm, internlm, mimo, "
+    "Llama 4's MoE row: transformers' Llama4TextMoe runs every expert on every token (each "
+    "scaled by its sigmoid score, 0 where not chosen), so autograd keeps all 16 experts' "
+    "activations, not the top-1's; Maverick's MoE layers are the same shape with 128 experts "
+    "(the cut to 16 would measure this row again). gpt-oss's experts run transformers' default "
+    "grouped_mm path; its clamped SwiGLU keeps seven tensors per routed pair at expert width. "
+    "Corpus families without a row: qwen3_vl's text config has no causal-LM class; "
+    "falcon-40b's config says model_type RefinedWeb, which 5.24 does not register; qwen, chatglm, internlm, mimo, "
     "nemotron-nas, phi4-siglip and the Kimi configs need the repositories' own code "
     "(Kimi-K2/K2.5 are DeepSeek-V3 layers, measured above).\n"
 )
@@ -142,14 +148,18 @@ def _same_saves(kind: str) -> Any:
     import torch
 
     def compute(a: Any, b: Any, offs: Any) -> Any:
+        # in fp32, one expert at a time, cast back: bf16 matmul on a CPU without AVX-512-BF16
+        # runs at under 0.3 GFLOP/s (a Llama 4 MoE layer computes 0.5 TFLOP at T = 128)
         with torch.no_grad():
             if kind == "bmm":
-                return torch.stack([x @ y for x, y in zip(a, b, strict=True)])
+                return torch.stack(
+                    [(x.float() @ y.float()).to(a.dtype) for x, y in zip(a, b, strict=True)]
+                )
             out = a.new_empty(a.shape[0], b.shape[-1])
             start = 0
             for e, end in enumerate(offs.tolist()):
                 if end > start:
-                    out[start:end] = a[start:end] @ b[e]
+                    out[start:end] = (a[start:end].float() @ b[e].float()).to(a.dtype)
                 start = end
             return out
 

@@ -106,3 +106,41 @@ def test_encoder_and_encoder_decoder_layers() -> None:
     cross = 2 * 4 * h + 4 * heads + 2 * heads * t
     dec0 = 3 * norm + self_attn + 8 * t + t + cross + 2 * inter
     assert per_token("google-t5__t5-base", 0, t, decoder_of_encdec=True) == dec0 == 54_972 + 2 * h
+
+
+def test_gpt_oss_clamped_swiglu_experts_and_top_k_router() -> None:
+    # gpt-oss-20b layer 0 (measured 314,937 at T = 128 and 364,088 at T = 512, 16 of its 32
+    # experts; an earlier run with 4 experts gave 314,936 at T = 128): fp32-product RMSNorms;
+    # eager attention with a sink per head (Q, K, the softmax over T + 1 in bf16, int64 row
+    # maxima, V, output); per routed pair (top-4) the gathered input and expert output (2·h),
+    # the clamped SwiGLU's 7 tensors at expert width (gate_up 2·I, clamped gate, sigmoid,
+    # up + 1, glu, product), int64 top-k index, permutation, bias index and inverse
+    # permutation, the bf16 top-k softmax and its sorted copy; no fp32 router probabilities.
+    h, q, heads, inter, k = 2880, 64 * 64, 64, 2880, 4
+    for t in (128, 512):
+        norms = 2 * (10 * h + 8)
+        attention = 2 * 4 * q + 2 * heads * (t + 1) + 8 * heads
+        moe = k * (2 * 2 * h + 7 * 2 * inter + 40 + 2 * 2)
+        assert per_token("openai__gpt-oss-20b", 0, t) == norms + attention + moe
+    assert per_token("openai__gpt-oss-20b", 0, 128) == 314_944
+
+
+def test_llama4_routes_every_token_through_every_expert() -> None:
+    # Llama 4 Scout layer 0 (measured 1,573,328 at T = 128 and at T = 512; 16 experts,
+    # top-1): Llama4TextMoe repeats the input once per expert and scales it by the expert's
+    # sigmoid score (0 where not chosen), so all 16 experts keep the repeated and the scaled
+    # input (2·h), their SwiGLU (4·I) and the transposed score (1); fp32 sigmoid scores over E,
+    # the top-1's int64 index; the shared expert (intermediate_size wide) as a SwiGLU.
+    # Not counted (-1.6%): the parameter-free L2 q/k norm keeps fp32 q and k and its rsqrt,
+    # 4·(q + k) + 4·(heads + KV heads) = 24,768 on this layer.
+    h, q, kv, heads, inter, e = 5120, 40 * 128, 8 * 128, 40, 8192, 16
+    norms = 2 * (8 * h + 4)
+    attention = 2 * (q + kv + kv + q) + 4 * heads
+    moe = 4 * e + e * (2 * 2 * h + 4 * 2 * inter + 2) + 8 + 2 * 4 * inter
+    assert (
+        per_token("meta-llama__Llama-4-Scout-17B-16E-Instruct", 0, 128) == norms + attention + moe
+    )
+    # Maverick's MoE layers (odd indices) have 128 experts, all of them kept for every token
+    maverick = norms + attention + 4 * 128 + 128 * (2 * 2 * h + 4 * 2 * inter + 2) + 8
+    maverick += 2 * 4 * inter
+    assert per_token("meta-llama__Llama-4-Maverick-17B-128E-Instruct", 1, 128) == maverick

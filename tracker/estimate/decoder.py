@@ -98,6 +98,8 @@ class Dec:
     norm_fp32: bool = False  # RMSNorms apply their weight in fp32 (activations only)
     v_norm: bool = False  # a weightless RMSNorm on V (Gemma 4; activations only)
     eager: bool = False  # no SDPA path in transformers: eager attention (activations only)
+    routing: str = "softmax"  # MoE routing as autograd sees it (Traits.routing; activations only)
+    expert_tensors: int = 4  # tensors an expert keeps per routed token at its width
     per_layer_input: int = 0  # width of per-layer input embeddings (`hidden_size_per_layer_input`)
     per_layer_vocab: int = 0  # rows of their table (`vocab_size_per_layer_input`)
     attn_res: bool = False  # attention residuals: an RMSNorm and an h→1 pseudo-query per sublayer
@@ -454,5 +456,7 @@ def _layer(
         dense_mask=mx.dense_mask,
         eager=d.eager and mx.kind not in ("linear", "ssm", "none"),
         sinks=d.sinks,
+        routing=d.routing if ffn == "moe" else "softmax",
+        expert_tensors=d.expert_tensors,
     )
     return spec, adds

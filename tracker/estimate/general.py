@@ -163,6 +163,8 @@ def read_decoder(c: ConfigView, tr: Traits, n: Notes) -> Dec:
         norm_fp32=tr.norm_fp32,
         v_norm=tr.v_norm,
         eager=tr.eager,
+        routing=tr.routing,
+        expert_tensors=tr.expert_tensors,
         qk_norm=_qk_norm(c, tr),
         q_gate=c.bool("attn_output_gate", tr.q_gate),
         router_bias=tr.router_bias,

@@ -31,7 +31,10 @@ real-shaped layers (`bench/activations.py`, `make bench`):
 - MoE: fp32 router probabilities, 4·E, and per routed token-expert pair the gathered input and
   the expert output, 2a·h, the expert's gated FFN, 4a·I_expert, and the routing indices and
   weights (28 bytes); shared experts as a gated FFN; a dense MLP beside the experts (Gemma 4)
-  as a gated FFN, and Gemma 4's router its normalized, scaled input, (4 + 2a)·h;
+  as a gated FFN, and Gemma 4's router its normalized, scaled input, (4 + 2a)·h. Two families
+  route irregularly (`traits.py`): gpt-oss's clamped SwiGLU experts keep 7a·I_expert per pair
+  and its router no fp32 probabilities (per pair 40 + 2a bytes of indices and weights);
+  Llama 4 runs every expert on every token, so all E experts keep 2a·h + 4a·I_expert + a;
 - gated DeltaNet and Mamba2 mixers: what transformers' torch path keeps (the chunked scan in
   fp32, used where the flash-linear-attention / mamba-ssm kernels are not installed; those
   kernels keep less), fitted to the byte on small layers (`mixers.Gdn.saved_bytes`,
@@ -176,7 +179,18 @@ def layer_activation_bytes(spec: LayerSpec, r: Reading, a: float, tokens: int = 
             total += a * heads * tokens if spec.bias_math else 0.0
     if spec.ffn == "moe":
         k_ = spec.top_k
-        total += 4.0 * spec.experts + k_ * (2 * a * h + 4 * a * spec.moe_width + 28) + 8
+        expert = 2 * a * h + spec.expert_tensors * a * spec.moe_width
+        if spec.routing == "dense":
+            # Llama 4: every expert sees every token (input repeated per expert and scaled by
+            # its score), so each keeps its input copy, the scaled input and its FFN, and the
+            # transposed score; fp32 sigmoid scores over E; the top-k's int64 indices
+            total += 4.0 * spec.experts + spec.experts * (expert + a) + 8 * k_
+        elif spec.routing == "topk":
+            # gpt-oss: per routed pair the top-k index, the bf16 softmax over the top-k logits
+            # and its sorted copy, and grouped_mm's int64 permutation and bias indices (4)
+            total += k_ * (expert + 40 + 2 * a)
+        else:
+            total += 4.0 * spec.experts + k_ * (expert + 28) + 8
         total += a * 4 * spec.shared_width
         # a dense MLP beside the experts (Gemma 4): the rest of the active width
         total += a * 4 * max(0, spec.ffn_width - k_ * spec.moe_width - spec.shared_width)

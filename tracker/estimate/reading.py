@@ -217,6 +217,8 @@ class LayerSpec:
     norm_keeps_input: bool = False  # the norm multiplies its bf16 input by the rsqrt (T5)
     bias_math: bool = False  # a learned position bias needing grad: SDPA's fp32 math path (T5)
     bias_indices: bool = False  # the layer computes that bias: int64 T × T bucket indices
+    routing: str = "softmax"  # "topk": softmax over top-k logits (gpt-oss); "dense": all experts
+    expert_tensors: int = 4  # tensors an expert keeps per routed token at its width (gpt-oss 7)
 
 
 class Notes:

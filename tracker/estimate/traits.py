@@ -56,6 +56,11 @@ class Traits:
     `eager`: transformers 5.24 has no SDPA path for the family (gpt-oss: attention sinks,
     `_supports_sdpa = False`; BLOOM: ALiBi in its own attention), so its default attention is
     eager and keeps the T × T probabilities.
+    `routing`: what the MoE block keeps for routing where it is not the usual top-k over fp32
+    router probabilities: "topk" (gpt-oss: softmax over the top-k logits in the activation
+    dtype, experts on grouped_mm), "dense" (Llama 4: every token goes through every expert).
+    `expert_tensors`: tensors an expert keeps per routed token at its width (4: gate, act(gate),
+    up, product; gpt-oss's clamped SwiGLU keeps 7, see its entry).
     """
 
     tie: bool = False
@@ -98,6 +103,8 @@ class Traits:
     norm_fp32: bool = False
     v_norm: bool = False
     eager: bool = False
+    routing: str = "softmax"
+    expert_tensors: int = 4
 
 
 LLAMA = Traits()
@@ -151,7 +158,14 @@ TRAITS: dict[str, Traits] = {
     "gemma3_text": _GEMMA3,
     "gemma4_text": _GEMMA4,
     # GptOssAttention: q/k/v/o with bias and a sink per head; router and experts with biases.
+    # Irregular experts (activations only): GptOssExperts' gate_up output is interleaved
+    # (gate = [..., ::2], up = [..., 1::2]) and clamped, glu = gate·sigmoid(1.702·gate), and
+    # the product is (up + 1)·glu: per routed token autograd keeps the whole gate_up output
+    # (2·I), the clamped gate, the sigmoid, up + 1, glu and the product (down's input), 7·I
+    # against a plain SwiGLU's 4·I; its router softmaxes only the top-k logits, in bf16.
     "gpt_oss": Traits(
+        routing="topk",
+        expert_tensors=7,
         qkv_bias=True,
         o_bias=True,
         sinks=True,
@@ -195,7 +209,12 @@ TRAITS: dict[str, Traits] = {
     ),
     # Llama 4 text: a shared expert as wide as intermediate_size in every MoE layer; its
     # `use_qk_norm` is an L2 norm without parameters.
-    "llama4_text": Traits(shared_expert="intermediate_size", qk_norm_key_has_params=False),
+    # Irregular routing (activations only): Llama4TextMoe runs every expert on every token
+    # (dense routing: the input is repeated once per expert and scaled by its sigmoid score,
+    # 0 for the experts not chosen), so autograd keeps every expert's activations, not top-k's.
+    "llama4_text": Traits(
+        shared_expert="intermediate_size", qk_norm_key_has_params=False, routing="dense"
+    ),
     # ChatGLM: RMSNorm unless `rmsnorm: false`, SwiGLU; output_layer never tied.
     "chatglm": Traits(norm="rms", gated=True, fused_qkv=True, fused_gate_up=True),
     # QWen (v1, custom code): c_attn with bias, c_proj without; its intermediate_size is the width
