@@ -16,6 +16,7 @@ import pytest
 from tracker.domain import SafetensorsHeader, TensorInfo, VerificationStatus
 from tracker.estimate import estimate
 from tracker.estimate.params import read_config
+from tracker.estimate.settings import EstimateSettings
 
 CONFIGS = Path(__file__).parents[1] / "data" / "configs"
 
@@ -786,3 +787,26 @@ def test_attention_heads_alias_of_xglm_is_read() -> None:
     v = estimate(_default_config("xglm", "XGLMForCausalLM")).verification
     assert v.status is VerificationStatus.UNVERIFIED
     assert v.unknown_keys == ("scale_embedding",)
+
+
+def test_llama4_attends_in_full_every_fourth_layer_as_transformers_fills_no_rope_layers() -> None:
+    """Neither Llama 4 config in the corpus has `no_rope_layers`: Llama4TextConfig then makes every
+    4th layer (3, 7, ..., 47) a NoPE full-attention layer and the other 36 attend through the
+    8,192-token chunk. Before, all 48 were read as chunked and the KV cache at 131,072 tokens came
+    out 1.611 GB instead of 7.650 GB."""
+    for name in (
+        "meta-llama__Llama-4-Scout-17B-16E-Instruct",
+        "meta-llama__Llama-4-Maverick-17B-128E-Instruct",
+    ):
+        config = load(name)
+        est = estimate(config, settings=EstimateSettings(serve_seq_len=131_072))
+        per_token = 2 * 8 * 128 * 2  # K and V, 8 KV heads of 128, bf16
+        full, chunked = 12, 36
+        expected = full * 131_072 * per_token + chunked * 8_192 * per_token
+        assert est.memory.kv_cache == round(expected / 1e9, 3) == 7.650, name
+        # a config that lists its NoPE layers decides for itself
+        text = dict(config.get("text_config", config))
+        text["no_rope_layers"] = [1] * 47 + [0]
+        listed = {**config, "text_config": text} if "text_config" in config else text
+        est = estimate(listed, settings=EstimateSettings(serve_seq_len=131_072))
+        assert est.memory.kv_cache == round((131_072 + 47 * 8_192) * per_token / 1e9, 3), name

@@ -32,7 +32,10 @@ class Traits:
     `sinks`: one learned attention-sink logit per head. `halved_intermediate`: the config's
     intermediate size counts both halves of the gated MLP. `sliding_all`: every layer attends
     through `sliding_window` unless layer_types say otherwise. `alternate_sliding`: even layers
-    sliding, odd layers full. `one_norm_per_mixer`: a per-layer list names one mixer per layer
+    sliding, odd layers full. `nope_interval`: with `attention_chunk_size`, the layers whose
+    `no_rope_layers` entry is 0 attend in full and the others through the chunk; without that list
+    (or with an empty one) every `no_rope_layer_interval`-th layer, by default this one, is a
+    full-attention layer (Llama 4). `one_norm_per_mixer`: a per-layer list names one mixer per layer
     (Nemotron-H), each with its own single pre-norm. `parallel`: attention and MLP always read
     the same input (no config key says so). `bias_covers_mlp`: the config's `bias` switch also
     covers the MLP. `shared_expert`: config key holding the width of a shared expert the code
@@ -83,6 +86,7 @@ class Traits:
     halved_intermediate: bool = False
     sliding_all: bool = False
     alternate_sliding: bool = False
+    nope_interval: int | None = None
     one_norm_per_mixer: bool = False
     final_norm: bool = True
     parallel: bool = False
@@ -212,8 +216,14 @@ TRAITS: dict[str, Traits] = {
     # Irregular routing (activations only): Llama4TextMoe runs every expert on every token
     # (dense routing: the input is repeated once per expert and scaled by its sigmoid score,
     # 0 for the experts not chosen), so autograd keeps every expert's activations, not top-k's.
+    # Layer kinds: Llama4TextConfig fills an absent or empty no_rope_layers with a NoPE layer every
+    # no_rope_layer_interval (default 4) layers; NoPE layers attend in full, the others through
+    # attention_chunk_size.
     "llama4_text": Traits(
-        shared_expert="intermediate_size", qk_norm_key_has_params=False, routing="dense"
+        shared_expert="intermediate_size",
+        qk_norm_key_has_params=False,
+        routing="dense",
+        nope_interval=4,
     ),
     # ChatGLM: RMSNorm unless `rmsnorm: false`, SwiGLU; output_layer never tied.
     "chatglm": Traits(norm="rms", gated=True, fused_qkv=True, fused_gate_up=True),
