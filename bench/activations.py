@@ -71,6 +71,8 @@ LAYERS: tuple[tuple[Any, ...], ...] = (
     ("google-t5__t5-base", 0, "T5 encoder block 0 (computes the relative bias)", "encoder"),
     ("google-t5__t5-base", 1, "T5 encoder block (bias passed in)", "encoder"),
     ("google-t5__t5-base", 0, "T5 decoder block 0 with cross-attention", "decoder"),
+    ("google__t5-v1_1-base", 0, "T5 v1.1 encoder block 0, gated tanh-GELU FFN", "encoder"),
+    ("google__t5-v1_1-base", 0, "T5 v1.1 decoder block 0, gated tanh-GELU FFN", "decoder"),
 )
 
 

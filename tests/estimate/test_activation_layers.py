@@ -144,3 +144,19 @@ def test_llama4_routes_every_token_through_every_expert() -> None:
     maverick = norms + attention + 4 * 128 + 128 * (2 * 2 * h + 4 * 2 * inter + 2) + 8
     maverick += 2 * 4 * inter
     assert per_token("meta-llama__Llama-4-Maverick-17B-128E-Instruct", 1, 128) == maverick
+
+
+def test_t5_v1_1_gated_gelu_keeps_seven_tensors_at_its_width() -> None:
+    # T5 v1.1 ("gated-gelu": T5Config makes it the Python tanh GELU, NewGELUActivation). Encoder
+    # block 0 of google/t5-v1_1-base, measured 60,424 per token at T = 128: the FFN keeps wi_0's
+    # output, tanh, 1 + tanh, x/2, the GELU's output, wi_1's output and the product (wo's
+    # input), 7 tensors of d_ff = 2,048 (before: 2, the formula gave 41,480, -31%). Decoder
+    # block 0 measured 77,500. Both + 1,536: the first norm's input, left out by the measurement.
+    h, heads, ff, t = 768, 12, 2048, 128
+    norm = 10 * h + 4
+    self_attn = 4 * 3 * h + 4 * heads * t + 2 * h
+    enc0 = 2 * norm + self_attn + 8 * t + 7 * 2 * ff
+    assert per_token("google__t5-v1_1-base", 0, t) == enc0 == 60_424 + 2 * h
+    cross = 2 * 4 * h + 4 * heads + 2 * heads * t
+    dec0 = 3 * norm + self_attn + 8 * t + t + cross + 7 * 2 * ff
+    assert per_token("google__t5-v1_1-base", 0, t, decoder_of_encdec=True) == dec0 == 77_500 + 2 * h

@@ -169,7 +169,13 @@ def _t5(c: ConfigView, t: Tally, n: Notes) -> Result:
     dec = c.int("num_decoder_layers", default=enc, maximum=MAX_LAYERS)
     v = c.int("vocab_size")
     buckets = c.int("relative_attention_num_buckets", default=32)
-    gated = c.str("feed_forward_proj", "relu").startswith("gated")
+    proj = c.str("feed_forward_proj", "relu")
+    gated = proj.startswith("gated")
+    # Tensors the FFN keeps at width d_ff (T5Config: "gated-gelu" is the Python tanh GELU,
+    # NewGELUActivation: x, tanh, 1 + tanh, x/2 and its output; ReLU keeps only its output; a
+    # fused GELU its input and output); a gated FFN adds the up projection and the product.
+    act = {"relu": 1, "gelu_new": 5}.get("gelu_new" if proj == "gated-gelu" else proj, 2)
+    act_tensors = act + 2 if gated else act
     inner = heads * dkv
     emb = t.add("embeddings", v * d)
     ff = (3 if gated else 2) * d * dff
@@ -202,7 +208,7 @@ def _t5(c: ConfigView, t: Tally, n: Notes) -> Result:
                     gated=gated,
                     norms=3 if stack == "decoder" else 2,
                     cross_kv_width=2 * inner if stack == "decoder" else 0,
-                    act_tensors=2 if gated else 1,  # ReLU keeps only its output (wo's input)
+                    act_tensors=act_tensors,
                     norm_keeps_input=True,
                     bias_math=True,
                     bias_indices=i == 0,
