@@ -14,13 +14,17 @@ CONFIGS = Path(__file__).parents[1] / "data" / "configs"
 NEXT = json.loads((CONFIGS / "Qwen__Qwen3-Next-80B-A3B-Thinking.json").read_text())
 
 
-def _run(config: dict[str, object] | None, dtype: str | None = None) -> Preflight:
+def _run(
+    config: dict[str, object] | None, dtype: str | None = None, raw: bytes | None = None
+) -> Preflight:
     headers = {}
     if dtype is not None:
         size = {"BF16": 2, "F32": 4, "F8_E4M3": 1}[dtype]
         info = TensorInfo(dtype, (10**9,), 10**9 * size)
         headers = {"model.safetensors": SafetensorsHeader({"model.embed_tokens.weight": info})}
     files = {} if config is None else {"config.json": json.dumps(config).encode()}
+    if raw is not None:
+        files = {"config.json": raw}
     return run_preflight(
         files=files,
         headers=headers,
@@ -124,3 +128,15 @@ def test_a_re_upload_adding_duplicate_shards_is_a_capacity_change() -> None:
         "what it takes to fetch and hold changed: download 4.00 GB → 8.00 GB, "
         "0.01 → 0.02 h at 126 MB/s"
     )
+
+
+def test_an_answer_lost_with_an_unreadable_config_is_not_published_twice() -> None:
+    """config.json that cannot be read is an advisory of its own (`unreadable`, with the reason);
+    the capacity and LoRA answers lost with it are recorded but not published again (a fresh-clone
+    run counted two advisories for one hostile config)."""
+    answered = _run(NEXT, "BF16")
+    unread = _run(None, "BF16", raw=b"[" * 200)
+    assert unread.lora_error is not None and unread.lora_error.startswith(
+        "could not read config.json: "
+    )
+    assert preflight_delta(answered, unread) == []

@@ -7,7 +7,8 @@ imports is no change when it is unknown on either side (no symbol table for a ve
 checked): "could not check" is recorded with the preflight, never published as a difference. A
 capacity or LoRA answer that the revision loses (safetensors replaced by .bin: no census; a config
 the LoRA resolution cannot read) or gains is a change, before → after ("`q_proj`: 61 modules →
-cannot resolve: …"); unknown on both sides is none. An answer found where the previous revision
+cannot resolve: …"); unknown on both sides is none. An answer lost because config.json could
+not be read is not published: the unreadable config is an advisory of its own, with the reason. An answer found where the previous revision
 had none is not published yet: it is a change too (the review asks for it), but publishing it
 adds advisories to the demo (Mixtral's first safetensors, bloom-560m's first config) and renumbers
 the demo's advisory ids that many tests name; that landing is left to do.
@@ -29,7 +30,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tracker.domain import Artifact, Change, ChangeKind, JSONValue
-from tracker.preflight.report import Preflight
+from tracker.preflight.report import CONFIG_UNREAD, Preflight
 
 _ART = Artifact.ESTIMATE
 KIND_WORDS = {
@@ -145,6 +146,8 @@ def _capacity(before: Preflight, after: Preflight) -> list[Change]:
     vb, va = _capacity_view(before), _capacity_view(after)
     if vb is None:  # unknown before: not published (see the module docstring)
         return []
+    if va is None and (after.capacity_error or "").startswith(CONFIG_UNREAD):
+        return []  # the unreadable config.json is its own advisory
     if va is None:  # the revision loses an answer the previous one had
         cb, ca = before.capacity, after.capacity
         was = f"unknown: {before.capacity_error}" if cb is None else _gb(cb.weights_bytes)
@@ -219,6 +222,8 @@ def _lora(before: Preflight, after: Preflight) -> list[Change]:
         b, a = _answer(before, target), _answer(after, target)
         if b is None or a is None or b == a or isinstance(b, str):
             continue  # not asked on one side, the same, or unknown before (the module docstring)
+        if isinstance(a, str) and (after.lora_error or "").startswith(CONFIG_UNREAD):
+            continue  # lost with an unreadable config.json, its own advisory
         if isinstance(a, str):
             summary = f"`{target}`: {sum(b.values()):,} modules → {a}"
         else:

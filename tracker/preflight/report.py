@@ -41,6 +41,10 @@ ShardCache = MutableMapping[
 """Per-shard census by (path, content identity, layers, bits): (params per dtype, bytes, dtypes).
 A caller analysing successive revisions passes one, so unchanged shards are counted once."""
 
+CONFIG_UNREAD = "could not read config.json: "
+"""How a preflight answer lost to an unreadable config.json begins (`delta` leaves it unpublished:
+the unreadable config is its own advisory)."""
+
 
 @dataclass(frozen=True)
 class RemoteCode:
@@ -254,7 +258,7 @@ def run_preflight(
             config = parse_config(files["config.json"])
             reading = read_config(config)
         except (EstimateError, RecursionError) as exc:
-            cap_error = lora_error = f"could not read config.json: {exc}"
+            cap_error = lora_error = f"{CONFIG_UNREAD}{exc}"
     else:
         lora_error = "no config.json at this revision"
     if reading is not None:
