@@ -18,6 +18,7 @@ its text model.
 from __future__ import annotations
 
 import contextlib
+import copy
 import inspect
 import json
 import logging
@@ -30,8 +31,8 @@ ROOT = Path(__file__).parents[1]
 CONFIGS = ROOT / "tests" / "data" / "configs"
 TOKENS = (128, 512)
 MAX_EXPERTS = 16
-# (corpus config, layer index to measure, what the layer is)
-LAYERS = (
+# (corpus config, layer index to measure, what the layer is[, stack: encoder / decoder of BERT, T5])
+LAYERS: tuple[tuple[Any, ...], ...] = (
     ("meta-llama__Meta-Llama-3.1-8B", 0, "dense GQA"),
     ("meta-llama__Llama-2-7b-hf", 0, "dense MHA"),
     ("Qwen__Qwen3-0.6B", 0, "dense GQA, q/k norms"),
@@ -54,6 +55,24 @@ LAYERS = (
     ("openai-community__gpt2-xl", 0, "fused qkv, tanh-GELU MLP (gpt2)"),
     ("Qwen__Qwen3.5-35B-A3B", 0, "gated DeltaNet + MoE (256 → 16, top-8, qwen3_5_moe)"),
     ("ibm-granite__granite-docling-258M", 0, "idefics3 text model (llama)"),
+    ("google__gemma-4-26B-A4B", 0, "sliding layer, MoE (128 → 16, top-8) beside dense MLP"),
+    ("google__gemma-4-26B-A4B", 5, "global layer (head 512, K = V), MoE beside dense MLP"),
+    ("zai-org__GLM-5", 0, "MLA (V = q/k head size) + DSA indexer + dense FFN (glm_moe_dsa)"),
+    ("zai-org__GLM-5", 3, "MLA + DSA indexer + MoE (256 → 16, top-8, shared)"),
+    ("deepseek-ai__DeepSeek-V3.2", 0, "MLA + DSA indexer + dense FFN (deepseek_v32)"),
+    ("bigscience__bloom-560m", 0, "ALiBi, fused qkv, GELU MLP"),
+    ("openai__gpt-oss-20b", 0, "eager attention with sinks, clamped-SwiGLU MoE (32 → 16, top-4)"),
+    (
+        "meta-llama__Llama-4-Scout-17B-16E-Instruct",
+        0,
+        "MoE routed densely (all 16 experts on every token), shared expert (llama4)",
+    ),
+    ("google-bert__bert-base-uncased", 0, "BertLayer: post-norm encoder layer", "encoder"),
+    ("google-t5__t5-base", 0, "T5 encoder block 0 (computes the relative bias)", "encoder"),
+    ("google-t5__t5-base", 1, "T5 encoder block (bias passed in)", "encoder"),
+    ("google-t5__t5-base", 0, "T5 decoder block 0 with cross-attention", "decoder"),
+    ("google__t5-v1_1-base", 0, "T5 v1.1 encoder block 0, gated tanh-GELU FFN", "encoder"),
+    ("google__t5-v1_1-base", 0, "T5 v1.1 decoder block 0, gated tanh-GELU FFN", "decoder"),
 )
 
 
@@ -66,34 +85,39 @@ KDA_NOTE = (
     "per token), which the fla kernel Kimi's own modelling code requires never builds; the "
     "estimate keeps its a·7h approximation for KDA and for Mamba1 layers (unmeasured).\n\n"
     "Dropout is set to 0 in every config (the estimate assumes none; GPT-2's 0.1 adds a mask "
-    "per dropped tensor). Corpus families without a row: gpt_oss (gpt-oss-20b) and bloom "
-    "(bloom-560m) have no SDPA path in transformers 5.24 (attention sinks; ALiBi), and eager "
-    "attention keeps the T×T scores; llama4, gemma4, glm_moe_dsa (GLM-5) and deepseek_v32 "
-    "layers did not build in this harness on cut configs (per-layer lists / indexer fields "
-    "it does not cut yet: not investigated in time); qwen3_vl's text config has no "
-    "causal-LM class; falcon-40b's config says model_type RefinedWeb, which 5.24 does not "
-    "register; t5 and bert are encoder(-decoder) stacks the harness does not drive; qwen, "
-    "chatglm, internlm, mimo, nemotron-nas, phi4-siglip and the Kimi configs need the "
-    "repositories' own code (Kimi-K2/K2.5 are DeepSeek-V3 layers, measured above).\n"
+    "per dropped tensor). Attention is what transformers picks by default on the CPU: SDPA, "
+    "except BLOOM (ALiBi in its own attention), which runs eager and keeps the T×T "
+    "probabilities (fp32 and a bf16 copy per head): the estimate models that for the families "
+    "with no SDPA path (gpt-oss, BLOOM), so its BLOOM figure grows with T. A layer's inputs "
+    "(hidden states, masks, RoPE tables, T5's position bias) are left out; LayerNorm and T5 "
+    "norms keep their input, so the first norm of those rows keeps a·h the table does not "
+    "count (BLOOM, GPT-2, GPT-NeoX, T5 +2–5%). T5's learned relative bias needs grad, so SDPA "
+    "runs its fp32 math path there (fp32 Q, K, V and T×T probabilities). "
+    "Llama 4's MoE row: transformers' Llama4TextMoe runs every expert on every token (each "
+    "scaled by its sigmoid score, 0 where not chosen), so autograd keeps all 16 experts' "
+    "activations, not the top-1's; Maverick's MoE layers are the same shape with 128 experts "
+    "(the cut to 16 would measure this row again). gpt-oss's experts run transformers' default "
+    "grouped_mm path; its clamped SwiGLU keeps seven tensors per routed pair at expert width. "
+    "Corpus families without a row: qwen3_vl's text config has no causal-LM class; "
+    "falcon-40b's config says model_type RefinedWeb, which 5.24 does not register; qwen, chatglm, internlm, mimo, "
+    "nemotron-nas, phi4-siglip and the Kimi configs need the repositories' own code "
+    "(Kimi-K2/K2.5 are DeepSeek-V3 layers, measured above).\n"
 )
 
 
-def _config(name: str, layer: int) -> dict[str, Any]:
-    """The corpus config cut to the measured layer's shape (see the module docstring)."""
+def _config(name: str, experts: int = MAX_EXPERTS) -> dict[str, Any]:
+    """The corpus config with the stand-ins of the module docstring (all its layers are built, on
+    the meta device: per-layer lists stay whole)."""
     data = json.loads((CONFIGS / f"{name}.json").read_text())
     data = data.get("text_config", data)  # a vision-language config: its text model
     data = {k: v for k, v in data.items() if k not in ("quantization_config", "auto_map")}
     data["vocab_size"] = 256
     for key in ("bos_token_id", "eos_token_id", "pad_token_id"):
         data[key] = None
-    data["num_hidden_layers"] = layer + 1
-    for key in ("layer_types", "mlp_layer_types", "hybrid_override_pattern"):
-        if key in data:  # per-layer lists cut to the layers built
-            data[key] = data[key][: layer + 1]
     top_k = max(data.get(k) or 0 for k in ("num_experts_per_tok", "top_k_experts", "moe_top_k"))
     for key in ("num_local_experts", "num_experts", "n_routed_experts"):
         if key in data:
-            data[key] = min(data[key], max(MAX_EXPERTS, top_k))
+            data[key] = min(data[key], max(experts, top_k))
     if "n_group" in data:
         data["n_group"] = data["topk_group"] = 1
     data["num_nextn_predict_layers"] = 0
@@ -118,55 +142,176 @@ def _padded_sdpa(sdpa: Any) -> Any:
     return call
 
 
-def _layers(model: Any) -> Any:
-    """The model's list of decoder layers, whatever the family names it."""
-    base = model.base_model
-    for path in ("layers", "h", "language_model.layers", "model.layers"):
+def _same_saves(kind: str) -> Any:
+    """`torch.bmm` / `grouped_mm` with the autograd record of the original (each operand saved
+    where the other needs its gradient, grouped_mm's offsets too) but computed as 2-D matmuls:
+    torch 2.13's CPU bf16 bmm runs at under 0.1 GFLOP/s, which made one Llama 4 or gpt-oss
+    layer take over a quarter of an hour. The measurement never runs backward."""
+    import torch
+
+    def compute(a: Any, b: Any, offs: Any) -> Any:
+        # in fp32, one expert at a time, cast back: bf16 matmul on a CPU without AVX-512-BF16
+        # runs at under 0.3 GFLOP/s (a Llama 4 MoE layer computes 0.5 TFLOP at T = 128)
+        with torch.no_grad():
+            if kind == "bmm":
+                return torch.stack(
+                    [(x.float() @ y.float()).to(a.dtype) for x, y in zip(a, b, strict=True)]
+                )
+            out = a.new_empty(a.shape[0], b.shape[-1])
+            start = 0
+            for e, end in enumerate(offs.tolist()):
+                if end > start:
+                    out[start:end] = (a[start:end].float() @ b[e].float()).to(a.dtype)
+                start = end
+            return out
+
+    class Saved(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, a: Any, b: Any, offs: Any = None) -> Any:
+            ctx.save_for_backward(
+                a if ctx.needs_input_grad[1] else None,
+                b if ctx.needs_input_grad[0] else None,
+                offs,
+            )
+            return compute(a, b, offs)
+
+        @staticmethod
+        def backward(ctx: Any, *grads: Any) -> Any:
+            raise NotImplementedError("measurement only")
+
+    if kind == "bmm":
+        return lambda a, b, **kw: Saved.apply(a, b)
+    return lambda a, b, offs=None, **kw: Saved.apply(a, b, offs)
+
+
+class _Captured(Exception):
+    """Raised by the pre-forward hook once the measured layer's inputs are captured."""
+
+
+def _layers(model: Any, stack: str = "decoder") -> Any:
+    """The model's list of `stack` layers ("decoder", or "encoder" of BERT / T5), whatever the
+    family names it."""
+    if stack == "encoder":
+        paths: tuple[str, ...] = ("encoder.layer", "encoder.block")
+        base = model.base_model
+    elif getattr(model.config, "is_encoder_decoder", False):
+        paths, base = ("decoder.block", "decoder.layers"), model.base_model
+    else:
+        paths = ("layers", "h", "language_model.layers", "model.layers")
+        base = model.base_model
+    for path in paths:
         obj = base
         for part in path.split("."):
             obj = getattr(obj, part, None)
         if obj is not None:
             return obj
-    raise ValueError(f"no decoder layer list in {type(model).__name__}")
+    raise ValueError(f"no {stack} layer list in {type(model).__name__}")
 
 
-def measure(data: dict[str, Any], layer: int, tokens: tuple[int, ...]) -> list[float]:
-    """Bytes autograd saves per token in decoder layer `layer` of `data`, at each of `tokens`."""
+def _tensors(value: Any) -> Iterator[Any]:
+    """Every tensor in a layer's captured arguments (nested tuples, lists and dicts)."""
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
 
-    cfg = AutoConfig.for_model(**data)
-    cfg._attn_implementation = "sdpa"
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (tuple, list)):
+        for v in value:
+            yield from _tensors(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _tensors(v)
+
+
+def _model(data: dict[str, Any], layer: int, stack: str) -> tuple[Any, Any]:
+    """The model of `data` on the meta device with only the measured layer and the small parts
+    around the stack (embeddings of the cut vocabulary, final norm, rotary tables, head)
+    materialised on the CPU; the other layers stay on meta and pass their input through."""
+    import torch
+    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForSeq2SeqLM
+
+    cfg = AutoConfig.for_model(**copy.deepcopy(data))  # for_model edits nested dicts in place
+    # the attention transformers picks by default on the CPU: SDPA where the family has it
+    cls = AutoModelForCausalLM
+    if getattr(cfg, "is_encoder_decoder", False):
+        cls = AutoModelForSeq2SeqLM
+    elif stack == "encoder":
+        cls = AutoModel
     with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
-    decoder = _layers(model)[layer]
-    decoder.to_empty(device="cpu")
+        model = cls.from_config(cfg, dtype=torch.bfloat16)
+    layers = _layers(model, stack)
+    target = layers[layer]
+    # an encoder-decoder (T5) is small and its blocks hand state on (the relative position bias
+    # computed in block 0): all of it is built; elsewhere only the measured layer
+    small = getattr(cfg, "is_encoder_decoder", False)
+    others = {} if small else {i: layers[i] for i in range(len(layers)) if i != layer}
+    for i in others:
+        layers[i] = torch.nn.Identity()
+    model.to_empty(device="cpu")
+    for i, mod in others.items():
+        layers[i] = mod
+
+        def passthrough(hidden_states: Any, *args: Any, **kwargs: Any) -> Any:
+            return hidden_states
+
+        mod.forward = passthrough
     with torch.no_grad():
-        for p in decoder.parameters():
+        for m in model.modules():
+            if all(p.device.type == "cpu" for p in m.parameters(recurse=False)):
+                model._init_weights(m)
+        for p in target.parameters():
             p.normal_(0.0, 0.02)
-        for b in decoder.buffers():
-            b.zero_()
-    rotary = None
-    base = model.base_model
-    rope = getattr(base, "rotary_emb", None) or getattr(base, "rotary_emb_local", None)
-    if getattr(base, "rotary_emb", None) is not None:  # Nemotron-H, GPT-2, BLOOM have none
-        with torch.device("cpu"):
-            rotary = type(rope)(config=cfg)
-    params = {p.untyped_storage().data_ptr() for p in decoder.parameters()}
+    model.train()
+    return model, target
+
+
+def _inputs(model: Any, target: Any, t: int, hidden: int) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The positional and keyword arguments the model's own forward gives the measured layer at
+    T tokens (masks, RoPE tables, position bias, encoder states), captured by a pre-forward hook."""
+    import torch
+
+    got: dict[str, Any] = {}
+
+    def hook(mod: Any, args: Any, kwargs: Any) -> None:
+        got["args"], got["kwargs"] = args, kwargs
+        raise _Captured
+
+    handle = target.register_forward_pre_hook(hook, with_kwargs=True)
+    x = torch.randn(1, t, hidden, dtype=torch.bfloat16)
+    feed: dict[str, Any] = {"inputs_embeds": x}
+    if getattr(model.config, "is_encoder_decoder", False):
+        feed["decoder_inputs_embeds"] = x.clone()
+    if "use_cache" in inspect.signature(model.forward).parameters:
+        feed["use_cache"] = False
+    try:  # with autograd on: a T5 block's position bias requires grad, as in training
+        model(**feed)
+    except _Captured:
+        pass
+    finally:
+        handle.remove()
+    return got["args"], got["kwargs"]
+
+
+def measure(
+    data: dict[str, Any], layer: int, tokens: tuple[int, ...], stack: str = "decoder"
+) -> tuple[list[float], str]:
+    """Bytes autograd saves per token in layer `layer` of `data`'s `stack` at each of `tokens`,
+    and the attention implementation transformers used."""
+    import torch
+
+    model, target = _model(data, layer, stack)
+    hidden = model.config.get_text_config().hidden_size
+    params = {p.untyped_storage().data_ptr() for p in target.parameters()}
     sdpa = torch.nn.functional.scaled_dot_product_attention
+    bmm, grouped_mm = torch.bmm, torch.nn.functional.grouped_mm
     out: list[float] = []
     for t in tokens:
-        x = torch.randn(1, t, cfg.hidden_size, dtype=torch.bfloat16, requires_grad=True)
-        positions = torch.arange(t).unsqueeze(0)
-        extra: dict[str, Any] = {"position_ids": positions}
-        inputs = [x]
-        if rotary is not None:
-            if "layer_type" in inspect.signature(rotary.forward).parameters:  # Gemma 3
-                cos, sin = rotary(x, positions, layer_type=cfg.layer_types[layer])
-            else:
-                cos, sin = rotary(x, positions)
-            extra["position_embeddings"] = (cos, sin)
-            inputs += [cos, sin]
+        args, kwargs = _inputs(model, target, t, hidden)
+        x = torch.randn(1, t, hidden, dtype=torch.bfloat16, requires_grad=True)
+        if args:
+            args = (x, *args[1:])
+        else:
+            kwargs = {**kwargs, "hidden_states": x}
+        inputs = [x, *_tensors(args), *_tensors(kwargs)]
         known = params | {v.untyped_storage().data_ptr() for v in inputs}
         saved: dict[int, int] = {}
 
@@ -178,22 +323,27 @@ def measure(data: dict[str, Any], layer: int, tokens: tuple[int, ...]) -> list[f
             return v
 
         torch.nn.functional.scaled_dot_product_attention = _padded_sdpa(sdpa)
+        torch.bmm, torch.nn.functional.grouped_mm = _same_saves("bmm"), _same_saves("grouped")
         try:
             with torch.autograd.graph.saved_tensors_hooks(pack, lambda v: v):
-                y = decoder(x, **extra)
+                y = target(*args, **kwargs)
         finally:
             torch.nn.functional.scaled_dot_product_attention = sdpa
+            torch.bmm, torch.nn.functional.grouped_mm = bmm, grouped_mm
         del y
         out.append(sum(saved.values()) / t)
-    return out
+    return out, model.config._attn_implementation
 
 
-def estimated(data: dict[str, Any], layer: int) -> float:
+def estimated(data: dict[str, Any], layer: int, stack: str, tokens: int) -> float:
+    """The estimate's bytes per token for the layer at `tokens` tokens per sequence (the decoder
+    stack of an encoder-decoder follows its encoder layers in the reading)."""
     from tracker.estimate.memory import layer_activation_bytes
     from tracker.estimate.params import read_config
 
     r = read_config(data)
-    return layer_activation_bytes(r.layers[layer], r, 2.0)
+    index = layer + (r.encoder_layers if stack == "decoder" else 0)
+    return layer_activation_bytes(r.layers[index], r, 2.0, tokens)
 
 
 @contextlib.contextmanager
@@ -218,26 +368,33 @@ def run() -> str:
     rows = []
     worst = 0.0
     with _quiet():
-        for name, layer, what in LAYERS:
-            data = _config(name, layer)
-            ours = estimated(data, layer)
-            per = measure(data, layer, TOKENS)
+        for name, layer, what, *rest in LAYERS:
+            stack = rest[0] if rest else "decoder"
+            data = _config(name, *rest[1:])
+            ours = estimated(data, layer, stack, TOKENS[-1])
+            per, attn = measure(data, layer, TOKENS, stack)
             err = (ours - per[-1]) / per[-1]
             worst = max(worst, abs(err))
             cells = " | ".join(f"{p:,.0f}" for p in per)
+            where = (
+                f"{stack} {layer}"
+                if stack == "encoder" or data.get("is_encoder_decoder")
+                else str(layer)
+            )
             rows.append(
-                f"| {name} | {layer} | {what} | {cells} | {ours:,.0f} | {err * 100:+.1f}% |"
+                f"| {name} | {where} | {what} | {attn} | {cells} | {ours:,.0f} | "
+                f"{err * 100:+.1f}% |"
             )
     heads = " | ".join(f"T={t}" for t in TOKENS)
     return "\n".join(
         [
             "## Activations (`make bench` / `python -m bench.run activations`)\n",
-            "Bytes autograd saves for backward per token in one decoder layer (bf16, SDPA, "
+            "Bytes autograd saves for backward per token in one layer (bf16, default attention, "
             f"CPU, torch {torch.__version__}), measured with `saved_tensors_hooks` at T tokens, "
             "against the estimate's per-layer formula on the same config (vocabulary cut to "
             f"256, at most {MAX_EXPERTS} experts). Error at the longest T.\n",
-            f"| config | layer | kind | {heads} | formula | error |",
-            "|---|---|---|" + "---|" * len(TOKENS) + "---|---|",
+            f"| config | layer | kind | attention | {heads} | formula | error |",
+            "|---|---|---|---|" + "---|" * len(TOKENS) + "---|---|",
             *rows,
             f"\n**Worst |error| {worst * 100:.1f}% (target ≤ 10%).**\n",
             KDA_NOTE,

@@ -47,7 +47,7 @@ def _census_lora() -> str:
     repos hold no modeling file, so the demo never reaches this route)."""
     from tests.preflight.test_preflight_census_lora import FAMILIES, _config, _files
     from tracker.preflight.census_lora import resolve_census
-    from tracker.preflight.imports import parse_module
+    from tracker.preflight.imports import read_module
     from tracker.preflight.settings import DEFAULT_TARGETS
 
     cells = []
@@ -55,7 +55,7 @@ def _census_lora() -> str:
         config = _config(repo)
         took = []
         for files in (_files(repo), _files(repo, index=False)):
-            parse_module.cache_clear()
+            read_module.cache_clear()
             t = time.perf_counter()
             resolve_census(files, {}, config, DEFAULT_TARGETS, 16)
             took.append(time.perf_counter() - t)
@@ -106,7 +106,7 @@ def _stand_in(tables: SymbolTables) -> str:
     holds them (a revision keeping the previous one's code). Best of RUNS each."""
     import zipfile
 
-    from tracker.preflight.imports import parse_module
+    from tracker.preflight.imports import read_module
 
     wheel = tables.wheel("4.57.1")
     assert wheel is not None
@@ -126,7 +126,7 @@ def _stand_in(tables: SymbolTables) -> str:
     held = {v: tables.get(v) for v in VERSIONS}
     cold = parsed = float("inf")
     for _ in range(RUNS):
-        parse_module.cache_clear()
+        read_module.cache_clear()
         t = time.perf_counter()
         rc = remote_code(files, held)
         cold = min(cold, time.perf_counter() - t)

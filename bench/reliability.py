@@ -90,7 +90,7 @@ def _render(source: bytes) -> object:
 
 
 def _remote_code(config: bytes, module: bytes) -> object:
-    preflight_imports.parse_module.cache_clear()  # the cache would hide the parse
+    preflight_imports.read_module.cache_clear()  # the cache would hide the parse
     files = {"config.json": config, "modeling_deepseek.py": module}
     return preflight_imports.remote_code_modules(files)
 

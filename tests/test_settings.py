@@ -32,7 +32,7 @@ def test_deadline_defaults_flow_into_the_fetch_limits(monkeypatch: pytest.Monkey
         (
             "TRACKER_POLL_DEADLINE_S",
             "inf",
-            "TRACKER_POLL_DEADLINE_S: must be <= 86400.0, got 'inf'",
+            "TRACKER_POLL_DEADLINE_S: must be a finite number, got 'inf' (allowed: > 0 and <= 86400)",
         ),
     ],
 )

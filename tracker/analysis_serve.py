@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import resource
 import sys
 from types import TracebackType
 from typing import IO, Any
@@ -24,30 +23,15 @@ from tracker.errors import RetryLaterError
 from tracker.logs import configure
 from tracker.pipeline import Analyst
 from tracker.settings import Settings
+from tracker.worker_process import address_space, limit_address_space
 
 log = structlog.get_logger(__name__)
-
-
-def _address_space() -> int:
-    """This process's current virtual size in bytes (0 where /proc is not available)."""
-    try:
-        with open("/proc/self/statm") as f:
-            pages = int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 0
-    return pages * resource.getpagesize()
 
 
 def _set_memory_cap(mib: int | None) -> int:
     """Let the address space grow by at most `mib` MiB from now (None: lift the cap); returns
     the MiB it may grow by, less than `mib` where the process's hard limit is lower."""
-    _, hard = resource.getrlimit(resource.RLIMIT_AS)
-    now = _address_space()
-    cap = hard if mib is None else now + (mib << 20)
-    if hard != resource.RLIM_INFINITY:
-        cap = min(cap, hard)
-    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
-    return max(0, cap - now) >> 20 if mib is not None else 0
+    return limit_address_space(address_space(), mib)
 
 
 def _where(tb: TracebackType | None) -> str:

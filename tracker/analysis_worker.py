@@ -21,6 +21,8 @@ the pipeline treats it as before: the revision stays pending and the repo shows 
 
 Startup (imports) is paid once per process; a request costs pickling its two snapshots and the
 result (bench/RESULTS.md, "Analysis budget"). Frames are an 8-byte big-endian length and a pickle.
+Starting, reading and killing the process is `tracker.worker_process`'s (shared with the render
+worker).
 The worker runs no upstream code: templates render in the render worker
 (`tracker.render_backstop`), which speaks JSON; everything else the worker does to upstream bytes
 is parsing under the bounds of `tracker.bounded`.
@@ -29,20 +31,18 @@ is parsing under the bounds of `tracker.bounded`.
 from __future__ import annotations
 
 import atexit
-import os
+import contextlib
 import pickle
-import select
 import signal
 import struct
 import subprocess
-import sys
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from tracker.errors import RetryLaterError, TrackerError
 from tracker.settings import Settings
+from tracker.worker_process import WorkerProcess
 
 STARTUP_S = 120.0
 """How long the caller waits for a new worker to import and say it is ready (not charged to any
@@ -90,16 +90,15 @@ class AnalysisWorker:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.limits = AnalysisLimits.from_settings(settings)
-        self._lock = threading.Lock()
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._pid_of_parent = os.getpid()
-        self._buf = bytearray()
+        # its own process group: a kill takes its render worker too
+        self._worker = WorkerProcess("tracker.analysis_serve", own_group=True, quiet=False)
+        self._lock = self._worker.lock
         atexit.register(self.close)
 
     @property
     def pid(self) -> int | None:
         """The worker's process id while one is running."""
-        return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
+        return self._worker.pid
 
     def start(self) -> None:
         """Start the worker now (else the first request does)."""
@@ -113,14 +112,12 @@ class AnalysisWorker:
         limits = self.limits
         with self._lock:
             proc = self._ensure()
-            assert proc.stdin is not None
             try:
-                proc.stdin.write(HEADER.pack(len(payload)) + payload)
-                proc.stdin.flush()
+                self._worker.send(HEADER.pack(len(payload)) + payload)
             except OSError:
                 why = self._why_dead(proc, limits)
                 raise AnalysisOverrunError(why, kind="died", limits=limits) from None
-            frame = self._read_frame(time.monotonic() + limits.timeout_s)
+            frame = self._worker.read(time.monotonic() + limits.timeout_s, _frame_of)
             if frame is None:
                 if proc.poll() is None:
                     self._kill()
@@ -155,55 +152,17 @@ class AnalysisWorker:
 
     # -- internals ------------------------------------------------------------------------------
     def _ensure(self) -> subprocess.Popen[bytes]:
-        if self._pid_of_parent != os.getpid():  # forked: the pipes belong to the parent
-            self._proc, self._buf, self._pid_of_parent = None, bytearray(), os.getpid()
-        if self._proc is not None and self._proc.poll() is None:
-            return self._proc
-        self._kill()
-        proc = subprocess.Popen(
-            [sys.executable, "-P", "-m", "tracker.analysis_serve"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            close_fds=True,
-            start_new_session=True,  # its own process group: a kill takes its render worker too
-        )
-        self._proc = proc
-        assert proc.stdin is not None
+        proc = self._worker.running()
+        if proc is not None:
+            return proc
+        proc = self._worker.spawn()
         settings = pickle.dumps(self.settings, protocol=pickle.HIGHEST_PROTOCOL)
-        try:
-            proc.stdin.write(HEADER.pack(len(settings)) + settings)
-            proc.stdin.flush()
-        except OSError:
-            pass
-        if self._read_frame(time.monotonic() + STARTUP_S) != READY:
+        with contextlib.suppress(OSError):
+            self._worker.send(HEADER.pack(len(settings)) + settings)
+        if self._worker.read(time.monotonic() + STARTUP_S, _frame_of) != READY:
             self._kill()
             raise RetryLaterError("the analysis worker did not start")
         return proc
-
-    def _read_frame(self, deadline: float) -> bytes | None:
-        """The next frame, or None when the worker died or `deadline` passed."""
-        assert self._proc is not None and self._proc.stdout is not None
-        fd = self._proc.stdout.fileno()
-        need = HEADER.size
-        size: int | None = None
-        while True:
-            if size is None and len(self._buf) >= need:
-                size = HEADER.unpack_from(self._buf)[0]
-                need = HEADER.size + size
-            if size is not None and len(self._buf) >= need:
-                frame = bytes(self._buf[HEADER.size : need])
-                del self._buf[:need]
-                return frame
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return None
-            ready, _, _ = select.select([fd], [], [], left)
-            if not ready:
-                continue
-            chunk = os.read(fd, 1 << 20)
-            if not chunk:
-                return None
-            self._buf += chunk
 
     def _why_dead(self, proc: subprocess.Popen[bytes], limits: AnalysisLimits) -> str:
         try:
@@ -220,15 +179,12 @@ class AnalysisWorker:
         return f"the analysis worker died (exit status {code})"
 
     def _kill(self) -> None:
-        proc, self._proc, self._buf = self._proc, None, bytearray()
-        if proc is None:
-            return
-        if proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except OSError:
-                proc.kill()
-        proc.wait()
-        for pipe in (proc.stdin, proc.stdout):
-            if pipe is not None:
-                pipe.close()
+        self._worker.kill()
+
+
+def _frame_of(buf: bytearray) -> tuple[bytes, int] | None:
+    """`Split` for this protocol's frames: an 8-byte big-endian length, then that many bytes."""
+    if len(buf) < HEADER.size:
+        return None
+    need = HEADER.size + HEADER.unpack_from(buf)[0]
+    return (bytes(buf[HEADER.size : need]), need) if len(buf) >= need else None

@@ -10,6 +10,8 @@ watchlist loader all read upstream or user text through here.
   the nesting depth outside strings. Over a bound, NaN/Infinity, a number that overflows to an
   infinite float, an integer over Python's digit limit, or invalid UTF-8 JSON raise
   `BoundsError` (an UnreadableArtifactError) with a one-line reason.
+- `check_json(data, what, bounds)`: that pre-scan alone, for JSON another library parses (the
+  Hub client's API answers, `tracker.sources.hub`).
 - `load_yaml(text, what, bounds)`: PyYAML's safe loader (libyaml when present), with the composed
   node graph walked before anything is constructed: aliases are followed and counted as the
   copies they expand to, so an alias bomb ("billion laughs") or a recursive alias is refused
@@ -75,6 +77,12 @@ what bounds memory here: 50k values ≈ 45 MB."""
 
 CONFIG_YAML = Bounds(max_depth=32, max_nodes=100_000, max_bytes=4_000_000)
 """A hand-written YAML file such as the watchlist (10k repos ≈ 50k values)."""
+
+HUB_ANSWER = Bounds(max_depth=64, max_nodes=4_000_000, max_bytes=64_000_000)
+"""One JSON answer of the Hub API (refs, a page of commits or of the tree, paths-info), checked
+by `check_json` before huggingface_hub parses it. The Hub pages its listings (1,000 tree entries
+or 50 commits a page, ~20 values each); the bound leaves room for one unpaged answer of 100,000
+LFS files (~1.7M values, ~26 MB; bench/reliability.py measures it)."""
 
 _LARGE_FILES = ("tokenizer.json",)
 _LARGE_SUFFIXES = (".index.json",)
@@ -154,6 +162,24 @@ def _constant(name: str) -> Any:
     raise ValueError(f"non-standard JSON constant {name}")
 
 
+def check_json(raw: bytes, what: str, bounds: Bounds) -> None:
+    """`load_json`'s pre-scan alone, for JSON another library parses (the Hub client's answers):
+    BoundsError "could not read WHAT: <why>" when `raw` is over `max_bytes`, over `max_nodes`
+    structural characters or nested deeper than `max_depth`; builds nothing (C-speed scans)."""
+    if len(raw) > bounds.max_bytes:
+        raise BoundsError(f"could not read {what}: {len(raw):,} bytes, over {bounds.max_bytes:,}")
+    nodes = _structural(raw)
+    if nodes > bounds.max_nodes:
+        raise BoundsError(
+            f"could not read {what}: about {nodes:,} JSON values, over the bound of "
+            f"{bounds.max_nodes:,}"
+        )
+    if json_depth(raw, bounds.max_depth) > bounds.max_depth:
+        raise BoundsError(
+            f"could not read {what}: JSON nested deeper than {bounds.max_depth} levels"
+        )
+
+
 def load_json(
     data: bytes | str,
     what: str,
@@ -175,18 +201,7 @@ def load_json(
     limit. Peak memory is bounded by ~80 bytes per structural character plus twice the input.
     """
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
-    if len(raw) > bounds.max_bytes:
-        raise BoundsError(f"could not read {what}: {len(raw):,} bytes, over {bounds.max_bytes:,}")
-    nodes = _structural(raw)
-    if nodes > bounds.max_nodes:
-        raise BoundsError(
-            f"could not read {what}: about {nodes:,} JSON values, over the bound of "
-            f"{bounds.max_nodes:,}"
-        )
-    if json_depth(raw, bounds.max_depth) > bounds.max_depth:
-        raise BoundsError(
-            f"could not read {what}: JSON nested deeper than {bounds.max_depth} levels"
-        )
+    check_json(raw, what, bounds)
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -295,11 +310,13 @@ __all__ = [
     "CONFIG_YAML",
     "DOCUMENT",
     "FRONT_MATTER",
+    "HUB_ANSWER",
     "LARGE_DOCUMENT",
     "SAFETENSORS_HEADER",
     "Bounds",
     "BoundsError",
     "bounds_for",
+    "check_json",
     "json_depth",
     "load_json",
     "load_yaml",

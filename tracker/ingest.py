@@ -11,7 +11,9 @@ gated/private repos and source errors set the repo's state; other repos are unaf
 from __future__ import annotations
 
 import ast
+import io
 import time
+import tokenize
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -107,12 +109,73 @@ def auto_map_modules(files: Mapping[str, bytes]) -> set[str]:
     return modules
 
 
+AST_MAX_BYTES = 1_000_000
+"""The longest remote-code file `relative_imports` parses into a tree (real modeling files are
+under 300 KB); a longer one is read token by token."""
+
+
 def relative_imports(path: str, source: bytes) -> set[str]:
     """Repo paths of the modules a remote-code file imports relatively (`from .x import y`,
     `from . import x`, `from ..pkg.x import y`), which transformers downloads and runs with it.
 
-    Parsed with `ast` only (never imported); a file that does not parse names nothing.
+    This runs in the poller's own process, outside the analysis budget: a file up to
+    AST_MAX_BYTES is parsed with `ast` (never imported; ~190 bytes of tree per source byte, so
+    at most ~190 MiB); a longer one (up to the 64 MB fetch cap) is read token by token
+    (`tokenize`: the memory of one line, slower), with the same answer. A file that does not
+    parse (or tokenize) names nothing.
     """
+    if len(source) <= AST_MAX_BYTES:
+        return _relative_imports_ast(path, source)
+    here = [p for p in path.split("/")[:-1]]
+    out: set[str] = set()
+    skip = (tokenize.COMMENT, tokenize.NL, tokenize.ENCODING)
+    try:
+        tokens = (t for t in tokenize.tokenize(io.BytesIO(source).readline) if t.type not in skip)
+        for tok in tokens:
+            if tok.type != tokenize.NAME or tok.string != "from":
+                continue
+            parts: list[str] = []
+            level, nxt = 0, next(tokens, None)
+            while nxt is not None and nxt.type == tokenize.OP and nxt.string in (".", "..."):
+                level += len(nxt.string)
+                nxt = next(tokens, None)
+            if level == 0:
+                continue
+            while nxt is not None and nxt.type == tokenize.NAME and nxt.string != "import":
+                parts.append(nxt.string)
+                nxt = next(tokens, None)
+                if nxt is not None and nxt.type == tokenize.OP and nxt.string == ".":
+                    nxt = next(tokens, None)
+            if nxt is None or nxt.string != "import":
+                continue
+            names: list[str] = []
+            expect_name = True
+            for t in tokens:
+                if t.type in (tokenize.NEWLINE, tokenize.ENDMARKER) or t.string == ";":
+                    break
+                if t.string in ("(", ")"):
+                    continue
+                if t.string == ",":
+                    expect_name = True
+                elif expect_name and (t.type == tokenize.NAME or t.string == "*"):
+                    names.append(t.string)
+                    expect_name = False
+            if level - 1 > len(here):
+                continue  # climbs out of the repo
+            base = here[: len(here) - (level - 1)]
+            if parts:
+                full = [*base, *parts]
+                out.add("/".join(full) + ".py")
+                out.add("/".join([*full, "__init__.py"]))
+            else:
+                out.update("/".join([*base, name]) + ".py" for name in names)
+    except (tokenize.TokenError, SyntaxError, UnicodeDecodeError):
+        return set()
+    return out
+
+
+def _relative_imports_ast(path: str, source: bytes) -> set[str]:
+    """`relative_imports` by `ast.parse`."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):

@@ -19,8 +19,15 @@ from typing import Any
 
 import structlog
 
+from tracker.advisories.classify import Overrides, parse_overrides
 from tracker.advisories.effects import Context
-from tracker.advisories.service import publish, restore_revived, withdraw_rewritten
+from tracker.advisories.service import (
+    Judgement,
+    judge,
+    publish,
+    restore_revived,
+    withdraw_rewritten,
+)
 from tracker.analysis_worker import AnalysisLimits, AnalysisOverrunError, AnalysisWorker
 from tracker.diff import diff_snapshots
 from tracker.diff.sandbox import RenderLimits
@@ -203,12 +210,14 @@ class Stages:
 @dataclass(frozen=True)
 class Computed:
     """The pure part of analysing a revision (`Analyst.compute`): what the pipeline then stores,
-    publishes and marks."""
+    publishes and marks. `judgement`: the changes classified and the consistency findings (the
+    part of publishing that reads the revision's files), so that `publish` reads none."""
 
     changes: tuple[Change, ...]
     estimated: tuple[Estimate | None, str | None]
     estimate_before: Estimate | None
     preflight: tuple[Preflight | None, str | None]
+    judgement: Judgement
 
 
 class Analyst:
@@ -245,9 +254,13 @@ class Analyst:
         estimate_settings: EstimateSettings,
         preflight_settings: PreflightSettings,
         estimate_before: tuple[Estimate | None] | None = None,
+        overrides: Overrides | None = None,
     ) -> Computed:
         """Diff `before` → `after`, estimate both (`estimate_before`: the earlier revision's
-        estimate under these settings when already known), preflight both, and the deltas."""
+        estimate under these settings when already known), preflight both, and the deltas; then
+        classify the changes under the repo's advisory `overrides` and find the revision's
+        consistency findings (`tracker.advisories.service.judge`: it parses the revision's config,
+        tokenizer files and chat templates, so it runs here, under the budget)."""
         stages = self.stages
         assert stages.diff is not None
         if len(self._censuses) > 8192:
@@ -275,7 +288,8 @@ class Analyst:
         )
         if pf_before is not None and pf_after[0] is not None:
             changes = changes + tuple(stages.preflight_delta(pf_before, pf_after[0]))
-        return Computed(changes, estimated, est_before, pf_after)
+        judgement = judge(changes, overrides or Overrides(), Context(before, after))
+        return Computed(changes, estimated, est_before, pf_after, judgement)
 
     def _preflight(
         self, snapshot: Snapshot, settings: PreflightSettings, estimate: EstimateSettings
@@ -370,6 +384,7 @@ class Pipeline:
             "estimate_settings": settings,
             "preflight_settings": PreflightSettings.from_mapping(watched.preflight),
             "estimate_before": known,
+            "overrides": parse_overrides(watched.advisories),
         }
         computed: Computed
         if self.worker is not None:
@@ -400,7 +415,7 @@ class Pipeline:
             overrides=watched.advisories,
             prefix=self.settings.advisory_prefix,
             now=at,
-            context=Context(before, after),
+            judgement=computed.judgement,
         )
         store.mark_analysed(rid, sha, now=at)
         self._last[rid] = (sha, after, settings, estimated)

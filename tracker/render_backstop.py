@@ -18,7 +18,8 @@ the pipeline turns into "retry later" for that revision (it stays pending, the r
 reason in `tracker watch list`, the next cycle tries again). The worker is restarted on the next
 request. CPU time is what the budget is sized against, so load on the machine does not move a
 render towards the CPU limit; only the generous wall-clock wait can be hit by load alone, and then
-the result is a retry, never a change.
+the result is a retry, never a change. Starting, reading and killing the process is
+`tracker.worker_process`'s (shared with the analysis worker).
 
 Protocol: one JSON line per request and per reply over the worker's stdin/stdout (never pickle:
 the worker runs hostile templates, and its replies are data only). Template variables must be JSON
@@ -29,12 +30,9 @@ from __future__ import annotations
 
 import atexit
 import json
-import os
 import resource
-import select
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
@@ -48,6 +46,7 @@ from tracker.diff.sandbox import (
     render_in_process,
 )
 from tracker.errors import RetryLaterError
+from tracker.worker_process import WorkerProcess, address_space, limit_address_space, line_of
 
 STARTUP_S = 60.0
 """How long the caller waits for a new worker to import and say it is ready."""
@@ -67,15 +66,13 @@ class RenderWorker:
     """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._pid_of_parent = os.getpid()
-        self._buf = bytearray()
+        self._worker = WorkerProcess("tracker.render_backstop", own_group=False, quiet=True)
+        self._lock = self._worker.lock
 
     @property
     def pid(self) -> int | None:
         """The worker's process id while one is running."""
-        return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
+        return self._worker.pid
 
     def render_batch(
         self, source: str, variables: Sequence[Mapping[str, Any]], limits: RenderLimits
@@ -89,16 +86,14 @@ class RenderWorker:
             + b"\n"
         )
         with self._lock:
-            proc = self._ensure()
+            self._ensure()
             try:
-                assert proc.stdin is not None
-                proc.stdin.write(request)
-                proc.stdin.flush()
+                self._worker.send(request)
             except OSError as exc:
                 self._kill()
                 raise RenderBackstopError(f"render worker died before the request ({exc})") from exc
             deadline = time.monotonic() + limits.backstop_wall_s
-            line = self._read_line(deadline)
+            line = self._worker.read(deadline, line_of)
             if line is None:
                 why = self._why_dead(limits, deadline)
                 self._kill()
@@ -125,51 +120,24 @@ class RenderWorker:
 
     # -- internals ------------------------------------------------------------------------------
     def _ensure(self) -> subprocess.Popen[bytes]:
-        if self._pid_of_parent != os.getpid():  # forked: the pipes belong to the parent
-            self._proc, self._buf, self._pid_of_parent = None, bytearray(), os.getpid()
-        if self._proc is not None and self._proc.poll() is None:
-            return self._proc
-        self._kill()
-        proc = subprocess.Popen(
-            [sys.executable, "-P", "-m", "tracker.render_backstop"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            close_fds=True,
-        )
-        self._proc = proc
-        line = self._read_line(time.monotonic() + STARTUP_S)
+        proc = self._worker.running()
+        if proc is not None:
+            return proc
+        proc = self._worker.spawn()
+        line = self._worker.read(time.monotonic() + STARTUP_S, line_of)
         if line is None or line + b"\n" != _READY:
             self._kill()
             raise RenderBackstopError("the chat-template render worker did not start")
         return proc
 
-    def _read_line(self, deadline: float) -> bytes | None:
-        """The next reply line, or None when the worker died or `deadline` passed."""
-        assert self._proc is not None and self._proc.stdout is not None
-        fd = self._proc.stdout.fileno()
-        while b"\n" not in self._buf:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return None
-            ready, _, _ = select.select([fd], [], [], left)
-            if not ready:
-                continue
-            chunk = os.read(fd, 1 << 20)
-            if not chunk:
-                return None
-            self._buf += chunk
-        line, _, rest = bytes(self._buf).partition(b"\n")
-        self._buf = bytearray(rest)
-        return line
-
     def _why_dead(self, limits: RenderLimits, deadline: float) -> str:
-        assert self._proc is not None
+        proc = self._worker.proc
+        assert proc is not None
         wall = f"chat-template render still running after {limits.backstop_wall_s:g} s (wall-clock backstop)"
         if time.monotonic() >= deadline:
             return wall
         try:
-            code = self._proc.wait(timeout=5.0)  # the reply pipe closed: the worker is exiting
+            code = proc.wait(timeout=5.0)  # the reply pipe closed: the worker is exiting
         except subprocess.TimeoutExpired:
             return wall
         if code == -24:  # SIGXCPU
@@ -177,15 +145,7 @@ class RenderWorker:
         return f"chat-template render worker died (exit status {code})"
 
     def _kill(self) -> None:
-        proc, self._proc, self._buf = self._proc, None, bytearray()
-        if proc is None:
-            return
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-        for pipe in (proc.stdin, proc.stdout):
-            if pipe is not None:
-                pipe.close()
+        self._worker.kill()
 
 
 _WORKER = RenderWorker()
@@ -220,27 +180,14 @@ def _set_cpu_allowance(seconds: int) -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
 
 
-def _address_space() -> int:
-    """This process's current virtual size in bytes (0 where /proc is not available)."""
-    try:
-        pages = int(open("/proc/self/statm").read().split()[0])  # noqa: SIM115 (one read)
-    except (OSError, ValueError, IndexError):
-        return 0
-    return pages * resource.getpagesize()
-
-
 def _set_memory_cap(baseline: int, mib: int) -> None:
     """Let the address space grow by at most `mib` MiB over `baseline` (what imports mapped)."""
-    _, hard = resource.getrlimit(resource.RLIMIT_AS)
-    cap = baseline + (mib << 20)
-    if hard != resource.RLIM_INFINITY:
-        cap = min(cap, hard)
-    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    limit_address_space(baseline, mib)
 
 
 def serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
     """The worker loop: one JSON request line in, one JSON reply line out, until stdin closes."""
-    baseline = _address_space()
+    baseline = address_space()
     stdout.write(_READY)
     stdout.flush()
     for line in stdin:

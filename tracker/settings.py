@@ -25,6 +25,10 @@ from tracker.problems import describe
 
 DEFAULT_HUB = "https://huggingface.co"
 MIN_TOKEN_CHARS = 16
+DAY_S = 86400
+GiB = 1 << 30
+MAX_RATE = 1_000_000
+"""The most requests per window (or at once) a rate budget setting may allow."""
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
 
@@ -37,7 +41,11 @@ class Settings(BaseSettings):
     """Every knob of tracker. All state lives under `state_dir`."""
 
     model_config = SettingsConfigDict(
-        env_prefix="TRACKER_", extra="forbid", frozen=True, populate_by_name=True
+        env_prefix="TRACKER_",
+        extra="forbid",
+        frozen=True,
+        populate_by_name=True,
+        allow_inf_nan=False,
     )
 
     state_dir: Path = Field(
@@ -67,7 +75,10 @@ class Settings(BaseSettings):
         description="The URL readers reach `tracker serve` at (e.g. behind a reverse proxy): feed links are made absolute against it; unset: against each request's own URL (its Host header).",
     )
     watchlist_sync_s: float = Field(
-        default=30.0, gt=0, description="How often the polling daemon re-reads the watchlist file."
+        default=30.0,
+        gt=0,
+        le=DAY_S,
+        description="How often the polling daemon re-reads the watchlist file.",
     )
     http_timeout_s: float = Field(
         default=20.0,
@@ -95,20 +106,25 @@ class Settings(BaseSettings):
     )
     retry_attempts: int = Field(default=4, ge=1, le=20)
     max_file_bytes: int = Field(
-        default=MAX_FILE_BYTES, gt=0, description="Cap on one tracked file's size."
+        default=MAX_FILE_BYTES, gt=0, le=GiB, description="Cap on one tracked file's size."
     )
     max_safetensors_header_bytes: int = Field(
-        default=MAX_HEADER_BYTES, gt=0, description="Cap on a safetensors header's declared length."
+        default=MAX_HEADER_BYTES,
+        gt=0,
+        le=GiB,
+        description="Cap on a safetensors header's declared length.",
     )
     advisory_prefix: str = Field(default="TRACKER", pattern=r"^[A-Z][A-Z0-9]{1,15}$")
     render_backstop_cpu_s: int = Field(
         default=30,
         ge=1,
+        le=DAY_S,
         description="CPU seconds a chat-template render request may use before its worker is killed and the revision is retried later (a backstop: render outcomes come from a deterministic step budget).",
     )
     render_backstop_wall_s: float = Field(
         default=120.0,
         gt=0,
+        le=DAY_S,
         description="Seconds to wait for a chat-template render request before the worker is killed and the revision is retried later.",
     )
     analysis_timeout_s: float = Field(
@@ -128,7 +144,7 @@ class Settings(BaseSettings):
         description="Comma-separated CIDRs webhook targets may resolve to although not public (loopback, private, link-local are refused otherwise), e.g. 127.0.0.0/8,::1/128.",
     )
     webhook_timeout_s: float = Field(
-        default=10.0, gt=0, description="Seconds one webhook delivery attempt may take."
+        default=10.0, gt=0, le=600, description="Seconds one webhook delivery attempt may take."
     )
     webhook_max_attempts: int = Field(
         default=16, ge=1, le=100, description="Attempts of a webhook delivery before it fails."
@@ -136,10 +152,14 @@ class Settings(BaseSettings):
     webhook_retry_base_s: float = Field(
         default=5.0,
         gt=0,
+        le=DAY_S,
         description="The first retry's backoff step; each further one doubles, with jitter.",
     )
     webhook_retry_max_s: float = Field(
-        default=21600.0, gt=0, description="The longest backoff step between two attempts."
+        default=21600.0,
+        gt=0,
+        le=7 * DAY_S,
+        description="The longest backoff step between two attempts.",
     )
     hub_webhook_secret: SecretStr | None = Field(
         default=None,
@@ -169,6 +189,7 @@ class Settings(BaseSettings):
     poll_backoff_max_s: float = Field(
         default=21600.0,
         gt=0,
+        le=365 * DAY_S,
         description="A failing repo's wait doubles from its poll interval with each failure, up to this (or its interval when longer).",
     )
     rate_budget: Literal["auto", "on", "off"] = Field(
@@ -183,17 +204,27 @@ class Settings(BaseSettings):
         default=300.0, gt=0, le=86400, description="The rate budget's fixed window."
     )
     rate_api_per_window: int | None = Field(
-        default=None, ge=1, description="Requests per window to /api/ (default: the tier's)."
+        default=None,
+        ge=1,
+        le=MAX_RATE,
+        description="Requests per window to /api/ (default: the tier's).",
     )
     rate_resolvers_per_window: int | None = Field(
-        default=None, ge=1, description="Requests per window to file URLs (default: the tier's)."
+        default=None,
+        ge=1,
+        le=MAX_RATE,
+        description="Requests per window to file URLs (default: the tier's).",
     )
     rate_pages_per_window: int | None = Field(
-        default=None, ge=1, description="Requests per window to other pages (default: the tier's)."
+        default=None,
+        ge=1,
+        le=MAX_RATE,
+        description="Requests per window to other pages (default: the tier's).",
     )
     rate_burst: int = Field(
         default=10,
         ge=1,
+        le=MAX_RATE,
         description="Requests a window may take at once; the rest of its quota is spread evenly over it.",
     )
     preflight_cache_dir: Path | None = Field(
@@ -215,6 +246,7 @@ class Settings(BaseSettings):
     api_memo_bytes: int = Field(
         default=64 * 1024 * 1024,
         ge=0,
+        le=16 * GiB,
         description="The most bytes of rendered answers (advisory list, feeds, diffs) the HTTP API keeps in memory until the store changes; an answer over an eighth of it is rendered each time.",
     )
     log_level: LogLevel = Field(
@@ -233,6 +265,8 @@ class Settings(BaseSettings):
     )
     watchdog_usec: int | None = Field(
         default=None,
+        ge=0,
+        le=DAY_S * 1_000_000,
         validation_alias=AliasChoices("WATCHDOG_USEC"),
         description="Set by systemd with WatchdogSec=: the daemon sends WATCHDOG=1 every half of it.",
     )
@@ -259,10 +293,7 @@ class Settings(BaseSettings):
     @field_validator("hf_endpoint", "hub_public_url")
     @classmethod
     def _an_http_url(cls, value: str) -> str:
-        parts = urlsplit(value)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ValueError(f"{value!r} is not an http(s) URL")
-        return value.rstrip("/")
+        return check_http_url(value)
 
     @field_validator("webhook_allow_networks")
     @classmethod
@@ -339,6 +370,25 @@ class Settings(BaseSettings):
         return f"sqlite:///{(self.state_dir / 'tracker.db').resolve()}"
 
 
+def check_http_url(url: str) -> str:
+    """`url` without a trailing slash if it is an http(s) URL with a host and, when it names one,
+    a port in 1-65535; else ValueError (a bad port was accepted at start, then every request
+    failed: "unexpected InvalidURL" for `:abc`, a misleading "Connection refused" for `:99999`)."""
+    expected = "expected http(s)://HOST[:PORT] with PORT 1-65535"
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"{url!r} is not an http(s) URL; {expected}")
+    try:
+        port = parts.port
+    except ValueError:
+        port = 0
+    if port == 0:
+        raise ValueError(f"{url!r} has a bad port; {expected}")
+    if not parts.hostname:
+        raise ValueError(f"{url!r} has no host; {expected}")
+    return url.rstrip("/")
+
+
 def check_database_url(url: str) -> str:
     """`url` if it is a SQLite or PostgreSQL SQLAlchemy URL tracker can open, else ValueError."""
     example = "sqlite:////ABSOLUTE/PATH.db or postgresql+psycopg://USER@HOST[:PORT]/DB"
@@ -357,6 +407,32 @@ def check_database_url(url: str) -> str:
     if not parts.hostname or not parts.path.strip("/"):
         raise ValueError(f"{url!r} needs a host and a database name; expected {example}")
     return url
+
+
+def allowed_range(name: str) -> str | None:
+    """`>= 1 and <= 20` for a numeric Settings field (its bounds, from the model), else None."""
+    field = Settings.model_fields.get(name)
+    if field is None:
+        return None
+    parts = []
+    for bound in field.metadata:
+        for attr, op in (("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<=")):
+            value = getattr(bound, attr, None)
+            if isinstance(value, int | float):
+                shown = int(value) if float(value).is_integer() else value
+                parts.append(f"{op} {shown}")
+    return " and ".join(parts) or None
+
+
+def _field_named(loc: str) -> str:
+    """The Settings field an error's location names (a field name or one of its variables)."""
+    if loc in Settings.model_fields:
+        return loc
+    for name, field in Settings.model_fields.items():
+        alias = field.validation_alias
+        if isinstance(alias, AliasChoices) and loc in alias.choices:
+            return name
+    return loc
 
 
 def _variable(name: str) -> str:
@@ -421,7 +497,9 @@ def load_settings(**overrides: object) -> Settings:
         for error in exc.errors():
             field = str(error["loc"][0]) if error["loc"] else ""
             where = _variable(field) if field in Settings.model_fields else field
-            problems.append(describe({**error, "loc": error["loc"][1:]}, None, where))
+            problem = describe({**error, "loc": error["loc"][1:]}, None, where)
+            bounds = allowed_range(_field_named(field))
+            problems.append(f"{problem} (allowed: {bounds})" if bounds else problem)
         raise ConfigError("invalid settings", tuple(dict.fromkeys(problems))) from exc
 
 

@@ -33,6 +33,9 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 DEFAULT_POLL_S = 600
 MAX_POLL_S = 365 * 86400
 """A longer interval is a typo, not a schedule (and overflows the scheduler's clock)."""
+MAX_BACKFILL = 1_000_000
+"""The largest `backfill:` (commits a first poll reads); a larger number is a typo (no repo in
+reach has that many commits), refused like one."""
 
 
 @dataclass(frozen=True)
@@ -121,7 +124,7 @@ class RepoFields(BaseModel):
     ref: Annotated[_Str, AfterValidator(_ref)] | None = None
     poll_interval: Annotated[int, BeforeValidator(parse_interval)] | None = None
     tracked: Annotated[tuple[str, ...], BeforeValidator(_tracked)] | None = None
-    backfill: Annotated[int, Field(strict=True, ge=1)] | None = None
+    backfill: Annotated[int, Field(strict=True, ge=1, le=MAX_BACKFILL)] | None = None
     git: Annotated[_Str, AfterValidator(_nonblank)] | None = None
     estimate: EstimateBlock | None = None
     advisories: OverridesBlock | None = None

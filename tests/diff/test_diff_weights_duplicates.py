@@ -76,3 +76,45 @@ def test_removing_one_copy_says_where_the_other_is() -> None:
     assert "tensor a added (F32 [4])" in summaries
     dup = next(c for c in changes if c.key == "duplicates")
     assert (dup.before, dup.after) == ([f"b: {S1}, {S2}"], [])
+
+
+def test_a_shard_holding_only_names_also_in_an_earlier_shard_is_a_shard_of_the_manifest() -> None:
+    # Built from each name's first copy, the manifest left S2 out (its only name was also in S1):
+    # S2's new content was invisible, and a change of S1 said "1 of 1 shard files".
+    m = build_manifest(_snap({"a": _t((2,)), "shared": _t((4,))}, {"shared": _t((4,))}, "ab"), None)
+    assert m.shards == (S1, S2)
+    assert m.shard_ids == {S1: "a" * 40, S2: "b" * 40}
+    assert [t.shard for t in m.copies["shared"]] == [S1, S2]
+    before = _snap({"a": _t((2,)), "shared": _t((4,))}, {"shared": _t((4,))}, "ab")
+    second_rewritten = _snap({"a": _t((2,)), "shared": _t((4,))}, {"shared": _t((4,))}, "ac")
+    changes = [
+        c for c in diff_snapshots(before, second_rewritten) if c.artifact is Artifact.WEIGHTS
+    ]
+    assert [(c.kind, c.file, c.key, c.after, c.summary) for c in changes] == [
+        (ChangeKind.CHANGED, S2, "content", 1, "1 of 2 shard files have new content")
+    ]
+    first_rewritten = _snap({"a": _t((2,)), "shared": _t((4,))}, {"shared": _t((4,))}, "cb")
+    changes = [c for c in diff_snapshots(before, first_rewritten) if c.artifact is Artifact.WEIGHTS]
+    assert [(c.file, c.key, c.summary) for c in changes] == [
+        (S1, "content", "1 of 2 shard files have new content")
+    ]
+
+
+def test_three_shards_with_an_all_duplicates_shard_in_the_middle_are_all_counted() -> None:
+    s3 = "model-00003-of-00003.safetensors"
+    s1, s2 = S1.replace("00002", "00003", 1), S2.replace("of-00002", "of-00003")
+
+    def snap(ids: str) -> Snapshot:
+        headers = {
+            s1: SafetensorsHeader({"a": _t((2,)), "shared": _t((4,))}),
+            s2: SafetensorsHeader({"shared": _t((4,))}),
+            s3: SafetensorsHeader({"c": _t((3,))}),
+        }
+        tree = {s1: ids[0] * 40, s2: ids[1] * 40, s3: ids[2] * 40}
+        return make_snapshot({}, extra_tree=tree, headers=headers)
+
+    assert build_manifest(snap("abc"), None).shards == (s1, s2, s3)
+    changes = [c for c in diff_snapshots(snap("abc"), snap("dbc")) if c.key == "content"]
+    assert [(c.file, c.summary) for c in changes] == [(s1, "1 of 3 shard files have new content")]
+    changes = [c for c in diff_snapshots(snap("abc"), snap("aec")) if c.key == "content"]
+    assert [(c.file, c.summary) for c in changes] == [(s2, "1 of 3 shard files have new content")]

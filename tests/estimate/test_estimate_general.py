@@ -16,6 +16,7 @@ import pytest
 from tracker.domain import SafetensorsHeader, TensorInfo, VerificationStatus
 from tracker.estimate import estimate
 from tracker.estimate.params import read_config
+from tracker.estimate.settings import EstimateSettings
 
 CONFIGS = Path(__file__).parents[1] / "data" / "configs"
 
@@ -175,6 +176,9 @@ NATIVE_DEFAULTS = (
     ("mamba", "MambaForCausalLM"),
     ("falcon_mamba", "FalconMambaForCausalLM"),
     ("mamba2", "Mamba2ForCausalLM"),
+    ("qwen3_asr", "Qwen3ASRForConditionalGeneration"),
+    ("qwen3_asr", "Qwen3ASRForTokenClassification"),
+    ("omniasr", "OmniASRForConditionalGeneration"),
 )
 
 
@@ -487,6 +491,8 @@ def test_glmasr_tower_with_grouped_kv_heads_is_exact() -> None:
         ("voxtral", "VoxtralForConditionalGeneration", 4_676_271_104, "audio_tower"),
         ("qwen2_audio", "Qwen2AudioForConditionalGeneration", 12_692_062_208, "audio_tower"),
         ("glmasr", "GlmAsrForConditionalGeneration", 2_136_470_528, "audio_tower"),
+        ("qwen3_asr", "Qwen3ASRForConditionalGeneration", 2_039_626_880, "audio_tower"),
+        ("omniasr", "OmniASRForConditionalGeneration", 1_638_453_760, "audio_tower"),
         # root tie_word_embeddings wins over text_config's; the aligner is two biased linears
         ("deepseek_vl", "DeepseekVLForConditionalGeneration", 6_720_158_976, "vision_tower"),
     ],
@@ -501,23 +507,204 @@ def test_whisper_audio_towers_and_projectors_are_counted_exactly(
 
 
 @pytest.mark.parametrize(
-    ("model_type", "arch", "encoder"),
+    ("model_type", "arch", "tower"),
     [
-        # meta-device counts 2,039,626,880 / 1,638,453,760: the tower is missing
-        ("qwen3_asr", "Qwen3ASRForConditionalGeneration", "qwen3_asr_encoder"),
-        ("omniasr", "OmniASRForConditionalGeneration", "omniasr_audio"),
+        # transformers 5.24.0 on the meta device, by module: audio_tower 314,328,704 +
+        # multi_modal_projector 4,723,200 (Qwen3-ASR); 315,437,568 + 4,198,400 (OmniASR)
+        ("qwen3_asr", "Qwen3ASRForConditionalGeneration", 319_051_904),
+        ("omniasr", "OmniASRForConditionalGeneration", 319_635_968),
     ],
 )
-def test_an_audio_tower_not_modelled_makes_the_estimate_unverified(
-    model_type: str, arch: str, encoder: str
+def test_qwen3_asr_and_omniasr_towers_match_transformers_by_module(
+    model_type: str, arch: str, tower: int
 ) -> None:
     est = estimate(_default_config(model_type, arch))
+    assert est.params.by_component["audio_tower"] == tower
+    assert est.verification.reasons == () and est.verification.unknown_keys == ()
+
+
+def _qwen3_asr_tower(mel: int, c: int, d: int, f: int, layers: int, out: int) -> int:
+    """Qwen3-ASR's tower and projector from its layer shapes: three 3×3 stride-2 convolutions
+    (1→c→c→c, biased), a bias-free linear from c × the mel bins left after three halvings to d,
+    blocks of biased q/k/v/out, two LayerNorms and a biased fc1/fc2, a final LayerNorm, and the
+    projector d→d→out (both biased)."""
+    freq = -(-mel // 8)  # three ceil halvings: ceil(ceil(ceil(mel / 2) / 2) / 2) = ceil(mel / 8)
+    convs = (9 * c + c) + 2 * (9 * c * c + c) + c * freq * d
+    block = 4 * (d * d + d) + 2 * 2 * d + (d * f + f) + (f * d + d)
+    return convs + layers * block + 2 * d + (d * d + d) + (d * out + out)
+
+
+def _omniasr_tower(
+    convs: list[tuple[int, int]], bias: bool, d: int, f: int, layers: int, pos: tuple[int, int]
+) -> int:
+    """OmniASR's wav2vec 2.0 tower without its projector, from its layer shapes: per (channels,
+    kernel) a Conv1d from the previous width (1 for the waveform) and an affine LayerNorm; a
+    LayerNorm and a biased linear to d; a grouped position Conv1d (kernel, groups), biased;
+    blocks as Qwen3-ASR's; a final LayerNorm."""
+    total, prev = 0, 1
+    for out, k in convs:
+        total += prev * k * out + (out if bias else 0) + 2 * out
+        prev = out
+    total += 2 * prev + prev * d + d
+    kernel, groups = pos
+    total += d * (d // groups) * kernel + d
+    block = 4 * (d * d + d) + 2 * 2 * d + (d * f + f) + (f * d + d)
+    return total + layers * block + 2 * d
+
+
+def test_audio_tower_layer_shape_counts_agree_with_the_reader() -> None:
+    # the layer-shape counts above, on the defaults, give transformers' by-module figures
+    assert _qwen3_asr_tower(128, 480, 1024, 4096, 24, 3584) == 319_051_904
+    default_convs = [(512, 10)] + [(512, 3)] * 4 + [(512, 2)] * 2
+    assert _omniasr_tower(default_convs, True, 1024, 4096, 24, (128, 16)) == 315_437_568
+
+
+@pytest.mark.parametrize(
+    ("model_type", "arch", "audio", "text", "total"),
+    [
+        # transformers 5.24.0's meta-device counts of these variants of the default configs
+        (
+            "qwen3_asr",
+            "Qwen3ASRForConditionalGeneration",
+            {"num_mel_bins": 80, "downsample_hidden_size": 256, "encoder_layers": 18}
+            | {"d_model": 896, "encoder_attention_heads": 14, "encoder_ffn_dim": 3584}
+            | {"output_dim": 2048},
+            {},
+            1_900_311_936,
+        ),
+        (  # an odd mel count (ceil halvings), a position table and embedding scale (no params)
+            "qwen3_asr",
+            "Qwen3ASRForConditionalGeneration",
+            {"num_mel_bins": 81, "downsample_hidden_size": 100, "encoder_layers": 3}
+            | {"d_model": 512, "encoder_attention_heads": 8, "encoder_ffn_dim": 1000}
+            | {"output_dim": 1024, "scale_embedding": True, "max_position_embeddings": 1500},
+            {"hidden_size": 1024, "num_attention_heads": 8, "intermediate_size": 3072},
+            545_097_608,
+        ),
+        (  # bias-free convolutions, three of them, a narrower grouped position convolution
+            "omniasr",
+            "OmniASRForConditionalGeneration",
+            {"conv_bias": False, "conv_dim": [256, 384, 512], "conv_kernel": [7, 5, 3]}
+            | {"conv_stride": [4, 3, 2], "num_conv_pos_embeddings": 64}
+            | {"num_conv_pos_embedding_groups": 8, "hidden_size": 768, "num_attention_heads": 12}
+            | {"num_hidden_layers": 6, "intermediate_size": 3000},
+            {"hidden_size": 2048, "num_attention_heads": 16, "num_key_value_heads": 16},
+            1_111_701_584,
+        ),
+        (  # text_config asks for a tie: OmniASR's wrapper has no tied-weights keys, untied
+            "omniasr",
+            "OmniASRForConditionalGeneration",
+            {"hidden_size": 1280, "num_hidden_layers": 48, "intermediate_size": 5120}
+            | {"num_attention_heads": 20},
+            {"vocab_size": 9812, "tie_word_embeddings": True},
+            2_268_767_744,
+        ),
+    ],
+)
+def test_qwen3_asr_and_omniasr_variants_are_exact(
+    model_type: str, arch: str, audio: dict[str, Any], text: dict[str, Any], total: int
+) -> None:
+    config = _default_config(model_type, arch)
+    config["audio_config"] |= audio
+    config["text_config"] |= text
+    est = estimate(config)
+    assert est.params.total == total
+    assert est.verification.status is VerificationStatus.VERIFIED
+
+
+def test_audio_tower_variants_match_the_layer_shape_counts() -> None:
+    # transformers 5.24.0 on the meta device, by module (audio_tower + multi_modal_projector):
+    # 6,979,976 + 787,968 (Qwen3-ASR variant), 48,064,592 + 3,149,824 (OmniASR variant)
+    config = _default_config("qwen3_asr", "Qwen3ASRForConditionalGeneration")
+    config["audio_config"] |= {"num_mel_bins": 81, "downsample_hidden_size": 100}
+    config["audio_config"] |= {"encoder_layers": 3, "d_model": 512, "encoder_ffn_dim": 1000}
+    config["audio_config"] |= {"encoder_attention_heads": 8, "output_dim": 1024}
+    est = estimate(config)
+    assert est.params.by_component["audio_tower"] == _qwen3_asr_tower(81, 100, 512, 1000, 3, 1024)
+    assert est.params.by_component["audio_tower"] == 7_767_944
+    config = _default_config("omniasr", "OmniASRForConditionalGeneration")
+    config["audio_config"] |= {"conv_bias": False, "conv_dim": [256, 384, 512]}
+    config["audio_config"] |= {"conv_kernel": [7, 5, 3], "conv_stride": [4, 3, 2]}
+    config["audio_config"] |= {"num_conv_pos_embeddings": 64, "num_conv_pos_embedding_groups": 8}
+    config["audio_config"] |= {"hidden_size": 768, "num_hidden_layers": 6}
+    config["audio_config"] |= {"num_attention_heads": 12, "intermediate_size": 3000}
+    tower = _omniasr_tower([(256, 7), (384, 5), (512, 3)], False, 768, 3000, 6, (64, 8))
+    projector = 768 * 4096 + 4096  # to the default text width
+    assert estimate(config).params.by_component["audio_tower"] == tower + projector
+    assert tower == 48_064_592 and projector == 3_149_824
+
+
+@pytest.mark.parametrize(
+    ("model_type", "arch", "total"),
+    [
+        # transformers 5.24.0's meta-device counts: these wrappers declare no tied-weights keys
+        # and hold a base text model, so tie_word_embeddings=true in text_config ties nothing
+        ("voxtral", "VoxtralForConditionalGeneration", 4_676_271_104),
+        ("qwen2_audio", "Qwen2AudioForConditionalGeneration", 12_692_062_208),
+        ("omniasr", "OmniASRForConditionalGeneration", 1_638_453_760),
+    ],
+)
+def test_audio_wrappers_without_tied_weights_keys_never_tie_their_head(
+    model_type: str, arch: str, total: int
+) -> None:
+    config = _default_config(model_type, arch)
+    config["text_config"] |= {"tie_word_embeddings": True}
+    est = estimate(config)
+    assert est.params.total == total
+    assert est.params.by_component["head"] > 0
+    assert (
+        f"{model_type}'s wrapper in transformers 5.24 never ties its lm_head: counted untied "
+        "although the config says tie_word_embeddings=true"
+    ) in est.notes
+
+
+def test_qwen3_asr_token_classifier_replaces_the_lm_head() -> None:
+    # The forced aligner's class. transformers 5.24.0 meta-device counts: 2,049,871,880 with 5000
+    # biased labels; 2,039,630,976 with its default two labels and an untied text config (no
+    # lm_head is built, so the tie does not matter: 2,039,626,880 + 2048 × 2)
+    config = _default_config("qwen3_asr", "Qwen3ASRForTokenClassification")
+    labels = {"id2label": {str(i): f"T{i}" for i in range(5000)}}
+    est = estimate(config | labels | {"token_classification_bias": True})
+    assert est.params.total == 2_049_871_880
+    assert est.params.by_component["head"] == 2048 * 5000 + 5000
+    config["text_config"] |= {"tie_word_embeddings": False}
+    est = estimate(config | {"tie_word_embeddings": False})
+    assert est.params.total == 2_039_630_976
+    assert est.params.by_component["head"] == 2048 * 2
+
+
+def test_an_audio_tower_not_modelled_makes_the_estimate_unverified() -> None:
+    # Stand-in: transformers' default Qwen3-ASR config with its encoder's model_type renamed.
+    config = _default_config("qwen3_asr", "Qwen3ASRForConditionalGeneration")
+    config["audio_config"] |= {"model_type": "acme_audio_encoder"}
+    est = estimate(config)
     v = est.verification
     assert v.status is VerificationStatus.UNVERIFIED and not v.vouched
     assert v.reasons == (
-        f"audio tower of type {encoder!r} in {model_type!r} is not modelled: not counted",
+        "audio tower of type 'acme_audio_encoder' in 'qwen3_asr' is not modelled: not counted",
     )
     assert "audio_tower" not in est.params.by_component
+    assert est.params.total == 1_720_574_976  # the text model alone
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"conv_dim": [512, "wide"]}, "audio_config.conv_dim must hold positive integers"),
+        ({"conv_dim": []}, "audio_config.conv_dim must be a non-empty list of sizes"),
+        ({"conv_kernel": [10, 3]}, "audio_config.conv_kernel has 2 entries, conv_dim 7"),
+        ({"num_conv_pos_embedding_groups": 3}, "not divisible by num_conv_pos_embedding_groups"),
+    ],
+)
+def test_malformed_omniasr_convolutions_are_rejected_with_the_key(
+    change: dict[str, Any], message: str
+) -> None:
+    from tracker.errors import EstimateError
+
+    config = _default_config("omniasr", "OmniASRForConditionalGeneration")
+    config["audio_config"] |= change
+    with pytest.raises(EstimateError, match=message):
+        estimate(config)
 
 
 def test_a_sub_config_no_reader_reads_makes_the_estimate_unverified() -> None:
@@ -600,3 +787,26 @@ def test_attention_heads_alias_of_xglm_is_read() -> None:
     v = estimate(_default_config("xglm", "XGLMForCausalLM")).verification
     assert v.status is VerificationStatus.UNVERIFIED
     assert v.unknown_keys == ("scale_embedding",)
+
+
+def test_llama4_attends_in_full_every_fourth_layer_as_transformers_fills_no_rope_layers() -> None:
+    """Neither Llama 4 config in the corpus has `no_rope_layers`: Llama4TextConfig then makes every
+    4th layer (3, 7, ..., 47) a NoPE full-attention layer and the other 36 attend through the
+    8,192-token chunk. Before, all 48 were read as chunked and the KV cache at 131,072 tokens came
+    out 1.611 GB instead of 7.650 GB."""
+    for name in (
+        "meta-llama__Llama-4-Scout-17B-16E-Instruct",
+        "meta-llama__Llama-4-Maverick-17B-128E-Instruct",
+    ):
+        config = load(name)
+        est = estimate(config, settings=EstimateSettings(serve_seq_len=131_072))
+        per_token = 2 * 8 * 128 * 2  # K and V, 8 KV heads of 128, bf16
+        full, chunked = 12, 36
+        expected = full * 131_072 * per_token + chunked * 8_192 * per_token
+        assert est.memory.kv_cache == round(expected / 1e9, 3) == 7.650, name
+        # a config that lists its NoPE layers decides for itself
+        text = dict(config.get("text_config", config))
+        text["no_rope_layers"] = [1] * 47 + [0]
+        listed = {**config, "text_config": text} if "text_config" in config else text
+        est = estimate(listed, settings=EstimateSettings(serve_seq_len=131_072))
+        assert est.memory.kv_cache == round((131_072 + 47 * 8_192) * per_token / 1e9, 3), name

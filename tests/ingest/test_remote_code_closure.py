@@ -65,3 +65,30 @@ def test_a_change_in_an_imported_helper_is_a_critical_advisory(tmp_path: Path) -
             assert other not in by_sha  # a .py that nothing loads is not tracked
         finally:
             app.close()
+
+
+def test_a_remote_code_file_over_the_ast_bound_is_read_token_by_token() -> None:
+    """The poller parses remote code outside the analysis budget: a file over AST_MAX_BYTES
+    (60,000 tuple assignments cost ~296 MiB as a tree, bench/RESULTS.md) is read by `tokenize`
+    in the memory of one line, with the answer `ast` gives."""
+    import tracemalloc
+
+    from tracker.ingest import AST_MAX_BYTES, _relative_imports_ast
+
+    code = (
+        b'"""from .not_an_import import x"""\nfrom .sib import a\n'
+        + b"x = (1, 2)\n" * 95_000
+        + b"def f():\n    from ..top.pkg import (b,\n        c as d)\n    from . import e, g\n"
+    )
+    assert len(code) > AST_MAX_BYTES
+    tracemalloc.start()
+    try:
+        found = relative_imports("pkg/modeling_x.py", code)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert found == _relative_imports_ast("pkg/modeling_x.py", code) == {
+        "pkg/sib.py", "pkg/sib/__init__.py", "top/pkg.py", "top/pkg/__init__.py",
+        "pkg/e.py", "pkg/g.py",
+    }  # fmt: skip
+    assert peak < 4 * 1024 * 1024, peak

@@ -7,6 +7,13 @@ difference); `--only NAME...` limits either to those configs. The LoRA resolutio
 the derivation with this file; `test_the_recorded_module_names_are_what_transformers_builds`
 rebuilds all of them live.
 
+The model class is `architectures[0]` where transformers exports that name; where it does not,
+the class an Auto mapping registers for the config's `model_type` under the same name but for
+underscores (Kimi-K2.5's `KimiK25ForConditionalGeneration` is transformers'
+`Kimi_K25ForConditionalGeneration`, in the image-text-to-text mapping of `kimi_k25`). A config
+whose `model_type` transformers does not register is remote code only and is left out, with the
+reason (`left_out`; printed by every run, and pinned in the test).
+
     .venv/bin/python -m tests.preflight.metagen [--check] [--only FILE.json ...]
 """
 
@@ -23,22 +30,69 @@ from typing import Any
 CONFIGS = Path(__file__).parents[1] / "data" / "configs"
 
 
+def native_class(config: dict[str, Any]) -> Any:
+    """The class transformers builds the config with natively, or why there is none (a str)."""
+    import transformers
+    from transformers.models.auto import modeling_auto
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    model_type = config.get("model_type")
+    arch = str((config.get("architectures") or [""])[0])
+    version = transformers.__version__
+    cls = getattr(transformers, arch, None)
+    if model_type not in CONFIG_MAPPING:
+        # A remote-code model_type whose architectures[0] names a class transformers exports
+        # (Kimi-K2-Instruct: kimi_k2, DeepseekV3ForCausalLM) is built with that class and its own
+        # config class, as transformers would build the same weights without the remote code.
+        if cls is not None:
+            return cls
+        return f"model_type {model_type!r} is not registered in transformers {version}"
+    if cls is not None:
+        return cls
+    mapped = sorted(
+        {
+            names[model_type]
+            for attr, names in vars(modeling_auto).items()
+            if attr.startswith("MODEL_")
+            and attr.endswith("_MAPPING_NAMES")
+            and isinstance(names, dict)
+            and isinstance(names.get(model_type), str)
+        }
+    )
+    same = [n for n in mapped if n.replace("_", "") == arch.replace("_", "")]
+    if len(same) == 1 and getattr(transformers, same[0], None) is not None:
+        return getattr(transformers, same[0])
+    return (
+        f"{arch!r} is not a transformers {version} class, and no Auto mapping of "
+        f"{model_type!r} registers it under another spelling ({', '.join(mapped) or 'none'})"
+    )
+
+
+def left_out() -> dict[str, str]:
+    """Corpus config → why transformers does not build it natively."""
+    out = {}
+    for path in sorted(CONFIGS.glob("*.json")):
+        cls = native_class(json.loads(path.read_text()))
+        if isinstance(cls, str):
+            out[path.name] = cls
+    return out
+
+
 def meta_modules(config: dict[str, Any]) -> dict[str, Any] | None:
     """{"linears": [[last, in, out, count], ...], "output": [last, in, out] | None}, or None when
     transformers does not build the config natively."""
     import torch
-    import transformers
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
     from transformers.pytorch_utils import Conv1D
 
     data = dict(config)
     data.pop("auto_map", None)
-    model_type = data.get("model_type")
-    arch = (data.get("architectures") or [""])[0]
-    cls = getattr(transformers, arch, None)
-    if model_type not in CONFIG_MAPPING or cls is None:
+    cls = native_class(data)
+    if isinstance(cls, str):
         return None
-    cfg = CONFIG_MAPPING[model_type].from_dict(data)
+    model_type = data.get("model_type")
+    config_class = CONFIG_MAPPING.get(model_type, cls.config_class)
+    cfg = config_class.from_dict(data)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with torch.device("meta"):
@@ -85,6 +139,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     fresh = generate(args.only)
     path = data_path()
+    for name, why in left_out().items():
+        if not args.only or name in args.only:
+            print(f"left out: {name}: {why}")
     if args.check:
         recorded = json.loads(path.read_text())
         wrong = [k for k in fresh if recorded.get(k) != fresh[k]]

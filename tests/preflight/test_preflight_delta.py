@@ -14,13 +14,17 @@ CONFIGS = Path(__file__).parents[1] / "data" / "configs"
 NEXT = json.loads((CONFIGS / "Qwen__Qwen3-Next-80B-A3B-Thinking.json").read_text())
 
 
-def _run(config: dict[str, object] | None, dtype: str | None = None) -> Preflight:
+def _run(
+    config: dict[str, object] | None, dtype: str | None = None, raw: bytes | None = None
+) -> Preflight:
     headers = {}
     if dtype is not None:
         size = {"BF16": 2, "F32": 4, "F8_E4M3": 1}[dtype]
         info = TensorInfo(dtype, (10**9,), 10**9 * size)
         headers = {"model.safetensors": SafetensorsHeader({"model.embed_tokens.weight": info})}
     files = {} if config is None else {"config.json": json.dumps(config).encode()}
+    if raw is not None:
+        files = {"config.json": raw}
     return run_preflight(
         files=files,
         headers=headers,
@@ -30,11 +34,48 @@ def _run(config: dict[str, object] | None, dtype: str | None = None) -> Prefligh
     )
 
 
-def test_an_unchanged_answer_and_an_unknown_one_are_no_change() -> None:
+def test_an_unchanged_answer_and_one_unknown_on_both_sides_are_no_change() -> None:
     same = _run(NEXT, "BF16")
     assert preflight_delta(same, _run(NEXT, "BF16")) == []
-    assert preflight_delta(_run(None), same) == []  # no config, no headers before: unknown
-    assert preflight_delta(same, _run(None)) == []
+    assert preflight_delta(_run(None), _run(None)) == []  # no config, no headers: unknown both
+
+
+def test_an_answer_lost_is_a_change_with_before_and_after() -> None:
+    """The hostile review: the safetensors replaced by .bin (no census), or a config the LoRA
+    resolution cannot read, was no change at all; losing an answer is one now."""
+    answered, lost = _run(NEXT, "F32"), _run(None)
+    why = "no safetensors headers at this revision (nothing to count bytes from)"
+    changes = preflight_delta(answered, lost)
+    assert [(c.key, c.kind, c.summary) for c in changes] == [
+        (
+            "preflight.capacity",
+            ChangeKind.CHANGED,
+            f"what it takes to fetch and hold changed: capacity 4.00 GB → unknown: {why}",
+        ),
+        (
+            "preflight.lora.q_proj",
+            ChangeKind.CHANGED,
+            "`q_proj`: 12 modules → cannot resolve: no config.json at this revision",
+        ),
+        (
+            "preflight.lora.in_proj_qkvz",
+            ChangeKind.CHANGED,
+            "`in_proj_qkvz`: 36 modules → cannot resolve: no config.json at this revision",
+        ),
+    ]
+    assert changes[0].before["bytes_per_param"] == 4.0  # type: ignore[index]
+    assert changes[0].after == f"unknown: {why}"
+    assert (changes[1].before, changes[1].after) == (
+        {"attention.full": 12},
+        "cannot resolve: no config.json at this revision",
+    )
+    # found where there was none: not published yet (see tracker.preflight.delta's docstring)
+    assert preflight_delta(lost, answered) == []
+    # weights only as .bin: the census is lost, the LoRA answer (from config.json) stays
+    [c] = preflight_delta(answered, _run(NEXT))
+    assert (
+        c.summary == f"what it takes to fetch and hold changed: capacity 4.00 GB → unknown: {why}"
+    )
 
 
 def test_a_layout_change_says_where_a_target_stops_resolving() -> None:
@@ -87,3 +128,15 @@ def test_a_re_upload_adding_duplicate_shards_is_a_capacity_change() -> None:
         "what it takes to fetch and hold changed: download 4.00 GB → 8.00 GB, "
         "0.01 → 0.02 h at 126 MB/s"
     )
+
+
+def test_an_answer_lost_with_an_unreadable_config_is_not_published_twice() -> None:
+    """config.json that cannot be read is an advisory of its own (`unreadable`, with the reason);
+    the capacity and LoRA answers lost with it are recorded but not published again (a fresh-clone
+    run counted two advisories for one hostile config)."""
+    answered = _run(NEXT, "BF16")
+    unread = _run(None, "BF16", raw=b"[" * 200)
+    assert unread.lora_error is not None and unread.lora_error.startswith(
+        "could not read config.json: "
+    )
+    assert preflight_delta(answered, unread) == []

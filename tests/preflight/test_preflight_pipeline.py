@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -206,3 +207,109 @@ def _severity(record: dict[str, Any]) -> str:
 def _changes(record: dict[str, Any]) -> dict[str, Any]:
     changes = record["database_specific"]["changes"]
     return {c["key"]: c for c in changes if c["key"].startswith("preflight.")}
+
+
+def test_a_revision_whose_code_stops_parsing_is_a_high_advisory_and_imports_nowhere(
+    symbol_cache: Path, tmp_path: Path
+) -> None:
+    """The hostile review's case: a revision adds a syntax error (and an import gone since 5.1.0)
+    to the modeling file. It was "importable" on every version with no advisory; it imports on no
+    version (Python cannot compile the module), which is the high advisory on each pinned version,
+    stored so, and the repo page says "no"; fixing it is "imports again"."""
+    from fastapi.testclient import TestClient
+
+    from tracker.api import create_app
+    from tracker.app import build
+    from tracker.domain import RepoId
+    from tracker.settings import load_settings
+
+    config = json.loads((CONFIGS / "Qwen__Qwen3-0.6B.json").read_text())
+    config["auto_map"] = {
+        "AutoConfig": "configuration_x.XConfig",
+        "AutoModelForCausalLM": "modeling_x.XForCausalLM",
+    }
+    broken = BROKEN + b"def oops(:\n"
+    why = "modeling_x.py does not parse: SyntaxError line 9: invalid syntax"
+    repo = init_repo(tmp_path / "hub", REPO)
+    steps: list[tuple[dict[str, bytes], str]] = [
+        (
+            {
+                "config.json": json.dumps(config, indent=2).encode(),
+                "configuration_x.py": CONFIGURATION,
+                "modeling_x.py": CLEAN,
+                "model.safetensors": safetensors("BF16", 2, 1000),
+            },
+            "upload",
+        ),
+        ({"modeling_x.py": broken}, "a syntax error"),
+        ({"modeling_x.py": CLEAN}, "fixed"),
+    ]
+    shas = [
+        commit(repo, files, message, date=T0 + timedelta(days=i))
+        for i, (files, message) in enumerate(steps)
+    ]
+    versions = ", ".join(f'"{v}"' for v in VERSIONS)
+    watchlist = tmp_path / "watchlist.yaml"
+    watchlist.write_text(
+        f"repos:\n  - id: {REPO}\n    preflight:\n      transformers: [{versions}]\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACKER_", "HF_"))}
+    env |= {
+        "TRACKER_STATE_DIR": str(tmp_path / "state"),
+        "TRACKER_WATCHLIST": str(watchlist),
+        "TRACKER_RETRY_ATTEMPTS": "1",
+        "TRACKER_PREFLIGHT_CACHE_DIR": str(symbol_cache),
+        "TRACKER_PREFLIGHT_INDEX_URL": (tmp_path / "no-index").as_uri(),
+    }
+    with Replica(tmp_path / "hub") as hub:
+        env["TRACKER_HF_ENDPOINT"] = hub.url
+        poll = _tracker(env, "poll", "--once", "--json")
+        assert poll.returncode == 0, poll.stderr
+    shown = _tracker(env, "preflight", f"{REPO}@{shas[1]}")
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert f"  problem: {why}" in lines
+    for v in VERSIONS:
+        i = lines.index(f"  transformers {v}: does not import")
+        assert lines[i + 1] == f"    {why}"
+
+    exported = _tracker(env, "advisories", "export", str(tmp_path / "osv"))
+    assert exported.returncode == 0, exported.stderr
+    records = [json.loads(p.read_text()) for p in sorted((tmp_path / "osv").glob("*.json"))]
+    estimate = {
+        r["affected"][0]["ranges"][0]["events"][0]["introduced"]: r
+        for r in records
+        if r["database_specific"]["group"] == "estimate"
+    }
+    assert sorted(estimate, key=shas.index) == shas[1:]
+    assert _severity(estimate[shas[1]]) == "high"
+    assert {
+        k: (c["rule"], c["before"], c["after"]) for k, c in _changes(estimate[shas[1]]).items()
+    } == {
+        f"preflight.remote_code.transformers-{v}": (
+            "preflight-import-broken",
+            "importable",
+            f"does not import: {why}",
+        )
+        for v in VERSIONS
+    }
+    assert {k: c["rule"] for k, c in _changes(estimate[shas[2]]).items()} == {
+        f"preflight.remote_code.transformers-{v}": "preflight-import-restored" for v in VERSIONS
+    }
+
+    app = build(load_settings(state_dir=tmp_path / "state", watchlist=watchlist), read_only=True)
+    try:
+        stored = app.preflight.get(RepoId(REPO), shas[1])
+        assert stored is not None and stored.preflight is not None
+        rc = stored.preflight.remote_code
+        assert rc.broken == (why,)
+        assert [v["importable"] for v in rc.versions] == [False, False, False]
+        page = TestClient(create_app(app)).get(f"/repos/{REPO}?rev={shas[1]}")
+        assert page.status_code == 200
+        rows = re.findall(
+            r"<tr><td>([\d.]+)</td><td>(.*?)</td><td>(.*?)</td></tr>",
+            re.search(r'<table id="preflight-versions">(.*?)</table>', page.text, re.S).group(1),  # type: ignore[union-attr]
+        )
+        assert rows == [(v, "<strong>no</strong>", why) for v in VERSIONS]
+    finally:
+        app.close()

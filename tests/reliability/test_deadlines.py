@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from helpers_replica import make_llama
@@ -22,7 +25,7 @@ from tracker.errors import DeadlineError, TransientSourceError
 from tracker.ingest import poll_repo
 from tracker.replica import Replica
 from tracker.replica.faultproxy import Fault, FaultProxy, Mode
-from tracker.sources.hub import HubSource
+from tracker.sources.hub import HubSource, _retry_after
 from tracker.store import RepoStatus, Store
 from tracker.watchlist import WatchedRepo
 
@@ -105,3 +108,51 @@ def test_a_poll_rate_limited_for_an_hour_records_when_to_come_back(
         )  # fmt: skip
     finally:
         store.close()
+
+
+def _http_date(seconds_from_now: float) -> str:
+    return format_datetime(datetime.now(UTC) + timedelta(seconds=seconds_from_now), usegmt=True)
+
+
+def test_retry_after_as_an_http_date_is_seconds_from_now() -> None:
+    # Before: only digits were read; an HTTP-date (RFC 9110 allows either) was ignored.
+    now = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
+
+    def wait(value: str) -> float | None:
+        return _retry_after(SimpleNamespace(headers={"Retry-After": value}), lambda: now)
+
+    assert wait("Sun, 01 Mar 2026 13:00:00 GMT") == 3600.0
+    assert wait("Sun, 01 Mar 2026 12:00:07 -0000") == 7.0
+    assert wait("Sun, 01 Mar 2026 14:00:00 +0100") == 3600.0
+    assert wait("Sun, 01 Mar 2026 11:00:00 GMT") is None  # a date past: the own backoff
+    assert wait("120") == 120.0
+    assert wait("tomorrow") is None
+    assert wait("Sun, 31 Feb 2026 12:00:00 GMT") is None
+
+
+def test_a_long_retry_after_http_date_is_not_slept_through_and_reschedules_the_poll(
+    proxy: FaultProxy, tmp_path: Path
+) -> None:
+    proxy.add(Fault(Mode.RATE_LIMIT, path="/refs", retry_after=_http_date(3600)))
+    sleeps: list[float] = []
+    with pytest.raises(DeadlineError, match=r"asks to retry after 3[56]\d\d s, over the cap of 60"):
+        _source(proxy, sleeps, retry_after_cap_s=60).resolve_ref(RID, "main")
+    assert sleeps == []
+    proxy.clear()
+    store = Store.open(f"sqlite:///{tmp_path / 'tracker.db'}")
+    proxy.add(Fault(Mode.RATE_LIMIT, path="/api/", retry_after=_http_date(3600)))
+    try:
+        report = poll_repo(store, _source(proxy, []), WatchedRepo(RID))
+        assert report.status is RepoStatus.FAILING
+        assert report.retry_after is not None and 3590 <= report.retry_after <= 3600
+        assert report.error is not None and "the repo is rescheduled" in report.error
+    finally:
+        store.close()
+
+
+def test_a_short_retry_after_http_date_is_honoured(proxy: FaultProxy) -> None:
+    proxy.add(Fault(Mode.RATE_LIMIT, path="/refs", retry_after=_http_date(7), times=1))
+    sleeps: list[float] = []
+    assert len(_source(proxy, sleeps).resolve_ref(RID, "main")) == 40
+    (slept,) = sleeps
+    assert 5 <= slept <= 7

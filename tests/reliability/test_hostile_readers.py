@@ -69,7 +69,7 @@ INDEX = "model.safetensors.index.json"
 
 
 def _remote_code(data: bytes) -> object:
-    preflight_imports.parse_module.cache_clear()  # a cached tree would hide the parse's memory
+    preflight_imports.read_module.cache_clear()  # a cached tree would hide the parse's memory
     files = {"config.json": DEEPSEEK_CONFIG, "modeling_deepseek.py": data}
     seen, absent, broken = preflight_imports.remote_code_modules(files)
     assert "modeling_deepseek.py" in seen + broken, (seen, absent, broken)

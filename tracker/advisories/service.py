@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import assert_never
 
 from tracker.advisories.advice import Restore
 from tracker.advisories.classify import Classified, Context, Overrides, classify, parse_overrides
-from tracker.advisories.consistency import assign
+from tracker.advisories.consistency import Finding, assign
 from tracker.advisories.consistency import introduced as introduced_findings
 from tracker.advisories.consistency import resolved as resolved_findings
 from tracker.advisories.groups import ESTIMATE_GROUP, ChangeGroup, Subject, group_changes
@@ -77,6 +78,35 @@ def _overrides(raw: Overrides | Mapping[str, JSONValue] | None) -> Overrides:
     return parse_overrides(raw)
 
 
+@dataclass(frozen=True)
+class Judgement:
+    """Everything publishing reads of a revision's upstream files, computed ahead (`judge`): each
+    change classified (by position in the changes), and the consistency findings the revision
+    introduced and resolved. The pipeline computes it in the analysis worker, under the budget,
+    so that `publish` itself handles only these values and the store."""
+
+    classified: tuple[Classified, ...]
+    introduced: tuple[Finding, ...]
+    resolved: tuple[Finding, ...]
+
+
+def judge(
+    changes: Sequence[Change],
+    overrides: Overrides | Mapping[str, JSONValue] | None,
+    context: Context | None,
+) -> Judgement:
+    """Classify `changes` under `overrides` and find the revision's consistency findings: the
+    part of publishing that parses the revision's files (config, generation config, tokenizer
+    files, chat templates, through `context`) and runs the estimate on configs (the
+    `estimate_moves` check). Pure."""
+    rules = _overrides(overrides)
+    return Judgement(
+        tuple(classify(c, rules, context) for c in changes),
+        tuple(introduced_findings(context)),
+        tuple(resolved_findings(context)),
+    )
+
+
 def publish(
     store: AdvisoryStore,
     *,
@@ -91,6 +121,7 @@ def publish(
     prefix: str,
     now: datetime,
     context: Context | None = None,
+    judgement: Judgement | None = None,
 ) -> list[Advisory]:
     """Publish the advisories of one analysed revision; idempotent per (repo, commit).
 
@@ -104,15 +135,28 @@ def publish(
     undo a fixed advisory's changes make no new advisory; a partial restore, or a change from a third
     value, does); suppressed changes are recorded. Raises AdvisoryError when a record fails
     the OSV schema (nothing is written), ConfigError for invalid overrides.
+
+    `judgement`: `judge(changes, overrides, context)` computed ahead (the pipeline's analysis
+    worker does, under the analysis budget); `context` is then unused. Without it, it is computed
+    here. Either way, what publishing does after it reads no upstream file: it builds records
+    from the classified changes (values over `osv.MAX_VALUE_CHARS` compacted to a digest, mass
+    tensor changes as patterns), validates them and queues webhook deliveries, in time and
+    memory proportional to the changes the analysis returned.
     """
     rules = _overrides(overrides)
+    if judgement is None:
+        judgement = judge(changes, rules, context)
+    elif len(judgement.classified) != len(changes):
+        raise AdvisoryError(
+            f"a judgement of {len(judgement.classified)} changes for {len(changes)} changes"
+        )
     subject = Subject(
         repo_id, repo_url, commit.sha, previous, estimate_before, estimate_after, commit
     )
     for attempt in range(_ATTEMPTS):
         try:
             with store.transaction() as tx:
-                return _publish(tx, subject, changes, rules, prefix, now, context)
+                return _publish(tx, subject, changes, prefix, now, judgement)
         except AdvisoryConflictError:
             if attempt == _ATTEMPTS - 1:
                 raise
@@ -123,10 +167,9 @@ def _publish(
     tx: AdvisoryTx,
     subject: Subject,
     changes: Sequence[Change],
-    rules: Overrides,
     prefix: str,
     now: datetime,
-    context: Context | None,
+    judgement: Judgement,
 ) -> list[Advisory]:
     repo_id, sha, previous = subject.repo_id, subject.introduced, subject.previous
     if tx.revision_done(repo_id, sha):
@@ -157,8 +200,7 @@ def _publish(
         raise AdvisoryError(f"commit {sha!r} is not a full 40-hex sha")
     tx.extend(extend, sha, now)
 
-    remaining = [c for i, c in enumerate(changes) if i not in restoring]
-    classified = [classify(c, rules, context) for c in remaining]
+    classified = [c for i, c in enumerate(judgement.classified) if i not in restoring]
     ride_along = [
         c for c in classified if c.change.artifact is Artifact.ESTIMATE and c.suppressed is None
     ]
@@ -168,8 +210,8 @@ def _publish(
         {k for c in g.published for k in (c.change.key, c.change.key.split(".")[-1])}
         for g in groups
     ]
-    carried = assign(introduced_findings(context), group_keys)
-    resolving = assign(resolved_findings(context), group_keys)
+    carried = assign(judgement.introduced, group_keys)
+    resolving = assign(judgement.resolved, group_keys)
     earlier = (
         [*tx.in_state(repo_id, AdvisoryState.OPEN), *tx.in_state(repo_id, AdvisoryState.FIXED)]
         if groups and previous is not None

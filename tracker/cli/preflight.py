@@ -250,17 +250,19 @@ def render(label: str, p: Preflight) -> str:
             )
         for v in rc.versions:
             missing = v["missing"]
-            if v["importable"]:
-                state = "importable"
+            if v["importable"] or v["importable"] is None:
+                state = "importable" if v["importable"] else "not checked"
                 if missing:
                     state += "; missing where it does not stop loading: " + ", ".join(
                         f"{m['symbol']} ({m['where']})" for m in missing
                     )
                 out.append(f"  transformers {v['version']}: {state}")
+                out.extend(f"    {why}" for why in v.get("not_checked") or [])
                 continue
             out.append(f"  transformers {v['version']}: does not import")
             for path in v.get("absent") or []:
                 out.append(f"    cannot import: {path} is not in this revision")
+            out.extend(f"    {why}" for why in v.get("broken") or [])
             for m in missing:
                 gone = rc.first_missing.get(m["symbol"])
                 lacks = (

@@ -16,7 +16,7 @@ from tracker.domain import parse_repo_id
 from tracker.errors import ConfigError, NoStoreError
 from tracker.settings import load_settings
 from tracker.store import RepoState
-from tracker.watchlist import add_repo, load_watchlist, parse_interval, remove_repo
+from tracker.watchlist import MAX_BACKFILL, add_repo, load_watchlist, parse_interval, remove_repo
 
 watch_app = typer.Typer(help="Edit and inspect the watchlist.", no_args_is_help=True)
 
@@ -85,7 +85,7 @@ def add(
     ),
     ref: str | None = typer.Option(None, "--ref", help="Branch or tag to follow (default main)."),
     backfill: int | None = typer.Option(
-        None, "--backfill", min=1, help="First poll: only the last N commits."
+        None, "--backfill", min=1, max=MAX_BACKFILL, help="First poll: only the last N commits."
     ),
     poll_interval: str | None = typer.Option(None, "--poll-interval", help="e.g. 30s, 10m, 1h."),
 ) -> None:

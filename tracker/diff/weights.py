@@ -36,7 +36,8 @@ class Manifest:
 
     A name whose headers put it in more than one shard is in `copies` with every shard's entry
     (sorted by shard); `tensors[name]` is then its first copy. Totals and the dtype census count
-    every copy.
+    every copy, and `shards` holds every copy's shard (a shard whose names all sit in an earlier
+    shard too is still one).
     """
 
     tensors: Mapping[str, TensorRecord]
@@ -86,12 +87,15 @@ def build_manifest(snap: Snapshot, index: Mapping[str, str] | None) -> Manifest:
         index_total = int(float(raw_total)) if raw_total else None
         for name in index.keys() - tensors.keys() - {"\x00total_size"}:
             tensors[name] = TensorRecord(index[name], None, None, None)
-    shards = tuple(sorted({t.shard for t in tensors.values()}))
-    shard_set = set(shards)
-    ids = {e.path: e.identity for e in snap.tree if e.path in shard_set}
     dups = {name: tuple(entries) for name, entries in copies.items()}
-    m = Manifest(tensors, shards, None, ids, dups)
-    sizes = [t.nbytes for t in m.records()]
+    m = Manifest(tensors, (), None, {}, dups)
+    records = m.records()
+    # Every copy's shard and every parsed header: a shard whose names all sit in an earlier
+    # shard too holds no first copy, and is still a shard file whose content can change.
+    shard_set = {t.shard for t in records} | snap.headers.keys()
+    shards = tuple(sorted(shard_set))
+    ids = {e.path: e.identity for e in snap.tree if e.path in shard_set}
+    sizes = [t.nbytes for t in records]
     header_total = sum(n for n in sizes if n is not None) if sizes and None not in sizes else None
     total = header_total if header_total is not None else index_total
     return Manifest(tensors, shards, total, ids, dups)

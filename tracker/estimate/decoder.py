@@ -95,6 +95,11 @@ class Dec:
     # the MoE block added beside the dense MLP (None: it replaces it), with this many more norms
     moe_beside_dense_norms: int | None = None
     router_scales: bool = False  # the router's per-channel (h) and per-expert (E) scale vectors
+    norm_fp32: bool = False  # RMSNorms apply their weight in fp32 (activations only)
+    v_norm: bool = False  # a weightless RMSNorm on V (Gemma 4; activations only)
+    eager: bool = False  # no SDPA path in transformers: eager attention (activations only)
+    routing: str = "softmax"  # MoE routing as autograd sees it (Traits.routing; activations only)
+    expert_tensors: int = 4  # tensors an expert keeps per routed token at its width
     per_layer_input: int = 0  # width of per-layer input embeddings (`hidden_size_per_layer_input`)
     per_layer_vocab: int = 0  # rows of their table (`vocab_size_per_layer_input`)
     attn_res: bool = False  # attention residuals: an RMSNorm and an h→1 pseudo-query per sublayer
@@ -118,6 +123,8 @@ class Mixer:
     q_width: int = 0
     latent: int = 0
     act: int = 0  # bytes autograd keeps per token (linear attention / SSM; 0: the general rule)
+    kv_b: int = 0  # MLA: kv_b_proj's output width when V is a view of it (V not padded)
+    dense_mask: bool = False  # MLA with a DSA indexer: SDPA gets the top-k as a T × T mask
 
 
 def _linear_attention(h: int, la: Gdn | Kda) -> Mixer:
@@ -198,7 +205,11 @@ def _mla(d: Dec, m: Mla, layer: int) -> Mixer:
         lora += (m.q_lora_rank + ih * idim) + (h + idim) + (h + ih)
     kv_bytes = (m.kv_lora_rank + m.qk_rope) * BF16
     latent = (m.q_lora_rank or 0) + m.kv_lora_rank
-    return Mixer(params, lora, kv_bytes, 0, "mla", nh * qk, nh * m.v_head, nh * qk, latent)
+    kv_b = nh * (m.qk_nope + m.v_head) if m.v_head >= qk else 0
+    indexed = m.indexer is not None and bool(m.q_lora_rank) and d.has_indexer(layer)
+    return Mixer(
+        params, lora, kv_bytes, 0, "mla", nh * qk, nh * m.v_head, nh * qk, latent, 0, kv_b, indexed
+    )
 
 
 def mixer_params(d: Dec, kind: str, layer: int) -> Mixer:
@@ -338,8 +349,12 @@ def _layer(
         layer_total += res
         layer_active += res
     beside = ffn == "moe" and d.moe_beside_dense_norms is not None
+    # norms whose output no linear reads: sandwich post-norms and the MoE branch's norms beside
+    # the dense MLP (its pre-norm's output is gathered per expert, counted with the experts)
+    post_norms = 0 if d.parallel else sublayers * (d.norms_per_sublayer - 1)
     if beside:
         n_norms += d.moe_beside_dense_norms or 0
+        post_norms += d.moe_beside_dense_norms or 0
     shared_kv = d.kv_shared_from is not None and i >= d.kv_shared_from
     dense_width = (d.dense_intermediate or d.intermediate) * (
         d.shared_kv_mlp_factor if shared_kv else 1
@@ -433,5 +448,15 @@ def _layer(
         and not d.alibi
         and mx.kind in ("mha", "gqa", "mqa", "sliding"),
         act_tensors=d.act_tensors,
+        norm_fp32=d.norm_fp32,
+        post_norms=post_norms,
+        router_norm=d.router_scales and ffn == "moe",
+        v_norm=d.v_norm and mx.kind not in ("linear", "ssm", "mla"),
+        kv_b_width=mx.kv_b,
+        dense_mask=mx.dense_mask,
+        eager=d.eager and mx.kind not in ("linear", "ssm", "none"),
+        sinks=d.sinks,
+        routing=d.routing if ffn == "moe" else "softmax",
+        expert_tensors=d.expert_tensors,
     )
     return spec, adds

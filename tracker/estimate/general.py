@@ -160,6 +160,11 @@ def read_decoder(c: ConfigView, tr: Traits, n: Notes) -> Dec:
         final_norm=tr.final_norm and c.bool("post_layer_norm", True),
         embed_norm=tr.embed_norm,
         sinks=tr.sinks,
+        norm_fp32=tr.norm_fp32,
+        v_norm=tr.v_norm,
+        eager=tr.eager,
+        routing=tr.routing,
+        expert_tensors=tr.expert_tensors,
         qk_norm=_qk_norm(c, tr),
         q_gate=c.bool("attn_output_gate", tr.q_gate),
         router_bias=tr.router_bias,
@@ -568,8 +573,18 @@ def _layer_kinds(c: ConfigView, tr: Traits, d: Dec, n: Notes) -> None:
         else:
             d.window = None
             c.mark("max_window_layers")
-    elif chunk and c.list("no_rope_layers") is not None:
+    elif chunk and (
+        c.list("no_rope_layers") is not None or c.has("no_rope_layer_interval") or tr.nope_interval
+    ):
         nope = c.list("no_rope_layers") or []
+        if not nope:  # transformers' default for an absent or empty list (Llama4TextConfig)
+            every = c.int(
+                "no_rope_layer_interval",
+                default=tr.nope_interval or 4,
+                minimum=1,
+                maximum=MAX_LAYERS,
+            )
+            nope = [int((i + 1) % every != 0) for i in range(layers)]
         kinds = ["sliding" if i < len(nope) and nope[i] else "full" for i in range(layers)]
     elif d.window and tr.sliding_all:
         kinds = ["sliding"] * layers

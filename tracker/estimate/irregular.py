@@ -139,6 +139,14 @@ def _bert(c: ConfigView, t: Tally, n: Notes) -> Result:
         0,
         kind="encoder",
         lora_dims=8 * h + 2 * (h + inter),
+        ffn_width=inter,
+        q_width=h,
+        k_width=h,
+        v_width=h,
+        heads=heads,
+        gated=False,
+        layer_norm=True,
+        post_norms=1,  # post-norm: the second LayerNorm's output leaves the layer
     )
     t.add("attention", layers * a)
     t.add("dense_mlp", layers * m)
@@ -161,7 +169,13 @@ def _t5(c: ConfigView, t: Tally, n: Notes) -> Result:
     dec = c.int("num_decoder_layers", default=enc, maximum=MAX_LAYERS)
     v = c.int("vocab_size")
     buckets = c.int("relative_attention_num_buckets", default=32)
-    gated = c.str("feed_forward_proj", "relu").startswith("gated")
+    proj = c.str("feed_forward_proj", "relu")
+    gated = proj.startswith("gated")
+    # Tensors the FFN keeps at width d_ff (T5Config: "gated-gelu" is the Python tanh GELU,
+    # NewGELUActivation: x, tanh, 1 + tanh, x/2 and its output; ReLU keeps only its output; a
+    # fused GELU its input and output); a gated FFN adds the up projection and the product.
+    act = {"relu": 1, "gelu_new": 5}.get("gelu_new" if proj == "gated-gelu" else proj, 2)
+    act_tensors = act + 2 if gated else act
     inner = heads * dkv
     emb = t.add("embeddings", v * d)
     ff = (3 if gated else 2) * d * dff
@@ -186,6 +200,18 @@ def _t5(c: ConfigView, t: Tally, n: Notes) -> Result:
                     kv,
                     kind=stack,
                     lora_dims=8 * (d + inner) + 3 * (d + dff),
+                    ffn_width=dff,
+                    q_width=inner,
+                    k_width=inner,
+                    v_width=inner,
+                    heads=heads,
+                    gated=gated,
+                    norms=3 if stack == "decoder" else 2,
+                    cross_kv_width=2 * inner if stack == "decoder" else 0,
+                    act_tensors=act_tensors,
+                    norm_keeps_input=True,
+                    bias_math=True,
+                    bias_indices=i == 0,
                 )
             )
         t.add("norms", d)

@@ -8,7 +8,10 @@ modelling code with SDPA/flash attention (no score matrix), no recomputation, ac
 real-shaped layers (`bench/activations.py`, `make bench`):
 - each RMS/LayerNorm: its fp32 input copy, the normalized value before and after the weight
   (the latter is the next linears' input), (4 + 2a)·h, and its fp32 rsqrt; a LayerNorm
-  keeps its input and output, 2a·h, and its mean and rstd;
+  keeps its input and output, 2a·h, and its mean and rstd; an RMSNorm that applies its weight
+  in fp32 (Gemma, Qwen3-Next, gpt-oss) keeps the fp32 input copy and the fp32 normalized
+  product, 8·h, two fp32 scalars and its output a·h; a norm whose output no linear reads
+  (sandwich post-norms, Gemma 4's MoE-branch norms) keeps a·h less;
 - softmax attention: Q, K, V as SDPA receives them (after RoPE; grouped K/V not repeated) and
   the SDPA output (o_proj's input is a view of it), a·(q + k + v + o), plus the fp32
   log-sum-exp per head; per-head q/k norms add (4 + a)·(q + k); MLA adds its low-rank
@@ -16,12 +19,22 @@ real-shaped layers (`bench/activations.py`, `make bench`):
   (k = heads × (nope + rope)), and V is padded to that head size for the fused kernel (V and
   the output at q's width, o_proj's input a sliced copy); a fused qkv linear with RoPE
   (Phi-3, GPT-NeoX, Falcon) keeps its whole output beside the rotated q and k, and the
-  rotary's cat leaves o_proj's input a copy, a·(2q + k) more;
+  rotary's cat leaves o_proj's input a copy, a·(2q + k) more; where MLA's V is not padded
+  (V head = q/k head, GLM-5) V is a view of kv_b_proj's output, all of which is kept, and
+  o_proj's input is a copy; a DSA indexer's top-k reaches SDPA as a T × T mask, a·T;
+  transformers repeats grouped K/V to every head (k = v = q) where SDPA gets a mask (a sliding
+  layer at T > window) or heads are over 256 wide; Gemma 4's weightless V norm adds 4·v;
+- eager attention (families with no SDPA path in transformers 5.24: gpt-oss, BLOOM): the
+  T × T probabilities per head, see `_eager_bytes`;
 - gated FFN: gate, act(gate), up and their product, 4a·I; two-matrix FFN: 2a·I (GPT-2's
   Python tanh GELU, `gelu_new`: 5a·I);
 - MoE: fp32 router probabilities, 4·E, and per routed token-expert pair the gathered input and
   the expert output, 2a·h, the expert's gated FFN, 4a·I_expert, and the routing indices and
-  weights (28 bytes); shared experts as a gated FFN;
+  weights (28 bytes); shared experts as a gated FFN; a dense MLP beside the experts (Gemma 4)
+  as a gated FFN, and Gemma 4's router its normalized, scaled input, (4 + 2a)·h. Two families
+  route irregularly (`traits.py`): gpt-oss's clamped SwiGLU experts keep 7a·I_expert per pair
+  and its router no fp32 probabilities (per pair 40 + 2a bytes of indices and weights);
+  Llama 4 runs every expert on every token, so all E experts keep 2a·h + 4a·I_expert + a;
 - gated DeltaNet and Mamba2 mixers: what transformers' torch path keeps (the chunked scan in
   fp32, used where the flash-linear-attention / mamba-ssm kernels are not installed; those
   kernels keep less), fitted to the byte on small layers (`mixers.Gdn.saved_bytes`,
@@ -84,13 +97,36 @@ class Memory:
         return self.lora_fixed + self.act_per_sample
 
 
-def layer_activation_bytes(spec: LayerSpec, r: Reading, a: float) -> float:
-    """Activation bytes per token for one layer (see the module docstring)."""
-    h = r.hidden
+def _norm_bytes(spec: LayerSpec, h: int, a: float) -> float:
+    """What the layer's norms keep per token (see the module docstring): a norm whose output a
+    linear reads keeps that output too; `post_norms` of them feed only the residual."""
     if spec.layer_norm:
-        total = spec.norms * (2 * a * h + 4.0)
+        read, post = 2 * a * h + 4.0, a * h + 4.0
+    elif spec.norm_fp32:
+        read, post = (8.0 + a) * h + 8.0, 8.0 * h + 8.0
     else:
-        total = spec.norms * ((4.0 + 2 * a) * h + 4.0)
+        read, post = (4.0 + 2 * a) * h + 4.0, (4.0 + a) * h + 4.0
+    if spec.norm_keeps_input:
+        read, post = read + a * h, post + a * h
+    return (spec.norms - spec.post_norms) * read + spec.post_norms * post
+
+
+def _eager_bytes(spec: LayerSpec, q: int, heads: int, a: float, tokens: int) -> float:
+    """Eager attention per token (K/V repeated to every head, so k = v = q): gpt-oss keeps Q and
+    K for the scores, the softmax output over T keys plus the sink column (activation dtype),
+    the row maxima's int64 indices, V and the output copy; BLOOM keeps the copied Q, K and V,
+    its fp32 softmax output and the bf16 copy the value product reads, and the merged output."""
+    if spec.sinks:
+        return a * 4 * q + a * heads * (tokens + 1) + 8.0 * heads
+    return a * 4 * q + (4.0 + a) * heads * tokens
+
+
+def layer_activation_bytes(spec: LayerSpec, r: Reading, a: float, tokens: int = 0) -> float:
+    """Activation bytes per token for one layer (see the module docstring); `tokens`, the
+    sequence length, sizes the terms that grow with it (eager attention's T × T scores, an
+    explicit mask); 0 leaves them out."""
+    h = r.hidden
+    total = _norm_bytes(spec, h, a)
     heads = spec.heads or r.num_heads
     if spec.attention in ("linear", "ssm"):
         total += spec.mixer_act or a * 7 * h
@@ -98,24 +134,68 @@ def layer_activation_bytes(spec: LayerSpec, r: Reading, a: float) -> float:
         q = spec.q_width or r.num_heads * r.head_dim
         k = spec.k_width or r.kv_heads * r.head_dim
         v = spec.v_width or k
+        masked = spec.dense_mask or (spec.window is not None and tokens > spec.window)
+        if spec.attention != "mla" and (q // max(heads, 1) > 256 or masked or spec.eager):
+            # transformers' SDPA path repeats grouped K/V to every head where a mask is passed
+            # or the head is over 256 wide (`use_gqa_in_sdpa`), and eager always does (K and V
+            # heads as wide as Q's)
+            k = v = q
         if spec.attention == "mla" and v < q:
             # flash attention needs one head size: V is padded to q/k's and the output sliced
             # back (o_proj's input is then a copy)
             total += (4.0 + 2 * a) * spec.mla_latent + a * (q + k + 2 * q + v) + 4.0 * heads
         elif spec.attention == "mla":
-            total += (4.0 + 2 * a) * spec.mla_latent + a * (q + k + 2 * v) + 4.0 * heads
+            # V is a view of kv_b_proj's output (no padding): SDPA keeps all of it; o_proj's
+            # input is a copy of the output
+            kv_b = spec.kv_b_width or v
+            total += (4.0 + 2 * a) * spec.mla_latent + a * (q + k + kv_b + 2 * v) + 4.0 * heads
+        elif spec.eager:
+            total += _eager_bytes(spec, q, heads, a, tokens)
+        elif spec.bias_math:
+            # fp32 Q, K, V and T × T probabilities; o's input; a causal layer's bool mask
+            total += 4.0 * (q + k + v) + 4.0 * heads * tokens + a * q
+            total += 8.0 * tokens if spec.bias_indices else 0.0
+            total += float(tokens) if spec.kind == "decoder" else 0.0
         else:
             total += a * (q + k + v + q) + 4.0 * heads
             if spec.fused_qkv_rope:
                 total += a * (q + k + q)
+        if spec.dense_mask:
+            total += a * tokens  # the indexer's top-k folded into a T × T mask, kept by SDPA
         if spec.qk_norm:
-            total += (4.0 + a) * (q + k) + 4.0 * (heads + heads * k // max(q, 1))
+            qk = (spec.q_width or q) + (spec.k_width or k)
+            kvh = heads * (spec.k_width or k) // max(spec.q_width or q, 1)
+            if spec.norm_fp32:
+                total += 8.0 * qk + 8.0 * (heads + kvh)
+            else:
+                total += (4.0 + a) * qk + 4.0 * (heads + kvh)
+        if spec.v_norm:
+            vw = spec.v_width or v
+            total += 4.0 * vw + 8.0 * heads * vw // max(spec.q_width or q, 1)
         if spec.cross_kv_width:
-            total += a * (2 * q + spec.cross_kv_width) + 4.0 * heads + (4.0 + 2 * a) * h
+            # cross-attention (its norm is among `norms`): Q, encoder K/V, output, log-sum-exp;
+            # T5 passes its zero position bias as an activation-dtype mask (encoder length T)
+            total += a * (2 * q + spec.cross_kv_width) + 4.0 * heads
+            total += a * heads * tokens if spec.bias_math else 0.0
     if spec.ffn == "moe":
         k_ = spec.top_k
-        total += 4.0 * spec.experts + k_ * (2 * a * h + 4 * a * spec.moe_width + 28) + 8
+        expert = 2 * a * h + spec.expert_tensors * a * spec.moe_width
+        if spec.routing == "dense":
+            # Llama 4: every expert sees every token (input repeated per expert and scaled by
+            # its score), so each keeps its input copy, the scaled input and its FFN, and the
+            # transposed score; fp32 sigmoid scores over E; the top-k's int64 indices
+            total += 4.0 * spec.experts + spec.experts * (expert + a) + 8 * k_
+        elif spec.routing == "topk":
+            # gpt-oss: per routed pair the top-k index, the bf16 softmax over the top-k logits
+            # and its sorted copy, and grouped_mm's int64 permutation and bias indices (4)
+            total += k_ * (expert + 40 + 2 * a)
+        else:
+            total += 4.0 * spec.experts + k_ * (expert + 28) + 8
         total += a * 4 * spec.shared_width
+        # a dense MLP beside the experts (Gemma 4): the rest of the active width
+        total += a * 4 * max(0, spec.ffn_width - k_ * spec.moe_width - spec.shared_width)
+        if spec.router_norm:
+            total += (4.0 + 2 * a) * h + 8.0
     elif spec.ffn == "swiglu":
         total += a * 4 * (spec.ffn_width or r.intermediate)
     elif spec.ffn != "none":
@@ -274,7 +354,9 @@ def compute(r: Reading, s: EstimateSettings, serve_bytes: float | None = None) -
     train_tokens = min(s.train_seq_len, ctx)
     serve_tokens = s.serve_seq_len
     a = 4.0 if s.precision == "fp32" else s.activation_bytes
-    layer_act = tuple(layer_activation_bytes(spec, r, a) * train_tokens for spec in r.layers)
+    layer_act = tuple(
+        layer_activation_bytes(spec, r, a, train_tokens) * train_tokens for spec in r.layers
+    )
     # bf16 logits, their fp32 upcast and its fp32 gradient; chunked: the saved fp32 log-probs only
     logits = (4.0 if s.chunked_loss else 10.0) * r.vocab * train_tokens
     if s.grad_checkpointing:

@@ -38,6 +38,12 @@ NATIVE_ALIASES = {
 }
 """Custom-code model types and the native model_type whose semantics we read them under."""
 
+UNTIED_WRAPPERS = frozenset({"voxtral", "qwen2_audio", "omniasr"})
+"""Wrapper model types whose ForConditionalGeneration class in transformers 5.24 declares no
+tied-weights keys and holds a base text model (no lm_head of its own to tie): the wrapper's
+lm_head is its own matrix whatever `tie_word_embeddings` says. (Llama 4's wrapper declares none
+either, but its language model is a Llama4ForCausalLM that ties by the text config.)"""
+
 TEXT_KEYS = ("text_config", "llm_config", "language_config")
 
 VERIFIED_FAMILIES = frozenset(
@@ -82,6 +88,7 @@ def read_config(
     tally = Tally()
     text = root
     text_key = next((k for k in TEXT_KEYS if isinstance(config.get(k), Mapping)), None)
+    score = None
     if text_key is not None:
         sub = root.sub(text_key)
         assert sub is not None
@@ -90,6 +97,16 @@ def read_config(
         # over the text config's (DeepSeek-VL: true at the root, false in text_config → tied).
         if root.has("tie_word_embeddings"):
             data["tie_word_embeddings"] = root.raw("tie_word_embeddings")
+        if model_type in UNTIED_WRAPPERS:
+            if data.get("tie_word_embeddings"):
+                notes.note(
+                    f"{model_type}'s wrapper in transformers 5.24 never ties its lm_head: "
+                    "counted untied although the config says tie_word_embeddings=true"
+                )
+            data["tie_word_embeddings"] = False
+        score = _token_classifier(root, model_type, architecture)
+        if score is not None:  # no lm_head: GenericForTokenClassification's score replaces it
+            data["tie_word_embeddings"] = True
         text = root.view(data, text_key)
         text.mark("model_type", "architectures", "auto_map", "transformers_version", "dtype")
         # A wrapper may repeat the text model's sizes at its root; the text config's win.
@@ -99,6 +116,10 @@ def read_config(
         text, text_type, tally, notes, use_family, use_reader and use_family
     )
     extra = vision.count_towers(root, model_type, tally, notes, dims)
+    if score is not None:
+        labels, bias = score
+        dims["head_params"] = labels * int(dims["hidden"]) + (labels if bias else 0)
+        tally.add("head", dims["head_params"])
     unknown = list(notes.unknowns)
     unknown += unread_keys(config, root.used)
     if text_key is not None:
@@ -116,6 +137,24 @@ def read_config(
         family_known,
         tuple(unknown),
     )
+
+
+def _token_classifier(root: ConfigView, model_type: str, arch: str) -> tuple[int, bool] | None:
+    """(labels, bias) of Qwen3-ASR's token classifier (the forced aligner,
+    `Qwen3ASRForTokenClassification`): transformers' GenericForTokenClassification puts a Linear
+    from the text width to the labels (the length of `id2label`, else `num_labels`, else 2),
+    biased per the root's `token_classification_bias`, on the base model in
+    place of the lm_head.
+    None for every other architecture."""
+    root.mark("token_classification_bias")
+    if model_type != "qwen3_asr" or arch != "Qwen3ASRForTokenClassification":
+        return None
+    id2label = root.raw("id2label", {})
+    if isinstance(id2label, Mapping) and id2label:
+        labels = len(id2label)
+    else:
+        labels = root.int("num_labels", default=2)
+    return labels, root.bool("token_classification_bias", False)
 
 
 def _text_type(model_type: str, text_type: str) -> str:

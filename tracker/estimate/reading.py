@@ -206,6 +206,19 @@ class LayerSpec:
     layer_norm: bool = False  # LayerNorm (not RMSNorm): keeps its input and output, no fp32 copy
     fused_qkv_rope: bool = False  # one qkv linear whose output stays whole beside rotated q, k
     act_tensors: int = 2  # tensors a two-matrix FFN keeps at width I (5 for GPT-2's tanh GELU)
+    norm_fp32: bool = False  # RMSNorms that apply their weight in fp32 (Gemma, Qwen3-Next, gpt-oss)
+    post_norms: int = 0  # of `norms`, those whose output no linear reads (sandwich post-norms)
+    router_norm: bool = False  # the router normalises and scales its input (Gemma 4)
+    v_norm: bool = False  # a weightless RMSNorm on V (Gemma 4)
+    kv_b_width: int = 0  # MLA: kv_b_proj's output, heads × (nope + v head), when V is a view of it
+    dense_mask: bool = False  # SDPA gets a T × T mask built in the layer (DSA indexer's top-k)
+    eager: bool = False  # the family has no SDPA path in transformers: eager keeps T × T scores
+    sinks: bool = False  # eager attention with a sink logit per head (gpt-oss)
+    norm_keeps_input: bool = False  # the norm multiplies its bf16 input by the rsqrt (T5)
+    bias_math: bool = False  # a learned position bias needing grad: SDPA's fp32 math path (T5)
+    bias_indices: bool = False  # the layer computes that bias: int64 T × T bucket indices
+    routing: str = "softmax"  # "topk": softmax over top-k logits (gpt-oss); "dense": all experts
+    expert_tensors: int = 4  # tensors an expert keeps per routed token at its width (gpt-oss 7)
 
 
 class Notes:

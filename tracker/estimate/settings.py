@@ -16,6 +16,10 @@ Precision = Literal["bf16-mixed", "fp16-mixed", "bf16", "fp32"]
 Optimizer = Literal["adamw", "adamw-8bit", "paged-adamw", "paged-adamw-8bit"]
 BaseWeights = Literal["bf16", "nf4", "int4", "int8", "fp8"]
 Sharding = Literal["none", "zero1", "zero2", "zero3", "fsdp"]
+MAX_INT = 10**12
+MAX_FLOAT = 1e6
+"""The largest integer and number the `estimate:` block accepts (past them the arithmetic of the
+estimate leaves float range: a 10**400 `serve_seq_len` raised OverflowError in analysis)."""
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -164,11 +168,15 @@ def _schema() -> dict[str, Any]:
         model_config = ConfigDict(extra="forbid", frozen=True)
 
         name: str = Field(description="the card's 'name'")
-        vram_gb: Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False)] = Field(
-            description="'vram_gb' (decimal GB)"
+        vram_gb: Annotated[float, Field(strict=True, gt=0, le=MAX_FLOAT, allow_inf_nan=False)] = (
+            Field(description="'vram_gb' (decimal GB)")
         )
-        price_per_hour: Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)] = 0.0
-        bf16_tflops: Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)] = 0.0
+        price_per_hour: Annotated[
+            float, Field(strict=True, ge=0, le=MAX_FLOAT, allow_inf_nan=False)
+        ] = 0.0
+        bf16_tflops: Annotated[
+            float, Field(strict=True, ge=0, le=MAX_FLOAT, allow_inf_nan=False)
+        ] = 0.0
 
         def card(self) -> Card:
             return Card(self.name, self.vram_gb, self.price_per_hour, self.bf16_tflops)
@@ -180,11 +188,11 @@ def _schema() -> dict[str, Any]:
         if annotation is bool:
             return Annotated[bool, Field(strict=True)]
         if annotation is int:
-            return Annotated[int, Field(strict=True, ge=0 if default == 0 else 1)]
+            return Annotated[int, Field(strict=True, ge=0 if default == 0 else 1, le=MAX_INT)]
         if get_origin(annotation) is Literal:
             return annotation
         if annotation is float:
-            return Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False)]
+            return Annotated[float, Field(strict=True, gt=0, le=MAX_FLOAT, allow_inf_nan=False)]
         if annotation is str:
             return Annotated[str, Field(strict=True)]
         if annotation is Card:

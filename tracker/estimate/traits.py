@@ -32,7 +32,10 @@ class Traits:
     `sinks`: one learned attention-sink logit per head. `halved_intermediate`: the config's
     intermediate size counts both halves of the gated MLP. `sliding_all`: every layer attends
     through `sliding_window` unless layer_types say otherwise. `alternate_sliding`: even layers
-    sliding, odd layers full. `one_norm_per_mixer`: a per-layer list names one mixer per layer
+    sliding, odd layers full. `nope_interval`: with `attention_chunk_size`, the layers whose
+    `no_rope_layers` entry is 0 attend in full and the others through the chunk; without that list
+    (or with an empty one) every `no_rope_layer_interval`-th layer, by default this one, is a
+    full-attention layer (Llama 4). `one_norm_per_mixer`: a per-layer list names one mixer per layer
     (Nemotron-H), each with its own single pre-norm. `parallel`: attention and MLP always read
     the same input (no config key says so). `bias_covers_mlp`: the config's `bias` switch also
     covers the MLP. `shared_expert`: config key holding the width of a shared expert the code
@@ -50,6 +53,17 @@ class Traits:
     router carries a per-channel (hidden) and a per-expert scale vector.
     `full_head_dim`: head size of full-attention layers where the config does not give
     `global_head_dim` (the family's config default).
+    Activations only (no parameters): `norm_fp32`: the RMSNorm applies its weight in fp32, so it
+    keeps the fp32 normalised value as well as the fp32 input copy (Gemma's `(1 + w).float()`,
+    Qwen3-Next's, gpt-oss's fp32 product). `v_norm`: a weightless RMSNorm on V (Gemma 4).
+    `eager`: transformers 5.24 has no SDPA path for the family (gpt-oss: attention sinks,
+    `_supports_sdpa = False`; BLOOM: ALiBi in its own attention), so its default attention is
+    eager and keeps the T × T probabilities.
+    `routing`: what the MoE block keeps for routing where it is not the usual top-k over fp32
+    router probabilities: "topk" (gpt-oss: softmax over the top-k logits in the activation
+    dtype, experts on grouped_mm), "dense" (Llama 4: every token goes through every expert).
+    `expert_tensors`: tensors an expert keeps per routed token at its width (4: gate, act(gate),
+    up, product; gpt-oss's clamped SwiGLU keeps 7, see its entry).
     """
 
     tie: bool = False
@@ -72,6 +86,7 @@ class Traits:
     halved_intermediate: bool = False
     sliding_all: bool = False
     alternate_sliding: bool = False
+    nope_interval: int | None = None
     one_norm_per_mixer: bool = False
     final_norm: bool = True
     parallel: bool = False
@@ -89,6 +104,11 @@ class Traits:
     moe_beside_dense_norms: int | None = None
     router_scales: bool = False
     full_head_dim: int | None = None
+    norm_fp32: bool = False
+    v_norm: bool = False
+    eager: bool = False
+    routing: str = "softmax"
+    expert_tensors: int = 4
 
 
 LLAMA = Traits()
@@ -100,14 +120,18 @@ is absent, transformers' base default (`PreTrainedConfig.tie_word_embeddings = T
 
 _QWEN2 = Traits(qkv_bias=True, o_bias=False)  # Qwen2Attention: q/k/v bias=True, o_proj bias=False
 _QWEN3 = Traits(qk_norm=True)  # Qwen3Attention: q_norm/k_norm RMSNorm(head_dim)
-_QWEN_NEXT = replace(_QWEN3, q_gate=True, shared_gate=True)  # attn_output_gate; gated shared expert
-_GEMMA = Traits(tie=True)  # GemmaConfig(tie_word_embeddings=True)
+_QWEN_NEXT = replace(
+    _QWEN3, q_gate=True, shared_gate=True, norm_fp32=True
+)  # attn_output_gate; gated shared expert
+_GEMMA = Traits(tie=True, norm_fp32=True)  # GemmaConfig(tie_word_embeddings=True)
 _GEMMA2 = replace(_GEMMA, norms_per_sublayer=2, alternate_sliding=True)  # pre+post norms
 _GEMMA3 = replace(_GEMMA, norms_per_sublayer=2, qk_norm=True)
 # Gemma 4 text: Gemma 3's layout; `enable_moe_block` adds the experts beside the dense MLP (three
 # more norms per layer), the router scales its input per channel and its output per expert, and
 # full layers' head size defaults to 512 (Gemma4TextConfig pops `global_head_dim` with 512).
-_GEMMA4 = replace(_GEMMA3, moe_beside_dense_norms=3, router_scales=True, full_head_dim=512)
+_GEMMA4 = replace(
+    _GEMMA3, moe_beside_dense_norms=3, router_scales=True, full_head_dim=512, v_norm=True
+)
 _GPT = Traits(
     tie=True,
     qkv_bias=True,
@@ -138,11 +162,26 @@ TRAITS: dict[str, Traits] = {
     "gemma3_text": _GEMMA3,
     "gemma4_text": _GEMMA4,
     # GptOssAttention: q/k/v/o with bias and a sink per head; router and experts with biases.
-    "gpt_oss": Traits(qkv_bias=True, o_bias=True, sinks=True, router_bias=True, expert_bias=True),
+    # Irregular experts (activations only): GptOssExperts' gate_up output is interleaved
+    # (gate = [..., ::2], up = [..., 1::2]) and clamped, glu = gate·sigmoid(1.702·gate), and
+    # the product is (up + 1)·glu: per routed token autograd keeps the whole gate_up output
+    # (2·I), the clamped gate, the sigmoid, up + 1, glu and the product (down's input), 7·I
+    # against a plain SwiGLU's 4·I; its router softmaxes only the top-k logits, in bf16.
+    "gpt_oss": Traits(
+        routing="topk",
+        expert_tensors=7,
+        qkv_bias=True,
+        o_bias=True,
+        sinks=True,
+        router_bias=True,
+        expert_bias=True,
+        norm_fp32=True,
+        eager=True,
+    ),
     # GPT-2: Conv1D with bias everywhere, LayerNorm, GELU MLP, a learned table of n_positions.
     "gpt2": replace(_GPT, positions="n_positions"),
     # BLOOM: ALiBi (no position table), a LayerNorm after the embeddings.
-    "bloom": replace(_GPT, embed_norm=True, alibi=True),
+    "bloom": replace(_GPT, embed_norm=True, alibi=True, eager=True),
     # GPT-NeoX: parallel residual still keeps two LayerNorms per layer; untied by default.
     "gpt_neox": replace(_GPT, tie=False, parallel_norms=2),
     # Phi-3: qkv_proj and gate_up_proj are single linears.
@@ -174,7 +213,18 @@ TRAITS: dict[str, Traits] = {
     ),
     # Llama 4 text: a shared expert as wide as intermediate_size in every MoE layer; its
     # `use_qk_norm` is an L2 norm without parameters.
-    "llama4_text": Traits(shared_expert="intermediate_size", qk_norm_key_has_params=False),
+    # Irregular routing (activations only): Llama4TextMoe runs every expert on every token
+    # (dense routing: the input is repeated once per expert and scaled by its sigmoid score,
+    # 0 for the experts not chosen), so autograd keeps every expert's activations, not top-k's.
+    # Layer kinds: Llama4TextConfig fills an absent or empty no_rope_layers with a NoPE layer every
+    # no_rope_layer_interval (default 4) layers; NoPE layers attend in full, the others through
+    # attention_chunk_size.
+    "llama4_text": Traits(
+        shared_expert="intermediate_size",
+        qk_norm_key_has_params=False,
+        routing="dense",
+        nope_interval=4,
+    ),
     # ChatGLM: RMSNorm unless `rmsnorm: false`, SwiGLU; output_layer never tied.
     "chatglm": Traits(norm="rms", gated=True, fused_qkv=True, fused_gate_up=True),
     # QWen (v1, custom code): c_attn with bias, c_proj without; its intermediate_size is the width

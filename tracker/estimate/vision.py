@@ -3,8 +3,12 @@
 Covered vision towers: SigLIP (Gemma 3, Idefics3), Qwen3-VL / Qwen3.5 ViT with mergers, Llama 4
 ViT with its pixel-shuffle adapter, Gemma 4 ViT. Covered audio towers: Whisper-style encoders
 (two 3-wide convolutions over the mel bins, learned positions, pre-norm blocks with q/v/out
-biases, a final LayerNorm) with the projectors of Qwen2-Audio and Voxtral, and GLM-ASR's
-(the same without learned positions, grouped k/v heads, a two-layer projector). A tower or projector
+biases, a final LayerNorm) with the projectors of Qwen2-Audio and Voxtral, GLM-ASR's
+(the same without learned positions, grouped k/v heads, a two-layer projector), Qwen3-ASR's (three
+strided 2-D convolutions and a bias-free linear in place of Whisper's 1-D pair, sinusoidal
+positions held as a buffer, a two-layer projector to `output_dim`) and OmniASR's (a wav2vec 2.0
+encoder: a stack of 1-D convolutions over the waveform, each with a LayerNorm, a grouped
+convolutional position embedding, pre-norm blocks, one linear projector). A tower or projector
 not covered is flagged `*-not-counted`, which makes the estimate unverified (verify.py): its
 parameters are missing from the count.
 """
@@ -13,7 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracker.estimate.reading import MAX_LAYERS, ConfigView, Notes, Tally
+from tracker.errors import EstimateError
+from tracker.estimate.reading import MAX_DIM, MAX_LAYERS, ConfigView, Notes, Tally
 
 
 def _lin(i: int, o: int, bias: bool = True) -> int:
@@ -177,6 +182,83 @@ def _glmasr_encoder(a: ConfigView) -> int:
     return total + 2 * d
 
 
+def _qwen3_asr_encoder(a: ConfigView) -> int:
+    """Qwen3ASREncoder (transformers 5.24): three 3×3 stride-2 Conv2d (1→c→c→c, biased, c =
+    `downsample_hidden_size`) over the mel × time plane, then a bias-free Linear from c × the mel
+    bins left after three halvings to d; sinusoidal positions (a non-persistent buffer, no
+    parameters); pre-norm blocks with q/k/v/out all biased (unlike Whisper's bias-free k),
+    LayerNorms, fc1/fc2 biased; a final LayerNorm (`ln_post`)."""
+    d = a.int("d_model", "hidden_size")
+    f = a.int("encoder_ffn_dim", "intermediate_size")
+    layers = a.int("encoder_layers", "num_hidden_layers", maximum=MAX_LAYERS)
+    mel = a.int("num_mel_bins", default=128)
+    c = a.int("downsample_hidden_size", default=480)
+    # heads split d without parameters; the windows and the position table's length (a buffer)
+    # shape the forward pass only
+    a.mark("encoder_attention_heads", "num_attention_heads", "n_window", "n_window_infer")
+    a.mark("max_position_embeddings", "scale_embedding", "output_dim")
+    freq = mel
+    for _ in range(3):  # kernel 3, stride 2, padding 1: ceil(freq / 2)
+        freq = (freq + 1) // 2
+    total = _lin(9, c) + 2 * _lin(9 * c, c) + c * freq * d
+    total += layers * (4 * _lin(d, d) + _lin(d, f) + _lin(f, d) + 4 * d)
+    return total + 2 * d
+
+
+def _int_list(a: ConfigView, key: str, default: tuple[int, ...]) -> list[int]:
+    """`key` as a list of positive ints (absent: transformers' `default`); EstimateError naming
+    the key otherwise."""
+    value = a.raw(key)
+    if value is None:
+        return list(default)
+    name = f"{a.path}.{key}" if a.path else key
+    if not isinstance(value, list | tuple) or not 0 < len(value) <= MAX_LAYERS:
+        raise EstimateError(f"config {name} must be a non-empty list of sizes")
+    out: list[int] = []
+    for x in value:
+        if isinstance(x, bool) or not isinstance(x, int) or not 0 < x <= MAX_DIM:
+            raise EstimateError(f"config {name} must hold positive integers, got {x!r}")
+        out.append(x)
+    return out
+
+
+def _omniasr_encoder(a: ConfigView) -> int:
+    """OmniASRAudioModel (transformers 5.24), a wav2vec 2.0 encoder: 1-D convolutions over the raw
+    waveform (1→conv_dim[0]→…, kernel conv_kernel[i], biased per `conv_bias`), each followed by
+    an affine LayerNorm; a LayerNorm and a biased Linear from conv_dim[-1] to d; a grouped Conv1d
+    position embedding (d → d, kernel `num_conv_pos_embeddings`, biased, no weight norm);
+    pre-norm blocks with biased q/k/v/out, LayerNorms, a biased two-matrix feed-forward; a final
+    LayerNorm."""
+    d = a.int("hidden_size")
+    f = a.int("intermediate_size")
+    layers = a.int("num_hidden_layers", maximum=MAX_LAYERS)
+    dims = _int_list(a, "conv_dim", (512,) * 7)
+    kernels = _int_list(a, "conv_kernel", (10, 3, 3, 3, 3, 2, 2))
+    if len(kernels) != len(dims):
+        raise EstimateError(
+            f"config {a.path}.conv_kernel has {len(kernels)} entries, conv_dim {len(dims)}"
+        )
+    bias = a.bool("conv_bias", True)
+    pos_kernel = a.int("num_conv_pos_embeddings", default=128)
+    groups = a.int("num_conv_pos_embedding_groups", default=16)
+    if d % groups:
+        raise EstimateError(
+            f"config {a.path}.hidden_size {d} is not divisible by "
+            f"num_conv_pos_embedding_groups {groups}"
+        )
+    # strides set the frame rate, heads split d, layerdrop skips layers in training: no parameters
+    a.mark("conv_stride", "num_attention_heads", "layerdrop")
+    total = 0
+    channels = 1
+    for out, k in zip(dims, kernels, strict=True):
+        total += _lin(channels * k, out, bias) + 2 * out
+        channels = out
+    total += 2 * channels + _lin(channels, d)
+    total += d * (d // groups) * pos_kernel + d
+    total += layers * (4 * _lin(d, d) + _lin(d, f) + _lin(f, d) + 4 * d)
+    return total + 2 * d
+
+
 def _count_audio(
     root: ConfigView, model_type: str, t: Tally, n: Notes, dims: dict[str, Any]
 ) -> int:
@@ -191,6 +273,19 @@ def _count_audio(
         f = a.int("intermediate_size")
         total += _lin(f, 2 * text_hidden) + _lin(2 * text_hidden, text_hidden)
         root.mark("projector_hidden_act")
+        t.add("audio_tower", total, 0)
+        return total
+    if atype == "qwen3_asr_encoder" and model_type == "qwen3_asr":
+        total = _qwen3_asr_encoder(a)
+        # Qwen3ASRMultiModalProjector: d → d → output_dim, both biased (not to the text width:
+        # transformers' own default config pairs output_dim 3584 with a 2048-wide text model)
+        d = a.int("d_model", "hidden_size")
+        total += _lin(d, d) + _lin(d, a.int("output_dim", default=3584))
+        t.add("audio_tower", total, 0)
+        return total
+    if atype == "omniasr_audio" and model_type == "omniasr":
+        # OmniASRModel's projector: one biased Linear from the encoder width to the text width
+        total = _omniasr_encoder(a) + _lin(a.int("hidden_size"), text_hidden)
         t.add("audio_tower", total, 0)
         return total
     if atype not in WHISPER_ENCODERS or model_type not in ("qwen2_audio", "voxtral"):

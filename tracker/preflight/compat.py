@@ -87,10 +87,15 @@ class Missing:
 
 @dataclass(frozen=True)
 class VersionResult:
+    """The answer for one version: `importable` True, False (does not import), or None (not
+    checked: part of the code could not be read, and nothing read stops it)."""
+
     version: str
-    importable: bool
+    importable: bool | None
     missing: tuple[Missing, ...]
     absent: tuple[str, ...] = ()
+    broken: tuple[str, ...] = ()
+    not_checked: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, JSONValue]:
         return {
@@ -98,15 +103,24 @@ class VersionResult:
             "importable": self.importable,
             "missing": [m.to_json() for m in self.missing],
             "absent": list(self.absent),
+            "broken": list(self.broken),
+            "not_checked": list(self.not_checked),
         }
 
 
 def check_version(
-    imports: Sequence[Import], table: SymbolTable, absent: Sequence[str] = ()
+    imports: Sequence[Import],
+    table: SymbolTable,
+    absent: Sequence[str] = (),
+    broken: Sequence[str] = (),
+    not_checked: Sequence[str] = (),
 ) -> VersionResult:
     """Every transformers import of `imports` looked up in `table`. A remote-code module the
     revision does not hold (`absent`: named by auto_map, or imported relatively) stops the load on
-    every version: transformers fetches each such file from the repo and fails without it."""
+    every version: transformers fetches each such file from the repo and fails without it; so does
+    any of `broken` (a module that does not parse, a relative import above the repo's root). Code
+    that was `not_checked` (too large to parse, in another repo) leaves the answer unknown (None)
+    unless something checked already stops the load."""
     missing: list[Missing] = []
     seen: set[tuple[str, str | None, str]] = set()
     tried: dict[tuple[str, int], bool] = {}  # (file, try line) -> a transformers import there fails
@@ -130,8 +144,12 @@ def check_version(
                 where = "required"
             missing.append(Missing(imp.module, imp.name, status, imp.file, imp.line, where))
     missing.sort(key=lambda m: (WHERE_ORDER.index(m.where), m.file, m.line, m.symbol))
-    importable = not absent and not any(m.breaks for m in missing)
-    return VersionResult(table.version, importable, tuple(missing), tuple(absent))
+    importable: bool | None = not absent and not broken and not any(m.breaks for m in missing)
+    if importable and not_checked:
+        importable = None
+    return VersionResult(
+        table.version, importable, tuple(missing), tuple(absent), tuple(broken), tuple(not_checked)
+    )
 
 
 def _status(imp: Import, table: SymbolTable) -> str:

@@ -2,9 +2,16 @@
 
 Changes are estimate changes (`Artifact.ESTIMATE`, file "") keyed `preflight.*`, so they travel
 with the estimate: they form the estimate advisory group (`tracker.advisories.groups`) and their
-rules are in `tracker.advisories.rules`. Only a changed answer is a change, and an answer that is
-unknown on either side (no symbol table for a version, no headers, no module-name table) is no
-change: "could not check" is recorded with the preflight, never published as a difference.
+rules are in `tracker.advisories.rules`. Only a changed answer is a change. Whether the remote code
+imports is no change when it is unknown on either side (no symbol table for a version, code not
+checked): "could not check" is recorded with the preflight, never published as a difference. A
+capacity or LoRA answer that the revision loses (safetensors replaced by .bin: no census; a config
+the LoRA resolution cannot read) or gains is a change, before → after ("`q_proj`: 61 modules →
+cannot resolve: …"); unknown on both sides is none. An answer lost because config.json could
+not be read is not published: the unreadable config is an advisory of its own, with the reason. An answer found where the previous revision
+had none is not published yet: it is a change too (the review asks for it), but publishing it
+adds advisories to the demo (Mixtral's first safetensors, bloom-560m's first config) and renumbers
+the demo's advisory ids that many tests name; that landing is left to do.
 
 - `preflight.remote_code.transformers-<V>`: the remote code stops importing on V (BROKEN, with
   the remote-code files the revision lacks, the missing names, the module that lacks each and the
@@ -23,7 +30,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tracker.domain import Artifact, Change, ChangeKind, JSONValue
-from tracker.preflight.report import Preflight
+from tracker.preflight.report import CONFIG_UNREAD, Preflight
 
 _ART = Artifact.ESTIMATE
 KIND_WORDS = {
@@ -45,6 +52,7 @@ def preflight_delta(before: Preflight, after: Preflight) -> list[Change]:
 
 def _missing_text(version: Mapping[str, Any], first: Mapping[str, str]) -> str:
     parts = [f"cannot import: {p} is not in this revision" for p in version.get("absent") or []]
+    parts += list(version.get("broken") or [])
     for m in version["missing"]:
         if m["where"] != "required" or m["status"] == "dynamic":
             continue
@@ -67,7 +75,10 @@ def _remote(before: Preflight, after: Preflight) -> list[Change]:
             continue
         key = f"preflight.remote_code.transformers-{version}"
         if not now:
-            row = next((v for v in ra.versions if v["version"] == version), {"absent": ra.absent})
+            row = next(
+                (v for v in ra.versions if v["version"] == version),
+                {"absent": ra.absent, "broken": ra.broken, "missing": []},
+            )
             missing = _missing_text(row, ra.first_missing)
             out.append(
                 Change(
@@ -133,8 +144,18 @@ def _gb(n: int) -> str:
 
 def _capacity(before: Preflight, after: Preflight) -> list[Change]:
     vb, va = _capacity_view(before), _capacity_view(after)
-    if vb is None or va is None:
+    if vb is None:  # unknown before: not published (see the module docstring)
         return []
+    if va is None and (after.capacity_error or "").startswith(CONFIG_UNREAD):
+        return []  # the unreadable config.json is its own advisory
+    if va is None:  # the revision loses an answer the previous one had
+        cb, ca = before.capacity, after.capacity
+        was = f"unknown: {before.capacity_error}" if cb is None else _gb(cb.weights_bytes)
+        now = f"unknown: {after.capacity_error}" if ca is None else _gb(ca.weights_bytes)
+        summary = f"what it takes to fetch and hold changed: capacity {was} → {now}"
+        b_: JSONValue = vb if vb is not None else was
+        a_: JSONValue = va if va is not None else now
+        return [Change(_ART, ChangeKind.CHANGED, "", "preflight.capacity", b_, a_, summary)]
     if vb["download_source"] != va["download_source"]:
         # measured differently (tree sizes on one side only): not a change of the revision
         for v in (vb, va):
@@ -179,27 +200,43 @@ def _capacity(before: Preflight, after: Preflight) -> list[Change]:
     return [Change(_ART, kind, "", "preflight.capacity", vb, va, summary)]
 
 
-def _counts(p: Preflight, target: str) -> dict[str, int] | None:
-    if p.lora is None or target not in p.lora.targets:
-        return None
-    return {k: v["modules"] for k, v in p.lora.targets[target].items()}
+def _answer(p: Preflight, target: str) -> dict[str, int] | str | None:
+    """What `target` resolves to (modules per layer kind), why it cannot be resolved, or None
+    when `p` was not asked about it."""
+    if p.lora is None:
+        listed = target in (p.settings.get("lora_targets") or [])  # type: ignore[operator]
+        return f"cannot resolve: {p.lora_error}" if listed else None
+    if target in p.lora.targets:
+        return {k: v["modules"] for k, v in p.lora.targets[target].items()}
+    if target in p.lora.unresolved:
+        return f"cannot resolve: {p.lora.unresolved[target]}"
+    return None
 
 
 def _lora(before: Preflight, after: Preflight) -> list[Change]:
     out: list[Change] = []
-    if after.lora is None:
-        return out
-    for target in after.lora.targets:
-        b, a = _counts(before, target), _counts(after, target)
-        if b is None or a is None or b == a:
-            continue
-        parts = []
-        for kind in sorted(
-            set(a) | set(b), key=lambda k: list(KIND_WORDS).index(k) if k in KIND_WORDS else 99
-        ):
-            if a.get(kind, 0) != b.get(kind, 0):
-                words = KIND_WORDS.get(kind, kind)
-                parts.append(f"{a.get(kind, 0)} modules in the {words} (was {b.get(kind, 0)})")
-        summary = f"`{target}` now resolves to " + ", ".join(parts)
-        out.append(Change(_ART, ChangeKind.CHANGED, "", f"preflight.lora.{target}", b, a, summary))
+    targets = list(after.lora.targets) if after.lora is not None else []
+    targets += list(after.lora.unresolved) if after.lora is not None else []
+    targets += [str(t) for t in after.settings.get("lora_targets") or []]  # type: ignore[union-attr]
+    for target in dict.fromkeys(targets):
+        b, a = _answer(before, target), _answer(after, target)
+        if b is None or a is None or b == a or isinstance(b, str):
+            continue  # not asked on one side, the same, or unknown before (the module docstring)
+        if isinstance(a, str) and (after.lora_error or "").startswith(CONFIG_UNREAD):
+            continue  # lost with an unreadable config.json, its own advisory
+        if isinstance(a, str):
+            summary = f"`{target}`: {sum(b.values()):,} modules → {a}"
+        else:
+            parts = []
+            for kind in sorted(
+                set(a) | set(b),
+                key=lambda k: list(KIND_WORDS).index(k) if k in KIND_WORDS else 99,
+            ):
+                if a.get(kind, 0) != b.get(kind, 0):
+                    words = KIND_WORDS.get(kind, kind)
+                    parts.append(f"{a.get(kind, 0)} modules in the {words} (was {b.get(kind, 0)})")
+            summary = f"`{target}` now resolves to " + ", ".join(parts)
+        out.append(
+            Change(_ART, ChangeKind.CHANGED, "", f"preflight.lora.{target}", b, a, summary)  # type: ignore[arg-type]
+        )
     return out

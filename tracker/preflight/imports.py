@@ -72,10 +72,8 @@ class Import:
         }
 
 
-def auto_map_modules(files: Mapping[str, bytes]) -> list[str]:
-    """Repo paths of the modules `auto_map` names (`modeling_x.XModel` → `modeling_x.py`); entries
-    that point into another repo (`org/repo--modeling_x.X`) are left out."""
-    out: list[str] = []
+def _auto_map_refs(files: Mapping[str, bytes]) -> Iterator[tuple[str | None, str]]:
+    """Every (auto class, reference) of the `auto_map`s of `files` (class None: a list form)."""
     for path in AUTO_MAP_FILES:
         data = files.get(path)
         if data is None:
@@ -85,31 +83,61 @@ def auto_map_modules(files: Mapping[str, bytes]) -> list[str]:
         except (ValueError, UnicodeDecodeError, RecursionError, UnreadableArtifactError):
             continue
         raw = doc.get("auto_map") if isinstance(doc, dict) else None
-        values: list[object] = []
+        items: list[tuple[str | None, object]] = []
         if isinstance(raw, dict):
-            values = list(raw.values())
+            items = [(k if isinstance(k, str) else None, v) for k, v in raw.items()]
         elif isinstance(raw, list):
-            values = list(raw)
-        for v in values:
+            items = [(None, v) for v in raw]
+        for key, v in items:
             for ref in v if isinstance(v, list) else [v]:
-                if not isinstance(ref, str) or "--" in ref or "." not in ref:
-                    continue
-                module = ref.rsplit(".", 1)[0]
-                p = module.replace(".", "/") + ".py"
-                if p not in out:
-                    out.append(p)
+                if isinstance(ref, str):
+                    yield key, ref
+
+
+def auto_map_modules(files: Mapping[str, bytes]) -> list[str]:
+    """Repo paths of the modules `auto_map` names (`modeling_x.XModel` → `modeling_x.py`); entries
+    that point into another repo (`org/repo--modeling_x.X`) are left out (`auto_map_elsewhere`)."""
+    out: list[str] = []
+    for _, ref in _auto_map_refs(files):
+        if "--" in ref or "." not in ref:
+            continue
+        module = ref.rsplit(".", 1)[0]
+        p = module.replace(".", "/") + ".py"
+        if p not in out:
+            out.append(p)
     return out
 
 
-def _relative_targets(path: str, tree: ast.Module) -> Iterator[tuple[str, ...]]:
+def auto_map_elsewhere(files: Mapping[str, bytes]) -> list[str]:
+    """The `auto_map` entries whose code is in another repo (`org/repo--modeling_x.X`: transformers
+    fetches it from there), as problems: the preflight reads this revision's files only."""
+    out: list[str] = []
+    for key, ref in _auto_map_refs(files):
+        if "--" not in ref:
+            continue
+        repo, _, name = ref.partition("--")
+        line = f"{key + ': ' if key else ''}code in {repo} ({name}), not checked"
+        if line not in out:
+            out.append(line)
+    return out
+
+
+def _relative_targets(path: str, tree: ast.Module) -> Iterator[tuple[str, ...] | str]:
     """For each relative import of `tree` (anywhere in it: transformers' `get_relative_imports`
     reads them by regex over the whole file), the repo paths that would satisfy it, preferred
-    first."""
+    first; or, for one that reaches above the repo's root (`from ..outside import x` in a root
+    module), the problem: transformers looks for it in the repo and fails."""
     here = path.split("/")[:-1]
     for node in statements(tree.body):
         if not isinstance(node, ast.ImportFrom) or node.level == 0:
             continue
         if node.level - 1 > len(here):
+            names = [node.module] if node.module else [a.name for a in node.names]
+            for name in names:
+                yield (
+                    f"{path} imports outside the repo: {'.' * node.level}{name} "
+                    f"(line {node.lineno})"
+                )
             continue
         base = here[: len(here) - (node.level - 1)]
         if node.module:
@@ -120,19 +148,59 @@ def _relative_targets(path: str, tree: ast.Module) -> Iterator[tuple[str, ...]]:
                 yield ("/".join([*base, alias.name]) + ".py",)
 
 
+MAX_MODULE_BYTES = 2_000_000
+"""The largest remote-code module the preflight parses (bytes). Python's AST costs about 190 bytes
+of tree per source byte (an 18 MB module: 7.4 GB and 2.5 minutes), and the largest modeling file
+transformers ships is about 200 KB: a larger module is recorded as not checked, never parsed."""
+
+
+@dataclass(frozen=True)
+class Unread:
+    """A remote-code module the preflight has no tree of, with why (`why` names the file).
+    `breaks`: it does not parse, so Python cannot import it on any transformers version; else it
+    was not checked (too large to parse here): nothing is known of its imports."""
+
+    why: str
+    breaks: bool
+
+
 @functools.lru_cache(maxsize=16)
-def parse_module(path: str, data: bytes) -> ast.Module | None:
-    """`data` parsed (None when it does not parse). Cached by content: a revision's remote code
-    is read by several stages, and most revisions keep the previous one's files (16 modules kept:
-    a tree is a few MB for a 50 KB modeling file). The trees are shared: callers never modify
-    them."""
+def read_module(path: str, data: bytes) -> ast.Module | Unread:
+    """`data` parsed, or why not (see `Unread`). Read as transformers reads remote code: UTF-8
+    (its `check_imports` opens the file with encoding="utf-8"), a byte-order mark allowed (Python's
+    import skips it). Cached by content: a revision's remote code is read by several stages, and
+    most revisions keep the previous one's files (16 modules kept: a tree is a few MB for a 50 KB
+    modeling file). The trees are shared: callers never modify them."""
+    if len(data) > MAX_MODULE_BYTES:
+        return Unread(
+            f"{path} is too large to check ({len(data) / 1e6:.1f} MB > "
+            f"{MAX_MODULE_BYTES / 1e6:g} MB): not checked",
+            breaks=False,
+        )
     try:
-        return ast.parse(data.decode("utf-8"), filename=path)
-    except (SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError):
-        return None
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        return Unread(
+            f"{path} does not parse: not UTF-8 (byte 0x{data[exc.start]:02x} at offset "
+            f"{exc.start}; transformers reads remote code as UTF-8)",
+            breaks=True,
+        )
+    try:
+        return ast.parse(text, filename=path)
+    except SyntaxError as exc:
+        return Unread(f"{path} does not parse: SyntaxError line {exc.lineno}: {exc.msg}", True)
+    except ValueError as exc:  # null bytes (Python's import refuses them too)
+        return Unread(f"{path} does not parse: {exc}", breaks=True)
+    except RecursionError:  # Python's compile() recurses as deep, and fails the same way
+        return Unread(f"{path} does not parse: nested too deeply (RecursionError)", breaks=True)
+    except MemoryError:  # the parser's stack overflowed (compile() too): bounded input, see above
+        return Unread(f"{path} does not parse: too complex for Python's parser (MemoryError)", True)
 
 
-_parse = parse_module
+def parse_module(path: str, data: bytes) -> ast.Module | None:
+    """`data` parsed (None when `read_module` has no tree of it)."""
+    tree = read_module(path, data)
+    return tree if isinstance(tree, ast.Module) else None
 
 
 def statements(body: Iterable[ast.stmt]) -> Iterator[ast.stmt]:
@@ -152,19 +220,27 @@ def statements(body: Iterable[ast.stmt]) -> Iterator[ast.stmt]:
 
 def remote_code_modules(files: Mapping[str, bytes]) -> tuple[list[str], list[str], list[str]]:
     """(modules in load order: auto_map ones, then their relative imports; paths `auto_map`
-    names or a module imports relatively that this revision does not hold; modules that do not
-    parse)."""
-    modules, missing, broken = _modules(files)
-    return modules, list(missing), broken
+    names or a module imports relatively that this revision does not hold; modules the preflight
+    has no tree of: they do not parse, or are too large to check)."""
+    code = _modules(files)
+    return code.modules, list(code.absent), list(code.unread)
 
 
-def _modules(files: Mapping[str, bytes]) -> tuple[list[str], dict[str, str], list[str]]:
-    """`remote_code_modules`, with each absent path mapped to who needs it (`auto_map`, or the
-    module that imports it relatively)."""
+@dataclass
+class _Code:
+    modules: list[str]
+    absent: dict[str, str]  # path -> who needs it (`auto_map`, or the module importing it)
+    unread: dict[str, Unread]
+    outside: list[str]  # relative imports above the repo's root, as problems
+
+
+def _modules(files: Mapping[str, bytes]) -> _Code:
+    """The remote code `files` holds, read from `auto_map` along relative imports."""
     queue: list[tuple[str, str]] = [(p, "auto_map") for p in auto_map_modules(files)]
     seen: list[str] = []
     absent: dict[str, str] = {}
-    broken: list[str] = []
+    unread: dict[str, Unread] = {}
+    outside: list[str] = []
     while queue:
         path, by = queue.pop(0)
         if path in seen or path in absent:
@@ -174,18 +250,22 @@ def _modules(files: Mapping[str, bytes]) -> tuple[list[str], dict[str, str], lis
             absent[path] = by
             continue
         seen.append(path)
-        tree = _parse(path, data)
-        if tree is None:
-            broken.append(path)
+        tree = read_module(path, data)
+        if isinstance(tree, Unread):
+            unread[path] = tree
             continue
         for options in _relative_targets(path, tree):
+            if isinstance(options, str):
+                if options not in outside:
+                    outside.append(options)
+                continue
             held = [t for t in options if t in files]
             if held:
                 if held[0] not in seen:
                     queue.append((held[0], path))
             elif options[0] not in absent:
                 queue.append((options[0], path))
-    return seen, {a: by for a, by in absent.items() if a not in seen}, broken
+    return _Code(seen, {a: by for a, by in absent.items() if a not in seen}, unread, outside)
 
 
 def _catches_import(handler: ast.ExceptHandler) -> bool:
@@ -284,19 +364,37 @@ def absent_problem(path: str, by: str) -> str:
     return f"{path} is imported by {by} but not in this revision"
 
 
-def remote_code_imports(
-    files: Mapping[str, bytes],
-) -> tuple[list[str], list[Import], list[str], list[str]]:
-    """(modules read, their absolute imports, problems: modules absent or not parsing, the
-    absent modules: transformers fetches each one and fails without it)."""
-    modules, absent, broken = _modules(files)
+@dataclass(frozen=True)
+class RemoteImports:
+    """What a revision's remote code imports, and what stops it or was not checked."""
+
+    modules: list[str]
+    """Modules read (or tried), in load order."""
+    imports: list[Import]
+    """Their absolute imports."""
+    problems: list[str]
+    """Everything wrong or unknown about the code, one line each."""
+    absent: list[str]
+    """Modules the revision lacks: transformers fetches each one and fails without it."""
+    broken: list[str]
+    """Why the code imports on no transformers version, whatever its names: a module that does
+    not parse, a relative import above the repo's root."""
+    not_checked: list[str]
+    """Code the preflight could not check: a module too large to parse here, an `auto_map` entry
+    whose code is in another repo."""
+
+
+def remote_code_imports(files: Mapping[str, bytes]) -> RemoteImports:
+    """The remote code of `files` read by AST (see `RemoteImports`)."""
+    code = _modules(files)
     found: list[Import] = []
-    for path in modules:
-        if path in broken:
-            continue
-        tree = _parse(path, files[path])
-        if tree is not None:
+    for path in code.modules:
+        tree = read_module(path, files[path])
+        if isinstance(tree, ast.Module):
             found.extend(imports_of(path, tree))
-    problems = [absent_problem(p, by) for p, by in absent.items()]
-    problems += [f"{p} does not parse" for p in broken]
-    return modules, found, problems, list(absent)
+    broken = [u.why for u in code.unread.values() if u.breaks] + code.outside
+    not_checked = [u.why for u in code.unread.values() if not u.breaks]
+    not_checked += auto_map_elsewhere(files)
+    problems = [absent_problem(p, by) for p, by in code.absent.items()]
+    problems += broken + not_checked
+    return RemoteImports(code.modules, found, problems, list(code.absent), broken, not_checked)

@@ -351,7 +351,53 @@ def _vision(config: Mapping[str, Any]) -> list[Module] | str:
             ("input_proj", vis, 3 * patch * patch, hv),
             ("embedding_projection", vis, hv, text_h),
         ]
+    if mt == "kimi_k25":
+        return _kimi_k25_vision(config, v)
     return f"the vision tower of model_type {mt!r} has no module-name table"
+
+
+# Kimi_K25VisionConfig's defaults in transformers 5.24.0: what the native build uses for a key
+# the config lacks.
+_KIMI_K25_VISION_DEFAULTS = {
+    "hidden_size": 1152,
+    "num_hidden_layers": 27,
+    "intermediate_size": 4304,
+}
+
+
+def _kimi_k25_vision(config: Mapping[str, Any], v: Mapping[str, Any]) -> list[Module]:
+    """Kimi-K2.5's MoonViT tower as transformers builds it natively: per layer separate
+    q/k/v_proj, the attention output `proj`, the MLP's fc1/fc2; then the patch-merger projector
+    (`mm_projector.in_proj`, `out_proj`) over merge-kernel-many vision tokens. The repo's own
+    config names the widths `vt_*` (its remote code's keys); the native configuration class does
+    not read them and keeps its defaults. A native key is read first, then the `vt_*` one (what
+    the checkpoint holds: where it differs from the default, the native build would not load the
+    weights), then the native default. In Kimi-K2.5's config the `vt_*` values equal them."""
+    width = {
+        k: _int(v, k, "vt_" + k, default=default)
+        for k, default in _KIMI_K25_VISION_DEFAULTS.items()
+    }
+    hv, inter = width["hidden_size"], width["intermediate_size"]
+    kernel = v.get("merge_kernel_size")
+    if not (
+        isinstance(kernel, list) and len(kernel) == 2 and all(isinstance(k, int) for k in kernel)
+    ):
+        kernel = [2, 2]  # the native default
+    merged = hv * kernel[0] * kernel[1]
+    text_h = _int(_text(config), "hidden_size")
+    vis = "vision"
+    block = [
+        ("q_proj", vis, hv, hv),
+        ("k_proj", vis, hv, hv),
+        ("v_proj", vis, hv, hv),
+        ("proj", vis, hv, hv),
+        ("fc1", vis, hv, inter),
+        ("fc2", vis, inter, hv),
+    ]
+    return block * width["num_hidden_layers"] + [
+        ("in_proj", vis, merged, merged),
+        ("out_proj", vis, merged, text_h),
+    ]
 
 
 def _t5(cfg: Mapping[str, Any]) -> list[Module]:

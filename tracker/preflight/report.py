@@ -41,6 +41,10 @@ ShardCache = MutableMapping[
 """Per-shard census by (path, content identity, layers, bits): (params per dtype, bytes, dtypes).
 A caller analysing successive revisions passes one, so unchanged shards are counted once."""
 
+CONFIG_UNREAD = "could not read config.json: "
+"""How a preflight answer lost to an unreadable config.json begins (`delta` leaves it unpublished:
+the unreadable config is its own advisory)."""
+
 
 @dataclass(frozen=True)
 class RemoteCode:
@@ -58,17 +62,24 @@ class RemoteCode:
     absent: tuple[str, ...] = ()
     """Modules `auto_map` names or the code imports relatively that the revision does not hold:
     the code cannot import on any version."""
+    broken: tuple[str, ...] = ()
+    """Why the code imports on no version whatever its names (a module that does not parse, a
+    relative import above the repo's root)."""
+    not_checked: tuple[str, ...] = ()
+    """Code that was not checked (a module too large to parse, code in another repo): unless
+    something checked stops it, whether it imports is unknown."""
 
     def importable(self, version: str) -> bool | None:
         """Whether the remote code imports on `version` (None: not checked). No remote code
-        imports everywhere; a remote-code module the revision lacks imports nowhere."""
-        if self.absent:
+        imports everywhere; a remote-code module the revision lacks, or one that does not parse,
+        imports nowhere."""
+        if self.absent or self.broken:
             return False
-        if not self.modules:
+        if not self.modules and not self.not_checked:
             return True
         for v in self.versions:
             if v["version"] == version:
-                return bool(v["importable"])
+                return None if v["importable"] is None else bool(v["importable"])
         return None
 
     def to_json(self) -> dict[str, JSONValue]:
@@ -82,20 +93,37 @@ class RemoteCode:
             "first_missing": dict(self.first_missing),
             "unchecked": dict(self.unchecked),
             "absent": list(self.absent),
+            "broken": list(self.broken),
+            "not_checked": list(self.not_checked),
         }
 
     @classmethod
     def from_json(cls, d: Mapping[str, JSONValue]) -> RemoteCode:
+        versions = tuple(d["versions"])
+        not_checked = tuple(d.get("not_checked") or ())
+        if "broken" not in d:
+            # stored before unparsed modules counted: such a module's imports were never read,
+            # so a version it called importable is not known
+            not_checked = tuple(p for p in d["problems"] if _UNPARSED.match(p))
+            if not_checked:
+                versions = tuple(
+                    {**v, "importable": None, "not_checked": list(not_checked)}
+                    if v["importable"]
+                    else v
+                    for v in versions
+                )
         return cls(
             modules=tuple(d["modules"]),
             problems=tuple(d["problems"]),
             transformers_imports=tuple(d["transformers_imports"]),
             packages=dict(d["packages"]),
             compiled=dict(d["compiled"]),
-            versions=tuple(d["versions"]),
+            versions=versions,
             first_missing=dict(d["first_missing"]),
             unchecked=dict(d.get("unchecked") or {}),
             absent=tuple(d["absent"]) if "absent" in d else _absent_of(d["problems"]),
+            broken=tuple(d.get("broken") or ()),
+            not_checked=not_checked,
         )
 
 
@@ -133,6 +161,7 @@ class Preflight:
         )
 
 
+_UNPARSED = re.compile(r"^\S+ does not parse$")
 _ABSENT = re.compile(r"^(\S+) is (?:named by auto_map|imported by \S+) but not in this revision$")
 
 
@@ -144,7 +173,8 @@ def _absent_of(problems: Sequence[str]) -> tuple[str, ...]:
 
 def remote_code(files: Mapping[str, bytes], tables: Mapping[str, SymbolTable | str]) -> RemoteCode:
     """Remote-code compatibility of `files` against `tables` (version → table, or why none)."""
-    modules, imports, problems, absent = remote_code_imports(files)
+    code = remote_code_imports(files)
+    modules, imports, absent = code.modules, code.imports, code.absent
     tf: list[dict[str, JSONValue]] = []
     seen: set[tuple[str, str | None, str]] = set()
     for imp in imports:
@@ -163,11 +193,11 @@ def remote_code(files: Mapping[str, bytes], tables: Mapping[str, SymbolTable | s
         table = tables[version]
         if isinstance(table, str):
             unchecked[version] = table
-        elif modules or absent:
-            results.append(check_version(imports, table, absent))
+        elif modules or absent or code.not_checked:
+            results.append(check_version(imports, table, absent, code.broken, code.not_checked))
     return RemoteCode(
         modules=tuple(modules),
-        problems=tuple(problems),
+        problems=tuple(code.problems),
         transformers_imports=tuple(tf),
         packages=packages,
         compiled=compiled(packages),
@@ -175,6 +205,8 @@ def remote_code(files: Mapping[str, bytes], tables: Mapping[str, SymbolTable | s
         first_missing=first_missing(results),
         unchecked=unchecked,
         absent=tuple(absent),
+        broken=tuple(code.broken),
+        not_checked=tuple(code.not_checked),
     )
 
 
@@ -226,7 +258,7 @@ def run_preflight(
             config = parse_config(files["config.json"])
             reading = read_config(config)
         except (EstimateError, RecursionError) as exc:
-            cap_error = lora_error = f"could not read config.json: {exc}"
+            cap_error = lora_error = f"{CONFIG_UNREAD}{exc}"
     else:
         lora_error = "no config.json at this revision"
     if reading is not None:

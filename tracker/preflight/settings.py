@@ -63,7 +63,7 @@ class BoxBlock(BaseModel):
 
     count: Annotated[int, Field(strict=True, ge=1, le=4096)] = Field(description="'count' of cards")
     card: Annotated[str, Field(strict=True, min_length=1)] = Field(description="the 'card' name")
-    vram_gb: Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False)] = Field(
+    vram_gb: Annotated[float, Field(strict=True, gt=0, le=1e6, allow_inf_nan=False)] = Field(
         description="'vram_gb' (decimal GB)"
     )
 
@@ -84,9 +84,11 @@ class PreflightBlock(BaseModel):
         ]
         | None
     ) = None
-    throughput_mb_s: Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False)] | None = None
+    throughput_mb_s: (
+        Annotated[float, Field(strict=True, gt=0, le=1e6, allow_inf_nan=False)] | None
+    ) = None
     provisioning_window_h: (
-        Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False)] | None
+        Annotated[float, Field(strict=True, gt=0, le=8760, allow_inf_nan=False)] | None
     ) = None
     boxes: Annotated[list[BoxBlock], Field(max_length=32)] | None = None
 

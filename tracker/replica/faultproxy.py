@@ -96,7 +96,7 @@ class Fault:
     probability: float = 1.0
     only_status: frozenset[int] | None = None
     status: int = 503
-    retry_after: int = 3600
+    retry_after: int | str = 3600  # delay-seconds, or a string sent as is (an HTTP-date)
     chunk: int = 1
     interval_s: float = 0.3
     rewrite: Callable[[bytes], bytes] | None = None

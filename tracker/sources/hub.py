@@ -5,7 +5,9 @@ Requests per call: `resolve_ref` 1 (`list_repo_refs`; a full sha: 1 `paths-info`
 their security status), `read_file` 1 GET on the resolve URL (streamed into memory under a cap;
 nothing is written to the HF cache), `read_safetensors_header` 2 Range GETs (`bytes=0-7`, then
 the header). Every huggingface_hub/httpx2 exception becomes a tracker.errors type in `_translate`;
-transient ones are retried by `retry.call_with_retry`.
+transient ones are retried by `retry.call_with_retry`. Every API answer (and every error answer)
+is read by the response hook within `tracker.bounded.HUB_ANSWER` (size, values, depth 64) before
+huggingface_hub parses it (`_read_bounded`).
 
 Parents: the Hub's commit listing carries no parents (HUB-PROTOCOL.md §5), so each commit's parent is
 taken to be the next-older commit in the listing (first-parent semantics, which is how the Hub
@@ -15,12 +17,15 @@ lists a branch's history); the oldest has none.
 from __future__ import annotations
 
 import json
+import math
 import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any, Protocol, TypeVar
 
 import httpx2
@@ -31,6 +36,7 @@ from huggingface_hub.utils._headers import build_hf_headers
 from huggingface_hub.utils._http import hf_raise_for_status, hf_request_event_hook
 
 from tracker.artifacts import is_pickle
+from tracker.bounded import HUB_ANSWER, BoundsError, check_json
 from tracker.domain import Commit, RepoId, SafetensorsHeader, Sha, TreeEntry, is_full_sha
 from tracker.errors import (
     AccessDeniedError,
@@ -65,6 +71,9 @@ _deadline: ContextVar[_Deadline | None] = ContextVar("tracker_hub_deadline", def
 """The deadline of the HubSource call running in this thread (None: outside a call)."""
 _budget: ContextVar[RequestBudget | None] = ContextVar("tracker_hub_budget", default=None)
 """The rate budget of the HubSource call running in this thread (None: none)."""
+_file_read: ContextVar[bool] = ContextVar("tracker_hub_file_read", default=False)
+"""True while `HubSource._get` reads a file (its body is capped there, and is not JSON); every
+other answer of a call is an API answer, read within `HUB_ANSWER` by the response hook."""
 
 
 class RequestBudget(Protocol):
@@ -166,6 +175,47 @@ def _guard_response(response: httpx2.Response) -> None:
     length = int(declared) if declared.isdigit() else None
     what = f"{response.request.method} {response.request.url.path}"
     response.stream = _GuardedStream(response.stream, deadline, what, length)
+    if response.status_code >= 400 or not _file_read.get():
+        _read_bounded(response, what)
+
+
+def _read_bounded(response: httpx2.Response, what: str) -> None:
+    """Read an API answer (or any error answer) now, within `HUB_ANSWER`: huggingface_hub parses
+    it with `json.loads` after the hook, so this is the one place its size and nesting can be
+    checked before anything is built. The decoded body is counted (a gzip bomb stops at the cap).
+
+    A success answer over a bound is a BadResponseError "could not read the answer to GET
+    /api/...: JSON nested deeper than 64 levels" (the poll records the repo failing with that
+    line); an error answer keeps its status and loses its body (its message is not worth
+    more than the status)."""
+    error = response.status_code >= 400
+    chunks: list[bytes] = []
+    got = 0
+    body: bytes | None = None
+    for chunk in response.iter_bytes():
+        got += len(chunk)
+        if got > HUB_ANSWER.max_bytes:
+            response.close()
+            if not error:
+                raise BadResponseError(
+                    f"could not read the answer to {what}: over {HUB_ANSWER.max_bytes:,} bytes"
+                )
+            body = b""
+            break
+        chunks.append(chunk)
+    if body is None:
+        body = b"".join(chunks)
+        del chunks
+        try:
+            check_json(body, f"the answer to {what}", HUB_ANSWER)
+        except BoundsError as exc:
+            if not error:
+                raise BadResponseError(str(exc)) from None
+            body = b""
+    # What `Response.read()` does with the whole body (httpx2 keeps it in `_content`; `read()`,
+    # `.content` and `.json()` then use it): the stream is consumed, so this is how the bounded
+    # copy is handed on.
+    response._content = body
 
 
 def install_client(timeout_s: float) -> None:
@@ -201,15 +251,32 @@ def install_client(timeout_s: float) -> None:
         set_client_factory(factory)
 
 
-def _retry_after(response: Any) -> float | None:
+def _retry_after(response: Any, now: Callable[[], datetime] | None = None) -> float | None:
+    """The wait an answer asks for, in seconds: `Retry-After` as delay-seconds or as an HTTP-date
+    (seconds from now, rounded up; a date past asks for nothing: the client's own backoff
+    applies), else the `RateLimit` header's `t`."""
     if response is None:
         return None
     headers = response.headers
     value = headers.get("Retry-After")
     if value is not None and value.strip().isdigit():
         return float(value.strip())
+    if value is not None:
+        try:
+            when = parsedate_to_datetime(value.strip())
+        except (TypeError, ValueError, IndexError, OverflowError):
+            when = None
+        if when is not None:
+            if when.tzinfo is None:  # "-0000": UTC, with nothing said about the zone
+                when = when.replace(tzinfo=UTC)
+            seconds = math.ceil((when - (now or _utcnow)()).total_seconds())
+            return float(seconds) if seconds > 0 else None
     m = _RATELIMIT_T.search(headers.get("RateLimit", ""))
     return float(m.group(1)) + 1 if m else None
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
 
 
 def _translate(exc: BaseException, what: str) -> TrackerError:
@@ -438,6 +505,22 @@ class HubSource:
         headers = build_hf_headers(token=self.token, library_name="tracker")
         if range_ is not None:
             headers["Range"] = range_
+        reading = _file_read.set(True)
+        try:
+            return self._stream_file(repo_id, sha, path, limit, url, headers, range_)
+        finally:
+            _file_read.reset(reading)
+
+    def _stream_file(
+        self,
+        repo_id: RepoId,
+        sha: Sha,
+        path: str,
+        limit: int,
+        url: str,
+        headers: dict[str, str],
+        range_: str | None,
+    ) -> tuple[bytes, int | None, str | None]:
         with get_session().stream("GET", url, headers=headers, timeout=self.timeout_s) as resp:
             if resp.status_code >= 400:
                 resp.read()
