@@ -113,7 +113,10 @@ class AnalysisWorker:
         with self._lock:
             proc = self._ensure()
             try:
-                self._worker.send(HEADER.pack(len(payload)) + payload)
+                # two writes: joining them would copy the payload (a fresh-clone run under a
+                # 1.5 GiB address-space limit hit MemoryError there on a hostile revision)
+                self._worker.send(HEADER.pack(len(payload)))
+                self._worker.send(payload)
             except OSError:
                 why = self._why_dead(proc, limits)
                 raise AnalysisOverrunError(why, kind="died", limits=limits) from None
