@@ -215,6 +215,7 @@ def serve_pages(console: Console, app: App, host: str, port: int) -> None:
     except OSError as exc:
         sock.close()
         raise typer.BadParameter(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    sock.listen(2048)  # listening before the URL is printed: a client that comes at once waits
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if family == socket.AF_INET6 else host
     server = uvicorn.Server(uvicorn.Config(create_app(app), log_level="warning"))
