@@ -60,26 +60,35 @@ def _tracker(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str
     )
 
 
-def test_every_revision_gets_a_preflight_and_a_changed_answer_is_an_advisory(
-    symbol_cache: Path, tmp_path: Path
-) -> None:
-    config = json.loads((CONFIGS / "Qwen__Qwen3-0.6B.json").read_text())
+def _remote_code_config() -> dict[str, Any]:
+    """Qwen3-0.6B's real config with an auto_map naming the repo's own code."""
+    config: dict[str, Any] = json.loads((CONFIGS / "Qwen__Qwen3-0.6B.json").read_text())
     config["auto_map"] = {
         "AutoConfig": "configuration_x.XConfig",
         "AutoModelForCausalLM": "modeling_x.XForCausalLM",
     }
+    return config
+
+
+def _upload(config: dict[str, Any]) -> tuple[dict[str, bytes], str]:
+    """The first commit: the config, its clean remote code and a BF16 checkpoint."""
+    files = {
+        "config.json": json.dumps(config, indent=2).encode(),
+        "configuration_x.py": CONFIGURATION,
+        "modeling_x.py": CLEAN,
+        "model.safetensors": safetensors("BF16", 2, 1000),
+    }
+    return files, "upload"
+
+
+def test_every_revision_gets_a_preflight_and_a_changed_answer_is_an_advisory(
+    symbol_cache: Path, tmp_path: Path
+) -> None:
+    config = _remote_code_config()
     fewer = {**config, "num_hidden_layers": config["num_hidden_layers"] - 2}
     repo = init_repo(tmp_path / "hub", REPO)
     steps: list[tuple[dict[str, bytes], str]] = [
-        (
-            {
-                "config.json": json.dumps(config, indent=2).encode(),
-                "configuration_x.py": CONFIGURATION,
-                "modeling_x.py": CLEAN,
-                "model.safetensors": safetensors("BF16", 2, 1000),
-            },
-            "upload",
-        ),
+        _upload(config),
         ({"modeling_x.py": BROKEN}, "use torch.fx when available"),
         ({"model.safetensors": safetensors("F8_E4M3", 1, 1000)}, "FP8 weights"),
         ({"config.json": json.dumps(fewer, indent=2).encode()}, "two layers fewer"),
@@ -223,24 +232,12 @@ def test_a_revision_whose_code_stops_parsing_is_a_high_advisory_and_imports_nowh
     from tracker.domain import RepoId
     from tracker.settings import load_settings
 
-    config = json.loads((CONFIGS / "Qwen__Qwen3-0.6B.json").read_text())
-    config["auto_map"] = {
-        "AutoConfig": "configuration_x.XConfig",
-        "AutoModelForCausalLM": "modeling_x.XForCausalLM",
-    }
+    config = _remote_code_config()
     broken = BROKEN + b"def oops(:\n"
     why = "modeling_x.py does not parse: SyntaxError line 9: invalid syntax"
     repo = init_repo(tmp_path / "hub", REPO)
     steps: list[tuple[dict[str, bytes], str]] = [
-        (
-            {
-                "config.json": json.dumps(config, indent=2).encode(),
-                "configuration_x.py": CONFIGURATION,
-                "modeling_x.py": CLEAN,
-                "model.safetensors": safetensors("BF16", 2, 1000),
-            },
-            "upload",
-        ),
+        _upload(config),
         ({"modeling_x.py": broken}, "a syntax error"),
         ({"modeling_x.py": CLEAN}, "fixed"),
     ]
