@@ -2,7 +2,7 @@
 against `tracker serve` and against a plain static server holding the same bytes, in one run.
 
 The store: `tracker demo` (the installed executable) polls the demo's real histories into a fresh
-SQLite store (50 advisories from real diffs); then every demo repo's analysed history is
+SQLite store (52 advisories from real diffs); then every demo repo's analysed history is
 published again, revision by revision, through the pipeline's publish
 (`tracker.advisories.service.publish`: classification with both snapshots, OSV validation,
 lifecycle, one transaction per revision) into `REPLICAS` synthetic repos `ORG/NAME-copyNNN`,

@@ -178,13 +178,13 @@ def test_advisory_show_is_raw_markdown_in_a_pipe_and_rendered_on_a_terminal(
     demo_state: Path,
 ) -> None:
     env = _env(demo_state)
-    record = json.loads((GOLDEN / "x_TRACKER-2026-20.json").read_text())
-    piped = run(demo_state.parent, env, "advisories", "show", "x_TRACKER-2026-20")
+    record = json.loads((GOLDEN / "x_TRACKER-2026-21.json").read_text())
+    piped = run(demo_state.parent, env, "advisories", "show", "x_TRACKER-2026-21")
     assert piped.returncode == 0
     assert piped.stdout.endswith("\n\n" + record["details"] + "\n")
     main, child = pty.openpty()
     proc = subprocess.Popen(
-        [str(TRACKER), "advisories", "show", "x_TRACKER-2026-20"],
+        [str(TRACKER), "advisories", "show", "x_TRACKER-2026-21"],
         cwd=demo_state.parent,
         env={**env, "TERM": "xterm"},
         stdin=child,
@@ -227,7 +227,7 @@ def test_every_table_is_readable_at_80_columns(demo_state: Path) -> None:
         assert re.search(rf"{re.escape(row['repo'])}\s+ok\s+{row['revisions']}\b", watched.stdout)
     listed = run(cwd, env, "advisories", "list")
     with_advisories = sorted({r["database_specific"]["repo"] for r in _golden()})
-    _check_80(listed.stdout, [f"x_TRACKER-2026-{n} " for n in range(1, 51)] + with_advisories)
+    _check_80(listed.stdout, [f"x_TRACKER-2026-{n} " for n in range(1, 53)] + with_advisories)
     history = run(cwd, env, "history", "meta-llama/Llama-2-7b-hf")
     _check_80(history.stdout, ["[synthetic]"])  # a title is text, never rich markup
     assert re.search(r"^\s*15\s+ef1050a86f9e\s", history.stdout, re.M)

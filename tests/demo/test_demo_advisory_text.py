@@ -33,7 +33,7 @@ def _table_cells(details: str) -> list[str]:
 
 
 def test_granite_template_fix_is_a_fix_with_both_directions() -> None:
-    d = _details(20)
+    d = _details(21)
     assert (
         "**Kind: a fix of an earlier defect**: the previous template rendered the system message "
         "twice in `generation_prompt`, `system_user` (2 canonical conversations); this "
@@ -74,7 +74,7 @@ def test_eos_equal_to_vocab_size_is_a_regression_and_names_its_revert() -> None:
 
 
 def test_a_restore_names_the_earlier_advisory() -> None:
-    rec = _record(16)
+    rec = _record(17)
     assert (
         "**Kind: a fix of an earlier defect**: `sliding_window` is back to the value it had "
         "before x_TRACKER-2026-14." in rec["details"]
@@ -82,7 +82,7 @@ def test_a_restore_names_the_earlier_advisory() -> None:
     assert rec["database_specific"]["restores"] == ["x_TRACKER-2026-14"]
 
 
-@pytest.mark.parametrize("n", [28, 34, 37, 49, 50])
+@pytest.mark.parametrize("n", [29, 35, 38, 51, 52])
 def test_the_commit_calling_it_a_fix_is_not_evidence_of_a_defect(n: int) -> None:
     """bloom's "Fix architecture" commits and others whose only evidence is their words: a change
     the commit calls a fix, never "a fix of an earlier defect" nor advice that says so."""
@@ -96,7 +96,7 @@ def test_the_commit_calling_it_a_fix_is_not_evidence_of_a_defect(n: int) -> None
 
 
 def test_bloom_fix_architecture_is_a_claimed_fix_with_both_directions() -> None:
-    d = _details(49)
+    d = _details(51)
     assert "the commit title calls it a fix: “Fix architecture (#46)”; tracker found no " in d
     assert (
         "To take the change, upgrade to `aa345fefe36b` or later once you check that your code, "
@@ -119,7 +119,7 @@ def test_a_resolved_consistency_finding_is_fix_evidence() -> None:
 
 
 def test_mass_dtype_conversion_is_one_pattern_attributed_to_its_file() -> None:
-    rec = _record(22)
+    rec = _record(23)
     d = rec["details"]
     assert rec["summary"] == (
         "ibm-granite/granite-3.1-1b-a400m-instruct: weights: 218 tensors retyped F32 → BF16 in "
@@ -135,14 +135,14 @@ def test_mass_dtype_conversion_is_one_pattern_attributed_to_its_file() -> None:
 
 
 def test_custom_code_asks_for_review() -> None:
-    for n in (30, 31, 32, 33):
+    for n in (31, 32, 33, 34):
         d = _details(n)
         assert "**Kind: new code to review**" in d
         assert "Review the new code before loading this revision with `trust_remote_code=True`" in d
         assert "`code_revision=`" in d
 
 
-@pytest.mark.parametrize("n", range(1, 51))
+@pytest.mark.parametrize("n", range(1, 53))
 def test_values_whole_and_no_zero_estimate_table(n: int) -> None:
     rec = _record(n)
     d = rec["details"]
@@ -153,3 +153,45 @@ def test_values_whole_and_no_zero_estimate_table(n: int) -> None:
         for side in ("before", "after"):
             assert not (isinstance(ch[side], dict) and ch[side].get("truncated")), ch
     assert "**Kind: " in d and "## What to do" in d
+
+
+def test_a_preflight_answer_found_is_a_low_advisory_that_states_it() -> None:
+    """Issue 15: Mixtral's first safetensors upload and bloom-560m's first config.json; the
+    capacity and LoRA answers the previous revision could not give were recorded but never
+    published."""
+    mixtral = _record(15)
+    assert mixtral["database_specific"]["severity"] == "low"
+    assert [(c["key"], c["kind"], c["rule"]) for c in mixtral["database_specific"]["changes"]] == [
+        ("preflight.capacity", "added", "preflight-answer-found")
+    ]
+    assert (
+        "- **low** (preflight-answer-found): what it takes to fetch and hold is now known: 2.00 "
+        "bytes/parameter: 4-bit weights would take 4.0× less; weights 93.41 GB; download 93.41 "
+        "GB, 0.21 h at 126 MB/s; weights-only cards: T4 16 GB 6, L4 24 GB 4, A100 40 GB 3, "
+        "A100/H100 80 GB 2, H200 141 GB 1; held by 8 × H200 141 GB, 8 × B200 180 GB (unknown at "
+        "the previous revision: no safetensors headers (nothing to count bytes from))"
+    ) in mixtral["details"]
+    bloom = _record(42)
+    changes = bloom["database_specific"]["changes"]
+    assert [c["key"] for c in changes] == [
+        "preflight.capacity",
+        *(
+            f"preflight.lora.{t}"
+            for t in ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+        ),
+        "preflight.lora.all-linear",
+    ]
+    assert {(c["kind"], c["severity"]) for c in changes} == {("added", "low")}
+    # BLOOM names its projections query_key_value / dense / dense_h_to_4h / dense_4h_to_h
+    assert changes[1]["after"] == {} and changes[-1]["after"] == {
+        "attention.full": 48,
+        "mlp.dense": 48,
+    }
+    assert (
+        "`all-linear` now resolves to 48 modules in the full-attention layers, 48 in the dense "
+        "MLPs (unresolved at the previous revision: no config.json)" in bloom["details"]
+    )
+    assert (
+        "`q_proj` now resolves to 0 modules (unresolved at the previous revision"
+        in bloom["details"]
+    )

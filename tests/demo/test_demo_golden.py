@@ -52,7 +52,7 @@ def test_golden_is_the_demo_cycle(demo_run: Any) -> None:
     expected = _files(GOLDEN)
     ids = sorted(n.removesuffix(".json") for n in expected if n.endswith(".json"))
     assert ids == sorted(demo_run.first.advisories)
-    assert len(ids) == 50
+    assert len(ids) == 52
     assert demo_run.second.advisories == ()
     assert _files(demo_run.export_second) == expected
     index = expected["modified_id.csv"].decode().splitlines()

@@ -48,6 +48,8 @@ FIRST_TITLES = [
     "HIGH: acme/fit-moves: config: num_hidden_layers changed: 28 → 56",
     "HIGH: mistralai/Mixtral-8x7B-v0.1: config: sliding_window removed (was 4096)",
     "LOW: mistralai/Mixtral-8x7B-v0.1: config: output_router_logits changed: true → false",
+    "LOW: mistralai/Mixtral-8x7B-v0.1: estimate: what it takes to fetch and hold is now known: "
+    "2.00 bytes/parameter: 4-bit weights would take 4.0× less; weights 93.41 …",
     "HIGH: mistralai/Mixtral-8x7B-v0.1: config changed (6 changes: model_type, sliding_window, "
     "attention_dropout, …)",
 ]
@@ -60,6 +62,7 @@ SECOND_TITLES = [
     FIRST_TITLES[3] + " [fixed]",
     FIRST_TITLES[4],
     FIRST_TITLES[5],
+    FIRST_TITLES[6],
     "LOW: acme/fit-moves: LoRA r=16 now fits L4 24 GB at batch 1 (and 1 more)",
     FIRST_TITLES[0],
 ]
@@ -140,7 +143,7 @@ def test_feeds_from_tracker_serve_read_by_feedparser_across_two_polls(tmp_path: 
             assert _titles(first) == FIRST_TITLES
             assert [e.id for e in first.entries] == [
                 f"{TAG}fit/{FIT_REPO}/{fit_shas[1]}",
-                *(f"{TAG}advisory/x_TRACKER-2026-{n}" for n in (5, 4, 3, 2, 1)),
+                *(f"{TAG}advisory/x_TRACKER-2026-{n}" for n in (6, 5, 4, 3, 2, 1)),
             ]
             assert {e.updated for e in first.entries} == {"2026-12-01T08:00:00+00:00"}
             assert first.feed.updated == "2026-12-01T08:00:00+00:00"
@@ -186,9 +189,9 @@ def test_feeds_from_tracker_serve_read_by_feedparser_across_two_polls(tmp_path: 
             assert _titles(second) == SECOND_TITLES
             ids = [e.id for e in second.entries]
             assert set(ids) >= {e.id for e in first.entries}  # every id kept
-            assert len(ids) == len(set(ids)) == 10
+            assert len(ids) == len(set(ids)) == 11
             # the sliding_window advisory: fixed by the later commits, the same entry, updated
-            [before] = [e for e in first.entries if e.id.endswith("/x_TRACKER-2026-3")]
+            [before] = [e for e in first.entries if e.id.endswith("/x_TRACKER-2026-4")]
             [after] = [e for e in second.entries if e.id == before.id]
             assert (before.updated, after.updated) == (
                 "2026-12-01T08:00:00+00:00", "2026-12-01T09:00:00+00:00",
@@ -197,7 +200,7 @@ def test_feeds_from_tracker_serve_read_by_feedparser_across_two_polls(tmp_path: 
             assert after.title == before.title + " [fixed]"
             assert second.feed.updated == "2026-12-01T09:00:00+00:00"
             # the versions lists of the advisories still open grew: they are updates too
-            assert [e.updated for e in second.entries] == ["2026-12-01T09:00:00+00:00"] * 9 + [
+            assert [e.updated for e in second.entries] == ["2026-12-01T09:00:00+00:00"] * 10 + [
                 "2026-12-01T08:00:00+00:00"
             ]
             # a second read of the unchanged store: the same bytes, so the same ETag (304)

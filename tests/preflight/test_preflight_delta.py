@@ -69,8 +69,6 @@ def test_an_answer_lost_is_a_change_with_before_and_after() -> None:
         {"attention.full": 12},
         "cannot resolve: no config.json at this revision",
     )
-    # found where there was none: not published yet (see tracker.preflight.delta's docstring)
-    assert preflight_delta(lost, answered) == []
     # weights only as .bin: the census is lost, the LoRA answer (from config.json) stays
     [c] = preflight_delta(answered, _run(NEXT))
     assert (
@@ -140,3 +138,62 @@ def test_an_answer_lost_with_an_unreadable_config_is_not_published_twice() -> No
         "could not read config.json: "
     )
     assert preflight_delta(answered, unread) == []
+
+
+def test_an_answer_found_where_there_was_none_is_an_added_change_stating_it() -> None:
+    """A first safetensors upload and a first config.json: the answers now known are published
+    (kind ADDED, the low `preflight-answer-found` rule), each saying what it now is and why it
+    was unknown; they were recorded but never published."""
+    answered, lost = _run(NEXT, "F32"), _run(None)
+    why = "no safetensors headers at this revision (nothing to count bytes from)"
+    changes = preflight_delta(lost, answered)
+    assert [(c.key, c.kind, c.before) for c in changes] == [
+        ("preflight.capacity", ChangeKind.ADDED, f"unknown: {why}"),
+        (
+            "preflight.lora.q_proj",
+            ChangeKind.ADDED,
+            "cannot resolve: no config.json at this revision",
+        ),
+        (
+            "preflight.lora.in_proj_qkvz",
+            ChangeKind.ADDED,
+            "cannot resolve: no config.json at this revision",
+        ),
+    ]
+    assert changes[0].summary == (
+        "what it takes to fetch and hold is now known: 4.00 bytes/parameter: 4-bit weights would "
+        "take 8.0× less; weights 4.00 GB; download 4.00 GB, 0.01 h at 126 MB/s; weights-only "
+        "cards: T4 16 GB 1, L4 24 GB 1, A100 40 GB 1, A100/H100 80 GB 1, H200 141 GB 1; held by "
+        "8 × H200 141 GB, 8 × B200 180 GB (unknown at the previous revision: no safetensors "
+        "headers (nothing to count bytes from))"
+    )
+    assert changes[0].after["weights_bytes"] == 4 * 10**9  # type: ignore[index]
+    assert [(c.summary, c.after) for c in changes[1:]] == [
+        (
+            "`q_proj` now resolves to 12 modules in the full-attention layers "
+            "(unresolved at the previous revision: no config.json)",
+            {"attention.full": 12},
+        ),
+        (
+            "`in_proj_qkvz` now resolves to 36 modules in the linear-attention layers "
+            "(unresolved at the previous revision: no config.json)",
+            {"attention.linear": 36},
+        ),
+    ]
+    # only the census found (safetensors replace .bin): one change, the LoRA answer was there
+    [c] = preflight_delta(_run(NEXT), answered)
+    assert (c.key, c.kind) == ("preflight.capacity", ChangeKind.ADDED)
+
+
+def test_an_answer_found_after_an_unreadable_config_is_published() -> None:
+    """The config's "readable again" change does not compare values: the LoRA answers found with
+    the repaired config.json are the only place they show again (the loss was not published)."""
+    unread = _run(None, "BF16", raw=b"[" * 200)
+    changes = preflight_delta(unread, _run(NEXT, "BF16"))
+    assert [(c.key, c.kind, c.after) for c in changes] == [
+        ("preflight.lora.q_proj", ChangeKind.ADDED, {"attention.full": 12}),
+        ("preflight.lora.in_proj_qkvz", ChangeKind.ADDED, {"attention.linear": 36}),
+    ]
+    assert all(
+        str(c.before).startswith("cannot resolve: could not read config.json: ") for c in changes
+    )

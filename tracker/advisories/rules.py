@@ -742,6 +742,13 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         "may now need a compiler and the CUDA toolkit, or no longer does",
     ),
     Rule(
+        "preflight-answer-found",
+        _m(A.ESTIMATE, K.ADDED, key="preflight.*"),
+        S.LOW,
+        "a preflight answer the previous revision could not give is now known (a first safetensors "
+        "upload, a first or repaired config.json): nothing that worked breaks; the change states it",
+    ),
+    Rule(
         "preflight-capacity",
         _m(A.ESTIMATE, key="preflight.capacity"),
         S.MODERATE,

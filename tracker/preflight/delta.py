@@ -6,12 +6,13 @@ rules are in `tracker.advisories.rules`. Only a changed answer is a change. Whet
 imports is no change when it is unknown on either side (no symbol table for a version, code not
 checked): "could not check" is recorded with the preflight, never published as a difference. A
 capacity or LoRA answer that the revision loses (safetensors replaced by .bin: no census; a config
-the LoRA resolution cannot read) or gains is a change, before → after ("`q_proj`: 61 modules →
-cannot resolve: …"); unknown on both sides is none. An answer lost because config.json could
-not be read is not published: the unreadable config is an advisory of its own, with the reason. An answer found where the previous revision
-had none is not published yet: it is a change too (the review asks for it), but publishing it
-adds advisories to the demo (Mixtral's first safetensors, bloom-560m's first config) and renumbers
-the demo's advisory ids that many tests name; that landing is left to do.
+the LoRA resolution cannot read) is a change, before → after ("`q_proj`: 61 modules → cannot
+resolve: …"), kind CHANGED; one found where the previous revision had none (a first safetensors
+upload, a first or repaired config.json) is a change of kind ADDED, published low (nothing that
+worked breaks: the advisory states the answer now known); unknown on both sides is none. An answer
+lost because config.json could not be read is not published: the unreadable config is an advisory
+of its own, with the reason. One found after such a revision is published: it is the only place
+the answer shows again (the config's own "readable again" change does not compare values).
 
 - `preflight.remote_code.transformers-<V>`: the remote code stops importing on V (BROKEN, with
   the remote-code files the revision lacks, the missing names, the module that lacks each and the
@@ -30,6 +31,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tracker.domain import Artifact, Change, ChangeKind, JSONValue
+from tracker.preflight.capacity import Capacity
 from tracker.preflight.report import CONFIG_UNREAD, Preflight
 
 _ART = Artifact.ESTIMATE
@@ -142,20 +144,57 @@ def _gb(n: int) -> str:
     return f"{n / 1e9:,.2f} GB"
 
 
+def _there(reason: str | None) -> str:
+    """A previous revision's "why unknown", said of that revision ("no config.json", not "no
+    config.json at this revision")."""
+    return (reason or "no answer").replace(" at this revision", "")
+
+
+def _held(c: Capacity) -> str:
+    """One revision's capacity answer in a line (for an answer found where there was none)."""
+    parts = [c.quantization_note, f"weights {_gb(c.weights_bytes)}"]
+    parts.append(
+        f"download {_gb(c.download_bytes)}, {c.download_hours:.2f} h at {c.throughput_mb_s:g} MB/s"
+        + (f", outlives the {c.window_hours:g} h provisioning window" if c.outlives_window else "")
+    )
+    if c.cards:
+        parts.append(
+            "weights-only cards: " + ", ".join(f"{name} {n}" for name, n in c.cards.items())
+        )
+    holding = [name for name, b in c.boxes.items() if b["fits"]]
+    short = [
+        f"{name} ({b['short_gb']:,.0f} GB short)" for name, b in c.boxes.items() if not b["fits"]
+    ]
+    if holding:
+        parts.append("held by " + ", ".join(holding))
+    if short:
+        parts.append("not held by " + ", ".join(short))
+    return "; ".join(parts)
+
+
 def _capacity(before: Preflight, after: Preflight) -> list[Change]:
     vb, va = _capacity_view(before), _capacity_view(after)
-    if vb is None:  # unknown before: not published (see the module docstring)
+    if vb is None and va is None:
         return []
+    if vb is None:  # found: unknown at the previous revision
+        ca = after.capacity
+        assert ca is not None and va is not None
+        was = f"unknown: {before.capacity_error}"
+        summary = (
+            f"what it takes to fetch and hold is now known: {_held(ca)} "
+            f"(unknown at the previous revision: {_there(before.capacity_error)})"
+        )
+        return [Change(_ART, ChangeKind.ADDED, "", "preflight.capacity", was, va, summary)]
     if va is None and (after.capacity_error or "").startswith(CONFIG_UNREAD):
         return []  # the unreadable config.json is its own advisory
     if va is None:  # the revision loses an answer the previous one had
-        cb, ca = before.capacity, after.capacity
-        was = f"unknown: {before.capacity_error}" if cb is None else _gb(cb.weights_bytes)
-        now = f"unknown: {after.capacity_error}" if ca is None else _gb(ca.weights_bytes)
-        summary = f"what it takes to fetch and hold changed: capacity {was} → {now}"
-        b_: JSONValue = vb if vb is not None else was
-        a_: JSONValue = va if va is not None else now
-        return [Change(_ART, ChangeKind.CHANGED, "", "preflight.capacity", b_, a_, summary)]
+        cb = before.capacity
+        assert cb is not None
+        now = f"unknown: {after.capacity_error}"
+        summary = (
+            f"what it takes to fetch and hold changed: capacity {_gb(cb.weights_bytes)} → {now}"
+        )
+        return [Change(_ART, ChangeKind.CHANGED, "", "preflight.capacity", vb, now, summary)]
     if vb["download_source"] != va["download_source"]:
         # measured differently (tree sizes on one side only): not a change of the revision
         for v in (vb, va):
@@ -200,6 +239,20 @@ def _capacity(before: Preflight, after: Preflight) -> list[Change]:
     return [Change(_ART, kind, "", "preflight.capacity", vb, va, summary)]
 
 
+def _order(kind: str) -> int:
+    return list(KIND_WORDS).index(kind) if kind in KIND_WORDS else len(KIND_WORDS)
+
+
+def _where(a: Mapping[str, int]) -> str:
+    """ "24 modules in the full-attention layers, 0 in the routed experts" (every layer kind)."""
+    if not a:
+        return "0 modules"
+    kinds = sorted(a, key=_order)
+    first, *rest = kinds
+    text = f"{a[first]:,} modules in the {KIND_WORDS.get(first, first)}"
+    return ", ".join([text, *(f"{a[k]:,} in the {KIND_WORDS.get(k, k)}" for k in rest)])
+
+
 def _answer(p: Preflight, target: str) -> dict[str, int] | str | None:
     """What `target` resolves to (modules per layer kind), why it cannot be resolved, or None
     when `p` was not asked about it."""
@@ -220,23 +273,27 @@ def _lora(before: Preflight, after: Preflight) -> list[Change]:
     targets += [str(t) for t in after.settings.get("lora_targets") or []]  # type: ignore[union-attr]
     for target in dict.fromkeys(targets):
         b, a = _answer(before, target), _answer(after, target)
-        if b is None or a is None or b == a or isinstance(b, str):
-            continue  # not asked on one side, the same, or unknown before (the module docstring)
+        if b is None or a is None or b == a or (isinstance(b, str) and isinstance(a, str)):
+            continue  # not asked on one side, the same, or unknown on both sides
         if isinstance(a, str) and (after.lora_error or "").startswith(CONFIG_UNREAD):
             continue  # lost with an unreadable config.json, its own advisory
-        if isinstance(a, str):
+        kind = ChangeKind.CHANGED
+        if isinstance(b, str) and not isinstance(a, str):  # found (the module docstring)
+            kind = ChangeKind.ADDED
+            why = _there(b.removeprefix("cannot resolve: "))
+            summary = f"`{target}` now resolves to {_where(a)} (unresolved at the previous revision: {why})"
+        elif isinstance(a, str) and not isinstance(b, str):
             summary = f"`{target}`: {sum(b.values()):,} modules → {a}"
-        else:
+        elif not isinstance(a, str) and not isinstance(b, str):
             parts = []
-            for kind in sorted(
-                set(a) | set(b),
-                key=lambda k: list(KIND_WORDS).index(k) if k in KIND_WORDS else 99,
-            ):
-                if a.get(kind, 0) != b.get(kind, 0):
-                    words = KIND_WORDS.get(kind, kind)
-                    parts.append(f"{a.get(kind, 0)} modules in the {words} (was {b.get(kind, 0)})")
+            for where in sorted(set(a) | set(b), key=_order):
+                if a.get(where, 0) != b.get(where, 0):
+                    words = KIND_WORDS.get(where, where)
+                    parts.append(
+                        f"{a.get(where, 0)} modules in the {words} (was {b.get(where, 0)})"
+                    )
             summary = f"`{target}` now resolves to " + ", ".join(parts)
         out.append(
-            Change(_ART, ChangeKind.CHANGED, "", f"preflight.lora.{target}", b, a, summary)  # type: ignore[arg-type]
+            Change(_ART, kind, "", f"preflight.lora.{target}", b, a, summary)  # type: ignore[arg-type]
         )
     return out
