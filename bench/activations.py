@@ -250,8 +250,13 @@ def _model(data: dict[str, Any], layer: int, stack: str) -> tuple[Any, Any]:
     for i, mod in others.items():
         layers[i] = mod
 
-        def passthrough(hidden_states: Any, *args: Any, **kwargs: Any) -> Any:
-            return hidden_states
+        # a layer that hands state on returns a tuple (GLM-5's: its top-k indices, None when
+        # the next layer runs its own indexer): the passed-through layer returns the same shape
+        returns = str(inspect.signature(type(mod).forward).return_annotation)
+        pair = returns.startswith(("tuple", "Tuple", "typing.Tuple"))
+
+        def passthrough(hidden_states: Any, *args: Any, pair: bool = pair, **kwargs: Any) -> Any:
+            return (hidden_states, None) if pair else hidden_states
 
         mod.forward = passthrough
     with torch.no_grad():
