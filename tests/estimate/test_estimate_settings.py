@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tracker.errors import ConfigError
-from tracker.estimate import EstimateSettings, estimate
+from tracker.estimate import Card, EstimateSettings, estimate
 from tracker.estimate.memory import QUANT_BYTES, compute, layer_activation_bytes
 from tracker.estimate.params import read_config
 
@@ -208,3 +208,40 @@ def test_serving_prefill_is_reported_where_it_is_used() -> None:
     assert est.memory.serve_prefill == 2.532
     assert est.to_json()["memory_gb"]["serve_prefill"] == 2.532
     assert estimate(config, settings=replace(s, serve_prefill=False)).memory.serve_prefill == 0.0
+
+
+def test_settings_json_is_built_once_and_handed_out_as_copies() -> None:
+    s = EstimateSettings(extra_cards=(Card("B200 192 GB", 192.0, 6.0, 2250.0),))
+    first = s.to_json()
+    assert list(first)[:3] == ["train_seq_len", "serve_seq_len", "full_ft_bytes_per_param"]
+    assert first["cards"][0] == {
+        "name": "T4 16 GB",
+        "vram_gb": 16.0,
+        "price_per_hour": 0.35,
+        "bf16_tflops": 65.0,
+    }
+    assert first["extra_cards"] == [
+        {"name": "B200 192 GB", "vram_gb": 192.0, "price_per_hour": 6.0, "bf16_tflops": 2250.0}
+    ]
+    assert first["cost_card"] == {
+        "name": "A10G 24 GB",
+        "vram_gb": 24.0,
+        "price_per_hour": 1.006,
+        "bf16_tflops": 125.0,
+    }
+    # a caller changing what it got (an estimate's settings, say) changes nothing else
+    first["lora_rank"] = 99
+    first["cards"][0]["vram_gb"] = 1.0
+    first["cards"].append({"name": "fake"})
+    first["extra_cards"][0]["name"] = "changed"
+    first["cost_card"]["price_per_hour"] = 0.0
+    second = s.to_json()
+    assert second["lora_rank"] == 16 and second["cards"][0]["vram_gb"] == 16.0
+    assert len(second["cards"]) == 5 and second["extra_cards"][0]["name"] == "B200 192 GB"
+    assert second["cost_card"]["price_per_hour"] == 1.006
+    assert second == replace(s).to_json()  # a fresh instance builds the same
+    # an estimate without settings uses the defaults
+    config = load("Qwen__Qwen3-0.6B")
+    assert estimate(config).settings == EstimateSettings().to_json()
+    estimate(config).settings["lora_rank"] = 1  # type: ignore[index]
+    assert estimate(config).settings["lora_rank"] == 16

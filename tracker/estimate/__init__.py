@@ -14,7 +14,7 @@ from tracker.bounded import DOCUMENT, BoundsError, load_json
 from tracker.errors import EstimateError
 from tracker.estimate.params import read_config
 from tracker.estimate.report import build_report
-from tracker.estimate.settings import Card, EstimateSettings
+from tracker.estimate.settings import DEFAULT_SETTINGS, Card, EstimateSettings
 from tracker.estimate.tokens import TOKENIZER_FILES, highest_token_id, highest_token_id_from_files
 from tracker.estimate_values import Estimate, SafetensorsHeader
 
@@ -64,7 +64,7 @@ def estimate(
     `max_token_id`, the tokenizer's highest token id when the caller knows it, enables the
     `vocab-too-small` finding. Raises EstimateError (one line) on an unreadable config.
     """
-    s = settings or EstimateSettings()
+    s = settings or DEFAULT_SETTINGS
     try:
         reading = read_config(config)
         return build_report(config, reading, headers, s, max_token_id=max_token_id)

@@ -9,7 +9,10 @@ batch 1 (embeddings and towers on the first card, head and logits on the second)
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
+import operator
 from dataclasses import dataclass
 
 from tracker.estimate.memory import GB, Memory, overhead, state_bytes
@@ -98,8 +101,10 @@ def fit(
     card: Card,
     setup: str,
     best_cuts: dict[str, tuple[float, int] | None] | None = None,
+    largest: int | None = None,
 ) -> Fit:
-    """The fit of `setup` on `card`; `best_cuts` caches `best_cut` per setup across cards."""
+    """The fit of `setup` on `card`; `best_cuts` caches `best_cut` per setup across cards,
+    `largest` the largest layer's parameters (`largest_layer`) across setups and cards."""
     budget = card.vram_gb * GB / s.headroom
     fixed, per_sample = _totals(m, setup)
     if per_sample <= 0:
@@ -120,7 +125,8 @@ def fit(
         best_cuts[setup] = best_cut(r, m, s, setup)
     best = best_cuts[setup]
     if best is None or best[0] > budget:
-        return Fit(0, False, None, split_fails=True, needs=min_cards(r, m, s, budget, setup))
+        needs = min_cards(r, m, s, budget, setup, largest)
+        return Fit(0, False, None, split_fails=True, needs=needs)
     n = len(r.layers)
     return Fit(0, False, (best[1], n - best[1]))
 
@@ -128,12 +134,26 @@ def fit(
 MAX_CARDS = 1024
 
 
-def min_cards(r: Reading, m: Memory, s: EstimateSettings, budget: float, setup: str) -> int:
+def largest_layer(r: Reading) -> int:
+    """The parameters of `r`'s largest layer (0 without layers)."""
+    return max((spec.params for spec in r.layers), default=0)
+
+
+def min_cards(
+    r: Reading,
+    m: Memory,
+    s: EstimateSettings,
+    budget: float,
+    setup: str,
+    largest: int | None = None,
+) -> int:
     """The fewest cards of `budget` bytes that hold `setup` at batch 1 sharded: FSDP / ZeRO-3 for
     training (weights, gradients and optimizer state split, two layers gathered, activations
     whole on each card), tensor parallel for serving (weights and KV split), as a negative
-    number for serving; 0 when even MAX_CARDS cards do not. Per card that is A / n + B."""
-    largest = max((spec.params for spec in r.layers), default=0)
+    number for serving; 0 when even MAX_CARDS cards do not. Per card that is A / n + B.
+    `largest`: `largest_layer(r)`, when the caller already has it."""
+    if largest is None:
+        largest = largest_layer(r)
     if setup == "serve":
         a, b = m.serve_fixed + m.serve_per_sequence, 0.0
     elif setup == "full_finetune":
@@ -161,11 +181,58 @@ def best_cut(r: Reading, m: Memory, s: EstimateSettings, setup: str) -> tuple[fl
     if n < 2:
         return None
     pre_f, lay_f, post_f, pre_a, lay_a, post_a = _parts(r, m, s, setup)
-    need = [f + a for f, a in zip(lay_f, lay_a, strict=True)]
-    prefix = [0.0]
-    for x in need:
-        prefix.append(prefix[-1] + x)
-    head = pre_f + pre_a
+    need = list(map(operator.add, lay_f, lay_a))
+    return balanced_cut(pre_f + pre_a, need, post_f, post_a)
+
+
+def balanced_cut(head: float, need: list[float], post_f: float, post_a: float) -> tuple[float, int]:
+    """(peak, k) of `best_cut` for layers needing `need` (at least two), `head` bytes before them
+    on the first card and `post_f` + `post_a` after them on the second.
+
+    With every need finite and ≥ 0 the first card's bytes, head + prefix[k], never decrease in k
+    and the second's, last − prefix[k] + post_f + post_a, never increase (float rounding is
+    monotone, so this holds for the computed values too). So the minimum of their maximum is at
+    k*, the first k where the first card holds at least as much as the second, or at the
+    earliest k holding k* − 1's second-card figure; both found by bisection, each figure
+    computed exactly as `_balanced_cut_scan` computes it. Anything else (negative or
+    non-finite bytes) is left to the scan.
+    """
+    prefix = list(itertools.accumulate(need, initial=0.0))
+    n = len(need)
+    last = prefix[n]
+
+    def first(k: int) -> float:
+        return head + prefix[k]
+
+    def second(k: int) -> float:
+        return last - prefix[k] + post_f + post_a
+
+    if not (math.isfinite(head + last + post_f + post_a) and min(need) >= 0):
+        return _balanced_cut_scan(head, prefix, post_f, post_a)
+    # k* (n when the first card holds less than the second at every cut)
+    k_star = 1 + bisect.bisect_left(range(1, n), True, key=lambda k: first(k) >= second(k))
+    best: tuple[float, int] | None = None
+    if k_star > 1:
+        # below k* the peak is the second card's, which never increases: its least value is
+        # at k* − 1, and the earliest cut with that value wins ties
+        low = second(k_star - 1)
+        k = 1 + bisect.bisect_left(range(1, k_star - 1), True, key=lambda k: second(k) <= low)
+        best = (second(k), k)
+    if k_star < n:
+        # from k* on the peak is the first card's, which never decreases: least at k*
+        a, b = first(k_star), second(k_star)
+        worst = a if a > b else b
+        if best is None or worst < best[0]:
+            best = (worst, k_star)
+    assert best is not None  # n ≥ 2: at least one of the two ranges is not empty
+    return best
+
+
+def _balanced_cut_scan(
+    head: float, prefix: list[float], post_f: float, post_a: float
+) -> tuple[float, int]:
+    """`balanced_cut` by trying every cut (prefix: the layers' running sums, from 0.0)."""
+    n = len(prefix) - 1
     last = prefix[n]
     best: tuple[float, int] | None = None
     for k in range(1, n):
@@ -174,6 +241,7 @@ def best_cut(r: Reading, m: Memory, s: EstimateSettings, setup: str) -> tuple[fl
         worst = first if first > second else second
         if best is None or worst < best[0]:
             best = (worst, k)
+    assert best is not None
     return best
 
 
@@ -181,8 +249,9 @@ def card_table(r: Reading, m: Memory, s: EstimateSettings) -> tuple[CardFit, ...
     """The §5 `cards` list: one entry per configured card with each setup's fit."""
     out: list[CardFit] = []
     best_cuts: dict[str, tuple[float, int] | None] = {}
+    largest = largest_layer(r)
     for card in s.all_cards:
-        fits = {setup: fit(r, m, s, card, setup, best_cuts).typed() for setup in SETUPS}
+        fits = {setup: fit(r, m, s, card, setup, best_cuts, largest).typed() for setup in SETUPS}
         out.append(
             CardFit(card.name, card.vram_gb, fits["full_finetune"], fits["lora"], fits["serve"])
         )

@@ -122,16 +122,34 @@ class EstimateSettings:
         return self.cards + self.extra_cards
 
     def to_json(self) -> dict[str, Any]:
-        """Every setting by name (cards as objects): the `settings` part of the report."""
+        """Every setting by name (cards as objects): the `settings` part of the report.
+
+        A new dict each call, its card objects new too (callers may change what they get); the
+        rest are numbers, words and booleans, shared with `_json_template`."""
+        template, card_fields = self._json_template
+        out = dict(template)
+        for name in card_fields:
+            value = template[name]
+            out[name] = dict(value) if isinstance(value, dict) else [dict(c) for c in value]
+        return out
+
+    @functools.cached_property
+    def _json_template(self) -> tuple[dict[str, Any], tuple[str, ...]]:
+        """(every setting by name, cards as objects; the names holding cards), built once per
+        instance: the settings are frozen, so it never goes stale. Private: `to_json` hands out
+        copies, never this dict."""
         out: dict[str, Any] = {}
+        card_fields: list[str] = []
         for f in fields(self):
             value = getattr(self, f.name)
             if isinstance(value, Card):
                 value = asdict(value)
+                card_fields.append(f.name)
             elif isinstance(value, tuple):
                 value = [asdict(v) for v in value]
+                card_fields.append(f.name)
             out[f.name] = value
-        return out
+        return out, tuple(card_fields)
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any] | None) -> EstimateSettings:
@@ -146,6 +164,11 @@ class EstimateSettings:
         )
         settings: EstimateSettings = block.settings()
         return settings
+
+
+DEFAULT_SETTINGS = EstimateSettings()
+"""The reference settings, one shared (frozen) instance: an estimate without settings uses it,
+so its `to_json` is built once per process rather than once per estimate."""
 
 
 def __getattr__(name: str) -> Any:
