@@ -456,7 +456,6 @@ def test_a_tensor_change_in_another_shard_is_not_the_same_place(store: AdvisoryS
     )
 
 
-
 def _preflight(config: bytes | None = None, *, bf16: int = 0) -> Preflight:
     """A revision's preflight with `config` (None: no config.json) and a safetensors header of
     `bf16` BF16 parameters (0: no safetensors), asked about `q_proj`."""
