@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from advkit import HUB, MIXTRAL, MIXTRAL_SHAS, NOW, R1, R1_SHAS, ch, commit, make_store, publish
@@ -10,14 +11,18 @@ from advkit import HUB, MIXTRAL, MIXTRAL_SHAS, NOW, R1, R1_SHAS, ch, commit, mak
 from tracker.advisories import service
 from tracker.advisories.schema import validate_record
 from tracker.advisories.service import withdraw_rewritten
-from tracker.domain import AdvisoryState, Severity, WithdrawnBy
+from tracker.domain import AdvisoryState, SafetensorsHeader, Severity, TensorInfo, WithdrawnBy
 from tracker.domain import Artifact as A
 from tracker.domain import ChangeKind as K
 from tracker.errors import AdvisoryError, ConfigError, StoreError
+from tracker.preflight.delta import preflight_delta
+from tracker.preflight.report import Preflight, run_preflight
+from tracker.preflight.settings import PreflightSettings
 from tracker.store.advisories import AdvisoryStore
 
 M = MIXTRAL_SHAS
 URL = f"{HUB}/{MIXTRAL}"
+SHA5 = "41c1fe324a57f555d8df74b85a1353a583746532"
 MIXTRAL_02 = (
     ch(A.CONFIG, K.ADDED, "attention_dropout", None, 0.0),
     ch(A.CONFIG, K.CHANGED, "model_type", "mistral", "mixtral"),
@@ -449,3 +454,53 @@ def test_a_tensor_change_in_another_shard_is_not_the_same_place(store: AdvisoryS
     assert (
         still is not None and "fixed" not in still.record["affected"][0]["ranges"][0]["events"][-1]
     )
+
+
+def _preflight(config: bytes | None = None, *, bf16: int = 0) -> Preflight:
+    """A revision's preflight with `config` (None: no config.json) and a safetensors header of
+    `bf16` BF16 parameters (0: no safetensors), asked about `q_proj`."""
+    files = {} if config is None else {"config.json": config}
+    headers = {}
+    if bf16:
+        info = TensorInfo("BF16", (bf16,), 2 * bf16)
+        headers = {"model.safetensors": SafetensorsHeader({"model.embed_tokens.weight": info})}
+    settings = PreflightSettings(lora_targets=("q_proj",))
+    return run_preflight(files=files, headers=headers, tree=(), tables={}, settings=settings)
+
+
+def test_undoing_a_low_answer_found_is_published_at_its_own_severity(store: AdvisoryStore) -> None:
+    """A first config.json makes a low "answer found" advisory (`q_proj`: 28 modules); the next
+    revision deletes the config, the high loss of that answer. The loss undoes the low advisory's
+    change exactly, so it was absorbed by that advisory's fix: no advisory at all, only a "fixed"
+    low one. Now it fixes the low advisory and is published (as a change, not as a fix). The
+    other way round, a moderate loss (the safetensors gone) undone by a low find, the find is
+    still absorbed by the fix."""
+    configs = Path(__file__).parents[1] / "data" / "configs"
+    config = (configs / "Qwen__Qwen3-0.6B.json").read_bytes()
+    none, known = _preflight(), _preflight(config)
+    found, lost = preflight_delta(none, known), preflight_delta(known, none)
+    assert [(c.kind, c.after) for c in found] == [(K.ADDED, {"attention.full": 28})]
+    [low] = _pub(store, M[1], M[0], found)
+    assert low.severity is Severity.LOW
+    [high] = _pub(store, M[2], M[1], lost, now=NOW + timedelta(hours=1))
+    assert (high.severity, high.record["database_specific"]["changes"][0]["summary"]) == (
+        Severity.HIGH,
+        "`q_proj`: 28 modules → cannot resolve: no config.json at this revision",
+    )
+    assert "**Kind: a change with no evidence that it fixes or breaks something**" in str(
+        high.record["details"]
+    )
+    fixed = store.get(low.id)
+    assert fixed is not None
+    assert fixed.record["affected"][0]["ranges"][0]["events"][-1] == {"fixed": M[2]}
+
+    weights = _preflight(bf16=10**9)
+    gone = preflight_delta(weights, none)
+    [moderate] = _pub(store, M[3], M[2], gone, now=NOW + timedelta(hours=2))
+    assert moderate.severity is Severity.MODERATE
+    back = preflight_delta(none, weights)
+    assert [c.kind for c in back] == [K.ADDED]
+    assert _pub(store, SHA5, M[3], back, now=NOW + timedelta(hours=3)) == []
+    again = store.get(moderate.id)
+    assert again is not None
+    assert again.record["affected"][0]["ranges"][0]["events"][-1] == {"fixed": SHA5}

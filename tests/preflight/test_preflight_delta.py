@@ -140,6 +140,29 @@ def test_an_answer_lost_with_an_unreadable_config_is_not_published_twice() -> No
     assert preflight_delta(answered, unread) == []
 
 
+def test_weights_lost_with_an_unreadable_config_are_still_a_capacity_change() -> None:
+    """Safetensors replaced by .bin in the revision that breaks config.json: the capacity answer
+    is lost with the headers, not with the config (it is counted from the headers alone), so the
+    loss is published with that reason; it was recorded as "could not read config.json" and, as
+    an answer lost with an unreadable config, never published (nor when the config came back)."""
+    why = "no safetensors headers at this revision (nothing to count bytes from)"
+    lost = _run(None, raw=b"[" * 200)
+    assert lost.capacity_error == why
+    assert (lost.lora_error or "").startswith("could not read config.json: ")
+    [c] = preflight_delta(_run(NEXT, "BF16"), lost)
+    assert (c.key, c.kind, c.after, c.summary) == (
+        "preflight.capacity",
+        ChangeKind.CHANGED,
+        f"unknown: {why}",
+        f"what it takes to fetch and hold changed: capacity 2.00 GB → unknown: {why}",
+    )
+    # the config repaired, the weights still .bin: the LoRA answers are found, capacity stays lost
+    assert [(c.key, c.kind) for c in preflight_delta(lost, _run(NEXT))] == [
+        ("preflight.lora.q_proj", ChangeKind.ADDED),
+        ("preflight.lora.in_proj_qkvz", ChangeKind.ADDED),
+    ]
+
+
 def test_an_answer_found_where_there_was_none_is_an_added_change_stating_it() -> None:
     """A first safetensors upload and a first config.json: the answers now known are published
     (kind ADDED, the low `preflight-answer-found` rule), each saying what it now is and why it

@@ -14,7 +14,14 @@ from datetime import datetime
 from typing import assert_never
 
 from tracker.advisories.advice import Restore
-from tracker.advisories.classify import Classified, Context, Overrides, classify, parse_overrides
+from tracker.advisories.classify import (
+    SEVERITY_RANK,
+    Classified,
+    Context,
+    Overrides,
+    classify,
+    parse_overrides,
+)
 from tracker.advisories.consistency import Finding, assign
 from tracker.advisories.consistency import introduced as introduced_findings
 from tracker.advisories.consistency import resolved as resolved_findings
@@ -132,8 +139,8 @@ def publish(
     id (existing ones if this revision was published before; nothing is allocated or written then).
     Side effects, in the same transaction: open advisories of the repo get `commit` added to their
     versions, or a `fixed` event when its changes restore every earlier value (changes that directly
-    undo a fixed advisory's changes make no new advisory; a partial restore, or a change from a third
-    value, does); suppressed changes are recorded. Raises AdvisoryError when a record fails
+    undo a fixed advisory's changes make no new advisory; a partial restore, a change from a third
+    value, or one more severe than the advisory it undoes, does); suppressed changes are recorded. Raises AdvisoryError when a record fails
     the OSV schema (nothing is written), ConfigError for invalid overrides.
 
     `judgement`: `judge(changes, overrides, context)` computed ahead (the pipeline's analysis
@@ -184,10 +191,16 @@ def _publish(
             moved = step.pending != tuple(pending)
             extend.append((cand, _dump_pending(step.pending) if moved else None))
             continue
-        restoring |= step.restoring
         stored = tx.get(cand.id)
         if stored is None:  # pragma: no cover - the candidate was read in this transaction
             raise AdvisoryError(f"advisory {cand.id} vanished")
+        # A change that undoes this advisory's is absorbed by its fix, unless it is more severe
+        # than the advisory: undoing a low "answer found" or "card now fits" loses the answer or
+        # the fit (high), which is published as an advisory of its own, not only as a fix.
+        rank = SEVERITY_RANK[stored.advisory.severity]
+        restoring |= {
+            i for i in step.restoring if SEVERITY_RANK[judgement.classified[i].severity] <= rank
+        }
         record = mark_fixed(stored.advisory.record, sha, now, subject.commit)
         validate_record(record)
         old = stored.advisory
@@ -330,7 +343,8 @@ def _restores(
     group: ChangeGroup, earlier: Sequence[StoredAdvisory], sha: Sha
 ) -> tuple[Restore, ...]:
     """The changes of `group` that set a value back to what it was before an earlier (open or
-    fixed) advisory of the repo changed it, with that advisory's id."""
+    fixed) advisory of the repo changed it, with that advisory's id. Undoing a less severe
+    advisory's change is no fix of it (a low "answer found" undone is the answer lost)."""
     out: list[Restore] = []
     for c in group.published:
         ch = c.change
@@ -338,6 +352,8 @@ def _restores(
         now_digest = value_digest(ch.after)
         for stored in earlier:
             if stored.advisory.introduced == sha:
+                continue
+            if SEVERITY_RANK[c.severity] > SEVERITY_RANK[stored.advisory.severity]:
                 continue
             for p in stored.pending:
                 entry = PendingChange.from_json(p)

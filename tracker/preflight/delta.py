@@ -9,10 +9,12 @@ capacity or LoRA answer that the revision loses (safetensors replaced by .bin: n
 the LoRA resolution cannot read) is a change, before → after ("`q_proj`: 61 modules → cannot
 resolve: …"), kind CHANGED; one found where the previous revision had none (a first safetensors
 upload, a first or repaired config.json) is a change of kind ADDED, published low (nothing that
-worked breaks: the advisory states the answer now known); unknown on both sides is none. An answer
-lost because config.json could not be read is not published: the unreadable config is an advisory
-of its own, with the reason. One found after such a revision is published: it is the only place
-the answer shows again (the config's own "readable again" change does not compare values).
+worked breaks: the advisory states the answer now known); unknown on both sides is none. A LoRA
+answer lost because config.json could not be read is not published: the unreadable config is an
+advisory of its own, with the reason. One found after such a revision is published: it is the only
+place the answer shows again (the config's own "readable again" change does not compare values).
+Capacity is counted from the safetensors headers alone, so it is lost only with them (whether or
+not config.json is readable at the same revision) and that loss is always published.
 
 - `preflight.remote_code.transformers-<V>`: the remote code stops importing on V (BROKEN, with
   the remote-code files the revision lacks, the missing names, the module that lacks each and the
@@ -185,8 +187,6 @@ def _capacity(before: Preflight, after: Preflight) -> list[Change]:
             f"(unknown at the previous revision: {_there(before.capacity_error)})"
         )
         return [Change(_ART, ChangeKind.ADDED, "", "preflight.capacity", was, va, summary)]
-    if va is None and (after.capacity_error or "").startswith(CONFIG_UNREAD):
-        return []  # the unreadable config.json is its own advisory
     if va is None:  # the revision loses an answer the previous one had
         cb = before.capacity
         assert cb is not None

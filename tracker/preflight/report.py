@@ -308,7 +308,7 @@ def run_preflight(
             throughput_mb_s=settings.throughput_mb_s,
             window_hours=settings.provisioning_window_h,
         )
-    elif cap_error is None:
+    else:  # whatever config.json says: capacity is counted from the headers alone
         cap_error = "no safetensors headers at this revision (nothing to count bytes from)"
     return Preflight(
         remote_code=code,
