@@ -11,7 +11,7 @@ import builtins
 import functools
 import math
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -309,6 +309,12 @@ class Reading:
         counts = Counter(map(id, self.layers))
         spec = {id(x): x for x in self.layers}
         return tuple((spec[i], n) for i, n in counts.items())
+
+    def per_layer(self, figure: Callable[[LayerSpec], float]) -> tuple[float, ...]:
+        """`figure` of each layer, in order, worked out once per kind of layer (`layer_kinds`)
+        and looked up for every layer of that kind: `figure` must depend on the layer alone."""
+        once = {id(spec): figure(spec) for spec, _ in self.layer_kinds}
+        return tuple(map(once.__getitem__, map(id, self.layers)))
 
     @functools.cached_property
     def layer_params(self) -> int:
