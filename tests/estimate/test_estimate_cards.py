@@ -1,16 +1,27 @@
 """The two-card cut of tracker/estimate/cards.py: the bisection (`balanced_cut`) returns exactly
 what trying every cut (`_balanced_cut_scan`, the former loop) returns: the same peak, bit for
-bit, and the same cut, the smallest on ties."""
+bit, and the same cut, the smallest on ties. Per-layer figures worked out once per kind of layer
+(`Reading.layer_kinds`) are those of a layer-by-layer walk."""
 
 from __future__ import annotations
 
+import copy
 import itertools
+import json
 import math
+from dataclasses import replace
+from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracker.estimate.cards import _balanced_cut_scan, balanced_cut
+from tracker.estimate import Card, EstimateSettings
+from tracker.estimate.cards import _balanced_cut_scan, balanced_cut, card_table
+from tracker.estimate.memory import compute, layer_activation_bytes, layer_kv_bytes
+from tracker.estimate.params import read_config
+
+CONFIGS = Path(__file__).parents[1] / "data" / "configs"
 
 
 def scan(head: float, need: list[float], post_f: float, post_a: float) -> tuple[float, int]:
@@ -78,3 +89,35 @@ def test_negative_or_non_finite_bytes_fall_back_to_the_scan(
     head: float, need: list[float], post_f: float, post_a: float
 ) -> None:
     assert same(balanced_cut(head, need, post_f, post_a), scan(head, need, post_f, post_a))
+
+
+def test_layer_kinds_of_a_reading() -> None:
+    r = read_config(json.loads((CONFIGS / "deepseek-ai__DeepSeek-V3.json").read_text()))
+    (dense, n_dense), (moe, n_moe) = r.layer_kinds
+    assert (n_dense, n_moe, dense.ffn, moe.ffn) == (3, 58, "swiglu", "moe")
+    assert r.layer_params == sum(spec.params for spec in r.layers)
+    assert r.layer_params == 3 * dense.params + 58 * moe.params
+    assert r.largest_layer == moe.params == max(spec.params for spec in r.layers)
+
+
+@pytest.mark.parametrize(
+    "name", ["deepseek-ai__DeepSeek-V3", "google__gemma-3-1b-it", "Qwen__Qwen3.5-27B"]
+)
+def test_figures_per_kind_are_those_of_every_layer(name: str) -> None:
+    # the same reading with every layer its own object: each figure worked out layer by layer
+    shared = read_config(json.loads((CONFIGS / f"{name}.json").read_text()))
+    own = replace(shared, layers=tuple(copy.copy(spec) for spec in shared.layers))
+    assert len(own.layer_kinds) == len(own.layers) > len(shared.layer_kinds) >= 2
+    s = EstimateSettings(
+        lora_base="nf4",
+        extra_cards=(Card("tiny 2 GB", 2.0), Card("mini 8 GB", 8.0)),
+        serve_prompt_tokens=512,
+    )
+    m, m_own = compute(shared, s), compute(own, s)
+    assert m == m_own
+    tokens = m.train_tokens
+    assert m.layer_act == tuple(
+        layer_activation_bytes(spec, shared, 2.0, tokens) * tokens for spec in shared.layers
+    )
+    assert m.layer_kv == tuple(layer_kv_bytes(spec, m.serve_tokens) for spec in shared.layers)
+    assert card_table(shared, m, s) == card_table(own, m_own, s)

@@ -65,14 +65,14 @@ def _parts(
 ) -> tuple[float, list[float], float, float, list[float], float]:
     """(pre fixed, per-layer fixed, post fixed, pre per-sample, per-layer per-sample, post per-sample)."""
     layer_params = [spec.params for spec in r.layers]
-    pre_params = r.total - sum(layer_params) - r.head_params
+    pre_params = r.total - r.layer_params - r.head_params
     if setup == "full_finetune":
         k = m.full_bytes_per_param
         fixed = [p * k for p in layer_params]
         return pre_params * k, fixed, r.head_params * k, 0.0, list(m.layer_act), m.logits_act
     if setup == "lora":
         k = m.lora_bytes_per_param
-        total_dims = sum(spec.lora_dims for spec in r.layers) or 1
+        total_dims = sum(spec.lora_dims * n for spec, n in r.layer_kinds) or 1
         fixed = [
             spec.params * k
             + m.lora_adapter_params * (spec.lora_dims / total_dims) * s.lora_adapter_bytes_per_param
@@ -101,10 +101,8 @@ def fit(
     card: Card,
     setup: str,
     best_cuts: dict[str, tuple[float, int] | None] | None = None,
-    largest: int | None = None,
 ) -> Fit:
-    """The fit of `setup` on `card`; `best_cuts` caches `best_cut` per setup across cards,
-    `largest` the largest layer's parameters (`largest_layer`) across setups and cards."""
+    """The fit of `setup` on `card`; `best_cuts` caches `best_cut` per setup across cards."""
     budget = card.vram_gb * GB / s.headroom
     fixed, per_sample = _totals(m, setup)
     if per_sample <= 0:
@@ -125,8 +123,7 @@ def fit(
         best_cuts[setup] = best_cut(r, m, s, setup)
     best = best_cuts[setup]
     if best is None or best[0] > budget:
-        needs = min_cards(r, m, s, budget, setup, largest)
-        return Fit(0, False, None, split_fails=True, needs=needs)
+        return Fit(0, False, None, split_fails=True, needs=min_cards(r, m, s, budget, setup))
     n = len(r.layers)
     return Fit(0, False, (best[1], n - best[1]))
 
@@ -134,26 +131,12 @@ def fit(
 MAX_CARDS = 1024
 
 
-def largest_layer(r: Reading) -> int:
-    """The parameters of `r`'s largest layer (0 without layers)."""
-    return max((spec.params for spec in r.layers), default=0)
-
-
-def min_cards(
-    r: Reading,
-    m: Memory,
-    s: EstimateSettings,
-    budget: float,
-    setup: str,
-    largest: int | None = None,
-) -> int:
+def min_cards(r: Reading, m: Memory, s: EstimateSettings, budget: float, setup: str) -> int:
     """The fewest cards of `budget` bytes that hold `setup` at batch 1 sharded: FSDP / ZeRO-3 for
     training (weights, gradients and optimizer state split, two layers gathered, activations
     whole on each card), tensor parallel for serving (weights and KV split), as a negative
-    number for serving; 0 when even MAX_CARDS cards do not. Per card that is A / n + B.
-    `largest`: `largest_layer(r)`, when the caller already has it."""
-    if largest is None:
-        largest = largest_layer(r)
+    number for serving; 0 when even MAX_CARDS cards do not. Per card that is A / n + B."""
+    largest = r.largest_layer
     if setup == "serve":
         a, b = m.serve_fixed + m.serve_per_sequence, 0.0
     elif setup == "full_finetune":
@@ -249,9 +232,8 @@ def card_table(r: Reading, m: Memory, s: EstimateSettings) -> tuple[CardFit, ...
     """The §5 `cards` list: one entry per configured card with each setup's fit."""
     out: list[CardFit] = []
     best_cuts: dict[str, tuple[float, int] | None] = {}
-    largest = largest_layer(r)
     for card in s.all_cards:
-        fits = {setup: fit(r, m, s, card, setup, best_cuts, largest).typed() for setup in SETUPS}
+        fits = {setup: fit(r, m, s, card, setup, best_cuts).typed() for setup in SETUPS}
         out.append(
             CardFit(card.name, card.vram_gb, fits["full_finetune"], fits["lora"], fits["serve"])
         )

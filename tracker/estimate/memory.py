@@ -51,6 +51,7 @@ activations are live again during its recomputation.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tracker.estimate.reading import LayerSpec, Reading
@@ -205,7 +206,7 @@ def layer_activation_bytes(spec: LayerSpec, r: Reading, a: float, tokens: int = 
 
 def lora_adapter_params(r: Reading, rank: int, targets: str) -> int:
     """LoRA parameters: rank × (in + out) summed over the targeted linears (head excluded)."""
-    dims = sum(spec.lora_dims for spec in r.layers)
+    dims = sum(spec.lora_dims * n for spec, n in r.layer_kinds)
     if targets.strip() in ("all-linear", "all", ""):
         return rank * dims
     wanted = {t.strip() for t in targets.split(",") if t.strip()}
@@ -284,7 +285,7 @@ def _full_fixed(r: Reading, s: EstimateSettings) -> tuple[float, float]:
     """(bytes per card, effective unsharded bytes per parameter) of full fine-tuning's fixed part."""
     w, g, o = state_bytes(s)
     dw, dg, do = _sharded(s)
-    largest = max((spec.params for spec in r.layers), default=0)
+    largest = r.largest_layer
     weights = r.total * w / dw + (2 * largest * w if dw > 1 else 0.0)
     grads = largest * g if s.optimizer_in_backward else r.total * g / dg
     optim = r.total * o / do
@@ -292,15 +293,11 @@ def _full_fixed(r: Reading, s: EstimateSettings) -> tuple[float, float]:
     return (weights + grads + optim) * overhead(s), unsharded * overhead(s)
 
 
-def _layer_params(r: Reading) -> int:
-    return sum(spec.params for spec in r.layers)
-
-
 def _base_bytes(r: Reading, s: EstimateSettings, kind: str, bf16: float) -> tuple[float, float]:
     """(bytes, bytes per layer parameter) of frozen weights: layer linears at `kind`'s width
     (bf16: `bf16` bytes), embeddings, head and towers at `bf16` bytes."""
     per = QUANT_BYTES.get(kind, bf16)
-    layers = _layer_params(r)
+    layers = r.layer_params
     return layers * per + (r.total - layers) * bf16, per
 
 
@@ -310,9 +307,10 @@ def _lora_fixed(r: Reading, s: EstimateSettings, adapter: int) -> tuple[float, f
     embeddings and head) with their gradients and optimizer state, sharded as set."""
     base, per = _base_bytes(r, s, s.lora_base, s.lora_base_bytes_per_param)
     dw, _, do = _sharded(s)
-    largest = max((spec.params for spec in r.layers), default=0)
+    largest = r.largest_layer
     if s.lora_base in QUANT_BYTES:  # one dequantized bf16 linear in flight
-        base += 2.0 * r.hidden * max((x.moe_width or x.ffn_width for x in r.layers), default=0)
+        widest = max((x.moe_width or x.ffn_width for x, _ in r.layer_kinds), default=0)
+        base += 2.0 * r.hidden * widest
     trained = adapter * (s.lora_adapter_bytes_per_param if s.precision != "bf16" else 8.0)
     if s.lora_trainable_embeddings:
         extra = r.embedding + r.head_params
@@ -329,7 +327,7 @@ def prefill_bytes(r: Reading, tokens: int, a: float) -> float:
     tokens' share of that, fp32 router probabilities; attention: Q, K, V and output) plus the
     residual stream and the normed input, per token × tokens."""
     worst = 0.0
-    for spec in r.layers:
+    for spec, _ in r.layer_kinds:  # the largest over the kinds of layer is the largest over all
         if spec.ffn == "moe" and spec.experts:
             routed = spec.top_k * 3 * spec.moe_width + 3 * spec.shared_width
             ffn = a * (2 * r.hidden + routed) + 4.0 * spec.experts
@@ -345,6 +343,13 @@ def prefill_bytes(r: Reading, tokens: int, a: float) -> float:
     return (worst + 2 * a * r.hidden) * tokens
 
 
+def _per_layer(r: Reading, figure: Callable[[LayerSpec], float]) -> tuple[float, ...]:
+    """`figure` of each layer of `r`, in order, worked out once per kind of layer
+    (`Reading.layer_kinds`) and looked up for every layer of that kind."""
+    once = {id(spec): figure(spec) for spec, _ in r.layer_kinds}
+    return tuple(map(once.__getitem__, map(id, r.layers)))
+
+
 def compute(r: Reading, s: EstimateSettings, serve_bytes: float | None = None) -> Memory:
     """All memory figures of `r` under settings `s`, per card where `s.shards` (training) or
     `s.serve_shards` (serving) > 1;
@@ -354,8 +359,8 @@ def compute(r: Reading, s: EstimateSettings, serve_bytes: float | None = None) -
     train_tokens = min(s.train_seq_len, ctx)
     serve_tokens = s.serve_seq_len
     a = 4.0 if s.precision == "fp32" else s.activation_bytes
-    layer_act = tuple(
-        layer_activation_bytes(spec, r, a, train_tokens) * train_tokens for spec in r.layers
+    layer_act = _per_layer(
+        r, lambda spec: layer_activation_bytes(spec, r, a, train_tokens) * train_tokens
     )
     # bf16 logits, their fp32 upcast and its fp32 gradient; chunked: the saved fp32 log-probs only
     logits = (4.0 if s.chunked_loss else 10.0) * r.vocab * train_tokens
@@ -366,7 +371,7 @@ def compute(r: Reading, s: EstimateSettings, serve_bytes: float | None = None) -
         act = sum(layer_act) + logits
     adapter = lora_adapter_params(r, s.lora_rank, s.lora_targets)
     kv_scale = s.kv_bytes_per_value / 2.0
-    layer_kv = tuple(layer_kv_bytes(spec, serve_tokens, kv_scale) for spec in r.layers)
+    layer_kv = _per_layer(r, lambda spec: layer_kv_bytes(spec, serve_tokens, kv_scale))
     full_fixed, full_per = _full_fixed(r, s)
     lora_fixed, lora_per = _lora_fixed(r, s, adapter)
     shards = max(1, s.shards)

@@ -8,7 +8,9 @@ key, so a hostile config gives a one-line reason instead of a crash or a hang.
 from __future__ import annotations
 
 import builtins
+import functools
 import math
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -293,3 +295,27 @@ class Reading:
     known_family: bool = True
     unknown: tuple[str, ...] = ()
     flag_notes: Mapping[str, str] = field(default_factory=dict)
+
+    @functools.cached_property
+    def layer_kinds(self) -> tuple[tuple[LayerSpec, int], ...]:
+        """Each distinct layer object and how many of the layers it is, in order of first
+        appearance.
+
+        Readers hand identical layers one shared LayerSpec (61 layers of two kinds, say), so what
+        depends on a layer alone is worked out once per kind. Layers equal but not shared are
+        kinds of their own, which costs work, never a different answer. Cached: the reading is
+        frozen and its layers a tuple of frozen specs.
+        """
+        counts = Counter(map(id, self.layers))
+        spec = {id(x): x for x in self.layers}
+        return tuple((spec[i], n) for i, n in counts.items())
+
+    @functools.cached_property
+    def layer_params(self) -> int:
+        """The parameters of all layers."""
+        return sum(spec.params * n for spec, n in self.layer_kinds)
+
+    @functools.cached_property
+    def largest_layer(self) -> int:
+        """The parameters of the largest layer (0 without layers)."""
+        return max((spec.params for spec, _ in self.layer_kinds), default=0)
