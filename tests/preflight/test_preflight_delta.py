@@ -163,6 +163,48 @@ def test_weights_lost_with_an_unreadable_config_are_still_a_capacity_change() ->
     ]
 
 
+def test_bytes_per_parameter_is_not_compared_across_an_unreadable_config() -> None:
+    """GPTQ 8-bit weights: counted without the config, packed weights unpack at 4 bits (1.20 →
+    0.67 bytes/parameter), a capacity advisory at the revision that breaks config.json and another
+    at the one that repairs it, next to the unreadable config's own. Weights that do move still
+    are a change."""
+    config = json.loads((CONFIGS / "Qwen__Qwen3-0.6B.json").read_text())
+    config["quantization_config"] = {"quant_method": "gptq", "bits": 8}
+
+    def run(raw: bytes, scale: int = 1) -> Preflight:
+        header = {
+            "model.layers.0.mlp.down_proj.qweight": TensorInfo("I32", (10**8,), 4 * 10**8),
+            "model.embed_tokens.weight": TensorInfo("F16", (10**8 * scale,), 2 * 10**8 * scale),
+        }
+        return run_preflight(
+            files={"config.json": raw},
+            headers={"model.safetensors": SafetensorsHeader(header)},
+            tree=(),
+            tables={},
+            settings=PreflightSettings(lora_targets=("q_proj",)),
+        )
+
+    ok, unread = run(json.dumps(config).encode()), run(b"[" * 200)
+    assert ok.capacity is not None and unread.capacity is not None
+    assert (
+        round(ok.capacity.bytes_per_param or 0, 2),
+        round(unread.capacity.bytes_per_param or 0, 2),
+    ) == (
+        1.2,
+        0.67,
+    )
+    assert preflight_delta(ok, unread) == []
+    assert [(c.key, c.kind) for c in preflight_delta(unread, ok)] == [
+        ("preflight.lora.q_proj", ChangeKind.ADDED)
+    ]
+    [c] = preflight_delta(ok, run(b"[" * 200, scale=2))
+    assert c.summary == (
+        "what it takes to fetch and hold changed: weights 0.60 GB → 0.80 GB; "
+        "download 0.60 GB → 0.80 GB, 0.00 → 0.00 h at 126 MB/s"
+    )
+    assert "bytes_per_param" not in c.after  # type: ignore[operator]
+
+
 def test_an_answer_found_where_there_was_none_is_an_added_change_stating_it() -> None:
     """A first safetensors upload and a first config.json: the answers now known are published
     (kind ADDED, the low `preflight-answer-found` rule), each saying what it now is and why it

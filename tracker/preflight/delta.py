@@ -14,7 +14,9 @@ answer lost because config.json could not be read is not published: the unreadab
 advisory of its own, with the reason. One found after such a revision is published: it is the only
 place the answer shows again (the config's own "readable again" change does not compare values).
 Capacity is counted from the safetensors headers alone, so it is lost only with them (whether or
-not config.json is readable at the same revision) and that loss is always published.
+not config.json is readable at the same revision) and that loss is always published; its bytes per
+parameter needs the config's layer count and bits, so it is not compared when either side's
+config.json could not be read (a GPTQ 8-bit checkpoint read as 4-bit: 1.20 → 0.67).
 
 - `preflight.remote_code.transformers-<V>`: the remote code stops importing on V (BROKEN, with
   the remote-code files the revision lacks, the missing names, the module that lacks each and the
@@ -174,6 +176,11 @@ def _held(c: Capacity) -> str:
     return "; ".join(parts)
 
 
+def _config_unread(p: Preflight) -> bool:
+    """Whether `p`'s config.json could not be read (its LoRA answer says so)."""
+    return (p.lora_error or "").startswith(CONFIG_UNREAD)
+
+
 def _capacity(before: Preflight, after: Preflight) -> list[Change]:
     vb, va = _capacity_view(before), _capacity_view(after)
     if vb is None and va is None:
@@ -199,12 +206,18 @@ def _capacity(before: Preflight, after: Preflight) -> list[Change]:
         # measured differently (tree sizes on one side only): not a change of the revision
         for v in (vb, va):
             v.pop("download_bytes")
+    if _config_unread(before) or _config_unread(after):
+        # counted without the config's layer count and bits (every layer's tensors, packed
+        # weights unpacked at 4 bits): bytes per parameter moves with the config's readability,
+        # not the revision's weights; the unreadable config.json is its own advisory
+        for v in (vb, va):
+            v.pop("bytes_per_param")
     if vb == va:
         return []
     cb, ca = before.capacity, after.capacity
     assert cb is not None and ca is not None
     notes: list[str] = []
-    if vb["bytes_per_param"] != va["bytes_per_param"] or vb["quantized"] != va["quantized"]:
+    if vb.get("bytes_per_param") != va.get("bytes_per_param") or vb["quantized"] != va["quantized"]:
         notes.append(f"{ca.quantization_note} (was {cb.quantization_note})")
     moved = [
         f"{name} {vb['cards'].get(name, '—')} → {n}"  # type: ignore[union-attr]
