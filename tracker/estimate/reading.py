@@ -59,27 +59,27 @@ class ConfigView:
     def _name(self, key: str) -> str:
         return self._prefix + key
 
+    # A reading consults a config a few hundred times: the methods below record `_name(key)`
+    # spelled out (`_prefix + key`) rather than through calls.
+
     def mark(self, *keys: str) -> None:
         """Record `keys` as understood without reading them (their meaning is accounted for)."""
-        # `_name` of each key, spelled out: the readers mark keys a few hundred times per config
-        if self._prefix:
-            prefix = self._prefix
-            self.used.update([prefix + k for k in keys])
-        else:
-            self.used.update(keys)
+        prefix = self._prefix
+        self.used.update([prefix + k for k in keys] if prefix else keys)
 
     def has(self, key: str) -> bool:
-        self.used.add(self._name(key))
+        self.used.add(self._prefix + key)
         return self.data.get(key) is not None
 
     def raw(self, key: str, default: Any = None) -> Any:
-        self.used.add(self._name(key))
+        self.used.add(self._prefix + key)
         value = self.data.get(key, default)
         return default if value is None else value
 
     def first_key(self, *keys: str) -> str | None:
         """The first of `keys` present (an alias set: all of them count as consulted)."""
-        self.mark(*keys)
+        prefix = self._prefix
+        self.used.update([prefix + k for k in keys] if prefix else keys)
         data = self.data
         for key in keys:
             if data.get(key) is not None:
@@ -136,19 +136,21 @@ class ConfigView:
         return float(value)
 
     def bool(self, key: str, default: bool) -> bool:
-        if not self.has(key):
+        self.used.add(self._prefix + key)
+        value = self.data.get(key)
+        if value is None:
             return default
-        value = self.data[key]
         if not isinstance(value, bool):
             raise EstimateError(f"config {self._name(key)} must be true/false, got {_short(value)}")
         return value
 
     def str(self, key: str, default: str = "") -> str:
-        value = self.raw(key, default)
+        self.used.add(self._prefix + key)
+        value = self.data.get(key)
         return value if isinstance(value, str) else default
 
     def list(self, key: builtins.str) -> builtins.list[Any] | None:
-        self.used.add(self._name(key))
+        self.used.add(self._prefix + key)
         value = self.data.get(key)
         return value if isinstance(value, list) else None
 
