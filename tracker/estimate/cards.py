@@ -13,77 +13,65 @@ import bisect
 import itertools
 import math
 import operator
-from dataclasses import dataclass
 
 from tracker.estimate.memory import GB, Memory, overhead, state_bytes
 from tracker.estimate.reading import Reading
 from tracker.estimate.settings import Card, EstimateSettings
-from tracker.estimate_values import CardFit
-from tracker.estimate_values import Fit as FitJSON
+from tracker.estimate_values import CardFit, Fit
 
 SETUPS = ("full_finetune", "lora", "serve")
 SETUP_WORDS = {"full_finetune": "full fine-tune", "lora": "LoRA", "serve": "serving"}
 
 
-@dataclass(frozen=True)
-class Fit:
-    """One setup on one card."""
-
-    batch: int
-    borderline: bool
-    split: tuple[int, int] | None  # layers per card when two cards are needed
-    split_fails: bool = False
-    shards: int = 1  # cards the setup is sharded over (settings `sharding` / `shards`)
-    needs: int = 0  # where no two-card split works: the fewest cards sharded (FSDP / TP) at batch 1
-
-    def typed(self) -> FitJSON:
-        return FitJSON(
-            batch=self.batch,
-            borderline=self.borderline,
-            split=self.split,
-            summary=self.words(),
-            split_cards=len(self.split or ()),
-        )
-
-    def words(self) -> str:
-        on = f" per card on {self.shards} cards" if self.shards > 1 else ""
-        if self.batch >= 1:
-            text = f"batch {self.batch}{on}"
-            return text + " (borderline: measure one step first)" if self.borderline else text
-        if self.split is not None:
-            return f"2 cards at batch 1 ({self.split[0]} + {self.split[1]} layers)"
-        if self.shards > 1:
-            return f"does not fit{on} at batch 1"
-        if self.needs:
-            how = "tensor parallel" if self.needs < 0 else "FSDP"
-            return f"does not fit on 2 cards; {abs(self.needs)} cards with {how} at batch 1"
-        return "does not fit on 2 cards"
+def _fit(
+    batch: int,
+    borderline: bool = False,
+    split: tuple[int, int] | None = None,
+    shards: int = 1,
+    needs: int = 0,
+) -> Fit:
+    """One setup on one card, with its summary in words. `split`: layers per card when two cards
+    are needed; `shards`: the cards the setup is sharded over (settings `sharding` / `shards`);
+    `needs`: where no two-card split works, the fewest cards sharded (FSDP / TP) at batch 1."""
+    on = f" per card on {shards} cards" if shards > 1 else ""
+    if batch >= 1:
+        words = f"batch {batch}{on}"
+        if borderline:
+            words += " (borderline: measure one step first)"
+    elif split is not None:
+        words = f"2 cards at batch 1 ({split[0]} + {split[1]} layers)"
+    elif shards > 1:
+        words = f"does not fit{on} at batch 1"
+    elif needs:
+        how = "tensor parallel" if needs < 0 else "FSDP"
+        words = f"does not fit on 2 cards; {abs(needs)} cards with {how} at batch 1"
+    else:
+        words = "does not fit on 2 cards"
+    return Fit(batch, borderline, split, words, len(split or ()))
 
 
 def _parts(
     r: Reading, m: Memory, s: EstimateSettings, setup: str
-) -> tuple[float, list[float], float, float, list[float], float]:
+) -> tuple[float, tuple[float, ...], float, float, tuple[float, ...], float]:
     """(pre fixed, per-layer fixed, post fixed, pre per-sample, per-layer per-sample, post per-sample)."""
-    layer_params = [spec.params for spec in r.layers]
     pre_params = r.total - r.layer_params - r.head_params
     if setup == "full_finetune":
         k = m.full_bytes_per_param
-        fixed = [p * k for p in layer_params]
-        return pre_params * k, fixed, r.head_params * k, 0.0, list(m.layer_act), m.logits_act
+        fixed = r.per_layer(lambda spec: spec.params * k)
+        return pre_params * k, fixed, r.head_params * k, 0.0, m.layer_act, m.logits_act
     if setup == "lora":
         k = m.lora_bytes_per_param
         total_dims = sum(spec.lora_dims * n for spec, n in r.layer_kinds) or 1
-        fixed = [
-            spec.params * k
-            + m.lora_adapter_params * (spec.lora_dims / total_dims) * s.lora_adapter_bytes_per_param
-            for spec in r.layers
-        ]
+        adapter, per_adapter = m.lora_adapter_params, s.lora_adapter_bytes_per_param
+        fixed = r.per_layer(
+            lambda spec: spec.params * k + adapter * (spec.lora_dims / total_dims) * per_adapter
+        )
         bf16 = s.lora_base_bytes_per_param
-        return pre_params * bf16, fixed, r.head_params * bf16, 0.0, list(m.layer_act), m.logits_act
+        return pre_params * bf16, fixed, r.head_params * bf16, 0.0, m.layer_act, m.logits_act
     k = m.serve_bytes_per_param
-    fixed = [p * k for p in layer_params]
+    fixed = r.per_layer(lambda spec: spec.params * k)
     bf16 = s.serve_bytes_per_param
-    return pre_params * bf16, fixed, r.head_params * bf16, 0.0, list(m.layer_kv), 0.0
+    return pre_params * bf16, fixed, r.head_params * bf16, 0.0, m.layer_kv, 0.0
 
 
 def _totals(m: Memory, setup: str) -> tuple[float, float]:
@@ -114,18 +102,18 @@ def fit(
     shards = m.serve_shards if setup == "serve" else training
     if batch >= 1:
         borderline = (fixed + per_sample) * s.borderline_factor > card.vram_gb * GB
-        return Fit(batch, borderline, None, shards=shards)
+        return _fit(batch, borderline, shards=shards)
     if shards > 1:
-        return Fit(0, False, None, split_fails=True, shards=shards)
+        return _fit(0, shards=shards)
     if best_cuts is None:
         best_cuts = {}
     if setup not in best_cuts:
         best_cuts[setup] = best_cut(r, m, s, setup)
     best = best_cuts[setup]
     if best is None or best[0] > budget:
-        return Fit(0, False, None, split_fails=True, needs=min_cards(r, m, s, budget, setup))
+        return _fit(0, needs=min_cards(r, m, s, budget, setup))
     n = len(r.layers)
-    return Fit(0, False, (best[1], n - best[1]))
+    return _fit(0, split=(best[1], n - best[1]))
 
 
 MAX_CARDS = 1024
@@ -233,7 +221,7 @@ def card_table(r: Reading, m: Memory, s: EstimateSettings) -> tuple[CardFit, ...
     out: list[CardFit] = []
     best_cuts: dict[str, tuple[float, int] | None] = {}
     for card in s.all_cards:
-        fits = {setup: fit(r, m, s, card, setup, best_cuts).typed() for setup in SETUPS}
+        fits = {setup: fit(r, m, s, card, setup, best_cuts) for setup in SETUPS}
         out.append(
             CardFit(card.name, card.vram_gb, fits["full_finetune"], fits["lora"], fits["serve"])
         )

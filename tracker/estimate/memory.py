@@ -51,7 +51,6 @@ activations are live again during its recomputation.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from tracker.estimate.reading import LayerSpec, Reading
@@ -343,13 +342,6 @@ def prefill_bytes(r: Reading, tokens: int, a: float) -> float:
     return (worst + 2 * a * r.hidden) * tokens
 
 
-def _per_layer(r: Reading, figure: Callable[[LayerSpec], float]) -> tuple[float, ...]:
-    """`figure` of each layer of `r`, in order, worked out once per kind of layer
-    (`Reading.layer_kinds`) and looked up for every layer of that kind."""
-    once = {id(spec): figure(spec) for spec, _ in r.layer_kinds}
-    return tuple(map(once.__getitem__, map(id, r.layers)))
-
-
 def compute(r: Reading, s: EstimateSettings, serve_bytes: float | None = None) -> Memory:
     """All memory figures of `r` under settings `s`, per card where `s.shards` (training) or
     `s.serve_shards` (serving) > 1;
@@ -359,8 +351,8 @@ def compute(r: Reading, s: EstimateSettings, serve_bytes: float | None = None) -
     train_tokens = min(s.train_seq_len, ctx)
     serve_tokens = s.serve_seq_len
     a = 4.0 if s.precision == "fp32" else s.activation_bytes
-    layer_act = _per_layer(
-        r, lambda spec: layer_activation_bytes(spec, r, a, train_tokens) * train_tokens
+    layer_act = r.per_layer(
+        lambda spec: layer_activation_bytes(spec, r, a, train_tokens) * train_tokens
     )
     # bf16 logits, their fp32 upcast and its fp32 gradient; chunked: the saved fp32 log-probs only
     logits = (4.0 if s.chunked_loss else 10.0) * r.vocab * train_tokens
@@ -371,7 +363,7 @@ def compute(r: Reading, s: EstimateSettings, serve_bytes: float | None = None) -
         act = sum(layer_act) + logits
     adapter = lora_adapter_params(r, s.lora_rank, s.lora_targets)
     kv_scale = s.kv_bytes_per_value / 2.0
-    layer_kv = _per_layer(r, lambda spec: layer_kv_bytes(spec, serve_tokens, kv_scale))
+    layer_kv = r.per_layer(lambda spec: layer_kv_bytes(spec, serve_tokens, kv_scale))
     full_fixed, full_per = _full_fixed(r, s)
     lora_fixed, lora_per = _lora_fixed(r, s, adapter)
     shards = max(1, s.shards)

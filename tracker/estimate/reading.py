@@ -11,7 +11,7 @@ import builtins
 import functools
 import math
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,17 +54,23 @@ class ConfigView:
         self.data = data
         self.path = path
         self.used: builtins.set[str] = used if used is not None else builtins.set()
+        self._prefix = f"{path}." if path else ""
 
     def _name(self, key: str) -> str:
-        return f"{self.path}.{key}" if self.path else key
+        return self._prefix + key
 
     def mark(self, *keys: str) -> None:
         """Record `keys` as understood without reading them (their meaning is accounted for)."""
-        self.used.update(self._name(k) for k in keys)
+        # `_name` of each key, spelled out: the readers mark keys a few hundred times per config
+        if self._prefix:
+            prefix = self._prefix
+            self.used.update([prefix + k for k in keys])
+        else:
+            self.used.update(keys)
 
     def has(self, key: str) -> bool:
         self.used.add(self._name(key))
-        return key in self.data and self.data[key] is not None
+        return self.data.get(key) is not None
 
     def raw(self, key: str, default: Any = None) -> Any:
         self.used.add(self._name(key))
@@ -74,8 +80,9 @@ class ConfigView:
     def first_key(self, *keys: str) -> str | None:
         """The first of `keys` present (an alias set: all of them count as consulted)."""
         self.mark(*keys)
+        data = self.data
         for key in keys:
-            if key in self.data and self.data[key] is not None:
+            if data.get(key) is not None:
                 return key
         return None
 
@@ -93,7 +100,7 @@ class ConfigView:
                 raise EstimateError(f"config lacks {' / '.join(self._name(k) for k in keys)}")
             return default
         value = self.data[key]
-        if isinstance(value, bool) or not isinstance(value, int | float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):  # a tuple: faster
             raise EstimateError(
                 f"config {self._name(key)} must be a number, got {type(value).__name__} "
                 f"{_short(value)}"
@@ -113,9 +120,10 @@ class ConfigView:
     def opt_int(
         self, *keys: str, minimum: builtins.int = 1, maximum: builtins.int = MAX_DIM
     ) -> builtins.int | None:
-        if self.first_key(*keys) is None:
+        key = self.first_key(*keys)
+        if key is None:
             return None
-        return self.int(*keys, minimum=minimum, maximum=maximum)
+        return self.int(key, minimum=minimum, maximum=maximum)
 
     def float(self, key: str, default: float) -> float:
         if not self.has(key):
@@ -309,6 +317,12 @@ class Reading:
         counts = Counter(map(id, self.layers))
         spec = {id(x): x for x in self.layers}
         return tuple((spec[i], n) for i, n in counts.items())
+
+    def per_layer(self, figure: Callable[[LayerSpec], float]) -> tuple[float, ...]:
+        """`figure` of each layer, in order, worked out once per kind of layer (`layer_kinds`)
+        and looked up for every layer of that kind: `figure` must depend on the layer alone."""
+        once = {id(spec): figure(spec) for spec, _ in self.layer_kinds}
+        return tuple(map(once.__getitem__, map(id, self.layers)))
 
     @functools.cached_property
     def layer_params(self) -> int:
