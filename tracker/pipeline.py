@@ -12,7 +12,7 @@ idempotent (diffs/estimates replace, advisories are unique per revision and grou
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -49,7 +49,7 @@ from tracker.preflight import (
     TableSource,
     preflight_snapshot,
 )
-from tracker.preflight.delta import preflight_delta
+from tracker.preflight.delta import Since, preflight_delta
 from tracker.render_backstop import render_batch
 from tracker.settings import Settings
 from tracker.sources import RepoSource
@@ -204,7 +204,9 @@ class Stages:
         [Snapshot, PreflightSettings, TableSource | None, EstimateSettings, ShardCache | None],
         Preflight,
     ] = preflight_snapshot
-    preflight_delta: Callable[[Preflight, Preflight], Sequence[Change]] = preflight_delta
+    preflight_delta: Callable[[Preflight, Preflight, Since | None], Sequence[Change]] = (
+        preflight_delta
+    )
 
 
 @dataclass(frozen=True)
@@ -218,6 +220,10 @@ class Computed:
     estimate_before: Estimate | None
     preflight: tuple[Preflight | None, str | None]
     judgement: Judgement
+
+
+# How far back `Pipeline._since` looks for the last revision with a preflight answer.
+SINCE_LOOKBACK = 32
 
 
 class Analyst:
@@ -255,12 +261,15 @@ class Analyst:
         preflight_settings: PreflightSettings,
         estimate_before: tuple[Estimate | None] | None = None,
         overrides: Overrides | None = None,
+        since: Mapping[str, tuple[Sha, Snapshot]] | None = None,
     ) -> Computed:
         """Diff `before` → `after`, estimate both (`estimate_before`: the earlier revision's
         estimate under these settings when already known), preflight both, and the deltas; then
         classify the changes under the repo's advisory `overrides` and find the revision's
         consistency findings (`tracker.advisories.service.judge`: it parses the revision's config,
-        tokenizer files and chat templates, so it runs here, under the budget)."""
+        tokenizer files and chat templates, so it runs here, under the budget). `since`: for a
+        preflight answer `before` lacks and `after` may have, the last earlier revision that had
+        it (`Pipeline._since`), preflighted here under today's settings."""
         stages = self.stages
         assert stages.diff is not None
         if len(self._censuses) > 8192:
@@ -287,7 +296,12 @@ class Analyst:
             self._preflight(before, preflight_settings, estimate_settings)[0] if before else None
         )
         if pf_before is not None and pf_after[0] is not None:
-            changes = changes + tuple(stages.preflight_delta(pf_before, pf_after[0]))
+            last_known: dict[str, tuple[str, Preflight]] = {}
+            for answer, (sha, snap) in (since or {}).items():  # `Pipeline._since`
+                earlier = self._preflight(snap, preflight_settings, estimate_settings)[0]
+                if earlier is not None:
+                    last_known[answer] = (sha, earlier)
+            changes = changes + tuple(stages.preflight_delta(pf_before, pf_after[0], last_known))
         judgement = judge(changes, overrides or Overrides(), Context(before, after))
         return Computed(changes, estimated, est_before, pf_after, judgement)
 
@@ -385,6 +399,7 @@ class Pipeline:
             "preflight_settings": PreflightSettings.from_mapping(watched.preflight),
             "estimate_before": known,
             "overrides": parse_overrides(watched.advisories),
+            "since": self._since(rid, previous, after) if previous else None,
         }
         computed: Computed
         if self.worker is not None:
@@ -434,6 +449,37 @@ class Pipeline:
             severities=tuple(a.severity for a in advisories),
             estimate_error=est_error,
         )
+
+    def _since(
+        self, rid: RepoId, previous: Sha, after: Snapshot
+    ) -> dict[str, tuple[Sha, Snapshot]]:
+        """For each preflight answer the previous revision's stored preflight lacks ("capacity":
+        no safetensors headers; "lora": no or an unreadable config.json) and `after` may have, the
+        last earlier revision whose stored preflight has it, with its snapshot, looking back at
+        most SINCE_LOOKBACK revisions along the ingested chain. Only then is the store read
+        further: a revision whose previous one has both answers costs one read."""
+        stored = self.preflight.get(rid, previous)
+        if stored is None or stored.preflight is None:
+            return {}
+        want = set()
+        if stored.preflight.capacity is None and after.headers:
+            want.add("capacity")
+        if stored.preflight.lora is None and "config.json" in after.files:
+            want.add("lora")
+        found: dict[str, Sha] = {}
+        sha = self.store.revision(rid, previous).previous if want else None
+        for _ in range(SINCE_LOOKBACK):
+            if sha is None or not want:
+                break
+            earlier = self.preflight.get(rid, sha)
+            if earlier is not None and earlier.preflight is not None:
+                for answer in sorted(want):
+                    if getattr(earlier.preflight, answer) is not None:
+                        found[answer] = sha
+                        want.discard(answer)
+            sha = self.store.revision(rid, sha).previous
+        snaps = {sha: self.store.snapshot(rid, sha) for sha in set(found.values())}
+        return {answer: (sha, snaps[sha]) for answer, sha in found.items()}
 
     def _rewrites(self, rid: RepoId) -> dict[str, str]:
         """Each rewritten-away sha → the force-push that dropped it, as advisories name it."""

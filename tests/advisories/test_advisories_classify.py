@@ -438,6 +438,31 @@ CASES = [
         S.HIGH,
         "preflight-lora-targets",
     ),
+    # an answer found where the previous revision had none (ADDED): low, capacity and LoRA alike
+    (
+        ch(
+            A.ESTIMATE,
+            K.ADDED,
+            "preflight.capacity",
+            "unknown: no safetensors headers at this revision (nothing to count bytes from)",
+            {"bytes_per_param": 2.0},
+            file="",
+        ),
+        S.LOW,
+        "preflight-answer-found",
+    ),
+    (
+        ch(
+            A.ESTIMATE,
+            K.ADDED,
+            "preflight.lora.q_proj",
+            "cannot resolve: no config.json at this revision",
+            {"attention.full": 12},
+            file="",
+        ),
+        S.LOW,
+        "preflight-answer-found",
+    ),
 ]
 
 _TEMPLATE = "tokenizer_config.json"

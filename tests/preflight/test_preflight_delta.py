@@ -262,3 +262,51 @@ def test_an_answer_found_after_an_unreadable_config_is_published() -> None:
     assert all(
         str(c.before).startswith("cannot resolve: could not read config.json: ") for c in changes
     )
+
+
+def test_an_answer_back_is_compared_with_the_last_revision_that_had_it() -> None:
+    """`since`: the answer as at an earlier revision, for an answer the previous one lacks. The
+    same answer is "known again" (ADDED, low); another is a move from that revision's (CHANGED,
+    classified as any move), never a low "found" (the hostile review of issue 15)."""
+    then, lost = _run(NEXT, "BF16"), _run(None)
+    sha = "a1b2c3d4e5f6" + "0" * 28
+    again = preflight_delta(
+        lost, _run(NEXT, "BF16"), {"capacity": (sha, then), "lora": (sha, then)}
+    )
+    assert [(c.key, c.kind) for c in again] == [
+        ("preflight.capacity", ChangeKind.ADDED),
+        ("preflight.lora.q_proj", ChangeKind.ADDED),
+        ("preflight.lora.in_proj_qkvz", ChangeKind.ADDED),
+    ]
+    assert again[0].summary.startswith(
+        "what it takes to fetch and hold is known again, the same as at `a1b2c3d4e5f6`: 2.00 "
+        "bytes/parameter"
+    )
+    assert again[1].summary == (
+        "`q_proj` resolves again to 12 modules in the full-attention layers, as at "
+        "`a1b2c3d4e5f6` (unresolved at the previous revision: no config.json)"
+    )
+    full = {**NEXT, "full_attention_interval": 1}
+    moved = preflight_delta(lost, _run(full, "F32"), {"capacity": (sha, then), "lora": (sha, then)})
+    assert [(c.key, c.kind, c.before, c.after) for c in moved[1:]] == [
+        (
+            "preflight.lora.q_proj",
+            ChangeKind.CHANGED,
+            {"attention.full": 12},
+            {"attention.full": 48},
+        ),
+        ("preflight.lora.in_proj_qkvz", ChangeKind.CHANGED, {"attention.linear": 36}, {}),
+    ]
+    assert moved[0].kind == ChangeKind.CHANGED
+    assert (moved[0].before["bytes_per_param"], moved[0].after["bytes_per_param"]) == (2.0, 4.0)  # type: ignore[index]
+    assert moved[0].summary == (
+        "what it takes to fetch and hold changed since `a1b2c3d4e5f6` (unknown at the previous "
+        "revision: no safetensors headers (nothing to count bytes from)): 4.00 bytes/parameter: "
+        "4-bit weights would take 8.0× less (was 2.00 bytes/parameter: 4-bit weights would take "
+        "4.0× less); weights 2.00 GB → 4.00 GB; download 2.00 GB → 4.00 GB, 0.00 → 0.01 h at "
+        "126 MB/s"
+    )
+    # an earlier revision without the answer either: the low "found" as before
+    [c, *_] = preflight_delta(lost, _run(NEXT, "BF16"), {"capacity": (sha, lost)})
+    assert (c.key, c.kind) == ("preflight.capacity", ChangeKind.ADDED)
+    assert c.summary.startswith("what it takes to fetch and hold is now known: ")

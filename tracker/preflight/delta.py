@@ -18,6 +18,14 @@ not config.json is readable at the same revision) and that loss is always publis
 parameter needs the config's layer count and bits, so it is not compared when either side's
 config.json could not be read (a GPTQ 8-bit checkpoint read as 4-bit: 1.20 → 0.67).
 
+An answer found after revisions that had none is compared with the last revision that had it
+(`since`: the pipeline looks back along the ingested chain and re-runs that revision's preflight
+under today's settings), so a loss that was not published (an unreadable config.json) or one that
+was never undone does not turn a real move into a low "found": the same answer as then is an
+ADDED change "known again, as at `<sha>`" (low; it undoes the loss's advisory where there was
+one), a different one a CHANGED change from that revision's answer, classified as any other move
+("`q_proj` now resolves to 48 modules … (was 12) since `<sha>`").
+
 - `preflight.remote_code.transformers-<V>`: the remote code stops importing on V (BROKEN, with
   the remote-code files the revision lacks, the missing names, the module that lacks each and the
   version it vanished in), or imports again (CHANGED);
@@ -51,9 +59,22 @@ KIND_WORDS = {
 }
 
 
-def preflight_delta(before: Preflight, after: Preflight) -> list[Change]:
-    """The `preflight.*` changes from `before` to `after` (see the module docstring)."""
-    return [*_remote(before, after), *_capacity(before, after), *_lora(before, after)]
+Since = Mapping[
+    str, tuple[str, Preflight]
+]  # "capacity" / "lora" → (sha, that revision's preflight)
+
+
+def preflight_delta(
+    before: Preflight, after: Preflight, since: Since | None = None
+) -> list[Change]:
+    """The `preflight.*` changes from `before` to `after`; `since`: for an answer `before` lacks,
+    the last earlier revision that had it (see the module docstring)."""
+    since = since or {}
+    return [
+        *_remote(before, after),
+        *_capacity(before, after, since.get("capacity")),
+        *_lora(before, after, since.get("lora")),
+    ]
 
 
 def _missing_text(version: Mapping[str, Any], first: Mapping[str, str]) -> str:
@@ -181,7 +202,9 @@ def _config_unread(p: Preflight) -> bool:
     return (p.lora_error or "").startswith(CONFIG_UNREAD)
 
 
-def _capacity(before: Preflight, after: Preflight) -> list[Change]:
+def _capacity(
+    before: Preflight, after: Preflight, since: tuple[str, Preflight] | None = None
+) -> list[Change]:
     vb, va = _capacity_view(before), _capacity_view(after)
     if vb is None and va is None:
         return []
@@ -189,10 +212,22 @@ def _capacity(before: Preflight, after: Preflight) -> list[Change]:
         ca = after.capacity
         assert ca is not None and va is not None
         was = f"unknown: {before.capacity_error}"
-        summary = (
-            f"what it takes to fetch and hold is now known: {_held(ca)} "
-            f"(unknown at the previous revision: {_there(before.capacity_error)})"
-        )
+        why = f"unknown at the previous revision: {_there(before.capacity_error)}"
+        if since is not None and since[1].capacity is not None:
+            sha = f"`{since[0][:12]}`"
+            moved = _capacity_moved(since[1], after)
+            if moved is None:
+                summary = (
+                    f"what it takes to fetch and hold is known again, the same as at {sha}: "
+                    f"{_held(ca)} ({why})"
+                )
+                return [Change(_ART, ChangeKind.ADDED, "", "preflight.capacity", was, va, summary)]
+            vs, va, notes = moved
+            summary = f"what it takes to fetch and hold changed since {sha} ({why}): " + "; ".join(
+                notes
+            )
+            return [Change(_ART, ChangeKind.CHANGED, "", "preflight.capacity", vs, va, summary)]
+        summary = f"what it takes to fetch and hold is now known: {_held(ca)} ({why})"
         return [Change(_ART, ChangeKind.ADDED, "", "preflight.capacity", was, va, summary)]
     if va is None:  # the revision loses an answer the previous one had
         cb = before.capacity
@@ -202,6 +237,21 @@ def _capacity(before: Preflight, after: Preflight) -> list[Change]:
             f"what it takes to fetch and hold changed: capacity {_gb(cb.weights_bytes)} → {now}"
         )
         return [Change(_ART, ChangeKind.CHANGED, "", "preflight.capacity", vb, now, summary)]
+    moved = _capacity_moved(before, after)
+    if moved is None:
+        return []
+    vb, va, notes = moved
+    summary = "what it takes to fetch and hold changed: " + "; ".join(notes)
+    return [Change(_ART, ChangeKind.CHANGED, "", "preflight.capacity", vb, va, summary)]
+
+
+def _capacity_moved(
+    before: Preflight, after: Preflight
+) -> tuple[dict[str, JSONValue], dict[str, JSONValue], list[str]] | None:
+    """How the capacity answer moved between two revisions that both have one: (before's view,
+    after's view, one note per move), or None when it did not."""
+    vb, va = _capacity_view(before), _capacity_view(after)
+    assert vb is not None and va is not None
     if vb["download_source"] != va["download_source"]:
         # measured differently (tree sizes on one side only): not a change of the revision
         for v in (vb, va):
@@ -213,7 +263,7 @@ def _capacity(before: Preflight, after: Preflight) -> list[Change]:
         for v in (vb, va):
             v.pop("bytes_per_param")
     if vb == va:
-        return []
+        return None
     cb, ca = before.capacity, after.capacity
     assert cb is not None and ca is not None
     notes: list[str] = []
@@ -247,9 +297,7 @@ def _capacity(before: Preflight, after: Preflight) -> list[Change]:
             + ("now outlives" if ca.outlives_window else "now fits")
             + f" the {ca.window_hours:g} h provisioning window"
         )
-    summary = "what it takes to fetch and hold changed: " + "; ".join(notes)
-    kind = ChangeKind.CHANGED
-    return [Change(_ART, kind, "", "preflight.capacity", vb, va, summary)]
+    return vb, va, notes
 
 
 def _order(kind: str) -> int:
@@ -279,7 +327,19 @@ def _answer(p: Preflight, target: str) -> dict[str, int] | str | None:
     return None
 
 
-def _lora(before: Preflight, after: Preflight) -> list[Change]:
+def _moved(b: Mapping[str, int], a: Mapping[str, int]) -> str:
+    """ "48 modules in the full-attention layers (was 12)", for each layer kind that moved."""
+    parts = []
+    for where in sorted(set(a) | set(b), key=_order):
+        if a.get(where, 0) != b.get(where, 0):
+            words = KIND_WORDS.get(where, where)
+            parts.append(f"{a.get(where, 0)} modules in the {words} (was {b.get(where, 0)})")
+    return ", ".join(parts)
+
+
+def _lora(
+    before: Preflight, after: Preflight, since: tuple[str, Preflight] | None = None
+) -> list[Change]:
     out: list[Change] = []
     targets = list(after.lora.targets) if after.lora is not None else []
     targets += list(after.lora.unresolved) if after.lora is not None else []
@@ -293,19 +353,25 @@ def _lora(before: Preflight, after: Preflight) -> list[Change]:
         kind = ChangeKind.CHANGED
         if isinstance(b, str) and not isinstance(a, str):  # found (the module docstring)
             kind = ChangeKind.ADDED
-            why = _there(b.removeprefix("cannot resolve: "))
-            summary = f"`{target}` now resolves to {_where(a)} (unresolved at the previous revision: {why})"
+            why = (
+                f"unresolved at the previous revision: {_there(b.removeprefix('cannot resolve: '))}"
+            )
+            then = _answer(since[1], target) if since is not None else None
+            if since is not None and isinstance(then, dict) and then == a:
+                summary = (
+                    f"`{target}` resolves again to {_where(a)}, as at `{since[0][:12]}` ({why})"
+                )
+            elif since is not None and isinstance(then, dict):
+                kind, b = ChangeKind.CHANGED, then
+                summary = (
+                    f"`{target}` now resolves to {_moved(then, a)} since `{since[0][:12]}` ({why})"
+                )
+            else:
+                summary = f"`{target}` now resolves to {_where(a)} ({why})"
         elif isinstance(a, str) and not isinstance(b, str):
             summary = f"`{target}`: {sum(b.values()):,} modules → {a}"
         elif not isinstance(a, str) and not isinstance(b, str):
-            parts = []
-            for where in sorted(set(a) | set(b), key=_order):
-                if a.get(where, 0) != b.get(where, 0):
-                    words = KIND_WORDS.get(where, where)
-                    parts.append(
-                        f"{a.get(where, 0)} modules in the {words} (was {b.get(where, 0)})"
-                    )
-            summary = f"`{target}` now resolves to " + ", ".join(parts)
+            summary = f"`{target}` now resolves to " + _moved(b, a)
         out.append(
             Change(_ART, kind, "", f"preflight.lora.{target}", b, a, summary)  # type: ignore[arg-type]
         )
