@@ -165,9 +165,14 @@ NON_STRUCTURAL = frozenset(
 def _set(value: Any) -> bool:
     if value is None or value is False:
         return False
-    if isinstance(value, int | float) and not isinstance(value, bool) and value == 0:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value == 0:
         return False
-    return not (isinstance(value, str | list | dict) and not value)
+    return not (isinstance(value, (str, list, dict)) and not value)
+
+
+_NEVER_MAPPINGS = frozenset({str, int, float, bool, list, type(None)})
+"""JSON's scalars and arrays: a value of exactly one of these types is not a Mapping, known
+without `isinstance(value, Mapping)` (an ABC check, the costliest step for most keys)."""
 
 
 def unread_keys(data: Mapping[str, Any], used: set[str], path: str = "") -> list[str]:
@@ -177,22 +182,22 @@ def unread_keys(data: Mapping[str, Any], used: set[str], path: str = "") -> list
         name = f"{path}.{key}" if path else str(key)
         if key in SUBTREES_SKIPPED:
             continue
-        if str(key).endswith("_config") and isinstance(value, Mapping):
+        if type(value) in _NEVER_MAPPINGS or not isinstance(value, Mapping):
+            if name in used or key in NON_STRUCTURAL or not _set(value):
+                continue
+            if HARMLESS.search(str(key)):
+                continue
+            if STRUCTURAL.search(str(key)):
+                out.append(name)
+            continue
+        if str(key).endswith("_config"):
             # A sub-model (vision_config, audio_config, text_config, speech_config...): read by
             # its own reader (vision.py, the text reader), or its parameters are missing.
             if name not in used and _set(value):
                 out.append(name)
             continue
-        if isinstance(value, Mapping):
-            if name in used:
-                out += unread_keys(value, used, name)
-            elif STRUCTURAL.search(str(key)) and _set(value):
-                out.append(name)
-            continue
-        if name in used or key in NON_STRUCTURAL or not _set(value):
-            continue
-        if HARMLESS.search(str(key)):
-            continue
-        if STRUCTURAL.search(str(key)):
+        if name in used:
+            out += unread_keys(value, used, name)
+        elif STRUCTURAL.search(str(key)) and _set(value):
             out.append(name)
     return sorted(out)
