@@ -96,6 +96,7 @@ def test_layer_kinds_of_a_reading() -> None:
     dense, moe = r.layer_kinds
     assert (dense.ffn, moe.ffn) == ("swiglu", "moe")
     assert r.layers == (dense,) * 3 + (moe,) * 58
+    assert r.layer_runs == ((dense, 3), (moe, 58))
     assert r.layer_params == 3 * dense.params + 58 * moe.params
     assert r.largest_layer == moe.params
     assert r.lora_dims == 3 * dense.lora_dims + 58 * moe.lora_dims
@@ -113,6 +114,7 @@ def test_figures_per_kind_are_those_of_every_layer(name: str) -> None:
     shared = read_config(json.loads((CONFIGS / f"{name}.json").read_text()))
     own = replace(shared, layers=tuple(copy.copy(spec) for spec in shared.layers))
     assert len(own.layer_kinds) == len(own.layers) > len(shared.layer_kinds) >= 2
+    assert len(own.layer_runs) == len(own.layers) > len(shared.layer_runs)
     s = EstimateSettings(
         lora_base="nf4",
         extra_cards=(Card("tiny 2 GB", 2.0), Card("mini 8 GB", 8.0)),

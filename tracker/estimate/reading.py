@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 import functools
+import itertools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -306,36 +307,46 @@ class Reading:
     flag_notes: Mapping[str, str] = field(default_factory=dict)
 
     # Cached per reading (the reading is frozen, its layers a tuple of frozen specs): memory and
-    # cards each need these several times.
+    # cards each need these several times. Readers hand identical layers one shared LayerSpec
+    # (61 layers of two kinds, say, in two runs), so what depends on a layer alone is worked out
+    # once per kind, and sums over the layers are taken over runs. Layers equal but not shared
+    # are kinds of their own, which costs work, never a different answer.
+
+    @functools.cached_property
+    def layer_runs(self) -> tuple[tuple[LayerSpec, int], ...]:
+        """The layers as runs of one object: (spec, how many layers in a row are it)."""
+        runs: list[tuple[LayerSpec, int]] = []
+        for _, group in itertools.groupby(self.layers, id):
+            same = list(group)
+            runs.append((same[0], len(same)))
+        return tuple(runs)
 
     @functools.cached_property
     def layer_kinds(self) -> tuple[LayerSpec, ...]:
-        """The distinct layer objects, in order of first appearance.
-
-        Readers hand identical layers one shared LayerSpec (61 layers of two kinds, say), so what
-        depends on a layer alone is worked out once per kind (`per_layer`). Layers equal but not
-        shared are kinds of their own, which costs work, never a different answer.
-        """
-        return tuple({id(spec): spec for spec in self.layers}.values())
+        """The distinct layer objects, in order of first appearance."""
+        return tuple({id(spec): spec for spec, _ in self.layer_runs}.values())
 
     def per_layer(self, figure: Callable[[LayerSpec], float]) -> tuple[float, ...]:
         """`figure` of each layer, in order, worked out once per kind of layer (`layer_kinds`)
-        and looked up for every layer of that kind: `figure` must depend on the layer alone.
-        Worth it where `figure` costs more than a lookup (activations, KV cache)."""
+        and repeated over its runs: `figure` must depend on the layer alone. Worth it where
+        `figure` costs more than a lookup (activations, KV cache)."""
         once = {id(spec): figure(spec) for spec in self.layer_kinds}
-        return tuple(map(once.__getitem__, map(id, self.layers)))
+        values: list[float] = []
+        for spec, n in self.layer_runs:
+            values += [once[id(spec)]] * n
+        return tuple(values)
 
     @functools.cached_property
     def layer_params(self) -> int:
         """The parameters of all layers."""
-        return sum(spec.params for spec in self.layers)
+        return sum(spec.params * n for spec, n in self.layer_runs)
 
     @functools.cached_property
     def largest_layer(self) -> int:
         """The parameters of the largest layer (0 without layers)."""
-        return max((spec.params for spec in self.layers), default=0)
+        return max((spec.params for spec in self.layer_kinds), default=0)
 
     @functools.cached_property
     def lora_dims(self) -> int:
         """The sum of in + out over the linears of all layers (LayerSpec.lora_dims)."""
-        return sum(spec.lora_dims for spec in self.layers)
+        return sum(spec.lora_dims * n for spec, n in self.layer_runs)
