@@ -93,11 +93,16 @@ def test_negative_or_non_finite_bytes_fall_back_to_the_scan(
 
 def test_layer_kinds_of_a_reading() -> None:
     r = read_config(json.loads((CONFIGS / "deepseek-ai__DeepSeek-V3.json").read_text()))
-    (dense, n_dense), (moe, n_moe) = r.layer_kinds
-    assert (n_dense, n_moe, dense.ffn, moe.ffn) == (3, 58, "swiglu", "moe")
-    assert r.layer_params == sum(spec.params for spec in r.layers)
+    dense, moe = r.layer_kinds
+    assert (dense.ffn, moe.ffn) == ("swiglu", "moe")
+    assert r.layers == (dense,) * 3 + (moe,) * 58
     assert r.layer_params == 3 * dense.params + 58 * moe.params
-    assert r.largest_layer == moe.params == max(spec.params for spec in r.layers)
+    assert r.largest_layer == moe.params
+    assert r.lora_dims == 3 * dense.lora_dims + 58 * moe.lora_dims
+    assert (
+        r.per_layer(lambda spec: float(spec.params))
+        == (float(dense.params),) * 3 + (float(moe.params),) * 58
+    )
 
 
 @pytest.mark.parametrize(

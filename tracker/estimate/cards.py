@@ -52,24 +52,25 @@ def _fit(
 
 def _parts(
     r: Reading, m: Memory, s: EstimateSettings, setup: str
-) -> tuple[float, tuple[float, ...], float, float, tuple[float, ...], float]:
+) -> tuple[float, list[float], float, float, tuple[float, ...], float]:
     """(pre fixed, per-layer fixed, post fixed, pre per-sample, per-layer per-sample, post per-sample)."""
     pre_params = r.total - r.layer_params - r.head_params
     if setup == "full_finetune":
         k = m.full_bytes_per_param
-        fixed = r.per_layer(lambda spec: spec.params * k)
+        fixed = [spec.params * k for spec in r.layers]
         return pre_params * k, fixed, r.head_params * k, 0.0, m.layer_act, m.logits_act
     if setup == "lora":
         k = m.lora_bytes_per_param
-        total_dims = sum(spec.lora_dims * n for spec, n in r.layer_kinds) or 1
+        total_dims = r.lora_dims or 1
         adapter, per_adapter = m.lora_adapter_params, s.lora_adapter_bytes_per_param
-        fixed = r.per_layer(
-            lambda spec: spec.params * k + adapter * (spec.lora_dims / total_dims) * per_adapter
-        )
+        fixed = [
+            spec.params * k + adapter * (spec.lora_dims / total_dims) * per_adapter
+            for spec in r.layers
+        ]
         bf16 = s.lora_base_bytes_per_param
         return pre_params * bf16, fixed, r.head_params * bf16, 0.0, m.layer_act, m.logits_act
     k = m.serve_bytes_per_param
-    fixed = r.per_layer(lambda spec: spec.params * k)
+    fixed = [spec.params * k for spec in r.layers]
     bf16 = s.serve_bytes_per_param
     return pre_params * bf16, fixed, r.head_params * bf16, 0.0, m.layer_kv, 0.0
 
@@ -171,27 +172,26 @@ def balanced_cut(head: float, need: list[float], post_f: float, post_a: float) -
     prefix = list(itertools.accumulate(need, initial=0.0))
     n = len(need)
     last = prefix[n]
-
-    def first(k: int) -> float:
-        return head + prefix[k]
-
-    def second(k: int) -> float:
-        return last - prefix[k] + post_f + post_a
-
     if not (math.isfinite(head + last + post_f + post_a) and min(need) >= 0):
         return _balanced_cut_scan(head, prefix, post_f, post_a)
+    # the first card's and the second's bytes at cut k are head + prefix[k] and
+    # last - prefix[k] + post_f + post_a, spelled out in each key (a key runs ~log2(n) times)
     # k* (n when the first card holds less than the second at every cut)
-    k_star = 1 + bisect.bisect_left(range(1, n), True, key=lambda k: first(k) >= second(k))
+    k_star = 1 + bisect.bisect_left(
+        range(1, n), True, key=lambda k: head + prefix[k] >= last - prefix[k] + post_f + post_a
+    )
     best: tuple[float, int] | None = None
     if k_star > 1:
         # below k* the peak is the second card's, which never increases: its least value is
         # at k* − 1, and the earliest cut with that value wins ties
-        low = second(k_star - 1)
-        k = 1 + bisect.bisect_left(range(1, k_star - 1), True, key=lambda k: second(k) <= low)
-        best = (second(k), k)
+        low = last - prefix[k_star - 1] + post_f + post_a
+        k = 1 + bisect.bisect_left(
+            range(1, k_star - 1), True, key=lambda k: last - prefix[k] + post_f + post_a <= low
+        )
+        best = (last - prefix[k] + post_f + post_a, k)
     if k_star < n:
         # from k* on the peak is the first card's, which never decreases: least at k*
-        a, b = first(k_star), second(k_star)
+        a, b = head + prefix[k_star], last - prefix[k_star] + post_f + post_a
         worst = a if a > b else b
         if best is None or worst < best[0]:
             best = (worst, k_star)

@@ -205,7 +205,7 @@ def layer_activation_bytes(spec: LayerSpec, r: Reading, a: float, tokens: int = 
 
 def lora_adapter_params(r: Reading, rank: int, targets: str) -> int:
     """LoRA parameters: rank × (in + out) summed over the targeted linears (head excluded)."""
-    dims = sum(spec.lora_dims * n for spec, n in r.layer_kinds)
+    dims = r.lora_dims
     if targets.strip() in ("all-linear", "all", ""):
         return rank * dims
     wanted = {t.strip() for t in targets.split(",") if t.strip()}
@@ -308,7 +308,7 @@ def _lora_fixed(r: Reading, s: EstimateSettings, adapter: int) -> tuple[float, f
     dw, _, do = _sharded(s)
     largest = r.largest_layer
     if s.lora_base in QUANT_BYTES:  # one dequantized bf16 linear in flight
-        widest = max((x.moe_width or x.ffn_width for x, _ in r.layer_kinds), default=0)
+        widest = max((x.moe_width or x.ffn_width for x in r.layer_kinds), default=0)
         base += 2.0 * r.hidden * widest
     trained = adapter * (s.lora_adapter_bytes_per_param if s.precision != "bf16" else 8.0)
     if s.lora_trainable_embeddings:
@@ -326,7 +326,7 @@ def prefill_bytes(r: Reading, tokens: int, a: float) -> float:
     tokens' share of that, fp32 router probabilities; attention: Q, K, V and output) plus the
     residual stream and the normed input, per token × tokens."""
     worst = 0.0
-    for spec, _ in r.layer_kinds:  # the largest over the kinds of layer is the largest over all
+    for spec in r.layer_kinds:  # the largest over the kinds of layer is the largest over all
         if spec.ffn == "moe" and spec.experts:
             routed = spec.top_k * 3 * spec.moe_width + 3 * spec.shared_width
             ffn = a * (2 * r.hidden + routed) + 4.0 * spec.experts

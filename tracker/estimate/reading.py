@@ -10,7 +10,6 @@ from __future__ import annotations
 import builtins
 import functools
 import math
-from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,27 +58,27 @@ class ConfigView:
     def _name(self, key: str) -> str:
         return self._prefix + key
 
+    # A reading consults a config a few hundred times: the methods below record `_name(key)`
+    # spelled out (`_prefix + key`) rather than through calls.
+
     def mark(self, *keys: str) -> None:
         """Record `keys` as understood without reading them (their meaning is accounted for)."""
-        # `_name` of each key, spelled out: the readers mark keys a few hundred times per config
-        if self._prefix:
-            prefix = self._prefix
-            self.used.update([prefix + k for k in keys])
-        else:
-            self.used.update(keys)
+        prefix = self._prefix
+        self.used.update([prefix + k for k in keys] if prefix else keys)
 
     def has(self, key: str) -> bool:
-        self.used.add(self._name(key))
+        self.used.add(self._prefix + key)
         return self.data.get(key) is not None
 
     def raw(self, key: str, default: Any = None) -> Any:
-        self.used.add(self._name(key))
+        self.used.add(self._prefix + key)
         value = self.data.get(key, default)
         return default if value is None else value
 
     def first_key(self, *keys: str) -> str | None:
         """The first of `keys` present (an alias set: all of them count as consulted)."""
-        self.mark(*keys)
+        prefix = self._prefix
+        self.used.update([prefix + k for k in keys] if prefix else keys)
         data = self.data
         for key in keys:
             if data.get(key) is not None:
@@ -136,19 +135,21 @@ class ConfigView:
         return float(value)
 
     def bool(self, key: str, default: bool) -> bool:
-        if not self.has(key):
+        self.used.add(self._prefix + key)
+        value = self.data.get(key)
+        if value is None:
             return default
-        value = self.data[key]
         if not isinstance(value, bool):
             raise EstimateError(f"config {self._name(key)} must be true/false, got {_short(value)}")
         return value
 
     def str(self, key: str, default: str = "") -> str:
-        value = self.raw(key, default)
+        self.used.add(self._prefix + key)
+        value = self.data.get(key)
         return value if isinstance(value, str) else default
 
     def list(self, key: builtins.str) -> builtins.list[Any] | None:
-        self.used.add(self._name(key))
+        self.used.add(self._prefix + key)
         value = self.data.get(key)
         return value if isinstance(value, list) else None
 
@@ -304,32 +305,37 @@ class Reading:
     unknown: tuple[str, ...] = ()
     flag_notes: Mapping[str, str] = field(default_factory=dict)
 
+    # Cached per reading (the reading is frozen, its layers a tuple of frozen specs): memory and
+    # cards each need these several times.
+
     @functools.cached_property
-    def layer_kinds(self) -> tuple[tuple[LayerSpec, int], ...]:
-        """Each distinct layer object and how many of the layers it is, in order of first
-        appearance.
+    def layer_kinds(self) -> tuple[LayerSpec, ...]:
+        """The distinct layer objects, in order of first appearance.
 
         Readers hand identical layers one shared LayerSpec (61 layers of two kinds, say), so what
-        depends on a layer alone is worked out once per kind. Layers equal but not shared are
-        kinds of their own, which costs work, never a different answer. Cached: the reading is
-        frozen and its layers a tuple of frozen specs.
+        depends on a layer alone is worked out once per kind (`per_layer`). Layers equal but not
+        shared are kinds of their own, which costs work, never a different answer.
         """
-        counts = Counter(map(id, self.layers))
-        spec = {id(x): x for x in self.layers}
-        return tuple((spec[i], n) for i, n in counts.items())
+        return tuple({id(spec): spec for spec in self.layers}.values())
 
     def per_layer(self, figure: Callable[[LayerSpec], float]) -> tuple[float, ...]:
         """`figure` of each layer, in order, worked out once per kind of layer (`layer_kinds`)
-        and looked up for every layer of that kind: `figure` must depend on the layer alone."""
-        once = {id(spec): figure(spec) for spec, _ in self.layer_kinds}
+        and looked up for every layer of that kind: `figure` must depend on the layer alone.
+        Worth it where `figure` costs more than a lookup (activations, KV cache)."""
+        once = {id(spec): figure(spec) for spec in self.layer_kinds}
         return tuple(map(once.__getitem__, map(id, self.layers)))
 
     @functools.cached_property
     def layer_params(self) -> int:
         """The parameters of all layers."""
-        return sum(spec.params * n for spec, n in self.layer_kinds)
+        return sum(spec.params for spec in self.layers)
 
     @functools.cached_property
     def largest_layer(self) -> int:
         """The parameters of the largest layer (0 without layers)."""
-        return max((spec.params for spec, _ in self.layer_kinds), default=0)
+        return max((spec.params for spec in self.layers), default=0)
+
+    @functools.cached_property
+    def lora_dims(self) -> int:
+        """The sum of in + out over the linears of all layers (LayerSpec.lora_dims)."""
+        return sum(spec.lora_dims for spec in self.layers)

@@ -61,7 +61,11 @@ def structure(r: Reading) -> Structure:
     run_start = 0
     layers = r.layers
     for i in range(1, len(layers) + 1):
-        if i == len(layers) or _signature(layers[i]) != _signature(layers[run_start]):
+        # readers share one LayerSpec among identical layers: the same object, the same signature
+        if i == len(layers) or (
+            layers[i] is not layers[run_start]
+            and _signature(layers[i]) != _signature(layers[run_start])
+        ):
             graph.append(
                 {
                     "node": "layers",
