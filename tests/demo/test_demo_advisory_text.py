@@ -195,3 +195,8 @@ def test_a_preflight_answer_found_is_a_low_advisory_that_states_it() -> None:
         "`q_proj` now resolves to 0 modules (unresolved at the previous revision"
         in bloom["details"]
     )
+    # nothing to pin: the previous revisions lacked config.json / safetensors (hostile review)
+    for record in (mixtral, bloom):
+        advice = record["details"].split("## What to do\n\n", 1)[1]
+        assert advice.startswith("Nothing that worked breaks: the previous revision could not")
+        assert "pin `" not in advice

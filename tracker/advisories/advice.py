@@ -228,6 +228,13 @@ def advice(subject: Subject, group: ChangeGroup, assessment: Assessment) -> list
             "This is the first revision tracker ingested of this repo: there is no earlier one to "
             f"pin. Before you depend on it, {check}."
         ]
+    if group.published and all(c.rule == "preflight-answer-found" for c in group.published):
+        # answers the previous revision could not give: nothing to keep, and pinning a revision
+        # that lacked them (no config.json, no safetensors) is no advice
+        return [
+            "Nothing that worked breaks: the previous revision could not answer this. Plan the "
+            "download, the cards and your LoRA targets for this revision from the answers above."
+        ]
     pin = f'pin `{prev[:12]}` (`revision="{prev}"` in `from_pretrained`)'
     match assessment.kind:
         case Kind.FIX:
