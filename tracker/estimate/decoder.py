@@ -293,17 +293,24 @@ def build_decoder(d: Dec, t: Tally) -> list[LayerSpec]:
     kinds: dict[Key, tuple[LayerSpec, list[tuple[str, int, int]]]] = {}
     uses: dict[Key, int] = {}
     specs: list[LayerSpec] = []
+    # once per layer: what the loop reads of `d` is looked up once, here
+    layer_kind, ffn_kind, is_moe, has_indexer = d.layer_kind, d.ffn_kind, d.is_moe, d.has_indexer
+    experts, shared_from = bool(d.experts), d.kv_shared_from
+    # `kv_heads_of` without a call per layer where it is one number for all of them
+    uniform_kv = None if d.full_kv_heads or d.kv_heads_for else d.kv_heads
     for i in range(d.n_layers):
-        kind = d.layer_kind(i)
-        if d.ffn_kind is not None:
-            ffn = d.ffn_kind(i)
+        kind = layer_kind(i)
+        if ffn_kind is not None:
+            ffn = ffn_kind(i)
+        elif experts and is_moe(i):
+            ffn = "moe"
         else:
-            ffn = "moe" if bool(d.experts) and d.is_moe(i) else "dense"
-        if ffn == "moe" and not d.experts:
             ffn = "dense"
-        kvh = kv_heads_of(d, kind, i)
-        shared = d.kv_shared_from is not None and i >= d.kv_shared_from
-        key = (kind, ffn, kvh, d.has_indexer(i) if mla_indexer else True, shared)
+        if ffn == "moe" and not experts:
+            ffn = "dense"
+        kvh = uniform_kv if uniform_kv is not None else kv_heads_of(d, kind, i)
+        shared = shared_from is not None and i >= shared_from
+        key = (kind, ffn, kvh, has_indexer(i) if mla_indexer else True, shared)
         known = kinds.get(key)
         if known is None:
             known = kinds[key] = _layer(d, kind, ffn, i, norm)
