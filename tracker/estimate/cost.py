@@ -7,7 +7,10 @@ on average for causal attention; linear-attention and SSM layers add no quadrati
 
 from __future__ import annotations
 
-from tracker.estimate.reading import Reading
+import functools
+import operator
+
+from tracker.estimate.reading import LayerSpec, Reading
 from tracker.estimate.settings import EstimateSettings
 from tracker.estimate_values import CostEstimate
 
@@ -16,13 +19,17 @@ def training_cost(r: Reading, s: EstimateSettings) -> CostEstimate:
     """The §5 `cost` object: FLOPs, hours and USD with every assumption stated beside them."""
     seq = s.cost_seq_len
     tokens = s.cost_epochs * s.cost_samples * seq
-    attn_per_token = 0.0
-    for spec in r.layers:
+
+    def attention(spec: LayerSpec) -> float:
         if spec.attention in ("linear", "ssm", "none"):
-            continue
+            return 0.0
         attended = seq if spec.window is None else min(seq, spec.window)
         width = spec.q_width or r.num_heads * r.head_dim
-        attn_per_token += 12.0 * width * attended / 2
+        return 12.0 * width * attended / 2
+
+    # each kind's term worked out once, added layer by layer in order (a float sum's rounding
+    # depends on its order; adding 0.0 for a layer without attention changes nothing)
+    attn_per_token = functools.reduce(operator.add, r.per_layer(attention), 0.0)
     flops = 6.0 * r.active * tokens + attn_per_token * tokens
     card = s.cost_card
     peak = card.bf16_tflops * 1e12 * s.cost_utilization

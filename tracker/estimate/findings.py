@@ -149,7 +149,7 @@ def findings(
 
 def _huge_linear(r: Reading, s: EstimateSettings) -> list[Finding]:
     seen: set[tuple[int, int]] = set()
-    for spec in r.layers:
+    for spec in r.layer_kinds:  # the same object gives the same widths: each kind once, in order
         dense = (spec.ffn_width or r.intermediate) if spec.ffn in ("swiglu", "gelu") else 0
         key = (dense, spec.q_width or r.num_heads * r.head_dim)
         if key in seen:

@@ -33,7 +33,7 @@ def build_report(
 ) -> Estimate:
     """The estimate of reading `r`: counts, memory, cards, cost, structure, findings, census and
     verification. An unverified count with a census serves from the checkpoint's bytes."""
-    built = len([x for x in r.layers if x.kind != "encoder"]) or len(r.layers)
+    built = sum(n for spec, n in r.layer_runs if spec.kind != "encoder") or len(r.layers)
     ck = checkpoint.compare(
         headers or {}, r.total, layers=built, bits=checkpoint.quant_bits(config)
     )
