@@ -52,25 +52,24 @@ def _fit(
 
 def _parts(
     r: Reading, m: Memory, s: EstimateSettings, setup: str
-) -> tuple[float, list[float], float, float, tuple[float, ...], float]:
+) -> tuple[float, tuple[float, ...], float, float, tuple[float, ...], float]:
     """(pre fixed, per-layer fixed, post fixed, pre per-sample, per-layer per-sample, post per-sample)."""
     pre_params = r.total - r.layer_params - r.head_params
     if setup == "full_finetune":
         k = m.full_bytes_per_param
-        fixed = [spec.params * k for spec in r.layers]
+        fixed = r.per_layer(lambda spec: spec.params * k)
         return pre_params * k, fixed, r.head_params * k, 0.0, m.layer_act, m.logits_act
     if setup == "lora":
         k = m.lora_bytes_per_param
         total_dims = r.lora_dims or 1
         adapter, per_adapter = m.lora_adapter_params, s.lora_adapter_bytes_per_param
-        fixed = [
-            spec.params * k + adapter * (spec.lora_dims / total_dims) * per_adapter
-            for spec in r.layers
-        ]
+        fixed = r.per_layer(
+            lambda spec: spec.params * k + adapter * (spec.lora_dims / total_dims) * per_adapter
+        )
         bf16 = s.lora_base_bytes_per_param
         return pre_params * bf16, fixed, r.head_params * bf16, 0.0, m.layer_act, m.logits_act
     k = m.serve_bytes_per_param
-    fixed = [spec.params * k for spec in r.layers]
+    fixed = r.per_layer(lambda spec: spec.params * k)
     bf16 = s.serve_bytes_per_param
     return pre_params * bf16, fixed, r.head_params * bf16, 0.0, m.layer_kv, 0.0
 
@@ -153,6 +152,8 @@ def best_cut(r: Reading, m: Memory, s: EstimateSettings, setup: str) -> tuple[fl
     if n < 2:
         return None
     pre_f, lay_f, post_f, pre_a, lay_a, post_a = _parts(r, m, s, setup)
+    if len(lay_f) != len(lay_a):
+        raise ValueError(f"{len(lay_f)} layers but {len(lay_a)} per-sample figures")
     need = list(map(operator.add, lay_f, lay_a))
     return balanced_cut(pre_f + pre_a, need, post_f, post_a)
 

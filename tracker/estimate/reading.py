@@ -328,8 +328,7 @@ class Reading:
 
     def per_layer(self, figure: Callable[[LayerSpec], float]) -> tuple[float, ...]:
         """`figure` of each layer, in order, worked out once per kind of layer (`layer_kinds`)
-        and repeated over its runs: `figure` must depend on the layer alone. Worth it where
-        `figure` costs more than a lookup (activations, KV cache)."""
+        and repeated over its runs: `figure` must depend on the layer alone."""
         once = {id(spec): figure(spec) for spec in self.layer_kinds}
         values: list[float] = []
         for spec, n in self.layer_runs:
