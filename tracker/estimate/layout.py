@@ -90,10 +90,11 @@ def decimal_ratio(linear: int, full: int) -> str | None:
 def pattern(kinds: Iterable[str]) -> Pattern:
     """Summarize per-layer attention kinds ("linear"/"ssm" vs anything else)."""
     seq = list(kinds)
-    full_pos = [i for i, k in enumerate(seq) if k not in ("linear", "ssm", "none")]
-    linear = sum(1 for k in seq if k in ("linear", "ssm"))
+    linear = seq.count("linear") + seq.count("ssm")
     if linear == 0:
-        return Pattern(hybrid=False, full=len(full_pos), linear=0, period=None, ratio=None)
+        full = len(seq) - seq.count("none")
+        return Pattern(hybrid=False, full=full, linear=0, period=None, ratio=None)
+    full_pos = [i for i, k in enumerate(seq) if k not in ("linear", "ssm", "none")]
     return Pattern(
         hybrid=True,
         full=len(full_pos),
