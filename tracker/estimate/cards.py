@@ -90,7 +90,8 @@ def fit(
     setup: str,
     best_cuts: dict[str, tuple[float, int] | None] | None = None,
 ) -> Fit:
-    """The fit of `setup` on `card`; `best_cuts` caches `best_cut` per setup across cards."""
+    """The fit of `setup` on `card`, as the report's Fit (with its summary in words);
+    `best_cuts` caches `best_cut` per setup across cards."""
     budget = card.vram_gb * GB / s.headroom
     fixed, per_sample = _totals(m, setup)
     if per_sample <= 0:
