@@ -224,6 +224,23 @@ class Computed:
 
 # How far back `Pipeline._since` looks for the last revision with a preflight answer.
 SINCE_LOOKBACK = 32
+ANSWERS = ("capacity", "lora")
+Known = dict[str, tuple[Sha, int] | None]
+"""Where each preflight answer was last had, as of one revision R: (that revision, how many
+revisions before R along the ingested chain: 0 for R itself), or None when no revision within
+SINCE_LOOKBACK before R had it; an answer not listed is not known (the store is walked for it)."""
+
+
+def _known_after(known: Known, sha: Sha, preflight: Preflight | None) -> Known:
+    """`known` (as of the revision before `sha`) as of `sha`, whose preflight is `preflight`."""
+    out: Known = {}
+    for a in ANSWERS:
+        if preflight is not None and getattr(preflight, a) is not None:
+            out[a] = (sha, 0)
+        elif a in known:
+            had = known[a]
+            out[a] = (had[0], had[1] + 1) if had is not None and had[1] < SINCE_LOOKBACK else None
+    return out
 
 
 class Analyst:
@@ -373,6 +390,10 @@ class Pipeline:
         self._last: dict[
             RepoId, tuple[Sha, Snapshot, EstimateSettings, tuple[Estimate | None, str | None]]
         ] = {}
+        # After the last revision analysed of each repo: for each preflight answer, where it was
+        # last had (`_since`). Like `_last`, it stands only for the revision right before the next
+        # one: a repo whose answer is never had (an unregistered model type) walks the store once.
+        self._known: dict[RepoId, tuple[Sha, Known]] = {}
 
     def close(self) -> None:
         """Stop the analysis worker (a later analysis starts a new one)."""
@@ -399,8 +420,10 @@ class Pipeline:
             "preflight_settings": PreflightSettings.from_mapping(watched.preflight),
             "estimate_before": known,
             "overrides": parse_overrides(watched.advisories),
-            "since": self._since(rid, previous, after) if previous else None,
         }
+        had: Known = {}  # where each preflight answer was last had (`_since`)
+        if previous is not None:
+            request["since"], had = self._since(rid, previous, after)
         computed: Computed
         if self.worker is not None:
             computed = self.worker.run(request)
@@ -434,6 +457,7 @@ class Pipeline:
         )
         store.mark_analysed(rid, sha, now=at)
         self._last[rid] = (sha, after, settings, estimated)
+        self._known[rid] = (sha, _known_after(had, sha, pf_after))
         log.info(
             "revision.analysed",
             repo=rid,
@@ -452,34 +476,48 @@ class Pipeline:
 
     def _since(
         self, rid: RepoId, previous: Sha, after: Snapshot
-    ) -> dict[str, tuple[Sha, Snapshot]]:
-        """For each preflight answer the previous revision's stored preflight lacks ("capacity":
-        no safetensors headers; "lora": no or an unreadable config.json) and `after` may have, the
-        last earlier revision whose stored preflight has it, with its snapshot, looking back at
-        most SINCE_LOOKBACK revisions along the ingested chain. Only then is the store read
-        further: a revision whose previous one has both answers costs one read."""
-        stored = self.preflight.get(rid, previous)
-        if stored is None or stored.preflight is None:
-            return {}
-        want = set()
-        if stored.preflight.capacity is None and after.headers:
-            want.add("capacity")
-        if stored.preflight.lora is None and "config.json" in after.files:
-            want.add("lora")
-        found: dict[str, Sha] = {}
-        sha = self.store.revision(rid, previous).previous if want else None
-        for _ in range(SINCE_LOOKBACK):
-            if sha is None or not want:
+    ) -> tuple[dict[str, tuple[Sha, Snapshot]], Known]:
+        """For each preflight answer ("capacity": no safetensors headers; "lora": no or an
+        unreadable config.json) that the previous revision's stored preflight lacks (or that has
+        none: never stored, or failed) and `after` may have, the last earlier revision whose
+        stored preflight has it, with its snapshot, looking back at most SINCE_LOOKBACK revisions
+        along the ingested chain; and where each answer was last had as of `previous` (Known).
+
+        What the analysis of `previous` in this process left (`_known`) answers without reading
+        the store; otherwise the store is read: one read when the previous revision has both
+        answers, a walk back for an answer it lacks. Without it, a repo whose LoRA answer is
+        never had (a model type with no module-name table) walked 32 revisions back for each
+        revision analysed: 180 queries, about as long as the rest of the analysis."""
+        cached = self._known.get(rid)
+        known: Known = dict(cached[1]) if cached is not None and cached[0] == previous else {}
+        if any(a not in known for a in ANSWERS):
+            stored = self.preflight.get(rid, previous)
+            pf = stored.preflight if stored is not None else None
+            for a in ANSWERS:
+                if a not in known and pf is not None and getattr(pf, a) is not None:
+                    known[a] = (previous, 0)
+        may = {"capacity": bool(after.headers), "lora": "config.json" in after.files}
+        walk = [a for a in ANSWERS if a not in known]  # once: the next revision reads `_known`
+        sha = self.store.revision(rid, previous).previous if walk else None
+        for back in range(1, SINCE_LOOKBACK + 1):
+            if sha is None or not walk:
                 break
             earlier = self.preflight.get(rid, sha)
             if earlier is not None and earlier.preflight is not None:
-                for answer in sorted(want):
-                    if getattr(earlier.preflight, answer) is not None:
-                        found[answer] = sha
-                        want.discard(answer)
+                for a in list(walk):
+                    if getattr(earlier.preflight, a) is not None:
+                        known[a] = (sha, back)
+                        walk.remove(a)
             sha = self.store.revision(rid, sha).previous
+        for a in walk:
+            known[a] = None  # not had within SINCE_LOOKBACK revisions (or the chain's start)
+        found: dict[str, Sha] = {}
+        for a in ANSWERS:
+            had = known.get(a)
+            if may[a] and had is not None and had[1] > 0:
+                found[a] = had[0]
         snaps = {sha: self.store.snapshot(rid, sha) for sha in set(found.values())}
-        return {answer: (sha, snaps[sha]) for answer, sha in found.items()}
+        return {a: (sha, snaps[sha]) for a, sha in found.items()}, known
 
     def _rewrites(self, rid: RepoId) -> dict[str, str]:
         """Each rewritten-away sha → the force-push that dropped it, as advisories name it."""
@@ -592,6 +630,7 @@ class Pipeline:
         )
         self.store.record_could_not_analyse(rid, sha, overrun)
         self._last.pop(rid, None)
+        self._known.pop(rid, None)
         log.warning("revision.could_not_analyse", repo=rid, sha=sha, kind=exc.kind, reason=str(exc))
 
     def _pending(self, rid: RepoId) -> bool:

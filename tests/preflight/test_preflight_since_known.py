@@ -1,0 +1,160 @@
+"""Where a preflight answer was last had (`Pipeline._since`) costs no store read per revision once
+the pipeline has analysed the revision before, and says the same after a restart or where the
+previous revision has no stored preflight.
+
+Before `Pipeline._known`, a repo whose LoRA answer is never had (MiMo-7B: a model type with no
+module-name table) walked 32 revisions back through the store for every revision analysed
+(180 queries, about as long as the rest of its analysis), and a previous revision without a
+stored preflight (analysed before the preflight store, or one that overran its budget) stopped
+the look back: the answer back was a low "found" instead of a move from the last revision that
+had it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from tracker.app import App, build
+from tracker.replica import Replica
+from tracker.replica.repos import commit, init_repo
+from tracker.settings import load_settings
+from tracker.store.preflight import PreflightStore
+
+from .test_preflight_pipeline import safetensors
+
+pytestmark = [pytest.mark.replica, pytest.mark.slow]
+
+CONFIGS = Path(__file__).parents[1] / "data" / "configs"
+T0 = datetime(2025, 8, 1, tzinfo=UTC)
+
+
+@contextmanager
+def _tracker(tmp_path: Path) -> Iterator[App]:
+    with Replica(tmp_path / "hub") as hub:
+        app = build(
+            load_settings(
+                state_dir=tmp_path / "state",
+                watchlist=tmp_path / "watchlist.yaml",
+                hf_endpoint=hub.url,
+                preflight_index_url=(tmp_path / "no-index").as_uri(),
+            )
+        )
+        try:
+            yield app
+        finally:
+            app.close()
+
+
+class _Counting(PreflightStore):
+    """The pipeline's preflight store, counting the stored preflights it reads."""
+
+    reads = 0
+
+    def get(self, *args: Any, **kwargs: Any) -> Any:
+        self.reads += 1
+        return super().get(*args, **kwargs)
+
+
+def test_an_answer_never_had_is_not_looked_for_again_at_every_revision(tmp_path: Path) -> None:
+    repo = init_repo(tmp_path / "hub", "acme/mimo")
+    config = (CONFIGS / "XiaomiMiMo__MiMo-7B-Base.json").read_bytes()
+    commit(
+        repo,
+        {"config.json": config, "model.safetensors": safetensors("BF16", 2, 1000)},
+        "upload",
+        date=T0,
+    )
+    for i in range(1, 40):
+        commit(repo, {"README.md": f"r{i}\n".encode()}, f"r{i}", date=T0 + timedelta(hours=i))
+    (tmp_path / "watchlist.yaml").write_text("repos:\n  - id: acme/mimo\n")
+    with _tracker(tmp_path) as app:
+        pipeline = app.pipeline
+        pipeline.preflight = counting = _Counting(app.store.engine)
+        report = pipeline.run_cycle()
+        assert report.repos[0].error is None and len(report.repos[0].analysed) == 40
+        # the second revision reads the first's preflight (it has capacity; LoRA: no earlier
+        # revision to walk to); the 38 after it read nothing (it was 1 + up to 32 reads each)
+        assert counting.reads == 1
+        stored = counting.get("acme/mimo", report.repos[0].analysed[-1].sha)  # type: ignore[arg-type]
+        assert stored is not None and stored.preflight is not None
+        assert stored.preflight.lora is None and stored.preflight.capacity is not None
+        keys = {
+            c["key"]
+            for a in app.advisories.list_advisories(repo_id="acme/mimo")
+            for c in a.record["database_specific"]["changes"]
+        }
+        assert not {k for k in keys if k.startswith("preflight.")} and keys == {"", "text"}
+
+
+def _lora_changes(app: App, repo_id: str) -> dict[str, tuple[str, str, Any, Any, str]]:
+    out = {}
+    for adv in app.advisories.list_advisories(repo_id=repo_id):
+        for c in adv.record["database_specific"]["changes"]:
+            if c["key"].startswith("preflight.lora."):
+                out[adv.introduced[:7]] = (
+                    c["kind"],
+                    c["severity"],
+                    c["before"],
+                    c["after"],
+                    c["summary"],
+                )
+    return out
+
+
+@pytest.mark.parametrize("restart", ["none", "restart", "restart, no stored preflight"])
+def test_the_last_revision_with_an_answer_is_the_same_after_a_restart(
+    tmp_path: Path, restart: str
+) -> None:
+    """R1 Qwen3-0.6B (`q_proj`: 28 modules), R2 an unreadable config.json, R3 a README, R4 two
+    layers fewer: R4 moves `q_proj` 28 → 26 since R1 (high), whether R4 is analysed in the
+    process that analysed R3 (what it knows), in a new one (the store, walked), or in a new one
+    where R3 has no stored preflight (it did stop the look back: a low "found")."""
+    config = json.loads((CONFIGS / "Qwen__Qwen3-0.6B.json").read_text())
+    fewer = {**config, "num_hidden_layers": 26}
+    repo = init_repo(tmp_path / "hub", "acme/qwen3")
+    steps: list[dict[str, bytes | None]] = [
+        {"config.json": json.dumps(config).encode(), "model.safetensors": safetensors("BF16", 2, 1000)},
+        {"config.json": b"[" * 200},
+        {"README.md": b"hello\n"},
+        {"config.json": json.dumps(fewer).encode()},
+    ]  # fmt: skip
+    (tmp_path / "watchlist.yaml").write_text(
+        "repos:\n  - id: acme/qwen3\n    preflight:\n      lora_targets: [q_proj]\n"
+    )
+    shas = [commit(repo, steps[i], f"r{i + 1}", date=T0 + timedelta(days=i)) for i in range(3)]
+    with _tracker(tmp_path) as app:
+        app.pipeline.run_cycle()
+        if restart == "none":
+            shas.append(commit(repo, steps[3], "r4", date=T0 + timedelta(days=3)))
+            app.pipeline.run_cycle()
+            changes = _lora_changes(app, "acme/qwen3")
+    if restart != "none":
+        if restart == "restart, no stored preflight":
+            with sa.create_engine(f"sqlite:///{tmp_path / 'state' / 'tracker.db'}").begin() as db:
+                gone = db.execute(
+                    sa.text("DELETE FROM revision_preflight WHERE sha = :sha"), {"sha": shas[2]}
+                )
+                assert gone.rowcount == 1
+        shas.append(commit(repo, steps[3], "r4", date=T0 + timedelta(days=3)))
+        with _tracker(tmp_path) as app:
+            app.pipeline.run_cycle()
+            changes = _lora_changes(app, "acme/qwen3")
+    assert changes == {
+        shas[3][:7]: (
+            "changed",
+            "high",
+            {"attention.full": 28},
+            {"attention.full": 26},
+            "`q_proj` now resolves to 26 modules in the full-attention layers (was 28) since "
+            f"`{shas[0][:12]}` (unresolved at the previous revision: could not read config.json: "
+            "config is not valid JSON: Expecting value: line 1 column 201 (char 200))",
+        )
+    }
