@@ -5,7 +5,20 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tracker.domain import ChangeKind, SafetensorsHeader, TensorInfo, TreeEntry
+from tracker.advisories.advice import Assessment, Kind, advice
+from tracker.advisories.classify import Classified
+from tracker.advisories.groups import ChangeGroup, Subject
+from tracker.domain import (
+    Artifact,
+    Change,
+    ChangeKind,
+    RepoId,
+    SafetensorsHeader,
+    Severity,
+    Sha,
+    TensorInfo,
+    TreeEntry,
+)
 from tracker.preflight.delta import preflight_delta
 from tracker.preflight.report import Preflight, run_preflight
 from tracker.preflight.settings import PreflightSettings
@@ -310,3 +323,53 @@ def test_an_answer_back_is_compared_with_the_last_revision_that_had_it() -> None
     [c, *_] = preflight_delta(lost, _run(NEXT, "BF16"), {"capacity": (sha, lost)})
     assert (c.key, c.kind) == ("preflight.capacity", ChangeKind.ADDED)
     assert c.summary.startswith("what it takes to fetch and hold is now known: ")
+
+
+def test_a_change_from_an_earlier_revision_names_it_and_the_advice_pins_it() -> None:
+    """A change compared with the last revision that had the answer carries that revision
+    (`facts["since"]`); the advice pins it, not the previous revision that could not answer
+    (no config.json, no safetensors: pinning it keeps nothing). In a group with changes from the
+    previous revision too, the previous is pinned and the earlier one named for its keys."""
+    then, lost = _run(NEXT, "BF16"), _run(None)
+    sha = "a1b2c3d4e5f6" + "0" * 28
+    full = {**NEXT, "full_attention_interval": 1}
+    moved = preflight_delta(lost, _run(full, "F32"), {"capacity": (sha, then), "lora": (sha, then)})
+    again = preflight_delta(
+        lost, _run(NEXT, "BF16"), {"capacity": (sha, then), "lora": (sha, then)}
+    )
+    found = preflight_delta(lost, _run(NEXT, "BF16"))
+    assert [dict(c.facts) for c in moved + again] == [{"since": sha}] * 6
+    assert [dict(c.facts) for c in found] == [{}] * 3
+
+    prev, new = "b" * 40, "c" * 40
+    subject = Subject(RepoId("acme/next"), "https://hub/acme/next", Sha(new), Sha(prev), None, None)
+    since = [Classified(c, Severity.HIGH, "preflight-lora-targets", "") for c in moved[1:]]
+    ordinary = Classified(
+        Change(Artifact.ESTIMATE, ChangeKind.CHANGED, "", "memory.inference", 1, 2, "more"),
+        Severity.MODERATE,
+        "estimate-memory",
+        "",
+    )
+    pinned = advice(
+        subject, ChangeGroup(Artifact.ESTIMATE, tuple(since), ()), Assessment(Kind.CHANGE, ())
+    )
+    assert pinned == [
+        "The previous revision `bbbbbbbbbbbb` could not answer this; the answers above are "
+        "compared with `a1b2c3d4e5f6`, the last revision before it that could. To keep the old "
+        f'behaviour, pin `a1b2c3d4e5f6` (`revision="{sha}"` in `from_pretrained`). To take the '
+        "change, upgrade to `cccccccccccc` or later once you re-check your hardware plan against "
+        "the new estimate."
+    ]
+    mixed = advice(
+        subject,
+        ChangeGroup(Artifact.ESTIMATE, (ordinary, *since), ()),
+        Assessment(Kind.REGRESSION, ()),
+    )
+    assert mixed == [
+        "The previous revision `bbbbbbbbbbbb` could not answer `preflight.lora.q_proj`, "
+        "`preflight.lora.in_proj_qkvz`: they are compared with `a1b2c3d4e5f6`, the last "
+        "revision before it that could; pin that one to keep those answers. Stay on the "
+        f'previous revision: pin `bbbbbbbbbbbb` (`revision="{prev}"` in `from_pretrained`) '
+        "until a later revision fixes this (tracker marks this advisory fixed when one does). If "
+        "you have already upgraded, re-check your hardware plan against the new estimate."
+    ]

@@ -36,14 +36,22 @@ REPO = "acme/next-since"
 T0 = datetime(2025, 7, 1, tzinfo=UTC)
 
 
-def _estimate_changes(records: list[dict[str, Any]], sha: str) -> dict[str, dict[str, Any]]:
+def _estimate_record(records: list[dict[str, Any]], sha: str) -> dict[str, Any]:
     [record] = [
         r
         for r in records
         if r["database_specific"]["group"] == "estimate"
         and r["affected"][0]["ranges"][0]["events"][0]["introduced"] == sha
     ]
-    return {c["key"]: c for c in record["database_specific"]["changes"]}
+    return record
+
+
+def _estimate_changes(records: list[dict[str, Any]], sha: str) -> dict[str, dict[str, Any]]:
+    return {c["key"]: c for c in _estimate_record(records, sha)["database_specific"]["changes"]}
+
+
+def _what_to_do(record: dict[str, Any]) -> str:
+    return record["details"].split("## What to do\n\n", 1)[1].split("\n", 1)[0]
 
 
 def test_an_answer_back_after_an_unread_config_or_a_bin_upload_is_compared_with_the_last_known(
@@ -141,3 +149,24 @@ def test_an_answer_back_after_an_unread_config_or_a_bin_upload_is_compared_with_
         "4.0× less); weights 0.00 GB → 0.00 GB; download 0.00 GB → 0.00 GB, 0.00 → 0.00 h at "
         "126 MB/s"
     )
+    # What to do: pin the revision the answers are compared with, not the previous one (R2: an
+    # unreadable config.json; R4: no safetensors), which keeps nothing of them
+    lead = (
+        "The previous revision `{prev}` could not answer this; the answers above are compared "
+        "with `{since}`, the last revision before it that could. "
+    )
+    pin = '`{since}` (`revision="{full}"` in `from_pretrained`)'
+    r3_text = lead + (
+        "The commit calls this a fix; nothing tracker checks shows the previous revision "
+        "misbehaving. To take the change, upgrade to `{new}` or later once you re-check your "
+        "hardware plan against the new estimate. To keep the old behaviour, pin " + pin + "."
+    )
+    r5_text = lead + (
+        "Stay on the last revision that had the earlier answers: pin " + pin + " until a later "
+        "revision fixes this (tracker marks this advisory fixed when one does). If you have "
+        "already upgraded, re-check your hardware plan against the new estimate."
+    )
+    for at, since, text in ((2, 0, r3_text), (4, 2, r5_text)):
+        assert _what_to_do(_estimate_record(records, shas[at])) == text.format(
+            prev=shas[at - 1][:12], since=shas[since][:12], full=shas[since], new=shas[at][:12]
+        )

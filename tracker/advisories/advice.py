@@ -21,6 +21,7 @@ from enum import StrEnum
 from tracker.advisories.groups import ChangeGroup, Subject
 from tracker.diff.conversations import CONVERSATIONS
 from tracker.domain import Artifact, ChangeKind, JSONValue
+from tracker.preflight.delta import SINCE
 
 
 class Kind(StrEnum):
@@ -235,8 +236,40 @@ def advice(subject: Subject, group: ChangeGroup, assessment: Assessment) -> list
             "Nothing that worked breaks: the previous revision could not answer this. Plan the "
             "download, the cards and your LoRA targets for this revision from the answers above."
         ]
-    pin = f'pin `{prev[:12]}` (`revision="{prev}"` in `from_pretrained`)'
-    match assessment.kind:
+    lead, earlier = _since(group, prev)
+    kept = earlier or prev  # every change compared with a revision before the previous: that one
+    pin = f'pin `{kept[:12]}` (`revision="{kept}"` in `from_pretrained`)'
+    first, *rest = _by_kind(assessment.kind, group, pin, take, check, earlier is not None)
+    return [" ".join([*lead, first]), *rest]
+
+
+def _since(group: ChangeGroup, prev: str) -> tuple[list[str], str | None]:
+    """For preflight answers the previous revision could not give, compared with the last
+    revision before it that could (`tracker.preflight.delta.SINCE`): a sentence naming it, and
+    that revision when every change of the group is compared with it (then it is the one to pin:
+    the previous revision, with no config.json or safetensors, keeps nothing)."""
+    since = [c.change.facts.get(SINCE) if c.change.facts else None for c in group.published]
+    shas = sorted({str(s) for s in since if s})
+    if not shas:
+        return [], None
+    named = ", ".join(f"`{s[:12]}`" for s in shas)
+    if len(shas) == 1 and all(since):
+        return [
+            f"The previous revision `{prev[:12]}` could not answer this; the answers above are "
+            f"compared with {named}, the last revision before it that could."
+        ], shas[0]
+    keys = ", ".join(f"`{c.change.key}`" for c, s in zip(group.published, since, strict=True) if s)
+    return [
+        f"The previous revision `{prev[:12]}` could not answer {keys}: they are compared with "
+        f"{named}, the last revision before it that could; pin that one to keep those answers."
+    ], None
+
+
+def _by_kind(
+    kind: Kind, group: ChangeGroup, pin: str, take: str, check: str, since: bool
+) -> list[str]:
+    stay = "the last revision that had the earlier answers" if since else "the previous revision"
+    match kind:
         case Kind.FIX:
             return [
                 f"To take the fix, {take} and {check}. To keep the old behaviour (for example "
@@ -244,7 +277,7 @@ def advice(subject: Subject, group: ChangeGroup, assessment: Assessment) -> list
             ]
         case Kind.REGRESSION:
             return [
-                f"Stay on the previous revision: {pin} until a later revision fixes this "
+                f"Stay on {stay}: {pin} until a later revision fixes this "
                 "(tracker marks this advisory fixed when one does). If you have already "
                 f"upgraded, {check}."
             ]

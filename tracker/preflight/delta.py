@@ -59,6 +59,10 @@ KIND_WORDS = {
 }
 
 
+SINCE = "since"
+"""The `facts` key of a change compared with an earlier revision than the previous one (the
+previous could not answer): that revision's full sha (the advice pins it, not the previous)."""
+
 Since = Mapping[
     str, tuple[str, Preflight]
 ]  # "capacity" / "lora" → (sha, that revision's preflight)
@@ -214,19 +218,21 @@ def _capacity(
         was = f"unknown: {before.capacity_error}"
         why = f"unknown at the previous revision: {_there(before.capacity_error)}"
         if since is not None and since[1].capacity is not None:
-            sha = f"`{since[0][:12]}`"
+            sha, fact = f"`{since[0][:12]}`", {SINCE: since[0]}
             moved = _capacity_moved(since[1], after)
             if moved is None:
                 summary = (
                     f"what it takes to fetch and hold is known again, the same as at {sha}: "
                     f"{_held(ca)} ({why})"
                 )
-                return [Change(_ART, ChangeKind.ADDED, "", "preflight.capacity", was, va, summary)]
+                kind = ChangeKind.ADDED
+                return [Change(_ART, kind, "", "preflight.capacity", was, va, summary, facts=fact)]
             vs, va, notes = moved
             summary = f"what it takes to fetch and hold changed since {sha} ({why}): " + "; ".join(
                 notes
             )
-            return [Change(_ART, ChangeKind.CHANGED, "", "preflight.capacity", vs, va, summary)]
+            kind = ChangeKind.CHANGED
+            return [Change(_ART, kind, "", "preflight.capacity", vs, va, summary, facts=fact)]
         summary = f"what it takes to fetch and hold is now known: {_held(ca)} ({why})"
         return [Change(_ART, ChangeKind.ADDED, "", "preflight.capacity", was, va, summary)]
     if va is None:  # the revision loses an answer the previous one had
@@ -350,13 +356,15 @@ def _lora(
             continue  # not asked on one side, the same, or unknown on both sides
         if isinstance(a, str) and (after.lora_error or "").startswith(CONFIG_UNREAD):
             continue  # lost with an unreadable config.json, its own advisory
-        kind = ChangeKind.CHANGED
+        kind, fact = ChangeKind.CHANGED, {}
         if isinstance(b, str) and not isinstance(a, str):  # found (the module docstring)
             kind = ChangeKind.ADDED
             why = (
                 f"unresolved at the previous revision: {_there(b.removeprefix('cannot resolve: '))}"
             )
             then = _answer(since[1], target) if since is not None else None
+            if since is not None and isinstance(then, dict):
+                fact = {SINCE: since[0]}
             if since is not None and isinstance(then, dict) and then == a:
                 summary = (
                     f"`{target}` resolves again to {_where(a)}, as at `{since[0][:12]}` ({why})"
@@ -373,6 +381,6 @@ def _lora(
         elif not isinstance(a, str) and not isinstance(b, str):
             summary = f"`{target}` now resolves to " + _moved(b, a)
         out.append(
-            Change(_ART, kind, "", f"preflight.lora.{target}", b, a, summary)  # type: ignore[arg-type]
+            Change(_ART, kind, "", f"preflight.lora.{target}", b, a, summary, facts=fact)  # type: ignore[arg-type]
         )
     return out
