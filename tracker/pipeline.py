@@ -231,11 +231,20 @@ revisions before R along the ingested chain: 0 for R itself), or None when no re
 SINCE_LOOKBACK before R had it; an answer not listed is not known (the store is walked for it)."""
 
 
+def _has(preflight: Preflight, answer: str) -> bool:
+    """Whether `preflight` has `answer`: capacity; LoRA with every target resolved (a target the
+    remote code leaves unresolved, `gate` built by a function it does not show, is one to look
+    back for as much as a LoRA answer lost with config.json)."""
+    if answer == "lora":
+        return preflight.lora is not None and not preflight.lora.unresolved
+    return preflight.capacity is not None
+
+
 def _known_after(known: Known, sha: Sha, preflight: Preflight | None) -> Known:
     """`known` (as of the revision before `sha`) as of `sha`, whose preflight is `preflight`."""
     out: Known = {}
     for a in ANSWERS:
-        if preflight is not None and getattr(preflight, a) is not None:
+        if preflight is not None and _has(preflight, a):
             out[a] = (sha, 0)
         elif a in known:
             had = known[a]
@@ -478,10 +487,11 @@ class Pipeline:
         self, rid: RepoId, previous: Sha, after: Snapshot
     ) -> tuple[dict[str, tuple[Sha, Snapshot]], Known]:
         """For each preflight answer ("capacity": no safetensors headers; "lora": no or an
-        unreadable config.json) that the previous revision's stored preflight lacks (or that has
-        none: never stored, or failed) and `after` may have, the last earlier revision whose
-        stored preflight has it, with its snapshot, looking back at most SINCE_LOOKBACK revisions
-        along the ingested chain; and where each answer was last had as of `previous` (Known).
+        unreadable config.json, or a target left unresolved, `_has`) that the previous revision's
+        stored preflight lacks (or that has none: never stored, or failed) and `after` may have,
+        the last earlier revision whose stored preflight has it, with its snapshot, looking back
+        at most SINCE_LOOKBACK revisions along the ingested chain; and where each answer was last
+        had as of `previous` (Known).
 
         What the analysis of `previous` in this process left (`_known`) answers without reading
         the store; otherwise the store is read: one read when the previous revision has both
@@ -494,7 +504,7 @@ class Pipeline:
             stored = self.preflight.get(rid, previous)
             pf = stored.preflight if stored is not None else None
             for a in ANSWERS:
-                if a not in known and pf is not None and getattr(pf, a) is not None:
+                if a not in known and pf is not None and _has(pf, a):
                     known[a] = (previous, 0)
         may = {"capacity": bool(after.headers), "lora": "config.json" in after.files}
         walk = [a for a in ANSWERS if a not in known]  # once: the next revision reads `_known`
@@ -505,7 +515,7 @@ class Pipeline:
             earlier = self.preflight.get(rid, sha)
             if earlier is not None and earlier.preflight is not None:
                 for a in list(walk):
-                    if getattr(earlier.preflight, a) is not None:
+                    if _has(earlier.preflight, a):
                         known[a] = (sha, back)
                         walk.remove(a)
             sha = self.store.revision(rid, sha).previous

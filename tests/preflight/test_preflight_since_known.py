@@ -13,6 +13,7 @@ had it.
 from __future__ import annotations
 
 import json
+import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -28,6 +29,7 @@ from tracker.replica.repos import commit, init_repo
 from tracker.settings import load_settings
 from tracker.store.preflight import PreflightStore
 
+from .test_preflight_census_cli import CODE
 from .test_preflight_pipeline import safetensors
 
 pytestmark = [pytest.mark.replica, pytest.mark.slow]
@@ -157,4 +159,78 @@ def test_the_last_revision_with_an_answer_is_the_same_after_a_restart(
             f"`{shas[0][:12]}` (unresolved at the previous revision: could not read config.json: "
             "config is not valid JSON: Expecting value: line 1 column 201 (char 200))",
         )
+    }
+
+
+def _tiny(layers: int) -> dict[str, bytes]:
+    """The two-layer remote-code model of the census CLI test with `layers` layers: config.json
+    and a real safetensors file (q_proj and gate per layer, embedding, output head)."""
+    config = {
+        "model_type": "tiny",
+        "architectures": ["TinyForCausalLM"],
+        "auto_map": {"AutoModelForCausalLM": "modeling_tiny.TinyForCausalLM"},
+        "hidden_size": 16,
+        "vocab_size": 32,
+        "num_layers": layers,
+        "num_hidden_layers": layers,
+        "num_attention_heads": 2,
+        "intermediate_size": 32,
+    }
+    header: dict[str, object] = {}
+    offset = 0
+    shapes = {"embed.weight": (32, 16), "lm_head.weight": (32, 16)}
+    for i in range(layers):
+        shapes |= {f"layers.{i}.q_proj.weight": (32, 16), f"layers.{i}.gate.weight": (4, 16)}
+    for name, (rows, cols) in shapes.items():
+        header[name] = {
+            "dtype": "BF16",
+            "shape": [rows, cols],
+            "data_offsets": [offset, offset + 2 * rows * cols],
+        }
+        offset += 2 * rows * cols
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    raw += b" " * (-len(raw) % 8)
+    weights = struct.pack("<Q", len(raw)) + raw + bytes(offset)
+    return {"config.json": json.dumps(config).encode(), "model.safetensors": weights}
+
+
+def test_a_target_the_remote_code_left_unresolved_is_compared_with_the_last_revision_resolving_it(
+    tmp_path: Path,
+) -> None:
+    """R1: all-linear 4 modules (q_proj and gate in 2 layers; the head is left out); R2's code
+    builds `gate` by a function it does not show (all-linear unresolved: published, high); R3
+    shows it again, with 3 layers: 6 modules, a move from R1's 4 (it was a low "found")."""
+    linear = CODE.replace(
+        "self.gate = make_gate(config)", "self.gate = nn.Linear(config.hidden_size, 4, bias=False)"
+    )
+    repo = init_repo(tmp_path / "hub", "acme/tiny")
+    steps: list[dict[str, bytes | None]] = [
+        {**_tiny(2), "modeling_tiny.py": linear.encode()},
+        {"modeling_tiny.py": CODE.encode()},
+        {**_tiny(3), "modeling_tiny.py": linear.encode()},
+    ]
+    shas = [commit(repo, s, f"r{i + 1}", date=T0 + timedelta(days=i)) for i, s in enumerate(steps)]
+    (tmp_path / "watchlist.yaml").write_text(
+        "repos:\n  - id: acme/tiny\n    preflight:\n      lora_targets: [all-linear]\n"
+    )
+    with _tracker(tmp_path) as app:
+        app.pipeline.run_cycle()
+        changes = _lora_changes(app, "acme/tiny")
+    unresolved = "not understood: `gate` (built by make_gate(), which the code does not show)"
+    assert changes == {
+        shas[1][:7]: (
+            "changed",
+            "high",
+            {"other": 4},
+            f"cannot resolve: {unresolved}",
+            f"`all-linear`: 4 modules → cannot resolve: {unresolved}",
+        ),
+        shas[2][:7]: (
+            "changed",
+            "high",
+            {"other": 4},
+            {"other": 6},
+            "`all-linear` now resolves to 6 modules in the other (was 4) since "
+            f"`{shas[0][:12]}` (unresolved at the previous revision: {unresolved})",
+        ),
     }
