@@ -104,20 +104,25 @@ def _safetensors(path: Path, tensors: dict[str, tuple[int, ...]]) -> None:
     path.write_bytes(struct.pack("<Q", len(raw)) + raw + bytes(offset))
 
 
-def test_header_shapes_size_what_the_code_does_not(tmp_path: Path) -> None:
-    model = tmp_path / "tiny"
-    model.mkdir()
-    config = {
+def tiny_config(layers: int) -> dict[str, object]:
+    """The config of the tiny remote-code model (CODE) with `layers` layers."""
+    return {
         "model_type": "tiny",
         "architectures": ["TinyForCausalLM"],
         "auto_map": {"AutoModelForCausalLM": "modeling_tiny.TinyForCausalLM"},
         "hidden_size": 16,
         "vocab_size": 32,
-        "num_layers": 2,
-        "num_hidden_layers": 2,
+        "num_layers": layers,
+        "num_hidden_layers": layers,
         "num_attention_heads": 2,
         "intermediate_size": 32,
     }
+
+
+def test_header_shapes_size_what_the_code_does_not(tmp_path: Path) -> None:
+    model = tmp_path / "tiny"
+    model.mkdir()
+    config = tiny_config(2)
     (model / "config.json").write_text(json.dumps(config))
     (model / "modeling_tiny.py").write_text(CODE)
     tensors: dict[str, tuple[int, ...]] = {"embed.weight": (32, 16), "lm_head.weight": (32, 16)}

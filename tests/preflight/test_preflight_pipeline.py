@@ -54,6 +54,22 @@ def safetensors(dtype: str, size: int, n: int) -> bytes:
     return struct.pack("<Q", len(raw)) + raw + b"\0" * (n * size)
 
 
+def tracker_env(tmp_path: Path, watchlist: Path, cache: Path | None = None) -> dict[str, str]:
+    """The environment of the installed `tracker` over `tmp_path`'s state: no inherited
+    TRACKER_/HF_ settings, one attempt per request, preflight wheels from `cache` only (the
+    package index is a folder that does not exist)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACKER_", "HF_"))}
+    env |= {
+        "TRACKER_STATE_DIR": str(tmp_path / "state"),
+        "TRACKER_WATCHLIST": str(watchlist),
+        "TRACKER_RETRY_ATTEMPTS": "1",
+        "TRACKER_PREFLIGHT_INDEX_URL": (tmp_path / "no-index").as_uri(),
+    }
+    if cache is not None:
+        env["TRACKER_PREFLIGHT_CACHE_DIR"] = str(cache)
+    return env
+
+
 def _tracker(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(TRACKER), *args], env=env, capture_output=True, text=True, timeout=600, check=False
@@ -102,14 +118,7 @@ def test_every_revision_gets_a_preflight_and_a_changed_answer_is_an_advisory(
         f"repos:\n  - id: {REPO}\n    preflight:\n      transformers: [{versions}]\n"
         "      lora_targets: [q_proj, gate_proj, all-linear]\n"
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACKER_", "HF_"))}
-    env |= {
-        "TRACKER_STATE_DIR": str(tmp_path / "state"),
-        "TRACKER_WATCHLIST": str(tmp_path / "watchlist.yaml"),
-        "TRACKER_RETRY_ATTEMPTS": "1",
-        "TRACKER_PREFLIGHT_CACHE_DIR": str(symbol_cache),
-        "TRACKER_PREFLIGHT_INDEX_URL": (tmp_path / "no-index").as_uri(),  # the cache must do
-    }
+    env = tracker_env(tmp_path, tmp_path / "watchlist.yaml", symbol_cache)
     with Replica(tmp_path / "hub") as hub:
         env["TRACKER_HF_ENDPOINT"] = hub.url
         poll = _tracker(env, "poll", "--once", "--json")
@@ -250,14 +259,7 @@ def test_a_revision_whose_code_stops_parsing_is_a_high_advisory_and_imports_nowh
     watchlist.write_text(
         f"repos:\n  - id: {REPO}\n    preflight:\n      transformers: [{versions}]\n"
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACKER_", "HF_"))}
-    env |= {
-        "TRACKER_STATE_DIR": str(tmp_path / "state"),
-        "TRACKER_WATCHLIST": str(watchlist),
-        "TRACKER_RETRY_ATTEMPTS": "1",
-        "TRACKER_PREFLIGHT_CACHE_DIR": str(symbol_cache),
-        "TRACKER_PREFLIGHT_INDEX_URL": (tmp_path / "no-index").as_uri(),
-    }
+    env = tracker_env(tmp_path, watchlist, symbol_cache)
     with Replica(tmp_path / "hub") as hub:
         env["TRACKER_HF_ENDPOINT"] = hub.url
         poll = _tracker(env, "poll", "--once", "--json")

@@ -14,8 +14,6 @@ the bytes per parameter (moderate). The hostile review of issue 15 found R3 publ
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -26,7 +24,7 @@ import pytest
 from tracker.replica import Replica
 from tracker.replica.repos import commit, init_repo
 
-from .test_preflight_pipeline import safetensors
+from .test_preflight_pipeline import _tracker, safetensors, tracker_env
 
 pytestmark = [pytest.mark.replica, pytest.mark.slow]
 
@@ -81,26 +79,12 @@ def test_an_answer_back_after_an_unread_config_or_a_bin_upload_is_compared_with_
     watchlist.write_text(
         f"repos:\n  - id: {REPO}\n    preflight:\n      lora_targets: [q_proj, in_proj_qkvz]\n"
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACKER_", "HF_"))}
-    env |= {
-        "TRACKER_STATE_DIR": str(tmp_path / "state"),
-        "TRACKER_WATCHLIST": str(watchlist),
-        "TRACKER_RETRY_ATTEMPTS": "1",
-        "TRACKER_PREFLIGHT_INDEX_URL": (tmp_path / "no-index").as_uri(),
-    }
+    env = tracker_env(tmp_path, watchlist)
     with Replica(tmp_path / "hub") as hub:
         env["TRACKER_HF_ENDPOINT"] = hub.url
-        poll = subprocess.run(
-            [str(TRACKER), "poll", "--once"], env=env, capture_output=True, text=True, timeout=600
-        )
+        poll = _tracker(env, "poll", "--once")
         assert poll.returncode == 0, poll.stderr
-    exported = subprocess.run(
-        [str(TRACKER), "advisories", "export", str(tmp_path / "osv")],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    exported = _tracker(env, "advisories", "export", str(tmp_path / "osv"))
     assert exported.returncode == 0, exported.stderr
     records = [json.loads(p.read_text()) for p in sorted((tmp_path / "osv").glob("*.json"))]
     unread = "could not read config.json: config is not valid JSON: Expecting value: line 1 column 201 (char 200)"

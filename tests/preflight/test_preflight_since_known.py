@@ -29,7 +29,7 @@ from tracker.replica.repos import commit, init_repo
 from tracker.settings import load_settings
 from tracker.store.preflight import PreflightStore
 
-from .test_preflight_census_cli import CODE
+from .test_preflight_census_cli import CODE, tiny_config
 from .test_preflight_pipeline import safetensors
 
 pytestmark = [pytest.mark.replica, pytest.mark.slow]
@@ -165,17 +165,7 @@ def test_the_last_revision_with_an_answer_is_the_same_after_a_restart(
 def _tiny(layers: int) -> dict[str, bytes]:
     """The two-layer remote-code model of the census CLI test with `layers` layers: config.json
     and a real safetensors file (q_proj and gate per layer, embedding, output head)."""
-    config = {
-        "model_type": "tiny",
-        "architectures": ["TinyForCausalLM"],
-        "auto_map": {"AutoModelForCausalLM": "modeling_tiny.TinyForCausalLM"},
-        "hidden_size": 16,
-        "vocab_size": 32,
-        "num_layers": layers,
-        "num_hidden_layers": layers,
-        "num_attention_heads": 2,
-        "intermediate_size": 32,
-    }
+    config = tiny_config(layers)
     header: dict[str, object] = {}
     offset = 0
     shapes = {"embed.weight": (32, 16), "lm_head.weight": (32, 16)}
