@@ -220,7 +220,7 @@ def test_a_target_the_remote_code_left_unresolved_is_compared_with_the_last_revi
             "high",
             {"other": 4},
             {"other": 6},
-            "`all-linear` now resolves to 6 modules in the other (was 4) since "
+            "`all-linear` now resolves to 6 modules in the rest of the model (was 4) since "
             f"`{shas[0][:12]}` (unresolved at the previous revision: {unresolved})",
         ),
     }

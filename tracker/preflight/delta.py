@@ -56,6 +56,7 @@ KIND_WORDS = {
     "mlp.experts": "routed experts",
     "vision": "vision tower",
     "head": "task head",
+    "other": "rest of the model",  # modules of none of the kinds above (remote code's census)
 }
 
 
