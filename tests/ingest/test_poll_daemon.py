@@ -107,6 +107,7 @@ def _daemon(tmp_path: Path, url: str, **env: str) -> subprocess.Popen[str]:
         TRACKER_WATCHLIST=str(tmp_path / "watchlist.yaml"),
         TRACKER_HF_ENDPOINT=url,
         TRACKER_RETRY_ATTEMPTS="1",
+        PYTHONFAULTHANDLER="1",  # SIGABRT dumps every thread's stack (`_stopped`)
         **env,
     )
     proc = subprocess.Popen(
@@ -117,6 +118,18 @@ def _daemon(tmp_path: Path, url: str, **env: str) -> subprocess.Popen[str]:
     watchdog.daemon = True
     watchdog.start()
     return proc
+
+
+def _stopped(proc: subprocess.Popen[str], timeout: float = 60) -> str:
+    """The daemon's stderr once it exits after SIGTERM; a daemon still running after `timeout`
+    seconds fails the test with every thread's stack (SIGABRT, faulthandler), so a stop that
+    hangs says where (a fresh-clone run at e181eed once waited past 60 s; 206 reruns did not)."""
+    try:
+        return proc.communicate(timeout=timeout)[1]
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)
+        dump = proc.communicate(timeout=30)[1]
+        raise AssertionError(f"the daemon did not stop within {timeout} s:\n{dump}") from None
 
 
 def _events(text: str) -> list[dict[str, object]]:
@@ -133,7 +146,7 @@ def test_daemon_logs_failing_repos_at_warning_and_nothing_else_by_default(tmp_pa
         assert proc.stderr is not None
         line = proc.stderr.readline()  # the default level (WARNING) prints only the failure
         proc.send_signal(signal.SIGTERM)
-        rest = proc.communicate(timeout=60)[1]
+        rest = _stopped(proc)
     first = json.loads(line)
     assert (first["event"], first["level"], first["repo"]) == ("repo.gone", "warning", "acme/gone")
     assert "repo not found" in str(first["error"])
@@ -157,7 +170,7 @@ def test_nothing_is_logged_as_processed_after_poll_stopped(tmp_path: Path) -> No
             assert line, "the daemon ended before storing a revision"
             seen += [str(e["event"]) for e in _events(line)]
         proc.send_signal(signal.SIGTERM)
-        rest = [str(e["event"]) for e in _events(proc.communicate(timeout=60)[1])]
+        rest = [str(e["event"]) for e in _events(_stopped(proc))]
     assert proc.returncode == 0
     assert "poll.stopping" in rest
     assert rest[-1] == "poll.stopped", rest
