@@ -22,6 +22,7 @@ started are handed back and every lease is released; `poll.stopped` is the last 
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import random
@@ -168,6 +169,7 @@ class Daemon:
         self.rng = random.Random()
         self.watched: dict[RepoId, WatchedRepo] = {}
         self.stopping = threading.Event()
+        self._ended = threading.Event()  # the scheduler's loop returned (`on_signals`)
         self.wake_claims = threading.Event()
         self.wake_deliveries = threading.Event()
         self.reload = threading.Event()
@@ -471,6 +473,50 @@ class Daemon:
 
     # -- the run ----------------------------------------------------------------------------
 
+    def signal_pipe(self) -> int:
+        """The pipe `on_signal` writes to; returns its read end (for `on_signals`)."""
+        read, self._signal_w = os.pipe()
+        os.set_blocking(self._signal_w, False)
+        return read
+
+    def on_signal(self, signum: int, _frame: Any) -> None:
+        """The SIGTERM / SIGINT / SIGHUP handler: it only writes the signal's number to a pipe
+        (`on_signals` acts on it in its own thread). A handler runs in the main thread between
+        two bytecodes, and the main thread may hold a lock that is not reentrant: apscheduler's
+        loop submitting a job to its thread pool, a structlog write to stderr, the scheduler's
+        wake-up event. A handler that logged or shut the scheduler down waited on such a lock
+        forever: the daemon never stopped (a fresh-clone test once waited past 60 s)."""
+        with contextlib.suppress(OSError):  # a full pipe: signals already wait to be read
+            os.write(self._signal_w, bytes([signum]))
+
+    def on_signals(self, read: int, scheduler: Any) -> None:
+        """Acts on the signals `on_signal` wrote, in this thread: SIGHUP re-reads the watchlist;
+        SIGTERM / SIGINT stop (nothing new starts, the scheduler is shut down); a zero byte (the
+        run ended) or the pipe's end returns."""
+        from apscheduler.schedulers import SchedulerNotRunningError
+
+        with os.fdopen(read, "rb", buffering=0) as pipe:
+            while data := pipe.read(64):
+                for signum in data:
+                    if signum == 0:
+                        return
+                    if signum == signal.SIGHUP:
+                        log.info("watchlist.reload", signal="SIGHUP")
+                        self.reload.set()
+                        self.wake_claims.set()
+                        continue
+                    if self.stopping.is_set():
+                        continue  # a second SIGTERM: the stop is under way
+                    self.stopping.set()
+                    self.wake_claims.set()
+                    self.wake_deliveries.set()
+                    log.info("poll.stopping", signal=signal.Signals(signum).name)
+                    self.notifier.send("STOPPING=1")
+                    while not scheduler.running and not self._ended.is_set():
+                        time.sleep(0.01)  # a signal before the scheduler's loop started
+                    with contextlib.suppress(SchedulerNotRunningError):  # it ended meanwhile
+                        scheduler.shutdown(wait=False)
+
     def run(self) -> None:
         """Run until SIGTERM/SIGINT (see the module docstring)."""
         with single_worker(self.settings):
@@ -504,26 +550,18 @@ class Daemon:
             )
             self.reload.clear()
 
-        def reload(_signum: int, _frame: Any) -> None:
-            log.info("watchlist.reload", signal="SIGHUP")
-            self.reload.set()
-            self.wake_claims.set()
-
-        def stop(signum: int, _frame: Any) -> None:
-            self.stopping.set()
-            self.wake_claims.set()
-            self.wake_deliveries.set()
-            log.info("poll.stopping", signal=signal.Signals(signum).name)
-            self.notifier.send("STOPPING=1")
-            scheduler.shutdown(wait=False)
-
-        signal.signal(signal.SIGTERM, stop)
-        signal.signal(signal.SIGINT, stop)
-        signal.signal(signal.SIGHUP, reload)
+        signals = self.signal_pipe()
+        handlers = {
+            signum: signal.signal(signum, self.on_signal)
+            for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+        }
         log.info("poll.started", repos=len(self.watched), worker=self.id)
         threads = [
             threading.Thread(target=self.claims_loop, name="claims", daemon=True),
             threading.Thread(target=self.deliveries, name="webhook-deliveries", daemon=True),
+            threading.Thread(
+                target=self.on_signals, args=(signals, scheduler), name="signals", daemon=True
+            ),
         ]
         self.notifier.send(f"READY=1\nSTATUS=worker {self.id}: {len(self.watched)} repos")
         for t in threads:
@@ -531,6 +569,9 @@ class Daemon:
         try:
             scheduler.start()
         finally:
+            self._ended.set()
+            with contextlib.suppress(OSError):
+                os.write(self._signal_w, b"\0")  # the signals thread ends
             self.stopping.set()
             self.wake_claims.set()
             self.wake_deliveries.set()
@@ -538,6 +579,9 @@ class Daemon:
                 self._idle.wait_for(lambda: self._running == 0)
             for t in threads:
                 t.join()
+            for signum, handler in handlers.items():  # before the pipe closes
+                signal.signal(signum, handler)
+            os.close(self._signal_w)
             self.pool.shutdown(wait=True, cancel_futures=True)
             with self._lock:
                 unstarted = list(self.claimed.values())
