@@ -17,7 +17,9 @@ makes the repo due now, so that poll too goes through a lease). Due webhook deli
 their own thread. SIGTERM/SIGINT: nothing new starts; a poll under way finishes the revision it is on (each
 revision is stored, and analysed, in its own transactions) and stops before the next one, its
 repo due again at once (the revisions left go to the next run, or another worker); claims not yet
-started are handed back and every lease is released; `poll.stopped` is the last event.
+started are handed back and every lease is released; `poll.stopped` is the last event. The signal
+handlers only write the signal's number to a pipe and a thread of its own acts on it
+(`Daemon.on_signal`): a handler runs in the main thread, which may hold a lock it would wait on.
 """
 
 from __future__ import annotations
