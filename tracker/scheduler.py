@@ -581,12 +581,16 @@ class Daemon:
                 self._idle.wait_for(lambda: self._running == 0)
             for t in threads:
                 t.join()
-            for signum, handler in handlers.items():  # before the pipe closes
-                signal.signal(signum, handler)
-            os.close(self._signal_w)
-            self.pool.shutdown(wait=True, cancel_futures=True)
-            with self._lock:
-                unstarted = list(self.claimed.values())
-            self.work.release(unstarted)
-            released = self.work.unregister(self.id)
-            log.info("poll.stopped", worker=self.id, handed_back=len(unstarted), released=released)
+            try:
+                self.pool.shutdown(wait=True, cancel_futures=True)
+                with self._lock:
+                    unstarted = list(self.claimed.values())
+                self.work.release(unstarted)
+                released = self.work.unregister(self.id)
+                log.info(
+                    "poll.stopped", worker=self.id, handed_back=len(unstarted), released=released
+                )
+            finally:  # a second SIGTERM while leases are released is ignored, not fatal
+                for signum, handler in handlers.items():  # before the pipe closes
+                    signal.signal(signum, handler)
+                os.close(self._signal_w)
