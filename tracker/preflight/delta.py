@@ -64,9 +64,9 @@ SINCE = "since"
 """The `facts` key of a change compared with an earlier revision than the previous one (the
 previous could not answer): that revision's full sha (the advice pins it, not the previous)."""
 
-Since = Mapping[
-    str, tuple[str, Preflight]
-]  # "capacity" / "lora" → (sha, that revision's preflight)
+Since = Mapping[str, tuple[str, Preflight]]
+"""For an answer the previous revision lacks ("capacity" / "lora"): the last earlier revision that
+had it, (its sha, its preflight under today's settings)."""
 
 
 def preflight_delta(
@@ -364,19 +364,15 @@ def _lora(
                 f"unresolved at the previous revision: {_there(b.removeprefix('cannot resolve: '))}"
             )
             then = _answer(since[1], target) if since is not None else None
-            if since is not None and isinstance(then, dict):
-                fact = {SINCE: since[0]}
-            if since is not None and isinstance(then, dict) and then == a:
-                summary = (
-                    f"`{target}` resolves again to {_where(a)}, as at `{since[0][:12]}` ({why})"
-                )
-            elif since is not None and isinstance(then, dict):
-                kind, b = ChangeKind.CHANGED, then
-                summary = (
-                    f"`{target}` now resolves to {_moved(then, a)} since `{since[0][:12]}` ({why})"
-                )
-            else:
+            if since is None or not isinstance(then, dict):
                 summary = f"`{target}` now resolves to {_where(a)} ({why})"
+            else:  # compared with the last revision that had the answer
+                fact, at = {SINCE: since[0]}, f"`{since[0][:12]}`"
+                if then == a:
+                    summary = f"`{target}` resolves again to {_where(a)}, as at {at} ({why})"
+                else:
+                    kind, b = ChangeKind.CHANGED, then
+                    summary = f"`{target}` now resolves to {_moved(then, a)} since {at} ({why})"
         elif isinstance(a, str) and not isinstance(b, str):
             summary = f"`{target}`: {sum(b.values()):,} modules → {a}"
         elif not isinstance(a, str) and not isinstance(b, str):
