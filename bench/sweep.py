@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 import sys
 import warnings
 from collections import Counter
@@ -41,6 +42,8 @@ TABLE = ROOT / "tests" / "data" / "estimate" / f"sweep-transformers-{TRANSFORMER
 config.json as written), `count` (the meta-device count; null where transformers cannot build it)
 and `error` (transformers' one-line error where it cannot; else null) and `mapping` (`causal-lm` or
 `base`: the auto mapping the class came from)."""
+CLASSES = ROOT / "tracker" / "estimate" / f"transformers-{TRANSFORMERS_VERSION}-classes.json"
+"""The model class names of the pinned transformers (`tracker.estimate.classes` reads it)."""
 PER_CLASS = ROOT / "bench" / "SWEEP.md"
 TOLERANCE_PCT = 1.0
 
@@ -176,8 +179,37 @@ def quiet_transformers() -> Iterator[None]:
         transformers.logging.set_verbosity(level)
 
 
+def model_class_names() -> list[str]:
+    """The model class names the installed transformers exports: every class its auto mappings
+    name that it exports, and every exported name shaped like a model class (`…Model`,
+    `…For…`, `…Encoder`, `…Decoder`, `…Backbone`; not `PreTrained…` or `…Config`)."""
+    import transformers
+    from transformers.models.auto import modeling_auto
+
+    exported = {n for n in dir(transformers) if re.fullmatch(r"[A-Z]\w*", n)}
+    names = {
+        n
+        for n in exported
+        if re.search(r"(Model|For[A-Z]\w*|Encoder|Decoder|Backbone)$", n)
+        and "pretrained" not in n.lower()
+        and not n.endswith("Config")
+    }
+    for attr in dir(modeling_auto):
+        mapping = getattr(modeling_auto, attr)
+        if (
+            attr.startswith("MODEL_")
+            and attr.endswith("_MAPPING_NAMES")
+            and isinstance(mapping, dict)
+        ):
+            for value in mapping.values():
+                for name in [value] if isinstance(value, str) else value:
+                    if name in exported:
+                        names.add(name)
+    return sorted(names)
+
+
 def generate(path: Path = TABLE) -> None:
-    """Write TABLE from the installed transformers (which must be the pinned version)."""
+    """Write TABLE and CLASSES from the installed transformers (which must be the pinned one)."""
     import transformers
 
     if transformers.__version__ != TRANSFORMERS_VERSION:
@@ -191,6 +223,8 @@ def generate(path: Path = TABLE) -> None:
             print(f"{model_type:40} {arch:50} {row.count or row.error}", file=sys.stderr)
             lines.append(json.dumps(row.__dict__, sort_keys=True, separators=(",", ":")))
     path.write_text("\n".join(lines) + "\n")
+    body = {"transformers": TRANSFORMERS_VERSION, "classes": model_class_names()}
+    CLASSES.write_text(json.dumps(body, indent=0) + "\n")
 
 
 def sweep(rows: list[Row] | None = None) -> list[Result]:
@@ -209,6 +243,70 @@ def summary(results: list[Result]) -> dict[str, Counter[str]]:
         "all": Counter(r.outcome for r in results),
         "causal": Counter(r.outcome for r in results if is_causal(r.row)),
     }
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def per_class_table(results: list[Result]) -> str:
+    """The Markdown of PER_CLASS: one row per class, its outcome, counts and reasons."""
+    lines = [
+        f"# The estimate across transformers {TRANSFORMERS_VERSION}, per class\n",
+        "Written by `make bench` (`python -m bench.run sweep`; summary in bench/RESULTS.md). "
+        "Outcomes: `exact`, `within-1%` (0 < |delta| ≤ 1%), `unverified` (more than 1% off, "
+        "marked unverified), `refused` (one-line error), `not-built` (transformers cannot build "
+        "the default config either), `silently-wrong` (more than 1% off and not marked "
+        "unverified). The reasons are the estimate's verification reasons (or its error, or "
+        "transformers').\n",
+        "| model_type | class | mapping | outcome | status | meta-device count | estimate | "
+        "delta | reasons |",
+        "|---|---|---|---|---|---:|---:|---:|---|",
+    ]
+    for r in results:
+        count = f"{r.row.count:,}" if r.row.count is not None else ""
+        derived = f"{r.derived:,}" if r.derived is not None else ""
+        delta = f"{r.delta_pct:+.3f}%" if r.delta_pct is not None else ""
+        lines.append(
+            f"| {r.row.model_type} | {r.row.architecture} | {r.row.mapping} | {r.outcome} | "
+            f"{r.status} | {count} | {derived} | {delta} | {_cell(r.why)} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def run() -> str:
+    """The bench section: outcome counts (all classes, causal-LM classes) and PER_CLASS."""
+    results = sweep()
+    PER_CLASS.write_text(per_class_table(results))
+    counts = summary(results)
+    built = {k: sum(v for o, v in c.items() if o != "not-built") for k, c in counts.items()}
+    rows = []
+    for outcome in OUTCOMES:
+        a, c = counts["all"][outcome], counts["causal"][outcome]
+        rows.append(f"| {outcome} | {a} | {c} |")
+    within = {k: c["exact"] + c["within-1%"] for k, c in counts.items()}
+    statuses = Counter(r.status for r in results if r.outcome in ("exact", "within-1%"))
+    return "\n".join(
+        [
+            f"## Sweep of transformers {TRANSFORMERS_VERSION} (`python -m bench.run sweep`)\n",
+            "Every config class of the pinned transformers with a causal-LM (else base) model "
+            "class: its default config, `architectures` set to that class, counted on the meta "
+            f"device (cached in `{TABLE.relative_to(ROOT)}`, made by "
+            "`python -m bench.sweep --generate`) and estimated by `tracker.estimate.estimate`. "
+            "The test `tests/estimate/test_estimate_sweep.py` fails on any `silently-wrong`. "
+            f"Per class, with the reasons: [bench/SWEEP.md](SWEEP.md).\n",
+            "| outcome | all classes | causal-LM classes |",
+            "|---|---:|---:|",
+            *rows,
+            f"| **total** | {len(results)} | {sum(counts['causal'].values())} |",
+            "",
+            f"Within 1% (exact included): {within['all']} of {built['all']} built classes "
+            f"({within['all'] / built['all']:.0%}); causal-LM classes {within['causal']} of "
+            f"{built['causal']} ({within['causal'] / built['causal']:.0%}). Status of those: "
+            + ", ".join(f"{n} {k}" for k, n in sorted(statuses.items()))
+            + ".",
+        ]
+    )
 
 
 if __name__ == "__main__":

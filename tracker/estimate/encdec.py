@@ -40,9 +40,11 @@ def _lin(i: int, o: int, bias: bool) -> int:
 
 
 def read_encdec(
-    c: ConfigView, tr: Traits, t: Tally, n: Notes
+    c: ConfigView, tr: Traits, t: Tally, n: Notes, *, decoder_only: bool = False
 ) -> tuple[list[LayerSpec], dict[str, Any]]:
-    """Count both stacks into `t`; return the layer specs and the dims memory needs."""
+    """Count both stacks into `t` (`decoder_only`: the family's `…ForCausalLM`, the decoder alone
+    with its token embeddings, position table and LM head; no encoder, no audio front-end);
+    return the layer specs and the dims memory needs."""
     d = c.int(*HIDDEN)
     enc = c.int("encoder_layers", "num_encoder_layers", *LAYERS, maximum=MAX_LAYERS)
     dec = c.int("decoder_layers", "num_decoder_layers", default=enc, maximum=MAX_LAYERS)
@@ -64,7 +66,7 @@ def read_encdec(
     if not c.bool("share_encoder_decoder_embeddings", True):
         emb += t.add("embeddings", c.int("decoder_vocab_size", default=v) * d)
     c.mark("decoder_vocab_size")
-    if c.has("num_mel_bins"):
+    if c.has("num_mel_bins") and not decoder_only:
         mel = c.int("num_mel_bins")
         emb += t.add("embeddings", mel * d * 3 + d + d * d * 3 + d)
     enc_pos = c.int("max_source_positions", "max_position_embeddings", default=0, minimum=0)
@@ -72,12 +74,14 @@ def read_encdec(
     if buckets:  # relative positions: no absolute table (n_positions is only a context size)
         enc_pos = dec_pos = 0
         c.mark("n_positions")
-    for rows in (enc_pos, dec_pos):
+    c.mark("num_mel_bins")
+    for rows in ((0 if decoder_only else enc_pos), dec_pos):
         if rows:
             emb += t.add("embeddings", (rows + tr.position_offset) * d)
     c.mark("scale_embedding", "encoder_layerdrop", "decoder_layerdrop", "decoder_start_token_id")
     specs: list[LayerSpec] = []
-    for stack, count, heads, ffn in (("encoder", enc, eh, ef), ("decoder", dec, dh, df)):
+    stacks = (("encoder", enc, eh, ef), ("decoder", dec, dh, df))
+    for stack, count, heads, ffn in stacks[1:] if decoder_only else stacks:
         attn = 2 * _lin(d, inner, bias) + _lin(inner, d, bias) + _lin(d, inner, k_bias)
         rel = buckets * heads  # a relative position bias table in the stack's first layer
         if stack == "decoder":
@@ -132,6 +136,6 @@ def read_encdec(
         "pre_params": emb,
         "embedding": emb,
         "max_context": dec_pos or None,
-        "encoder_layers": enc,
+        "encoder_layers": 0 if decoder_only else enc,
     }
     return specs, dims

@@ -17,7 +17,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from tracker.errors import EstimateError
-from tracker.estimate import irregular, vision
+from tracker.estimate import classes, irregular, vision
+from tracker.estimate.classes import Role
 from tracker.estimate.decoder import build_decoder
 from tracker.estimate.encdec import is_encoder_decoder, read_encdec
 from tracker.estimate.general import CONTEXT, read_decoder
@@ -85,6 +86,7 @@ def read_config(
             f"custom code (auto_map): read under the semantics of native model_type {native!r}; "
             "the verification says whether a checkpoint census confirmed the count",
         )
+    cls_role = _class_role(architecture, model_type, custom, notes)
     tally = Tally()
     text = root
     text_key = next((k for k in TEXT_KEYS if isinstance(config.get(k), Mapping)), None)
@@ -113,9 +115,22 @@ def read_config(
         root.mark("tie_word_embeddings", "vocab_size", "hidden_size", "pad_token_id")
     text_type = _text_type(model_type, text.str("model_type") if text is not root else model_type)
     layers, dims, family_known = _read_text(
-        text, text_type, tally, notes, use_family, use_reader and use_family
+        text, text_type, tally, notes, use_family, use_reader and use_family, cls_role
     )
-    extra = vision.count_towers(root, model_type, tally, notes, dims)
+    traits = family_traits(text_type)[0] if use_family else GENERAL
+    if cls_role is Role.DECODER and text_key is not None:
+        extra = 0  # a composite config's …ForCausalLM is the text model alone: no towers
+        notes.note(f"{architecture} builds the text model alone: towers not counted")
+    else:
+        extra = vision.count_towers(root, model_type, tally, notes, dims)
+    if cls_role is Role.BASE and not traits.task_heads and text_type != "bert":
+        _drop_lm_head(tally, dims, architecture, notes)
+    elif cls_role is Role.OTHER and not _head_modelled(architecture, model_type, traits):
+        notes.flag(
+            "class-not-modelled",
+            f"class {architecture!r} builds a head the estimate does not model: counted as "
+            f"{model_type!r}'s model with its LM head",
+        )
     if score is not None:
         labels, bias = score
         dims["head_params"] = labels * int(dims["hidden"]) + (labels if bias else 0)
@@ -157,6 +172,40 @@ def _token_classifier(root: ConfigView, model_type: str, arch: str) -> tuple[int
     return labels, root.bool("token_classification_bias", False)
 
 
+def _class_role(architecture: str, model_type: str, custom: bool, n: Notes) -> Role:
+    """The Role of the named class; custom code (auto_map) defines its own classes, which are read
+    as the family's model with its head (ChatGLM's `ChatGLMModel` holds its output layer). A class
+    the pinned transformers lacks, with no code in the repo, is flagged `class-unknown`."""
+    if custom:
+        return Role.LM
+    if architecture and not classes.known(architecture):
+        n.flag(
+            "class-unknown",
+            f"class {architecture!r} is not in transformers {classes.PINNED} and the config has "
+            f"no auto_map (no code in the repo): counted as {model_type!r}'s model with its LM "
+            "head",
+        )
+        return Role.LM
+    return classes.role(architecture)
+
+
+def _drop_lm_head(t: Tally, dims: dict[str, Any], architecture: str, n: Notes) -> None:
+    """A base `…Model` class builds no LM head: take the reader's (untied) head out of `t`."""
+    lm = int(dims["head_params"])
+    if lm:
+        t.add("head", -lm)
+        n.note(f"{architecture} is the base model: no LM head ({lm:,} parameters not counted)")
+    dims["head_params"] = 0
+
+
+def _head_modelled(architecture: str, model_type: str, traits: Traits) -> bool:
+    """Whether a family reader counts the head of `architecture` (role OTHER) exactly: BERT-style
+    masked-LM, pre-training and sequence-classification heads, Qwen3-ASR's token classifier."""
+    if traits.task_heads or model_type == "bert":
+        return architecture.endswith(("ForMaskedLM", "ForPreTraining", "ForSequenceClassification"))
+    return model_type == "qwen3_asr" and architecture == "Qwen3ASRForTokenClassification"
+
+
 def _text_type(model_type: str, text_type: str) -> str:
     if text_type:
         return text_type
@@ -180,10 +229,17 @@ def family_traits(text_type: str) -> tuple[Traits, bool]:
 
 
 def _read_text(
-    c: ConfigView, text_type: str, t: Tally, n: Notes, use_family: bool, use_reader: bool
+    c: ConfigView,
+    text_type: str,
+    t: Tally,
+    n: Notes,
+    use_family: bool,
+    use_reader: bool,
+    cls_role: Role = Role.LM,
 ) -> tuple[list[LayerSpec], dict[str, Any], bool]:
-    """Count the language model; return its layer specs, the dims memory needs, and whether the
-    family is one whose reading is verified."""
+    """Count the language model (an encoder-decoder's decoder alone for Role.DECODER); return its
+    layer specs, the dims memory needs, and whether the family is one whose reading is
+    verified."""
     reader = irregular.READERS.get(text_type) if use_reader else None
     if reader is not None:
         specs, dims = reader(c, t, n)
@@ -196,7 +252,7 @@ def _read_text(
             "what its config says",
         )
     if is_encoder_decoder(c):
-        specs, dims = read_encdec(c, traits, t, n)
+        specs, dims = read_encdec(c, traits, t, n, decoder_only=cls_role is Role.DECODER)
         return specs, dims, known
     d = read_decoder(c, traits, n)
     specs = build_decoder(d, t)

@@ -1,11 +1,13 @@
 """Whether an estimate can be vouched for (ESTIMATES.md §1 self-check, issue 9).
 
 An estimate is **unverified** when the reader met keys it did not understand, when our count and
-the checkpoint census disagree by more than `TOLERANCE_PCT`, or when no family reader exists for
-the model type and there is no census to check the general reading against; its numbers are still
-shown, but no fit verdict is published from it. With no such reason it is **verified** (a family
-reader whose reading is checked by the oracle or published counts), **checked** (the general
-reader, confirmed by the checkpoint census within tolerance) or **derived** (custom code read
+the checkpoint census disagree by more than `TOLERANCE_PCT`, when no family reader exists for
+the model type (or transformers has no class of the name `architectures[0]` gives and the repo
+ships no code for it) and there is no census to check the reading against, or when the named
+class builds a head the estimate does not model; its numbers are still shown, but no fit verdict
+is published from it. With no such reason it is **verified** (a family reader whose reading is
+checked by the oracle or published counts), **checked** (the general reader, or a class unknown
+to transformers, confirmed by the checkpoint census within tolerance) or **derived** (custom code read
 under the semantics of another, native model_type, with no census to check that reading: fit
 verdicts stand, but nothing has verified the count).
 """
@@ -44,9 +46,12 @@ def verify(r: Reading, ck: CheckpointCensus | None) -> Verification:
     tower = r.by_component.get("vision_tower", 0)
     if "vision-tower-approximate" in r.flags and tower > TOWER_SHARE * r.total and delta is None:
         reasons.append(f"vision tower read approximately ({tower / r.total:.1%} of the count)")
-    for flag in r.flags:  # a tower, projector or sub-config whose parameters are left out
-        if flag.endswith("-not-counted"):
+    for flag in r.flags:  # a tower, projector or sub-config left out; a class not modelled
+        if flag.endswith("-not-counted") or flag == "class-not-modelled":
             reasons.append(r.flag_notes.get(flag, flag.replace("-", " ")))
+    unknown_class = "class-unknown" in r.flags
+    if unknown_class and delta is None:  # nothing says what the repo's unknown class builds
+        reasons.append(r.flag_notes["class-unknown"] + "; no checkpoint census to check it")
     reader = "family" if r.known_family else "general"
     if reasons:
         status = VerificationStatus.UNVERIFIED
@@ -56,7 +61,7 @@ def verify(r: Reading, ck: CheckpointCensus | None) -> Verification:
             f"custom code read under native model_type {NATIVE_ALIASES[r.model_type]!r}; no "
             "checkpoint census to check the count against"
         )
-    elif r.known_family:
+    elif r.known_family and not unknown_class:
         status = VerificationStatus.VERIFIED
     else:
         status = VerificationStatus.CHECKED
