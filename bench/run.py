@@ -2,7 +2,7 @@
 
 Each section module exposes `run() -> str`, returning Markdown that names the command that made it.
 Usage: `python -m bench.run [SECTION ...]`: `make bench` runs the default sections (ingest, diff,
-estimate, preflight, push); `make soak` runs `soak` (the long fault trials of the store). A run replaces the sections
+estimate, sweep, preflight, push); `make soak` runs `soak` (the long fault trials of the store). A run replaces the sections
 it ran in RESULTS.md and keeps the others as they were, each with its own date.
 """
 
@@ -19,6 +19,7 @@ SECTIONS = (
     "ingest",
     "diff",
     "estimate",
+    "sweep",
     "preflight",
     "activations",
     "reliability",
@@ -62,8 +63,8 @@ def main(argv: list[str]) -> int:
     order = [*SECTIONS, *sorted(n for n in sections if n not in SECTIONS)]
     parts = [
         _HEADER,
-        "Made by `make bench` (`python -m bench.run`: ingest, diff, estimate, preflight, activations, "
-        "reliability, netfaults, push, budget, workers, wrk) and `make soak` "
+        "Made by `make bench` (`python -m bench.run`: ingest, diff, estimate, sweep, preflight, "
+        "activations, reliability, netfaults, push, budget, workers, wrk) and `make soak` "
         "(`python -m bench.run soak`); each section says when it was last run. 2 cores.\n",
     ]
     parts += [sections[n] + "\n" for n in order if n in sections]
