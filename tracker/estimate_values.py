@@ -66,15 +66,24 @@ class Verification:
         return self.status is not VerificationStatus.UNVERIFIED
 
 
+ACTIVE_HEADLINE = "with_embedding"
+"""Which active count the headline `active` is: the embedding rows count as active (a token reads
+one row, but the whole table is held and, tied, is the head); `active_without_embedding` is the
+other convention (Kimi-K3: 105.36 B with, 104.19 B without)."""
+
+
 @dataclass(frozen=True)
 class ParamCounts:
-    """Parameter counts: total, active per token, embeddings, and by component (with shares)."""
+    """Parameter counts: total, active per token (with the embedding; `active_headline` names
+    that), active per token without the embedding, embeddings, and by component (with shares)."""
 
     total: int
     active: int
     embedding: int
     by_component: Mapping[str, int]
     shares: Mapping[str, float]
+    active_without_embedding: int = 0
+    active_headline: str = ACTIVE_HEADLINE
 
 
 @dataclass(frozen=True)
@@ -231,7 +240,12 @@ class Estimate:
             family=data.get("family", data["model_type"]),
             custom_code=data["custom_code"],
             params=ParamCounts(
-                p["total"], p["active"], p["embedding"], dict(p["by_component"]), dict(p["shares"])
+                p["total"],
+                p["active"],
+                p["embedding"],
+                dict(p["by_component"]),
+                dict(p["shares"]),
+                p.get("active_without_embedding", p["active"] - p["embedding"]),
             ),
             layers=data["layers"],
             memory=MemoryFigures(**m),

@@ -194,3 +194,30 @@ def test_watchlist_settings_of_a_watched_repo_apply_to_a_local_config(tmp_path: 
     assert other.stderr == (
         f"error: --watchlist-settings acme/other: {watchlist} does not watch it\n"
     )
+
+
+def test_active_parameters_with_and_without_the_embedding() -> None:
+    """Kimi-K3 (issue 25 item 6): 105.36 B active per token with the embedding (the headline),
+    104.19 B without, in `--json` and in the text, both through the installed `tracker`."""
+    tracker = Path(sys.executable).with_name("tracker")
+    config = str(CONFIGS / "moonshotai__Kimi-K3.json")
+    out = subprocess.run(
+        [str(tracker), "estimate", config, "--json"], capture_output=True, text=True, check=False
+    )
+    assert out.returncode == 0, out.stderr
+    p = json.loads(out.stdout)["params"]
+    assert (p["active"], p["active_without_embedding"], p["embedding"]) == (
+        105_363_935_328,
+        104_189_530_208,
+        1_174_405_120,
+    )
+    assert p["active_headline"] == "with_embedding"
+    text = subprocess.run(
+        [str(tracker), "estimate", config], capture_output=True, text=True, check=False
+    ).stdout
+    assert (
+        " ".join(text.split()).count(
+            "105,363,935,328 active per token (with the embedding; 104,189,530,208 without)"
+        )
+        == 1
+    )

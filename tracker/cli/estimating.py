@@ -437,8 +437,9 @@ def render(
     lines.append(f"settings: {settings_from}")
     lines += [f"assumed {line}" for line in assumptions(est)]
     lines.append(
-        f"parameters: {p.total:,} total, {p.active:,} active per token, "
-        f"{p.embedding:,} embedding; {est.layers} layers"
+        f"parameters: {p.total:,} total, {p.active:,} active per token (with the embedding; "
+        f"{p.active_without_embedding:,} without), {p.embedding:,} embedding; "
+        f"{est.layers} layers"
     )
     lines.append(
         f"verification: {v.status.value}" + (f" ({'; '.join(v.reasons)})" if v.reasons else "")

@@ -53,6 +53,8 @@ def build_report(
             embedding=r.embedding,
             by_component=by_component,
             shares={k: round(v / total, 6) for k, v in by_component.items()},
+            # every reader counts the embedding rows as active (Tally.add with no active figure)
+            active_without_embedding=r.active - r.embedding,
         ),
         layers=len(r.layers),
         memory=MemoryFigures(
