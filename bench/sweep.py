@@ -186,7 +186,7 @@ def model_class_names() -> list[str]:
     import transformers
     from transformers.models.auto import modeling_auto
 
-    exported = {n for n in dir(transformers) if re.fullmatch(r"[A-Z]\w*", n)}
+    exported = {n for n in dir(transformers) if re.fullmatch(r"[A-Za-z]\w*", n)}
     names = {
         n
         for n in exported

@@ -126,6 +126,22 @@ def _moonvit(v: ConfigView, text_hidden: int) -> int:
     return total
 
 
+def _video_llama3_vit(v: ConfigView, text_hidden: int) -> int:
+    """VideoLlama3VisionModel (transformers 5.24) and its projector: a patch Conv2d (biased, no
+    position table: axial rotary), SigLIP-style pre-norm blocks (biased q/k/v/out and fc1/fc2, two
+    LayerNorms), a final LayerNorm; VideoLlama3Projector is two biased linears (vision → text →
+    text width) around a GELU."""
+    hv = v.int("hidden_size")
+    layers = v.int("num_hidden_layers", maximum=MAX_LAYERS)
+    iv = v.int("intermediate_size")
+    p = v.int("patch_size")
+    ch = v.int("num_channels", default=3)
+    v.mark("num_attention_heads", "rope_parameters", "layer_norm_eps")
+    total = ch * p * p * hv + hv
+    total += layers * (4 * _lin(hv, hv) + _lin(hv, iv) + _lin(iv, hv) + 4 * hv) + 2 * hv
+    return total + _lin(hv, text_hidden) + _lin(text_hidden, text_hidden)
+
+
 def _generic_vit(v: ConfigView, text_hidden: int) -> int:
     """A ViT read from its sizes alone (patch conv, pre-norm blocks, a linear projector)."""
     hv = v.int("hidden_size", "embed_dim", "width", "d_model")
@@ -335,6 +351,8 @@ def _count_vision(
         total = _llama4_vit(v, text_hidden)
     elif vtype == "gemma4_vision":
         total = _gemma4_vit(v, text_hidden)
+    elif vtype == "video_llama_3_vision" and model_type == "video_llama_3":
+        total = _video_llama3_vit(v, text_hidden)
     elif v.has("vt_hidden_size"):
         total = _moonvit(v, text_hidden)
         if model_type != "kimi_k25":
