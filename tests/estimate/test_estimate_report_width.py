@@ -47,8 +47,8 @@ def test_piped_report_fits_80_columns_with_exact_values() -> None:
     lines = text.splitlines()
     assert max(len(line) for line in lines) == 80
     assert (
-        "parameters: 30,532,122,624 total, 3,353,032,704 active per token,\n"
-        "  311,164,928 embedding; 48 layers\n"
+        "parameters: 30,532,122,624 total, 3,353,032,704 active per token (with the\n"
+        "  embedding; 3,041,867,776 without), 311,164,928 embedding; 48 layers\n"
     ) in text
     assert "routed_experts  28,991,029,248  95.0%" in lines
     assert "card             full fine-tune      LoRA                 serving" in lines

@@ -133,3 +133,28 @@ def test_a_repo_page_keeps_its_etag_and_answers_head(demo_run: Any) -> None:
         assert head.headers["etag"] == get.headers["etag"], path
         assert head.headers["content-length"] == str(len(get.content)), path
     assert client.head("/v1/vulns/x_TRACKER-2026-999999").status_code == 404
+
+
+def test_the_page_names_which_active_count_the_headline_is(demo_run: Any) -> None:
+    """The parameters table gives active per token with the embedding (the headline, as
+    `params.active`) and without it, the values of the estimate the API serves."""
+    client = TestClient(create_app(demo_run.app))
+    est = client.get(f"/v1/repos/{GRANITE}/revisions/HEAD/estimate").json()
+    page = client.get(f"/repos/{GRANITE}").text
+    p = est["params"]
+    assert p["active_headline"] == "with_embedding"
+    assert p["active_without_embedding"] == p["active"] - p["embedding"] > 0
+    for row, label, value in (
+        ("params-active", "active per token (with the embedding)", p["active"]),
+        (
+            "params-active-without-embedding",
+            "active per token, without the embedding",
+            p["active_without_embedding"],
+        ),
+    ):
+        m = re.search(
+            rf'<tr id="{row}"><th scope="row">([^<]*)</th><td class="num" '
+            r'data-value="(\d+)">',
+            page,
+        )
+        assert m is not None and (m.group(1), int(m.group(2))) == (label, value), row

@@ -129,7 +129,7 @@ def read_config(
         notes.flag(
             "class-not-modelled",
             f"class {architecture!r} builds a head the estimate does not model: counted as "
-            f"{model_type!r}'s model with its LM head",
+            f"model_type {model_type!r} with its LM head",
         )
     if score is not None:
         labels, bias = score
@@ -182,7 +182,7 @@ def _class_role(architecture: str, model_type: str, custom: bool, n: Notes) -> R
         n.flag(
             "class-unknown",
             f"class {architecture!r} is not in transformers {classes.PINNED} and the config has "
-            f"no auto_map (no code in the repo): counted as {model_type!r}'s model with its LM "
+            f"no auto_map (no code in the repo): counted as model_type {model_type!r} with its LM "
             "head",
         )
         return Role.LM
