@@ -29,8 +29,10 @@ Rules (each pure, over the parsed config, its reading, the settings and the chec
 - `vocab-too-small`: the tokenizer's highest token id (`max_token_id`, when the caller has
   it) is not below `vocab_size`.
 - `custom-code`, `unknown-architecture`, `mtp-not-built`: info, from the reading's flags.
-- `class-unknown` (warning): `architectures[0]` names a class transformers 5.24.0 does not have
-  and the config has no `auto_map` (no code in the repo): transformers cannot build it.
+- `class-unknown` (info, like `unknown-architecture`; the estimate is unverified unless a census
+  confirms it): `architectures[0]` names a class transformers 5.24.0 does not have and the config
+  has no `auto_map` (no code in the repo): transformers cannot build it (other runtimes may:
+  MiMo-7B's `MiMoForCausalLM`).
 - `class-not-modelled` (info): the named class builds a head the estimate does not model
   (question answering, token classification, an encoder alone, ...).
 """
@@ -150,7 +152,7 @@ def findings(
             out.append(_finding(flag, "info", note, fix))
         elif flag == "class-unknown":
             fix = "name a transformers class in architectures, or ship its code with an auto_map"
-            out.append(_finding(flag, "warning", r.flag_notes[flag], fix))
+            out.append(_finding(flag, "info", r.flag_notes[flag], fix))
         elif flag == "class-not-modelled":
             fix = "treat the count as unverified; the checkpoint census is the stored count"
             out.append(_finding(flag, "info", r.flag_notes[flag], fix))
