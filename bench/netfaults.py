@@ -215,8 +215,11 @@ def fault_trial(
     hub: Replica,
     watchlist: Path,
     reference: dict[str, Any],
+    *,
+    inspect: bool = False,
 ) -> FaultResult:
-    """One trial (see the module docstring)."""
+    """One trial (see the module docstring). `inspect`: after the faulty poll, also read what
+    `tracker watch list --json` shows pending and what `tracker verify` says of the store."""
     url = f"sqlite:///{workdir / f'store-{uuid.uuid4().hex[:8]}' / 'tracker.db'}"
     state = workdir / f"state-{uuid.uuid4().hex[:8]}"
     with FaultProxy(hub.url, seed=seed) as proxy:
@@ -228,11 +231,14 @@ def fault_trial(
         seconds = time.monotonic() - started
         applied = {str(k): v for k, v in sorted(proxy.applied().items())}
         proxy.clear()
-        listed = json.loads(tracker_run(env, "watch", "list", "--json").stdout)
-        pending = {
-            row["repo"]: row["last_error"] or "" for row in listed if row["status"] == "failing"
-        }
-        verify_faulty = tracker_run(env, "verify")
+        pending: dict[str, str] = {}
+        verify_faulty: subprocess.CompletedProcess[str] | None = None
+        if inspect:
+            listed = json.loads(tracker_run(env, "watch", "list", "--json").stdout)
+            pending = {
+                row["repo"]: row["last_error"] or "" for row in listed if row["status"] == "failing"
+            }
+            verify_faulty = tracker_run(env, "verify")
         polls = 0
         for polls in range(1, 4):  # noqa: B007 - the count is reported
             if tracker_run(env, "poll", "--once", "--json").returncode == 0:
@@ -252,8 +258,8 @@ def fault_trial(
         verify_exit=verify.returncode,
         differs=differs,
         pending=pending,
-        verify_faulty=verify_faulty.stdout + verify_faulty.stderr,
-        verify_faulty_exit=verify_faulty.returncode,
+        verify_faulty="" if verify_faulty is None else verify_faulty.stdout + verify_faulty.stderr,
+        verify_faulty_exit=0 if verify_faulty is None else verify_faulty.returncode,
     )
 
 

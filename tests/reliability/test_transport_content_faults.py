@@ -1,8 +1,8 @@
 """Issue 26, item 1: a fault of the transport that looks like content is never stored as content.
 
-The installed `tracker poll --once` reads two demo repos (ibm-granite/granite-3.1-1b-a400m-instruct
-and Qwen/Qwen-7B-Chat, real files and histories, 9 revisions; the full demo is `make soak`'s
-`python -m bench.run netfaults_content`) through the fault proxy answering every 3rd file download
+The installed `tracker poll --once` reads a demo repo (ibm-granite/granite-3.1-1b-a400m-instruct,
+its real files and history; the whole demo is `make soak`'s `python -m bench.run contentfaults`)
+through the fault proxy answering every 3rd file download
 (and, for the pending case, every one) with: a `Content-Length` of 100 MB on the true body, an
 80 MB body, a gzip body that decodes to 100 MB (the file cap is 64 MB; the tree says each file is
 a few kB), or a `404` with `X-Error-Code: EntryNotFound` for a file the tree lists. Then the faults
@@ -25,18 +25,18 @@ from typing import Any
 import pytest
 
 from bench.netfaults import content_faults, fault_trial, setting
-from bench.storefaults import SHORT_REPOS
 from tracker.replica import Replica
 
 pytestmark = pytest.mark.replica
 
 Setting = tuple[Path, Replica, Path, dict[str, Any]]
 NAMES = list(content_faults(3))
+REPOS = ("ibm-granite/granite-3.1-1b-a400m-instruct",)
 
 
 @pytest.fixture(scope="module")
 def world() -> Iterator[Setting]:
-    with setting(SHORT_REPOS) as s:
+    with setting(REPOS) as s:
         yield s
 
 
@@ -45,31 +45,28 @@ def test_every_third_download_faulted_then_a_clean_poll_equals_a_clean_run(
     world: Setting, name: str
 ) -> None:
     workdir, hub, watchlist, reference = world
-    faults = content_faults(3)[name]
-    r = fault_trial(name, faults, 1, workdir, hub, watchlist, reference)
-    assert sum(r.applied.values()) >= 5, r  # the fault really answered downloads
-    # retried: a revision is pending only while its reads kept failing, and the exit says so
-    assert (r.faulty_exit == 1) == bool(r.pending), r
-    assert all("integrity check failed" in why for why in r.pending.values()), r.pending
-    # nothing a fault produced was stored: verify passes on the faulty poll's store
-    assert r.verify_faulty_exit == 0, r.verify_faulty
-    assert r.differs == [] and r.equal, r
+    r = fault_trial(name, content_faults(3)[name], 1, workdir, hub, watchlist, reference)
+    assert r.differs == [] and r.equal, r  # no "could not read" a fault made, no advisory of one
+    assert sum(r.applied.values()) >= 3, r  # the 3rd, 6th, 9th... download of the history
+    assert r.faulty_exit == 0, r  # each faulted read was read again: nothing left pending
     assert r.problems == [] and r.verify_exit == 0 and r.recovery_polls == 1
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_a_fault_on_every_download_leaves_the_revisions_pending(
-    world: Setting, name: str
-) -> None:
+@pytest.mark.parametrize("name", [NAMES[0], NAMES[3]])
+def test_a_fault_on_every_download_leaves_the_revisions_pending(world: Setting, name: str) -> None:
+    """The Content-Length and the 404 (the 80 MB and gzip bodies take the same path:
+    `make soak` runs all four this way over the whole demo)."""
     workdir, hub, watchlist, reference = world
-    r = fault_trial(name, content_faults(1)[name], 1, workdir, hub, watchlist, reference)
+    r = fault_trial(
+        name, content_faults(1)[name], 1, workdir, hub, watchlist, reference, inspect=True
+    )
     assert r.faulty_exit == 1
-    assert sorted(r.pending) == sorted(SHORT_REPOS), r
+    assert sorted(r.pending) == sorted(REPOS), r
     for why in r.pending.values():
         assert "integrity check failed 3 times: " in why, why
         if name.startswith("404"):
             assert "not found, but the tree lists it" in why, why
         else:
             assert "the answer is longer than the tree's " in why, why
-    assert r.verify_faulty_exit == 0, r.verify_faulty
+    assert r.verify_faulty_exit == 0 and r.verify_faulty.endswith(": all match\n"), r
     assert r.differs == [] and r.equal and r.verify_exit == 0 and r.recovery_polls == 1
