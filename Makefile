@@ -50,10 +50,11 @@ bench: $(STAMP)
 preflight-wheels: $(STAMP)
 	$(BIN)/python -m tracker.preflight.wheels $(or $(VERSIONS),--watchlist watchlist.yaml)
 
-# Long fault trials (store kills and concurrent pollers, SQLite and PostgreSQL); results in bench/RESULTS.md.
+# Long fault trials (store kills and concurrent pollers, SQLite and PostgreSQL; transport faults that
+# look like content over the whole demo); results in bench/RESULTS.md.
 soak: $(STAMP)
 	bash .ci/pg-ensure
-	$(BIN)/python -m bench.run soak
+	$(BIN)/python -m bench.run soak contentfaults
 
 clean:
 	rm -rf $(VENV)

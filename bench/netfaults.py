@@ -82,6 +82,37 @@ FAULTS: dict[str, Callable[[], list[Fault]]] = {
 """Each fault as the long form runs it alone (the short form runs all at once)."""
 
 
+DOWNLOADS = frozenset({200})
+"""Whole-file downloads (a safetensors header's Range answers are 206, checked elsewhere)."""
+
+
+def content_faults(every: int) -> dict[str, list[Fault]]:
+    """Transport faults that look like content (issue 26, item 1), each on every `every`-th file
+    download (1: all of them): a `Content-Length` over the 64 MB cap on the true body, an 80 MB
+    body, a gzip body that decodes to 100 MB, and a `404` with `X-Error-Code: EntryNotFound` for
+    a file the tree lists (headers read by Range included). Before, each was stored as "could not
+    read FILE" and published; now each is read again, and a revision whose reads keep failing is
+    left pending (not stored, `poll --once` exits 1) for the next poll."""
+    return {
+        "Content-Length over the cap, true body": [
+            Fault(Mode.LONG_LENGTH, path=FILES, method="GET", only_status=DOWNLOADS,
+                  size=100_000_000, every=every)
+        ],
+        "80 MB body": [
+            Fault(Mode.HUGE_BODY, path=FILES, method="GET", only_status=DOWNLOADS,
+                  size=80_000_000, every=every)
+        ],
+        "gzip body expanding past the cap": [
+            Fault(Mode.GZIP_BOMB, path=FILES, method="GET", only_status=DOWNLOADS,
+                  size=100_000_000, every=every)
+        ],
+        "404 EntryNotFound for a listed file": [
+            Fault(Mode.STATUS, status=404, path=r"/resolve/", method="GET", every=every,
+                  headers={"X-Error-Code": "EntryNotFound", "X-Error-Message": "Entry not found"})
+        ],
+    }  # fmt: skip
+
+
 def all_at_once() -> list[Fault]:
     """Every mode together, each drawn less often (the short form's trial)."""
     return [
@@ -110,6 +141,12 @@ class FaultResult:
     problems: list[str] = field(default_factory=list)
     verify_exit: int = 0
     differs: list[str] = field(default_factory=list)
+    pending: dict[str, str] = field(default_factory=dict)
+    """After the faulty poll: each repo `tracker watch list --json` shows failing, with its error
+    (its revisions from the first one that could not be verified are pending)."""
+    verify_faulty: str = ""
+    """`tracker verify`'s output after the faulty poll (what was stored must match its trees)."""
+    verify_faulty_exit: int = 0
 
     @property
     def ok(self) -> bool:
@@ -178,8 +215,11 @@ def fault_trial(
     hub: Replica,
     watchlist: Path,
     reference: dict[str, Any],
+    *,
+    inspect: bool = False,
 ) -> FaultResult:
-    """One trial (see the module docstring)."""
+    """One trial (see the module docstring). `inspect`: after the faulty poll, also read what
+    `tracker watch list --json` shows pending and what `tracker verify` says of the store."""
     url = f"sqlite:///{workdir / f'store-{uuid.uuid4().hex[:8]}' / 'tracker.db'}"
     state = workdir / f"state-{uuid.uuid4().hex[:8]}"
     with FaultProxy(hub.url, seed=seed) as proxy:
@@ -191,6 +231,14 @@ def fault_trial(
         seconds = time.monotonic() - started
         applied = {str(k): v for k, v in sorted(proxy.applied().items())}
         proxy.clear()
+        pending: dict[str, str] = {}
+        verify_faulty: subprocess.CompletedProcess[str] | None = None
+        if inspect:
+            listed = json.loads(tracker_run(env, "watch", "list", "--json").stdout)
+            pending = {
+                row["repo"]: row["last_error"] or "" for row in listed if row["status"] == "failing"
+            }
+            verify_faulty = tracker_run(env, "verify")
         polls = 0
         for polls in range(1, 4):  # noqa: B007 - the count is reported
             if tracker_run(env, "poll", "--once", "--json").returncode == 0:
@@ -209,6 +257,9 @@ def fault_trial(
         problems=check_integrity(url),
         verify_exit=verify.returncode,
         differs=differs,
+        pending=pending,
+        verify_faulty="" if verify_faulty is None else verify_faulty.stdout + verify_faulty.stderr,
+        verify_faulty_exit=0 if verify_faulty is None else verify_faulty.returncode,
     )
 
 

@@ -27,8 +27,9 @@ from tracker.errors import (
     AccessDeniedError,
     ArtifactError,
     DeadlineError,
-    EntryNotFoundError,
     IntegrityError,
+    NotFoundError,
+    OversizedArtifactError,
     RateBudgetWait,
     RepoNotFoundError,
     RevisionNotFoundError,
@@ -212,22 +213,60 @@ def first_parent_chain(commits: Sequence[Commit], head: Sha) -> list[Commit]:
 
 
 INTEGRITY_READS = 3
-"""How many times a file whose bytes do not match the tree is read before the revision gives up
-(an IntegrityError: the revision is not stored this poll, and the next poll tries again)."""
+"""How many times a read whose outcome disagrees with the tree (bytes that do not match, more
+bytes than the tree's size, "not found" for a file the tree lists) is tried before the revision
+gives up (an IntegrityError: the revision is not stored this poll, and the next poll tries again)."""
+
+
+def _not_listed(exc: NotFoundError) -> bool:
+    """A not-found answer about the file itself (not the repo or the ref being gone)."""
+    return not isinstance(exc, RepoNotFoundError | RevisionNotFoundError)
 
 
 def read_content(source: RepoSource, rid: RepoId, sha: Sha, entry: TreeEntry, cap: int) -> bytes:
     """The bytes of `entry` at `sha`, checked against the tree (git blob id or LFS sha256).
 
-    A read whose bytes do not match is repeated up to INTEGRITY_READS times in all; the last
-    IntegrityError propagates (never a stored or analysed file).
+    The caller has checked the tree's size against `cap`, so at most the tree's size is read: an
+    answer longer than that (a `Content-Length` over it, a longer body, a gzip body that expands
+    past it) is the transport's fault, as is a "not found" for a file the tree lists (a CDN
+    serves that for a moment after a push). Like bytes that do not match, each is read again up
+    to INTEGRITY_READS times in all; the last becomes an IntegrityError (never a stored or
+    analysed file, never "could not read").
     """
     what = f"{rid}@{sha}:{entry.path}"
+    why = ""
     for attempt in range(1, INTEGRITY_READS + 1):
-        data = source.read_file(rid, sha, entry.path, cap)
-        why = content_mismatch(entry, data)
-        if why is None:
-            return data
+        try:
+            data = source.read_file(rid, sha, entry.path, min(cap, entry.size))
+        except OversizedArtifactError as exc:
+            why = f"the answer is longer than the tree's {entry.size:,} bytes ({exc})"
+        except NotFoundError as exc:
+            if not _not_listed(exc):
+                raise
+            why = f"not found, but the tree lists it ({exc})"
+        else:
+            found = content_mismatch(entry, data)
+            if found is None:
+                return data
+            why = found
+        log.warning("fetch.integrity_mismatch", file=what, attempt=attempt, why=why)
+    raise IntegrityError(f"{what}: integrity check failed {INTEGRITY_READS} times: {why}")
+
+
+def _listed_header(
+    source: RepoSource, rid: RepoId, sha: Sha, entry: TreeEntry, cap: int
+) -> SafetensorsHeader:
+    """One header read; a "not found" for the listed file is read again up to INTEGRITY_READS
+    times in all, then an IntegrityError (as in `read_content`)."""
+    what = f"{rid}@{sha}:{entry.path}"
+    why = ""
+    for attempt in range(1, INTEGRITY_READS + 1):
+        try:
+            return source.read_safetensors_header(rid, sha, entry.path, cap, expect=entry)
+        except NotFoundError as exc:
+            if not _not_listed(exc):
+                raise
+            why = f"not found, but the tree lists it ({exc})"
         log.warning("fetch.integrity_mismatch", file=what, attempt=attempt, why=why)
     raise IntegrityError(f"{what}: integrity check failed {INTEGRITY_READS} times: {why}")
 
@@ -241,14 +280,16 @@ def read_header(
     Only the header is read, so its bytes cannot be hashed against the LFS oid: a header that
     cannot be read is read once more, and two different reasons mean a read was damaged in
     transit (IntegrityError: transient), the same reason twice that the file itself is broken
-    (the ArtifactError propagates and is recorded as "could not read").
+    (the ArtifactError propagates and is recorded as "could not read"). A "not found" for the
+    listed file is never a reason of the file: it is read again, and persisting it is an
+    IntegrityError.
     """
     what = f"{rid}@{sha}:{entry.path}"
     try:
-        return source.read_safetensors_header(rid, sha, entry.path, cap, expect=entry)
+        return _listed_header(source, rid, sha, entry, cap)
     except ArtifactError as first:
         try:
-            again = source.read_safetensors_header(rid, sha, entry.path, cap, expect=entry)
+            again = _listed_header(source, rid, sha, entry, cap)
         except ArtifactError as second:
             if str(second) == str(first) and type(second) is type(first):
                 raise
@@ -337,7 +378,7 @@ def _fetch_revision(
                 data = read_content(source, rid, commit.sha, entry, cap)
                 fv = FileVersion.content(data)
                 counters.bytes += len(data)
-        except (ArtifactError, EntryNotFoundError) as exc:
+        except ArtifactError as exc:  # bytes that match the tree, or a header twice the same
             return FileVersion.unreadable(f"{exc.__class__.__name__}: {exc}")
         counters.files += 1
         return fv

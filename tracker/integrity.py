@@ -15,7 +15,12 @@ before it is stored (issue 10, item 1).
   same bytes mean the file itself is broken (recorded as unreadable).
 
 A mismatch is an `IntegrityError` (a TransientSourceError): the read is retried, and if it keeps
-failing the revision is neither stored nor analysed this poll; the next poll tries again.
+failing the revision is neither stored nor analysed this poll; the next poll tries again. So is
+any other answer that disagrees with the tree: more bytes than its size (a lying
+`Content-Length`, a long body, a gzip body that expands), or "not found" for a file it lists.
+"Could not read" is only recorded for bytes that match the tree and cannot be parsed, or for a
+file over the cap by the tree's own size; `transport_fault` names a "could not read" that
+releases before issue 26 recorded from a transport fault instead.
 Pure (hashlib only); `tracker verify` re-checks what the store holds with the same functions.
 """
 
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 
+from tracker.artifacts import Fetch, fetch_mode
 from tracker.domain import TreeEntry
 from tracker.errors import IntegrityError
 
@@ -80,4 +86,34 @@ def check_object(entry: TreeEntry, what: str, *, total_size: int | None, oid: st
         )
 
 
-__all__ = ["check_content", "check_object", "content_mismatch", "git_blob_id"]
+def transport_fault(entry: TreeEntry, reason: str, max_file_bytes: int) -> str | None:
+    """Why a recorded "could not read" `reason` for `entry` was a fault of the transport, not a
+    property of the file (None when it may be the file's own).
+
+    Releases before issue 26 recorded a file whose read raised as "<ExceptionName>: <message>":
+    an `EntryNotFoundError` for a file the tree lists, and an `OversizedArtifactError` for a
+    whole file whose tree size is under `max_file_bytes` (the answer, not the file, was too
+    long), are the transport's. A file over the cap by the tree's own size ("N bytes, over the
+    cap of C bytes") and a header that read the same way twice are the file's.
+    """
+    if reason.startswith("EntryNotFoundError:"):
+        return f"a not-found answer for a file its tree lists ({entry.size:,} bytes)"
+    if (
+        reason.startswith("OversizedArtifactError:")
+        and fetch_mode(entry.path) is Fetch.CONTENT
+        and entry.size <= max_file_bytes
+    ):
+        return (
+            f"an answer over the cap for a file its tree says is {entry.size:,} bytes, "
+            f"under the cap of {max_file_bytes:,}"
+        )
+    return None
+
+
+__all__ = [
+    "check_content",
+    "check_object",
+    "content_mismatch",
+    "git_blob_id",
+    "transport_fault",
+]

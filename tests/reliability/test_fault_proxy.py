@@ -153,3 +153,52 @@ def test_only_status_leaves_redirects_alone(
     broken = httpx.get(url, headers={"Range": "bytes=0-63"}, follow_redirects=True)
     assert broken.status_code == 206 and broken.content != clean.content
     assert [(r.status, r.fault) for r in proxy.records] == [(302, None), (206, Mode.CORRUPT)]
+
+
+def test_answers_that_look_like_content_past_the_cap(
+    proxy: FaultProxy, hub: tuple[Replica, dict[str, object]]
+) -> None:
+    """Issue 26's transport faults: each breaks only the Nth answer (`every`), the others pass."""
+    real = _real_config(hub)
+    url = _config_url(proxy, hub)
+    proxy.add(Fault(Mode.LONG_LENGTH, path="config.json", size=100_000_000, every=2, times=1))
+    assert httpx.get(url).content == real  # the 1st: not selected
+    with httpx.stream("GET", url) as r:  # the 2nd: the true body under a 100 MB length
+        assert int(r.headers["content-length"]) == 100_000_000
+        got = b""
+        with pytest.raises(httpx.RemoteProtocolError):
+            for chunk in r.iter_raw():
+                got += chunk
+    assert got == real
+
+    proxy.add(Fault(Mode.HUGE_BODY, path="config.json", size=80_000_000, times=1))
+    with httpx.stream("GET", url) as r:
+        assert int(r.headers["content-length"]) == 80_000_000
+        first = b""
+        for chunk in r.iter_raw():
+            first += chunk
+            if len(first) > 3 * len(real):
+                break
+    assert first.startswith(real) and first[len(real) :].strip(b"\n") == b""
+
+    proxy.add(Fault(Mode.GZIP_BOMB, path="config.json", size=100_000_000, times=1))
+    with httpx.stream("GET", url) as r:
+        assert r.headers["content-encoding"] == "gzip"
+        assert int(r.headers["content-length"]) < 200_000
+        decoded = 0
+        for chunk in r.iter_bytes():
+            assert chunk.count(0) == len(chunk)
+            decoded += len(chunk)
+    assert decoded == 100_000_000
+
+    proxy.add(Fault(Mode.STATUS, path="config.json", status=404, every=3, times=1,
+                    headers={"X-Error-Code": "EntryNotFound"}))  # fmt: skip
+    answers = [httpx.get(url) for _ in range(4)]
+    assert [a.status_code for a in answers] == [200, 200, 404, 200]
+    assert answers[2].headers["x-error-code"] == "EntryNotFound"
+    assert proxy.applied() == {
+        Mode.LONG_LENGTH: 1,
+        Mode.HUGE_BODY: 1,
+        Mode.GZIP_BOMB: 1,
+        Mode.STATUS: 1,
+    }

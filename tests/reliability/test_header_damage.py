@@ -114,3 +114,41 @@ def test_a_header_damaged_on_every_read_is_could_not_read_not_a_removed_tensor(
             )
         finally:
             store.close()
+
+
+@pytest.mark.parametrize("fault", ["gzip", "404"])
+def test_a_range_answer_that_is_not_the_file_leaves_the_revision_pending(
+    hub: tuple[Replica, dict[str, object]], tmp_path: Path, fault: str
+) -> None:
+    """Issue 26: a gzip body on every Range answer (decoded, 100 MB of zeros: a header length
+    of 0, the same both reads) and a 404 (`X-Error-Code: EntryNotFound`) for the listed file
+    were recorded as "could not read model.safetensors"; they are the transport's: the revision
+    is not stored (the repo failing with the reason) and the next clean poll stores the header."""
+    first = Sha(str(hub[1]["first"]))
+    with FaultProxy(hub[0].url, seed=5) as proxy:
+        if fault == "gzip":
+            proxy.add(Fault(Mode.GZIP_BOMB, path=PATH, only_status=frozenset({206}),
+                            size=100_000_000))  # fmt: skip
+            why = "its Content-Range says"
+        else:
+            proxy.add(Fault(Mode.STATUS, path=rf"/resolve/.*{PATH}", method="GET", status=404,
+                            headers={"X-Error-Code": "EntryNotFound"}))  # fmt: skip
+            why = "not found, but the tree lists it"
+        store, status, error = _poll(proxy, tmp_path)
+        try:
+            assert status is RepoStatus.FAILING
+            assert error is not None and error.startswith(f"IntegrityError: {RID}@{first}")
+            assert why in error, error
+            assert store.revisions(RID) == []  # nothing stored from the fault
+            proxy.clear()
+            again = poll_repo(
+                store,
+                HubSource(proxy.url, timeout_s=10, retry_attempts=3, retry_base_s=0.01),
+                WatchedRepo(RID),
+            )
+            assert (again.status, again.error) == (RepoStatus.OK, None)
+            snap = store.snapshot(RID, first)
+            assert snap.unreadable == {}
+            assert sorted(snap.headers[PATH].tensors) == sorted(TINY_TENSORS)
+        finally:
+            store.close()

@@ -1,5 +1,5 @@
 """CLI command `tracker verify [--json]`: re-hash every stored blob and check every stored file
-version against its revision's tree (`tracker.store.verify`).
+version, and every recorded "could not read", against its revision's tree (`tracker.store.verify`).
 
 Exit 0 when everything matches; 1 when anything does not (one line per problem on stdout, the
 count on stderr); the store's own failures keep their exit codes (6).
@@ -15,14 +15,16 @@ import typer
 def verify_command(
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
-    """Check the store: every blob against its address, every file version against its tree."""
+    """Check the store: every blob against its address, every file version and every recorded
+    "could not read" against its tree."""
     from tracker.app import build
     from tracker.settings import load_settings
     from tracker.store.verify import verify_store
 
-    app = build(load_settings())
+    settings = load_settings()
+    app = build(settings)
     try:
-        report = verify_store(app.store.engine)
+        report = verify_store(app.store.engine, max_file_bytes=settings.max_file_bytes)
     finally:
         app.close()
     if as_json:

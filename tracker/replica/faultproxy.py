@@ -22,15 +22,28 @@ server really does:
 - `TRICKLE`: the real answer, body sent `chunk` bytes every `interval_s` seconds.
 - `REWRITE`: the body replaced by `rewrite(body)` with a matching `Content-Length` (a middlebox
   or cache that serves other bytes than the server's: damage that stays well-formed).
+- `LONG_LENGTH`: the true body under a `Content-Length` of `size` bytes, then the connection
+  closes (a length that lies upwards: a client that trusts it refuses a correct file).
+- `HUGE_BODY`: a body of `size` bytes (the true bytes, then filler) with a matching
+  `Content-Length`, streamed (never built in memory); the connection closes when the client stops.
+- `GZIP_BOMB`: `Content-Encoding: gzip` and a gzip stream of `size` zero bytes (~1,000:1), with
+  the compressed `Content-Length`: small on the wire, past any cap once decoded.
+
+`STATUS` answers carry `headers` besides their `Content-Type`: a 404 with
+`X-Error-Code: EntryNotFound` is the Hub's "file not found", which its CDN answers for a file
+the tree lists for a moment after a push.
 
 Selection is by a regex searched in the request target (path and query, raw or percent-decoded:
 a CDN download names its file in `path=`), method, a count
-(`times`, None for until cleared) and a probability drawn from one seeded RNG (repeatable runs).
+(`times`, None for until cleared), a probability drawn from one seeded RNG (repeatable runs), and
+`every` (break only the Nth, 2Nth, ... answer the rule would otherwise select: deterministic).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import gzip
 import http.client
 import random
 import re
@@ -75,6 +88,9 @@ class Mode(StrEnum):
     RATE_LIMIT = "rate_limit"
     TRICKLE = "trickle"
     REWRITE = "rewrite"
+    LONG_LENGTH = "long_length"
+    HUGE_BODY = "huge_body"
+    GZIP_BOMB = "gzip_bomb"
 
 
 @dataclass
@@ -85,8 +101,10 @@ class Fault:
     `times`: how many answers to break (None: every one until `clear`); `probability`: the chance
     a matching request is broken (drawn from the proxy's seeded RNG; a request not drawn does not
     use up `times`); `only_status`: break only upstream answers with one of these statuses (e.g.
-    {200, 206} so that redirects pass); `status`/`retry_after` for STATUS and RATE_LIMIT; `chunk`
-    and `interval_s` for TRICKLE; `rewrite` for REWRITE.
+    {200, 206} so that redirects pass); `status`/`retry_after` for STATUS and RATE_LIMIT, and
+    `headers` sent with a STATUS answer; `chunk` and `interval_s` for TRICKLE; `rewrite` for
+    REWRITE; `size` (bytes) for LONG_LENGTH, HUGE_BODY and GZIP_BOMB; `every`: break only every
+    Nth request the rule selects (counted before `probability` and `times` apply).
     """
 
     mode: Mode
@@ -100,7 +118,11 @@ class Fault:
     chunk: int = 1
     interval_s: float = 0.3
     rewrite: Callable[[bytes], bytes] | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    size: int = 100_000_000
+    every: int | None = None
     _regex: re.Pattern[str] = field(init=False, repr=False)
+    _seen: int = field(default=0, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._regex = re.compile(self.path)
@@ -154,7 +176,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if fault is not None and fault.mode in (Mode.STATUS, Mode.RATE_LIMIT):
             status = 429 if fault.mode is Mode.RATE_LIMIT else fault.status
-            canned = {"Content-Type": "application/json"}
+            canned = {"Content-Type": "application/json", **fault.headers}
             if fault.mode is Mode.RATE_LIMIT:
                 canned["Retry-After"] = str(fault.retry_after)
             payload = b'{"error":"injected by the fault proxy"}'
@@ -198,6 +220,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._answer(status, headers, fault.rewrite(data), reason)
         elif mode is Mode.TRICKLE:
             self._answer(status, headers, data, reason, trickle=(fault.chunk, fault.interval_s))
+        elif mode is Mode.LONG_LENGTH:
+            self._answer(status, headers, data, reason, declared=max(fault.size, len(data) + 1))
+            self.close_connection = True
+        elif mode is Mode.HUGE_BODY:
+            self._huge(status, reason, headers, data, max(fault.size, len(data)))
+        elif mode is Mode.GZIP_BOMB:
+            bomb = [(k, v) for k, v in headers if k.lower() != "content-encoding"]
+            bomb.append(("Content-Encoding", "gzip"))
+            self._answer(status, bomb, _gzip_zeros(fault.size), reason)
         else:  # pragma: no cover - RESET/STATUS/RATE_LIMIT are answered before forwarding
             raise AssertionError(mode)
 
@@ -232,6 +263,27 @@ class _Handler(BaseHTTPRequestHandler):
                     break
         except OSError:
             self.close_connection = True
+
+    def _huge(
+        self, status: int, reason: str, headers: list[tuple[str, str]], data: bytes, size: int
+    ) -> None:
+        """`data`, then filler up to `size` bytes, streamed under a matching Content-Length."""
+        self.send_response_only(status, reason)
+        for name, value in headers:
+            if name.lower() not in _HOP_BY_HOP:
+                self.send_header(name, value)
+        self.send_header("Content-Length", str(size))
+        self.end_headers()
+        self.close_connection = True
+        filler = b"\n" * (1 << 20)
+        try:
+            self.wfile.write(data)
+            left = size - len(data)
+            while left > 0:
+                self.wfile.write(filler[: min(left, len(filler))])
+                left -= len(filler)
+        except OSError:
+            pass
 
     def _reset(self) -> None:
         """Close the client socket with RST (SO_LINGER 0), never answering."""
@@ -310,6 +362,10 @@ class FaultProxy(BackgroundServer):
                     continue
                 if not fault.matches(method, path):
                     continue
+                if fault.every is not None:
+                    fault._seen += 1
+                    if fault._seen % fault.every:
+                        continue
                 if fault.probability < 1.0 and self._rng.random() >= fault.probability:
                     continue
                 if fault.times is not None:
@@ -353,6 +409,12 @@ class FaultProxy(BackgroundServer):
             return resp.status, resp.reason, list(resp.getheaders()), data
         finally:
             conn.close()
+
+
+@functools.cache
+def _gzip_zeros(size: int) -> bytes:
+    """A gzip stream that decodes to `size` zero bytes (built once per size)."""
+    return gzip.compress(bytes(size), compresslevel=9, mtime=0)
 
 
 __all__ = ["Fault", "FaultProxy", "Mode", "ProxyRecord"]

@@ -499,7 +499,9 @@ class HubSource:
         an answer that was not redirected), None where not declared.
         OversizedArtifactError when a whole-file GET is longer than `limit`; for a range GET the
         stream is simply cut at `limit` (a server ignoring Range never makes us read more).
-        A body shorter than its `Content-Length` is a truncation: IntegrityError (transient).
+        A body shorter than its `Content-Length` is a truncation, and a 206 answer whose decoded
+        body is longer than its `Content-Range` says (a gzip body: the bytes are not the file's)
+        is not the range asked for: IntegrityError (transient) for both.
         """
         url = hf_hub_url(repo_id, path, revision=sha, endpoint=self.endpoint)
         headers = build_hf_headers(token=self.token, library_name="tracker")
@@ -547,6 +549,12 @@ class HubSource:
                         )
                     break
             data = b"".join(chunks)[:limit]
+            span = _range_span(resp) if range_ is not None and resp.status_code == 206 else None
+            if span is not None and got > span:  # e.g. a gzip body: the range is of other bytes
+                raise IntegrityError(
+                    f"{repo_id}@{sha}: {path}: the answer to {range_} holds more than the "
+                    f"{span:,} bytes its Content-Range says"
+                )
             if (
                 declared is not None
                 and declared.isdigit()
@@ -611,6 +619,13 @@ class HubSource:
 
 
 _CONTENT_RANGE = re.compile(r"^bytes\s+(?:\d+-\d+|\*)/(\d+)$")
+_RANGE_SPAN = re.compile(r"^bytes\s+(\d+)-(\d+)/(?:\d+|\*)$")
+
+
+def _range_span(resp: Any) -> int | None:
+    """How many bytes a 206 answer says it holds (`Content-Range: bytes a-b/T`), or None."""
+    m = _RANGE_SPAN.match(resp.headers.get("Content-Range", "").strip())
+    return int(m.group(2)) - int(m.group(1)) + 1 if m else None
 
 
 def _object_of(resp: Any, ranged: bool) -> tuple[int | None, str | None]:

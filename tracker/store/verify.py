@@ -4,7 +4,11 @@ address, and every stored file version against the tree of its revision.
 - blobs: sha256(data) is the row's key and len(data) its size;
 - file versions: a content version's blob is the bytes the revision's tree names (git blob id,
   or LFS sha256 and size: `tracker.integrity.content_mismatch`), a header version's blob is a
-  header; a version's blob exists; a version's path is in its revision's tree.
+  header; a version's blob exists; a version's path is in its revision's tree;
+- every recorded "could not read" against its tree entry: one an earlier release recorded from a
+  transport fault (a not-found answer for a listed file, an answer over the cap for a file whose
+  tree size is under it: `tracker.integrity.transport_fault`) is reported as suspect, in each
+  revision that carries it.
 
 Reads one blob at a time (memory: the largest blob, plus one tree); each blob's git id is computed
 once however many revisions carry it.
@@ -20,8 +24,9 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlmodel import col
 
+from tracker.bounded import MAX_FILE_BYTES
 from tracker.domain import TreeEntry
-from tracker.integrity import content_mismatch
+from tracker.integrity import content_mismatch, transport_fault
 from tracker.store.engine import transaction
 from tracker.store.tables import BlobRow, RepoRow, RevisionFileRow, RevisionRow
 from tracker.store.trees import load_tree
@@ -79,8 +84,9 @@ def _blob_problems(engine: sa.Engine) -> Iterator[tuple[str, Problem | None]]:
             yield digest, None
 
 
-def verify_store(engine: sa.Engine) -> VerifyReport:
-    """Check every blob and every stored file version (see the module docstring)."""
+def verify_store(engine: sa.Engine, *, max_file_bytes: int = MAX_FILE_BYTES) -> VerifyReport:
+    """Check every blob and every stored file version (see the module docstring);
+    `max_file_bytes`: the cap a "could not read" is judged against (`Settings.max_file_bytes`)."""
     problems: list[Problem] = []
     bad_blobs: set[str] = set()
     blobs = 0
@@ -121,7 +127,18 @@ def verify_store(engine: sa.Engine) -> VerifyReport:
             if entry is None:
                 problems.append(Problem(where, "stored for a path its tree does not hold"))
                 continue
-            if r.kind == FileKind.UNREADABLE or r.blob_sha256 is None:
+            if r.kind == FileKind.UNREADABLE:
+                fault = transport_fault(entry, r.reason or "", max_file_bytes)
+                if fault is not None:
+                    problems.append(
+                        Problem(
+                            where,
+                            f"suspect 'could not read' ({r.reason}): recorded from {fault}, "
+                            "a fault of the transport, not the file's content",
+                        )
+                    )
+                continue
+            if r.blob_sha256 is None:
                 continue
             if r.blob_sha256 in bad_blobs:
                 problems.append(Problem(where, f"its blob {r.blob_sha256[:12]} is damaged"))
