@@ -101,7 +101,7 @@ def test_delivery_survives_sigkill_mid_retry_and_a_lost_ack(tmp_path: Path) -> N
             first.send_signal(signal.SIGKILL)
             first.wait(timeout=30)
         [d] = hooks.deliveries()
-        assert (d.state, d.last_status) == (DeliveryState.PENDING, 500)
+        assert (d.state, d.last_status) == (DeliveryState.PENDING, 500), d.last_error
 
         second = daemon()  # sends the retry; killed while the receiver holds its answer
         try:
