@@ -146,6 +146,12 @@ def test_subscribe_cli_exit_codes_and_output(tmp_path: Path) -> None:
         "error: webhook URL refused: 127.0.0.1 is a loopback address; allow its network in "
         "TRACKER_WEBHOOK_ALLOW_NETWORKS to deliver there\n"
     )
+    azure = _run(env, "subscribe", "add", "http://168.63.129.16/machine?comp=goalstate")
+    assert azure.returncode == 2
+    assert azure.stderr == (
+        "error: webhook URL refused: 168.63.129.16 is a cloud platform (Azure WireServer) "
+        "address; allow its network in TRACKER_WEBHOOK_ALLOW_NETWORKS to deliver there\n"
+    )  # refused although TRACKER_WEBHOOK_ALLOW_NETWORKS allows loopback
     added = _run(
         env, "subscribe", "add", "http://127.0.0.1:9/x", "--kind", "chat_template",
         "--min-severity", "high", "--description", "on-call",

@@ -277,6 +277,8 @@ def test_ssrf_guard_refuses_internal_targets_unless_allowed(store: Store) -> Non
         "http://127.0.0.1:8080/hook",
         "http://localhost/hook",
         "http://169.254.169.254/latest/meta-data/",
+        "http://168.63.129.16/machine?comp=goalstate",  # Azure's WireServer, a public address
+        "http://[::ffff:168.63.129.16]/",
         "http://10.1.2.3/hook",
         "http://192.168.0.10/hook",
         "http://[::1]/hook",
