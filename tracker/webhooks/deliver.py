@@ -131,7 +131,8 @@ class Deliverer:
         self.clock = clock
         self.allow = parse_networks(settings.webhook_allow_networks)
         self.tls = ssl_context()
-        warm_up(self.tls)
+        self._warm = threading.Lock()
+        self._warmed = False
         self.rng = rng
         self.stop = stop
         self.slots = settings.webhook_concurrency
@@ -210,6 +211,10 @@ class Deliverer:
         """One HTTP attempt of `delivery`, bounded (`tracker.webhooks.exchange`) and recorded;
         returns the attempt, or None when the stop abandoned it (the delivery is handed back
         unattempted, due again at once for the next run)."""
+        with self._warm:  # once, before the first attempt's deadline starts
+            if not self._warmed:
+                warm_up(self.tls)
+                self._warmed = True
         n = delivery.attempts + 1
         started = self.clock()
         t0 = time.monotonic()
