@@ -5,7 +5,8 @@ The first frame is the pickled Settings; then one request frame in, one reply fr
 with the result, `memory`, `retry` or `error` with the message), until stdin closes or a
 MemoryError (the worker says so and exits). Before each request the soft RLIMIT_AS is set to the
 address space mapped now plus `analysis_memory_mib`, and lifted after it. Frames go over a private
-copy of stdout; anything printed goes to stderr.
+copy of stdout; anything printed goes to stderr. A worker whose parent is gone (its reply meets
+a closed pipe) exits quietly, with one line on stderr (`worker_process.serve_until_orphaned`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from tracker.errors import RetryLaterError
 from tracker.logs import configure
 from tracker.pipeline import Analyst
 from tracker.settings import Settings
-from tracker.worker_process import address_space, limit_address_space
+from tracker.worker_process import address_space, limit_address_space, serve_until_orphaned
 
 log = structlog.get_logger(__name__)
 
@@ -116,7 +117,7 @@ def main() -> None:
     """Frames go over a private copy of stdout; anything printed goes to stderr."""
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
-    serve(sys.stdin.buffer, out)
+    serve_until_orphaned(lambda: serve(sys.stdin.buffer, out), out, "analysis worker")
 
 
 if __name__ == "__main__":

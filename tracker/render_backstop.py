@@ -46,7 +46,13 @@ from tracker.diff.sandbox import (
     render_in_process,
 )
 from tracker.errors import RetryLaterError
-from tracker.worker_process import WorkerProcess, address_space, limit_address_space, line_of
+from tracker.worker_process import (
+    WorkerProcess,
+    address_space,
+    limit_address_space,
+    line_of,
+    serve_until_orphaned,
+)
 
 STARTUP_S = 60.0
 """How long the caller waits for a new worker to import and say it is ready."""
@@ -209,4 +215,6 @@ def serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
 
 
 if __name__ == "__main__":
-    serve(sys.stdin.buffer, sys.stdout.buffer)
+    serve_until_orphaned(
+        lambda: serve(sys.stdin.buffer, sys.stdout.buffer), sys.stdout.buffer, "render worker"
+    )

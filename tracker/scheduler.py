@@ -14,7 +14,9 @@ SQLite takes one worker: a second daemon on one SQLite store exits with one line
 APScheduler 3 (coalesce, max_instances=1, jitter) runs the periodic jobs: the heartbeat, the
 watchlist re-read (also on SIGHUP) and the poll-request queue (a Hub webhook or a manual trigger
 makes the repo due now, so that poll too goes through a lease). Due webhook deliveries are sent by
-their own thread. SIGTERM/SIGINT: nothing new starts; a poll under way finishes the revision it is on (each
+their own thread, each subscription's on a slot of a pool (`webhook_concurrency`), each attempt
+bounded by `webhook_timeout_s`. SIGTERM/SIGINT: nothing new starts; webhook attempts in flight are
+abandoned (handed back, due again at once); a poll under way finishes the revision it is on (each
 revision is stored, and analysed, in its own transactions) and stops before the next one, its
 repo due again at once (the revisions left go to the next run, or another worker); claims not yet
 started are handed back and every lease is released; `poll.stopped` is the last event. The signal
@@ -450,26 +452,25 @@ class Daemon:
                 self.wake_claims.set()
 
     def deliveries(self) -> None:
-        """Send due webhook deliveries until the stop; woken early when a poll published."""
-        deliverer = Deliverer(self.app.webhooks, self.settings, self.app.clock)
+        """Send due webhook deliveries until the stop, each subscription's on a slot of its own
+        (`Deliverer.start_due`); woken early when a poll published or an attempt ended. The stop
+        abandons the attempts in flight (their deliveries are handed back) and waits for them."""
+        deliverer = Deliverer(self.app.webhooks, self.settings, self.app.clock, stop=self.stopping)
         check = self.settings.queue_check_s
         try:
             while not self.stopping.is_set():
-                attempted = 0
+                self.wake_deliveries.clear()  # an attempt ending from here on wakes the wait
                 due: float | None = None
                 with self.counted() as started:
                     if not started:
                         return
                     try:
-                        attempted = deliverer.run_once()
-                        due = None if attempted else deliverer.seconds_until_due()
+                        deliverer.start_due(on_done=self.wake_deliveries.set)
+                        due = deliverer.seconds_until_due()
                     except Exception:
                         log.exception("webhooks.crashed")
-                if attempted:
-                    continue
                 wait = check * 4 if due is None else due
                 self.wake_deliveries.wait(min(max(wait, 0.01), check * 4))
-                self.wake_deliveries.clear()
         finally:
             deliverer.close()
 

@@ -144,7 +144,16 @@ class Settings(BaseSettings):
         description="Comma-separated CIDRs webhook targets may resolve to although not public (loopback, private, link-local are refused otherwise), e.g. 127.0.0.0/8,::1/128.",
     )
     webhook_timeout_s: float = Field(
-        default=10.0, gt=0, le=600, description="Seconds one webhook delivery attempt may take."
+        default=10.0,
+        gt=0,
+        le=600,
+        description="Seconds one webhook delivery attempt may take in all: connecting, sending, the answer's status, headers and the part of its body that is read (past it the attempt fails and is retried).",
+    )
+    webhook_concurrency: int = Field(
+        default=8,
+        ge=1,
+        le=256,
+        description="Subscriptions whose deliveries are attempted at once (each subscription's one at a time), so a slow receiver delays no other.",
     )
     webhook_max_attempts: int = Field(
         default=16, ge=1, le=100, description="Attempts of a webhook delivery before it fails."

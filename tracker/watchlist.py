@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import os
 import re
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -243,18 +245,59 @@ def parse_watchlist(data: Any, source: str = "watchlist") -> Watchlist:
     return Watchlist(tuple(repos))
 
 
+MAX_WATCHLIST_BYTES = CONFIG_YAML.max_bytes
+"""The largest watchlist file read (4 MB; 10k repos take about 0.5 MB)."""
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def read_bounded(path: Path) -> bytes:
+    """The bytes of the watchlist file `path`, read without blocking and to at most
+    `MAX_WATCHLIST_BYTES`: WatchlistError (one line) for anything but a regular file (a device
+    such as /dev/zero reads without end, a FIFO blocks until a writer comes), a larger file, or
+    an OSError."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO's open waits for a writer
+    except OSError as exc:
+        raise WatchlistError(f"{path}: cannot be read: {exc.strerror or exc}") from exc
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+            raise WatchlistError(
+                f"{path}: cannot be read: it is {kind}, not a regular file (a watchlist is a "
+                "YAML file)"
+            )
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(MAX_WATCHLIST_BYTES + 1)
+    except OSError as exc:
+        raise WatchlistError(f"{path}: cannot be read: {exc.strerror or exc}") from exc
+    finally:
+        os.close(fd)
+    if len(data) > MAX_WATCHLIST_BYTES:
+        raise WatchlistError(
+            f"{path}: cannot be read: over {MAX_WATCHLIST_BYTES:,} bytes (a watchlist is at most "
+            f"{MAX_WATCHLIST_BYTES // 1_000_000} MB)"
+        )
+    return data
+
+
 def load_watchlist(path: Path) -> Watchlist:
-    """Read and validate `path`; a missing file is an empty watchlist."""
+    """Read (`read_bounded`) and validate `path`; a missing file is an empty watchlist."""
     if not path.exists():
         return Watchlist(())
+    data = read_bounded(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise WatchlistError(
             f"{path}: not valid YAML", (f"not UTF-8 text ({exc.reason})",)
         ) from exc
-    except OSError as exc:
-        raise WatchlistError(f"{path}: cannot be read: {exc.strerror or exc}") from exc
     return parse_watchlist(_load_yaml(text, path), str(path))
 
 
@@ -339,8 +382,8 @@ def add_repo(path: Path, repo_id: str, **fields: Any) -> Watchlist:
 
 def _read(path: Path) -> str:
     try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        return read_bounded(path).decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise WatchlistError(f"{path}: cannot be read: {exc}") from exc
 
 

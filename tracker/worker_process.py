@@ -6,11 +6,13 @@ what a dead worker means stay with them; this module starts, reads, and kills.
 Caller side, `WorkerProcess`: started on demand (a forked child forgets its parent's pipes), one
 message read at a time under a deadline (`select` on the pipe; `split` says where a message ends
 in the bytes read so far), killed with its process group when it has one. Worker side:
-`address_space()` and `limit_address_space()`, the RLIMIT_AS cap both workers set before a request.
+`address_space()` and `limit_address_space()`, the RLIMIT_AS cap both workers set before a request,
+and `serve_until_orphaned`, a quiet exit when the parent is gone.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import select
@@ -20,6 +22,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from typing import IO
 
 Split = Callable[[bytearray], tuple[bytes, int] | None]
 """Where the first whole message ends in the bytes read so far: (the message, the bytes it took),
@@ -145,3 +148,22 @@ def limit_address_space(base: int, mib: int | None) -> int:
 
 
 __all__ = ["Split", "WorkerProcess", "address_space", "limit_address_space", "line_of"]
+
+
+def serve_until_orphaned(serve: Callable[[], None], stdout: IO[bytes], name: str) -> None:
+    """Worker side: run `serve()`; when the parent is gone (writing a reply to its pipe raises
+    BrokenPipeError) exit quietly with status 0 and at most one line on stderr, instead of a
+    BrokenPipeError traceback and a second one from the flush at interpreter exit. An orphaned
+    worker's reply has no reader: there is nothing else to do."""
+    try:
+        serve()
+    except BrokenPipeError:
+        # the reply left in the buffer would fail again when the interpreter flushes it
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        with contextlib.suppress(OSError):
+            os.dup2(devnull, stdout.fileno())
+        os.close(devnull)
+        with contextlib.suppress(OSError):
+            sys.stderr.write(f"{name}: the parent process is gone; exiting\n")
+            sys.stderr.flush()
+        raise SystemExit(0) from None

@@ -101,7 +101,7 @@ def test_delivery_survives_sigkill_mid_retry_and_a_lost_ack(tmp_path: Path) -> N
             first.send_signal(signal.SIGKILL)
             first.wait(timeout=30)
         [d] = hooks.deliveries()
-        assert (d.state, d.last_status) == (DeliveryState.PENDING, 500)
+        assert (d.state, d.last_status) == (DeliveryState.PENDING, 500), d.last_error
 
         second = daemon()  # sends the retry; killed while the receiver holds its answer
         try:
@@ -146,6 +146,12 @@ def test_subscribe_cli_exit_codes_and_output(tmp_path: Path) -> None:
         "error: webhook URL refused: 127.0.0.1 is a loopback address; allow its network in "
         "TRACKER_WEBHOOK_ALLOW_NETWORKS to deliver there\n"
     )
+    azure = _run(env, "subscribe", "add", "http://168.63.129.16/machine?comp=goalstate")
+    assert azure.returncode == 2
+    assert azure.stderr == (
+        "error: webhook URL refused: 168.63.129.16 is a cloud platform (Azure WireServer) "
+        "address; allow its network in TRACKER_WEBHOOK_ALLOW_NETWORKS to deliver there\n"
+    )  # refused although TRACKER_WEBHOOK_ALLOW_NETWORKS allows loopback
     added = _run(
         env, "subscribe", "add", "http://127.0.0.1:9/x", "--kind", "chat_template",
         "--min-severity", "high", "--description", "on-call",

@@ -277,6 +277,8 @@ def test_ssrf_guard_refuses_internal_targets_unless_allowed(store: Store) -> Non
         "http://127.0.0.1:8080/hook",
         "http://localhost/hook",
         "http://169.254.169.254/latest/meta-data/",
+        "http://168.63.129.16/machine?comp=goalstate",  # Azure's WireServer, a public address
+        "http://[::ffff:168.63.129.16]/",
         "http://10.1.2.3/hook",
         "http://192.168.0.10/hook",
         "http://[::1]/hook",
@@ -334,3 +336,73 @@ def test_unmatched_repo_and_withdrawn_subscription_get_nothing(store: Store) -> 
     publish(store, Sha("a" * 40), None, [], repo=other)
     publish(store, Sha("b" * 40), Sha("a" * 40), [EOS], repo=other)
     assert w.deliveries() == []
+
+
+def _claims_one_per_subscription(store: Store) -> None:
+    settings = _settings()
+    w = WebhookStore(store.engine)
+    a, _ = _subscribe(store, "http://127.0.0.1:9/a", settings)
+    b, _ = _subscribe(store, "http://127.0.0.1:9/b", settings)
+    publish(store, SHAS[0], None, [])
+    publish(store, SHAS[1], SHAS[0], [EOS])
+    publish(store, SHAS[2], SHAS[1], [TEMP])
+    now, lease = _now() + timedelta(seconds=1), timedelta(seconds=30)
+    claimed = w.claim_due(now, lease=lease, exclude={b}, one_per_subscription=True)
+    assert [(d.subscription_id, d.sha) for d, _ in claimed] == [(a, SHAS[1])]  # a's oldest only
+    assert w.next_due(exclude={a, b}) is None
+    assert w.next_due(exclude={a}) is not None
+    claimed = w.claim_due(now, lease=lease, one_per_subscription=True)
+    assert [(d.subscription_id, d.sha) for d, _ in claimed] == [(b, SHAS[1])]  # a's 2nd waits
+    w.release(claimed[0][0])
+    claimed = w.claim_due(now, lease=lease)
+    assert sorted((d.subscription_id, d.sha) for d, _ in claimed) == [
+        (a, SHAS[2]),
+        (b, SHAS[1]),
+        (b, SHAS[2]),
+    ]
+
+
+def test_claim_due_one_per_subscription_and_exclusions(store: Store) -> None:
+    _claims_one_per_subscription(store)
+
+
+@pytest.mark.postgres
+def test_claim_due_one_per_subscription_on_postgresql(
+    pg_database: Any,
+) -> None:
+    with pg_database("hooks_claim") as url:
+        s = Store.open(url)
+        try:
+            _claims_one_per_subscription(s)
+        finally:
+            s.close()
+
+
+def test_a_slow_receiver_holds_its_own_slot_only(store: Store) -> None:
+    # In process: one subscription's receiver holds every answer 3 s; the other's deliveries all
+    # go out meanwhile, each subscription's one at a time, never two of the slow one at once.
+    settings = _settings(webhook_timeout_s=10.0)
+    w = WebhookStore(store.engine)
+    with (
+        Receiver(reply=lambda n, r: (204, {}, 3.0)) as slow,
+        Receiver() as fast,
+    ):
+        _subscribe(store, slow.url, settings)
+        _subscribe(store, fast.url, settings)
+        publish(store, SHAS[0], None, [])
+        publish(store, SHAS[1], SHAS[0], [EOS])
+        publish(store, SHAS[2], SHAS[1], [TEMP])
+        deliverer = Deliverer(w, settings, _now)
+        t0 = time.monotonic()
+        started = deliverer.start_due()
+        assert len(started) == 2  # one per subscription
+        fast.wait_for(1, timeout=5)
+        while not started[1].done() or len(fast.received) < 2:  # the fast one's next
+            started += deliverer.start_due()
+            time.sleep(0.01)
+        fast_done = time.monotonic() - t0
+        assert len(slow.received) == 1  # the slow one's second waits for its slot
+        deliverer.close()
+        assert len(slow.received) == 1
+    assert fast_done < 3.0, f"the fast subscription waited {fast_done:.2f} s"
+    assert [r.json()["data"]["commit"] for r in fast.received] == [SHAS[1], SHAS[2]]

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from tracker.advisories.groups import ChangeGroup, Subject
+from tracker.advisories.values import inline
 from tracker.diff.conversations import CONVERSATIONS
 from tracker.domain import Artifact, ChangeKind, JSONValue
 from tracker.preflight.delta import SINCE
@@ -89,7 +90,8 @@ _ROLE_NAMES = {"system": "system message", "user": "user message", "assistant": 
 
 
 def _quote(text: str) -> str:
-    return "“" + " ".join(text.split()) + "”"
+    """Upstream `text` quoted on one line, as literal Markdown text (`values.inline`)."""
+    return "“" + inline(" ".join(text.split())) + "”"
 
 
 def _message_counts(conv_id: str, rendered: JSONValue) -> list[tuple[str, str, int]]:

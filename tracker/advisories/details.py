@@ -14,7 +14,7 @@ from tracker.advisories.classify import Classified
 from tracker.advisories.consistency import Finding
 from tracker.advisories.groups import ChangeGroup, Subject
 from tracker.advisories.masses import Mass, Row, collapse, reshaped_any
-from tracker.advisories.values import cell, fence_for, fits_inline, value_diff
+from tracker.advisories.values import cell, code, fence_for, fits_inline, inline, value_diff
 from tracker.domain import Artifact, ChangeKind, Commit, Estimate, JSONValue
 
 GROUP_LABELS: Mapping[Artifact, str] = {
@@ -99,10 +99,11 @@ def _one(text: str) -> str:
 
 
 def commit_line(commit: Commit, url: str) -> str:
-    """ "[`abc123def456`](url) “title” by A, B on 2024-12-12 17:15 UTC"."""
-    who = ", ".join(commit.authors) or "an unknown author"
+    """ "[`abc123def456`](url) “title” by A, B on 2024-12-12 17:15 UTC"; the title and the
+    authors (upstream text) as literal text (`inline`)."""
+    who = ", ".join(inline(_one(a)) for a in commit.authors) or "an unknown author"
     when = commit.date.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    title = _one(commit.title) or "(no title)"
+    title = inline(_one(commit.title)) or "(no title)"
     return f"[`{commit.sha[:12]}`]({url}/commit/{commit.sha}) “{title}” by {who} on {when}"
 
 
@@ -114,7 +115,7 @@ def _commit_block(commit: Commit, url: str) -> list[str]:
         if title and body.startswith(title):
             body = body[len(title) :].strip()
         if body:
-            out += ["", *(f"> {line}".rstrip() for line in body.splitlines())]
+            out += ["", *(f"> {inline(line)}".rstrip() for line in body.splitlines())]
     return out
 
 
@@ -182,7 +183,7 @@ def _evidence(rows: Sequence[Row]) -> list[str]:
         fence = fence_for(shown)
         out += [
             "",
-            f"**{ch.key or ch.file}** ({ch.kind.value}):",
+            f"**{inline(ch.key or ch.file)}** ({ch.kind.value}):",
             "",
             f"{fence}diff",
             *shown,
@@ -266,7 +267,7 @@ def render_details(
     if group.suppressed:
         out += ["", "## Suppressed by the watchlist", ""]
         out += [
-            f"- `{c.change.key or c.change.file}` ({c.change.kind.value}): {c.suppressed}"
+            f"- {code(c.change.key or c.change.file)} ({c.change.kind.value}): {c.suppressed}"
             for c in group.suppressed
         ]
     out += ["", "## What to do", "", *advice(subject, group, judged), ""]

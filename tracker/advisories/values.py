@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from collections import Counter
 from collections.abc import Mapping
 
@@ -39,6 +40,31 @@ def code(text: str) -> str:
     pad = " " if text[:1] in ("`", " ") or text[-1:] in ("`", " ") else ""
     escaped = text.replace("|", "\\|")
     return f"{fence}{pad}{escaped}{pad}{fence}"
+
+
+_ALWAYS = frozenset("\\`*[]<>|~&")
+_LINE_START = re.compile(r"^(\s*|\s*\d+)([#=+-]|(?<=\d)[.)])")
+
+
+def inline(text: str) -> str:
+    """Upstream `text` (a commit title or message line, a key, a value, a summary) as literal
+    Markdown text: every character that can open a construct is backslash-escaped (CommonMark
+    renders an escaped ASCII punctuation character as itself), so `![i](http://…)` is no image,
+    `<img>` no HTML, `[x](y)` no link, `*a*` no emphasis, `&copy;` no entity, `| a |` no table
+    cell; `_` only where it could start or end emphasis (not inside a word, so `eos_token_id`
+    stays as it reads); a line-start `#`, `-`, `+`, `=` or `1.` no heading or list item."""
+    out = []
+    for i, ch in enumerate(text):
+        if ch in _ALWAYS:
+            out.append("\\" + ch)
+        elif ch == "_":
+            before, after = text[i - 1 : i], text[i + 1 : i + 2]
+            intraword = before.isalnum() and after.isalnum()
+            out.append(ch if intraword else "\\_")
+        else:
+            out.append(ch)
+    escaped = "".join(out)
+    return _LINE_START.sub(lambda m: m[1] + "\\" + m[2], escaped, count=1)
 
 
 def fits_inline(value: JSONValue) -> bool:
@@ -146,5 +172,7 @@ def value_diff(before: JSONValue, after: JSONValue) -> list[str]:
 
 def fence_for(lines: list[str]) -> str:
     """A code fence longer than any backtick fence inside `lines`."""
-    longest = max((len(s) - len(s.lstrip("`")) for s in lines), default=0)
+    # a line indented by up to three spaces closes a fence too (a diff's context line is one)
+    bare = (s.lstrip(" ") for s in lines if len(s) - len(s.lstrip(" ")) <= 3)
+    longest = max((len(b) - len(b.lstrip("`")) for b in bare), default=0)
     return "`" * max(3, longest + 1)

@@ -2,7 +2,8 @@
 
 Refused unless a setting allows their network (`TRACKER_WEBHOOK_ALLOW_NETWORKS`, CIDRs): loopback,
 private (RFC 1918, unique-local), link-local (cloud metadata at 169.254.169.254 included),
-carrier-grade NAT, unspecified, multicast and reserved addresses, and IPv4-mapped forms of them.
+carrier-grade NAT, unspecified, multicast and reserved addresses, cloud platform addresses that are
+public yet reach the host's provider (Azure's 168.63.129.16), and IPv4-mapped forms of them.
 Every resolved address is checked (a name with one private address is refused), at subscription
 time and again before each attempt; the attempt then connects to the address that was checked,
 so a name that re-resolves elsewhere in between (DNS rebinding) cannot move it.
@@ -19,6 +20,11 @@ from urllib.parse import urlsplit
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 _CGNAT = ipaddress.ip_network("100.64.0.0/10")
+_PLATFORM = (
+    # Azure's platform address (the WireServer and its metadata, DHCP and DNS) is a public
+    # address every Azure VM reaches: https://learn.microsoft.com/azure/virtual-network/what-is-ip-address-168-63-129-16
+    ipaddress.ip_network("168.63.129.16/32"),
+)
 
 
 class TargetRefused(ValueError):
@@ -63,6 +69,7 @@ def _why_not_public(addr: Address) -> str | None:
         (addr.is_unspecified, "unspecified"),
         (addr.is_multicast, "multicast"),
         (isinstance(addr, ipaddress.IPv4Address) and addr in _CGNAT, "shared (carrier-grade NAT)"),
+        (any(addr in net for net in _PLATFORM), "cloud platform (Azure WireServer)"),
         (addr.is_private, "private"),
         (addr.is_reserved, "reserved"),
         (not addr.is_global, "not globally routable"),

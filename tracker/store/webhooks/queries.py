@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -277,22 +277,45 @@ class WebhookStore:
     # -- the outbox -------------------------------------------------------------------------
 
     def claim_due(
-        self, now: datetime, *, lease: timedelta, limit: int = 16
+        self,
+        now: datetime,
+        *,
+        lease: timedelta,
+        limit: int = 16,
+        exclude: Collection[int] = (),
+        one_per_subscription: bool = False,
     ) -> list[tuple[Delivery, Subscription]]:
         """Take up to `limit` due deliveries for this worker until `now + lease`, oldest first,
-        with their subscriptions. Deliveries of a disabled subscription are cancelled instead."""
+        with their subscriptions, none of a subscription in `exclude`; `one_per_subscription`:
+        only the oldest due one of each subscription that has no delivery under a live claim (so
+        each subscription's deliveries go one at a time, in order, across workers). Deliveries of a disabled subscription are
+        cancelled instead."""
         d = DeliveryRow
+        is_due = sa.and_(
+            col(d.state) == DeliveryState.PENDING.value,
+            col(d.next_attempt_at) <= now,
+            sa.or_(col(d.claimed_until).is_(None), col(d.claimed_until) <= now),
+        )
+        if exclude:
+            is_due = sa.and_(is_due, col(d.subscription_id).not_in(sorted(exclude)))
         due = (
             sa.select(d, col(RepoRow.repo_id))
             .join(RepoRow, col(RepoRow.id) == col(d.repo_pk))
-            .where(
-                col(d.state) == DeliveryState.PENDING.value,
-                col(d.next_attempt_at) <= now,
-                sa.or_(col(d.claimed_until).is_(None), col(d.claimed_until) <= now),
-            )
+            .where(is_due)
             .order_by(col(d.id))
             .limit(limit)
         )
+        if one_per_subscription:
+            # nor of a subscription with a delivery under a live claim (any worker's)
+            in_flight = sa.select(col(d.subscription_id)).where(
+                col(d.state) == DeliveryState.PENDING.value, col(d.claimed_until) > now
+            )
+            oldest = (
+                sa.select(sa.func.min(col(d.id)))
+                .where(is_due, col(d.subscription_id).not_in(in_flight.scalar_subquery()))
+                .group_by(col(d.subscription_id))
+            )
+            due = due.where(col(d.id).in_(oldest.scalar_subquery()))
         out: list[tuple[Delivery, Subscription]] = []
         if not self._any(due):  # the common case, without taking the write lock
             return out
@@ -363,14 +386,16 @@ class WebhookStore:
                 .values(claimed_until=None)
             )
 
-    def next_due(self) -> datetime | None:
-        """When the earliest pending delivery is due (None: nothing pending)."""
+    def next_due(self, *, exclude: Collection[int] = ()) -> datetime | None:
+        """When the earliest pending delivery (of a subscription not in `exclude`) is due
+        (None: nothing pending)."""
+        q = sa.select(sa.func.min(col(DeliveryRow.next_attempt_at))).where(
+            col(DeliveryRow.state) == DeliveryState.PENDING.value
+        )
+        if exclude:
+            q = q.where(col(DeliveryRow.subscription_id).not_in(sorted(exclude)))
         with transaction(self.engine, "next delivery") as s:
-            return s.scalar(
-                sa.select(sa.func.min(col(DeliveryRow.next_attempt_at))).where(
-                    col(DeliveryRow.state) == DeliveryState.PENDING.value
-                )
-            )
+            return s.scalar(q)
 
     def deliveries(
         self, *, subscription_id: int | None = None, limit: int | None = None
