@@ -43,6 +43,10 @@ REPLICAS = 200
 MIN_ADVISORIES = 10_000
 TARGET = 15.0
 NGINX = "/usr/sbin/nginx"
+PG_ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+PG_REPLICAS = 10
+"""The PostgreSQL run's store: the demo and this many copies of it (its rows read the same
+routes; the home page lists fewer repos)."""
 DURATION_S = 10
 COMMAND = "make bench (python -m bench.run wrk)"
 DIFF_REPO = "mistralai/Mixtral-8x7B-v0.1"
@@ -109,8 +113,10 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _env(tmp: Path) -> dict[str, str]:
+def _env(tmp: Path, db: str | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACKER_", "HF_"))}
+    if db is not None:
+        env["TRACKER_DATABASE_URL"] = db
     env.update(
         TRACKER_STATE_DIR=str(tmp / "state"),
         HF_HOME=str(tmp / "hf-home"),
@@ -120,23 +126,33 @@ def _env(tmp: Path) -> dict[str, str]:
     return env
 
 
-def seed(tmp: Path) -> dict[str, Any]:
+def seed(
+    tmp: Path,
+    db: str | None = None,
+    replicas: int = REPLICAS,
+    min_advisories: int = MIN_ADVISORIES,
+) -> dict[str, Any]:
     """The demo's store (`tracker demo`), then its histories published again into synthetic
     repos through the publish path (`republish`)."""
     t0 = time.perf_counter()
     demo = subprocess.run(
-        [str(TRACKER), "demo"], env=_env(tmp), capture_output=True, text=True, timeout=1800
+        [str(TRACKER), "demo"], env=_env(tmp, db), capture_output=True, text=True, timeout=1800
     )
     if demo.returncode != 0:
         raise RuntimeError(f"tracker demo failed: {demo.stderr[-2000:]}")
     demo_s = time.perf_counter() - t0
     t1 = time.perf_counter()
-    stats = republish(tmp)
+    stats = republish(tmp, replicas, db, min_advisories)
     stats.update(demo_s=demo_s, republish_s=time.perf_counter() - t1)
     return stats
 
 
-def republish(tmp: Path, replicas: int = REPLICAS) -> dict[str, Any]:
+def republish(
+    tmp: Path,
+    replicas: int = REPLICAS,
+    db: str | None = None,
+    min_advisories: int = MIN_ADVISORIES,
+) -> dict[str, Any]:
     """Publish every demo repo's analysed history again, revision by revision, through the
     pipeline's publish (`tracker.advisories.service.publish`, as `Pipeline.analyse_revision`
     calls it: the stored changes of each revision against its previous one, the estimates
@@ -154,7 +170,7 @@ def republish(tmp: Path, replicas: int = REPLICAS) -> dict[str, Any]:
     from tracker.domain import RepoId
     from tracker.settings import load_settings
 
-    app = build(load_settings(state_dir=tmp / "state"))
+    app = build(load_settings(state_dir=tmp / "state", database_url=db))
     publishes = 0
     try:
         store, analysis = app.store, app.analysis
@@ -186,7 +202,7 @@ def republish(tmp: Path, replicas: int = REPLICAS) -> dict[str, Any]:
         at = datetime(2026, 12, 1, tzinfo=UTC)
         k = 0
         total = demo_advisories
-        while k < replicas or total < MIN_ADVISORIES:
+        while k < replicas or total < min_advisories:
             k += 1
             for st, steps in plans:
                 copy = RepoId(f"{st.repo_id}-copy{k:03d}")
@@ -312,7 +328,7 @@ def rows_of(seeded: dict[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
-def measure(tmp: Path, seeded: dict[str, Any]) -> list[dict[str, Any]]:
+def measure(tmp: Path, seeded: dict[str, Any], db: str | None = None) -> list[dict[str, Any]]:
     port, static_port = _free_port(), _free_port()
     api = f"http://127.0.0.1:{port}"
     rows = rows_of(seeded)
@@ -322,7 +338,7 @@ def measure(tmp: Path, seeded: dict[str, Any]) -> list[dict[str, Any]]:
     try:
         serve = subprocess.Popen(
             [str(TRACKER), "serve", "--port", str(port)],
-            env=_env(tmp),
+            env=_env(tmp, db),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -351,7 +367,7 @@ def measure(tmp: Path, seeded: dict[str, Any]) -> list[dict[str, Any]]:
             if hz:
                 poller = subprocess.Popen(
                     [sys.executable, "-c", _POLLER, str(tmp / "state"), str(hz), str(count)],
-                    env=_env(tmp),
+                    env=_env(tmp, db),
                     stdout=subprocess.DEVNULL,
                 )
                 procs.append(poller)
@@ -400,8 +416,52 @@ def _seeded(tmp: Path) -> dict[str, Any]:
         kept.mkdir(parents=True)
         stats = seed(kept)
         facts.write_text(json.dumps(stats))
-    shutil.copytree(kept / "state", tmp / "state")
+    (tmp / "state").mkdir(parents=True)
+    for db in (kept / "state").glob("tracker.db*"):  # the store only, not the demo's Hub
+        shutil.copy2(db, tmp / "state" / db.name)
     return dict(json.loads(facts.read_text()))
+
+
+def _postgres() -> tuple[dict[str, Any], list[dict[str, Any]], tuple[float, ...]] | str:
+    """The rows over a fresh PostgreSQL database (`WRK_PG_URL`'s server, else `PG_ADMIN`),
+    seeded with the demo and `PG_REPLICAS` copies; or why not."""
+    import sqlalchemy as sa
+
+    admin_url = os.environ.get("WRK_PG_URL", PG_ADMIN)
+    name = f"tracker_bench_wrk_{os.getpid()}"
+    try:
+        admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    except sa.exc.SQLAlchemyError as exc:
+        return f"not run: PostgreSQL at {admin_url} cannot be used ({str(exc).splitlines()[0]})"
+    db = sa.make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+    tmp = Path(tempfile.mkdtemp(prefix="tracker-bench-wrk-pg-"))
+    try:
+        seeded = seed(tmp, db, PG_REPLICAS, 0)
+        rows = measure(tmp, seeded, db)
+        return seeded, rows, os.getloadavg()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def _table(rows: list[dict[str, Any]], backend: str) -> list[str]:
+    out = []
+    for r in rows:
+        t, s = r["tracker"], r["static"]
+        ratio = s.rps / t.rps if t.rps else float("inf")
+        errs = "" if not (t.errors or s.errors) else f" (errors: {t.errors} / {s.errors})"
+        out.append(
+            f"| `{r['path'].split('?')[0]}` {r['label']}{errs} | {backend}, "
+            f"{f'polled at {POLL_HZ:.0f} Hz' if r['hz'] else 'idle'} | {r['bytes']:,} | "
+            f"{r['first_s'] * 1000:,.0f} ms | {t.rps:,.0f} | "
+            f"{t.p50_ms:.1f} ms | {t.p99_ms:.1f} ms | {s.rps:,.0f} | {s.p50_ms:.1f} ms | "
+            f"{s.p99_ms:.1f} ms | {ratio:.1f}× | {'yes' if ratio <= TARGET else 'NO'} |"
+        )
+    return out
 
 
 def run() -> str:
@@ -418,6 +478,7 @@ def run() -> str:
         load_after = os.getloadavg()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    pg = _postgres() if os.environ.get("WRK_POSTGRES", "1") != "0" else "not run (WRK_POSTGRES=0)"
     nginx_version = subprocess.run(
         [NGINX, "-v"], capture_output=True, text=True, check=False
     ).stderr.strip()
@@ -461,16 +522,25 @@ def run() -> str:
         "",
         "| endpoint | store | bytes | first answer | tracker req/s | p50 | p99 | nginx req/s | p50 | p99 | nginx ÷ tracker | within 15× |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        *_table(rows, "SQLite"),
+        "",
     ]
-    for r in rows:
-        t, s = r["tracker"], r["static"]
-        ratio = s.rps / t.rps if t.rps else float("inf")
-        errs = "" if not (t.errors or s.errors) else f" (errors: {t.errors} / {s.errors})"
-        lines.append(
-            f"| `{r['path'].split('?')[0]}` {r['label']}{errs} | "
-            f"{f'polled at {POLL_HZ:.0f} Hz' if r['hz'] else 'idle'} | {r['bytes']:,} | "
-            f"{r['first_s'] * 1000:,.0f} ms | {t.rps:,.0f} | "
-            f"{t.p50_ms:.1f} ms | {t.p99_ms:.1f} ms | {s.rps:,.0f} | {s.p50_ms:.1f} ms | "
-            f"{s.p99_ms:.1f} ms | {ratio:.1f}× | {'yes' if ratio <= TARGET else 'NO'} |"
-        )
+    if isinstance(pg, str):
+        lines.append(f"PostgreSQL: {pg}.")
+    else:
+        pg_seeded, pg_rows, pg_load = pg
+        lines += [
+            "The same rows over PostgreSQL (the server on 127.0.0.1:5432, a fresh database): "
+            f"the demo and {pg_seeded['replicas']} copies of it ({pg_seeded['advisories']:,} "
+            f"advisories, {pg_seeded['repos']:,} repos; a smaller store than SQLite's, so the "
+            "home page is smaller). PostgreSQL's generation is the cluster's current snapshot "
+            "(`tracker.store.generation`, migration 0013), read with one query per request in "
+            "the thread pool, and any commit in the cluster moves it: while the poller runs, "
+            "kept answers are rendered again after every poll. Load average after: "
+            f"{', '.join(f'{x:.1f}' for x in pg_load)}.",
+            "",
+            "| endpoint | store | bytes | first answer | tracker req/s | p50 | p99 | nginx req/s | p50 | p99 | nginx ÷ tracker | within 15× |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+            *_table(pg_rows, "PostgreSQL"),
+        ]
     return "\n".join(lines)

@@ -1,12 +1,13 @@
 """Rendered answers kept until the store changes: the read routes that render from many rows (the
-advisory list, the feeds, the diff, and the pages: `tracker.web.mount`) keep the whole answer they made (`tracker.api.caching.Kept`:
-body, ETag, the headers of its 200 and 304 forms) and serve it again as long as the store's
-generation (`tracker.store.generation`) and the watchlist file are the ones it was made at.
+advisory list, the feeds, the diff) and the pages (`tracker.web.mount`) keep the whole answer they
+made (`tracker.api.caching.Kept`: body, ETag, the headers of its 200 and 304 forms) and serve it
+again as long as the store's generation (`tracker.store.generation`) and the watchlist file are
+the ones it was made at.
 
-Keyed by the request: scheme, `Host`, root path, path and the raw query (cursor included), so
-anything an answer is built from (absolute links, the next page's `Link`) is in its key; bounded
-by entries and by bytes (`api_memo_bytes`, least recently used out; an answer over an eighth of
-it is not kept); one render per key at a time (the others wait for it).
+Keyed by the request: scheme, `Host`, root path, path and the raw query (cursor, `?rev=`
+included), so anything an answer is built from (absolute links, the next page's `Link`) is in
+its key; bounded by entries and by bytes (`api_memo_bytes`, least recently used out; an answer
+over an eighth of it is not kept); one render per key at a time (the others wait for it).
 
 The generation moves only when what these answers are made from is committed (advisories;
 revisions, their files, analysis and estimates; the ref's cursor; a repo's poll outcome): a
@@ -16,14 +17,14 @@ no-change poll keeps them. The bytes are the ones a fresh render makes, so ETags
 `MemoHits`, an ASGI middleware in front of the routes, answers a `GET` whose kept answer is still
 current without entering FastAPI's routing, validation or thread pool: for a request something
 is kept for (no other request reads anything here; a store that cannot be read leaves the
-answer to the route, a 503 problem), it checks the generation
-(SQLite: one `PRAGMA data_version` on the event loop, microseconds, and the two domain counters
-when it moved; PostgreSQL: the counters, a query run in the thread pool), then the read token exactly as the routes do (the kept answer's own rule, `Kept.access`: the
-API's `tracker.api.auth.read_allowed`, the pages' `tracker.web.access.allowed`, which also takes
-the cookie; a request that may not read goes on to the route, which answers the 401), then
-`If-None-Match`.
-Everything else (a miss, a stale answer, another method) goes on to the route, which renders and
-keeps its answer.
+answer to the route, a 503 problem), it checks the generation (SQLite: one `PRAGMA
+data_version` on the event loop, microseconds, and the domain counters when it moved;
+PostgreSQL: the current snapshot, a query run in the thread pool), then the read token exactly
+as the route does (the kept answer's own rule, `Kept.access`: the API's
+`tracker.api.auth.read_allowed`, or the pages' `tracker.web.access.allowed`, which also takes the
+cookie; a request that may not read goes on to the route, which answers the 401), then
+`If-None-Match`. Everything else (a miss, a stale answer, another method) goes on to the route,
+which renders and keeps its answer.
 """
 
 from __future__ import annotations
