@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
 
 from tracker.api import advisories, feeds, hooks, ops, preflight, problem, repos
 from tracker.api.auth import optional_reads
@@ -41,8 +42,14 @@ def create_app(app: PagesApp, *, page_size: int = DEFAULT_PAGE_SIZE) -> FastAPI:
     nested too deep `400` (`tracker.api.limits.BodyLimit`). Reads may need a token
     (`tracker.api.auth`). Nothing is created at import time.
     """
-    api = FastAPI(
-        title="tracker", summary="OSV advisories for Hugging Face model repos", version="0.1.0"
+    # /docs (Swagger UI) loads its script and style from fastapi-offline's package
+    # (/static-offline-docs/), not a CDN: the docs work with the network off. No /redoc: ReDoc's
+    # sidebar loads its logo from cdn.redoc.ly.
+    api = FastAPIOffline(
+        title="tracker",
+        summary="OSV advisories for Hugging Face model repos",
+        version="0.1.0",
+        redoc_url=None,
     )
     api.state.advisories = app.advisories
     api.state.page_size = page_size
