@@ -72,7 +72,7 @@ class Settings(BaseSettings):
     )
     public_url: str | None = Field(
         default=None,
-        description="The URL readers reach `tracker serve` at (e.g. behind a reverse proxy): feed links are made absolute against it; unset: against each request's own URL (its Host header).",
+        description="The URL readers reach `tracker serve` at (e.g. behind a reverse proxy): feed links are made absolute against it; unset: against each request's own URL (its Host header). Its host is the authority of feed and entry ids (tag:HOST,2026:…): set it once, before readers subscribe.",
     )
     watchlist_sync_s: float = Field(
         default=30.0,

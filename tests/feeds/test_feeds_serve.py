@@ -147,6 +147,11 @@ def test_feeds_from_tracker_serve_read_by_feedparser_across_two_polls(tmp_path: 
             ]
             assert {e.updated for e in first.entries} == {"2026-12-01T08:00:00+00:00"}
             assert first.feed.updated == "2026-12-01T08:00:00+00:00"
+            # content is HTML a reader renders: each advisory's "What changed" table a table
+            assert {e.content[0].type for e in first.entries} == {"text/html"}
+            advisories = [e for e in first.entries if "/advisory/" in e.id]
+            assert all("<table>" in e.content[0].value for e in advisories)
+            assert not any("|---|" in e.content[0].value for e in first.entries)
             # a conditional GET with the feed's ETag: 304, nothing to parse
             again = feedparser.parse(atom, etag=first.etag)
             assert (again.status, again.entries) == (304, [])

@@ -11,7 +11,7 @@ absolute against the server's root URL (`absolute`). Pure: no I/O, no clock.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -19,7 +19,11 @@ from typing import Any, Literal
 from tracker.domain import Advisory, Change, ChangeKind, Severity, parse_rfc3339
 
 TAG = "tag:tracker.local,2026:"
-"""Every id this tracker mints starts so (RFC 4151: an authority and a date, then our names)."""
+"""The ids of a deployment without a public URL start so (RFC 4151: an authority and a date, then
+our names); one with `TRACKER_PUBLIC_URL` uses its host (`tracker.api.feeds.tag_prefix`)."""
+Html = Callable[[str], str]
+"""Renders an entry's Markdown content as HTML for the renderers (the API passes
+`tracker.web.markdown.render_markdown`: raw HTML in the text is escaped, never passed through)."""
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 500
 SEVERITY_ORDER = (Severity.CRITICAL, Severity.HIGH, Severity.MODERATE, Severity.LOW)
@@ -165,7 +169,7 @@ def _time(record: Mapping[str, Any], key: str) -> datetime:
     return parse_rfc3339(value) if isinstance(value, str) else EPOCH
 
 
-def advisory_entry(advisory: Advisory) -> FeedEntry:
+def advisory_entry(advisory: Advisory, tag: str = TAG) -> FeedEntry:
     """The entry of one advisory: id `tag:...:advisory/ID`, the record's summary, severity, state
     (open, fixed or withdrawn, said in the title too), introducing commit and times."""
     rec = advisory.record
@@ -185,7 +189,7 @@ def advisory_entry(advisory: Advisory) -> FeedEntry:
         lines.append(f"Withdrawn at {rec['withdrawn']}.")
     repo_url = _range_repo(rec)
     return FeedEntry(
-        id=f"{TAG}advisory/{advisory.id}",
+        id=f"{tag}advisory/{advisory.id}",
         kind="advisory",
         title=title,
         summary=" ".join(lines),
@@ -203,7 +207,7 @@ def advisory_entry(advisory: Advisory) -> FeedEntry:
     )
 
 
-def fit_entry(move: FitMove, severity: Severity, repo_url: str | None) -> FeedEntry:
+def fit_entry(move: FitMove, severity: Severity, repo_url: str | None, tag: str = TAG) -> FeedEntry:
     """The entry of a revision that moved card-fit verdicts: id `tag:...:fit/ORG/NAME/SHA`, one
     line per verdict ("LoRA r=16 no longer fits L4 24 GB at batch 1 ..."), and the other
     estimate figures that moved. `severity` is what the advisory rules give those moves."""
@@ -220,7 +224,7 @@ def fit_entry(move: FitMove, severity: Severity, repo_url: str | None) -> FeedEn
         lines += [f"- {c.summary}" for c in others]
     page = f"{repo_path(move.repo_id)}?rev={move.sha}"
     return FeedEntry(
-        id=f"{TAG}fit/{move.repo_id}/{move.sha}",
+        id=f"{tag}fit/{move.repo_id}/{move.sha}",
         kind="fit",
         title=title,
         summary="; ".join(c.summary for c in fits),
@@ -256,6 +260,7 @@ def feed(
     floor: Severity | None,
     entries: Sequence[FeedEntry],
     limit: int,
+    tag: str = TAG,
 ) -> Feed:
     """The feed of everything (`repo_id` None) or of one repo, at a severity floor, holding the
     newest `limit` of `entries` whose severity is at or above the floor."""
@@ -279,7 +284,7 @@ def feed(
         scope += query
         subtitle += f"; severity {floor.value} and above"
     return Feed(
-        id=f"{TAG}feed/{scope}",
+        id=f"{tag}feed/{scope}",
         title=title,
         subtitle=subtitle,
         self_path=self_path + query,
