@@ -101,8 +101,8 @@ def collect(app: PagesApp, repo_id: str | None, floor: Severity | None, limit: i
         urls[repo_id] = repo_url(app, app.store.repo_state(RepoId(repo_id)))
     allowed = at_or_above(floor)
     entries: list[FeedEntry] = [
-        advisory_entry(a, tag)
-        for a in app.advisories.newest(
+        advisory_entry(a, tag, updated)
+        for a, updated in app.advisories.newest_shown(
             limit, repo_id=repo_id, severities=allowed if floor is not None else None
         )
     ]

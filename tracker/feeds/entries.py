@@ -169,9 +169,14 @@ def _time(record: Mapping[str, Any], key: str) -> datetime:
     return parse_rfc3339(value) if isinstance(value, str) else EPOCH
 
 
-def advisory_entry(advisory: Advisory, tag: str = TAG) -> FeedEntry:
+def advisory_entry(
+    advisory: Advisory, tag: str = TAG, updated: datetime | None = None
+) -> FeedEntry:
     """The entry of one advisory: id `tag:...:advisory/ID`, the record's summary, severity, state
-    (open, fixed or withdrawn, said in the title too), introducing commit and times."""
+    (open, fixed or withdrawn, said in the title too), introducing commit and times. `updated`
+    is when what a reader sees of it last changed (the store's `content_modified`), so a commit
+    that only grows its versions list does not resurface it; without it, the record's
+    `modified`."""
     rec = advisory.record
     state = _state_of(rec)
     summary = str(rec.get("summary") or advisory.id)
@@ -200,7 +205,7 @@ def advisory_entry(advisory: Advisory, tag: str = TAG) -> FeedEntry:
         commit=advisory.introduced,
         commit_url=f"{repo_url}/commit/{advisory.introduced}" if repo_url else None,
         published=_time(rec, "published"),
-        updated=_time(rec, "modified"),
+        updated=updated if updated is not None else _time(rec, "modified"),
         url=advisory_path(advisory.id),
         osv_url=osv_path(advisory.id),
         advisory_id=advisory.id,
