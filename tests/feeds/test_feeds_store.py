@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import feedparser
 import pytest
 from feedkit import FIT_REPO, fit_step
 
@@ -187,3 +188,27 @@ def test_a_commit_with_no_effect_leaves_every_entrys_updated_alone(
     finally:
         if ctx is not None:
             ctx.__exit__(None, None, None)
+
+
+def test_a_feed_with_nothing_to_show_is_dated_when_its_scope_was_last_ingested(
+    polled: tuple[App, list[str]],
+) -> None:
+    """No critical advisory in the store: the critical feed (everything, and the repo's) is
+    empty, and says it was updated when tracker last ingested a revision in its scope (the third
+    revision's ingestion), not at the epoch (an empty store's feeds still say the epoch)."""
+    from fastapi.testclient import TestClient
+
+    from tracker.api import create_app
+
+    app, _ = polled
+    newest = app.store.last_ingested_at()
+    assert newest is not None and newest > T0
+    assert app.store.last_ingested_at(RepoId(FIT_REPO)) == newest
+    with TestClient(create_app(app)) as client:
+        for url in (
+            "/v1/feeds/advisories.atom?min_severity=critical",
+            f"/v1/repos/{FIT_REPO}/feed.atom?min_severity=critical",
+        ):
+            parsed = feedparser.parse(client.get(url).content)
+            assert parsed.bozo == 0 and parsed.entries == []
+            assert parsed.feed.updated == newest.isoformat()

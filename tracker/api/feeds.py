@@ -130,7 +130,10 @@ def collect(app: PagesApp, repo_id: str | None, floor: Severity | None, limit: i
                 advisory_id=reported.get((m.repo_id, m.sha)),
             )
             entries.append(fit_entry(move, severity, urls[m.repo_id], tag))
-    return feed(repo_id=repo_id, floor=floor, entries=entries, limit=limit, tag=tag)
+    checked = app.store.last_ingested_at(RepoId(repo_id) if repo_id else None)
+    return feed(
+        repo_id=repo_id, floor=floor, entries=entries, limit=limit, tag=tag, checked=checked
+    )
 
 
 MIN_SEVERITY = _values(

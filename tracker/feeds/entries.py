@@ -28,7 +28,8 @@ DEFAULT_LIMIT = 100
 MAX_LIMIT = 500
 SEVERITY_ORDER = (Severity.CRITICAL, Severity.HIGH, Severity.MODERATE, Severity.LOW)
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-"""A feed with no entries says it was last updated at the epoch (deterministic, never 'now')."""
+"""A feed with no entries over a store with no revision in its scope says it was last updated at
+the epoch (deterministic, never 'now')."""
 FIT_KINDS = (ChangeKind.FIT_LOST, ChangeKind.FIT_GAINED)
 
 
@@ -97,7 +98,8 @@ class FeedEntry:
 class Feed:
     """A feed: its id and title, the paths it is served at (`self_path` as Atom, `json_path` as
     JSON Feed, `page_path` the HTML page of the same view), its entries (newest first, at most
-    the limit) and `updated` (the newest entry's; EPOCH when there is none)."""
+    the limit) and `updated`: the newest entry's; with none, `checked` (when tracker last
+    ingested a revision in the feed's scope and found nothing to show; EPOCH if it never did)."""
 
     id: str
     title: str
@@ -106,10 +108,11 @@ class Feed:
     json_path: str
     page_path: str
     entries: tuple[FeedEntry, ...]
+    checked: datetime = EPOCH
 
     @property
     def updated(self) -> datetime:
-        return max((e.updated for e in self.entries), default=EPOCH)
+        return max((e.updated for e in self.entries), default=self.checked)
 
 
 # Advisory ids (`x_PREFIX-YEAR-N`, the prefix `[A-Z][A-Z0-9]+`) and repo ids (`[A-Za-z0-9._-]`
@@ -266,6 +269,7 @@ def feed(
     entries: Sequence[FeedEntry],
     limit: int,
     tag: str = TAG,
+    checked: datetime | None = None,
 ) -> Feed:
     """The feed of everything (`repo_id` None) or of one repo, at a severity floor, holding the
     newest `limit` of `entries` whose severity is at or above the floor."""
@@ -296,4 +300,5 @@ def feed(
         json_path=json_path + query,
         page_path=page,
         entries=kept,
+        checked=checked or EPOCH,
     )
