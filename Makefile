@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench soak venv clean preflight-wheels web-tools
+.PHONY: demo test lint bench soak venv clean preflight-wheels web-tools bench-tools
 
 venv: $(STAMP)
 
@@ -42,8 +42,13 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check tracker tests bench
 	$(BIN)/mypy
 
-bench: $(STAMP)
+bench: $(STAMP) bench-tools
 	$(BIN)/python -m bench.run
+
+# The wrk section's tools: Debian's wrk and nginx-light (nginx serves the same bytes beside tracker).
+bench-tools:
+	@command -v wrk >/dev/null && test -x /usr/sbin/nginx || { \
+	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q wrk nginx-light; }
 
 # transformers wheels (pip download, no install) and their preflight symbol tables, for the versions
 # the watchlist's preflight blocks name, into state/cache/preflight (make test fetches its own).

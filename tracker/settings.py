@@ -252,7 +252,7 @@ class Settings(BaseSettings):
         default=64 * 1024 * 1024,
         ge=0,
         le=16 * GiB,
-        description="The most bytes of rendered answers (advisory list, feeds, diffs) the HTTP API keeps in memory until the store changes; an answer over an eighth of it is rendered each time.",
+        description="The most bytes of rendered answers (advisory list, feeds, diffs, pages) the HTTP API keeps in memory until the store changes; an answer over an eighth of it is rendered each time.",
     )
     cors_origins: str = Field(
         default="*",

@@ -358,7 +358,7 @@ def test_previous_release_database_migrates_with_every_row(
     for table in OLD_TABLES:
         assert after[table] == before[table], table
     assert new_tables == dict.fromkeys(WEBHOOK_TABLES + WORKER_TABLES, 0)  # 0007, 0008: empty
-    assert domains == ["advisories", "revisions"]  # 0012
+    assert domains == ["advisories", "poll_outcomes", "revisions"]  # 0012, 0014
 
     # The migrated store takes new writes: the demo's next poll brings the force-pushed commit back.
     again = tracker(env, "demo", "--json", timeout=600)

@@ -19,6 +19,7 @@ from tracker.api.osv import DEFAULT_PAGE_SIZE, router
 from tracker.settings import Settings, cors_list
 from tracker.store.advisories import AdvisoryStore
 from tracker.store.ops import OpsReader
+from tracker.store.statements import StatementCount
 from tracker.web import mount as mount_pages
 from tracker.web.views import PagesApp
 
@@ -91,6 +92,9 @@ def create_app(app: PagesApp, *, page_size: int = DEFAULT_PAGE_SIZE) -> FastAPI:
         )
     problem.install(api)
     problem.problem_openapi(api, then=optional_reads)
-    ops.install(api, lambda: OpsReader(app.store.engine))  # /healthz, /readyz, /metrics
+    statements = StatementCount(app.store.engine)
+    api.state.statements = statements
+    # /healthz, /readyz, /metrics
+    ops.install(api, lambda: OpsReader(app.store.engine), statements=statements)
 
     return api

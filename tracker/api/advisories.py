@@ -22,7 +22,7 @@ from tracker.api.caching import (
     json_bytes,
     keep,
 )
-from tracker.api.memo import memo_of, request_key
+from tracker.api.memo import kept_response
 from tracker.api.models import AdvisoryPage, Order
 from tracker.api.params import SEVERITY_ANY_CASE, any_case
 from tracker.api.problem import Problem
@@ -161,4 +161,4 @@ def list_advisories(
         headers = paging.next_link(request, nxt) if nxt else None
         return keep(request, body, JSON_TYPE, LIST, headers=headers)
 
-    return memo_of(request).get_or_make(request_key(request), render).response(request)
+    return kept_response(request, render)

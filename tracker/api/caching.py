@@ -13,7 +13,8 @@ Cache-Control, by what a response is addressed by (`cached_response(..., cache_c
   withdrawal reaches every reader at once instead of after a max-age.
 - `LIST` (`public, no-cache`): lists, and anything named by a ref (`main`, `HEAD~2`) or a short sha.
 When reads need a token (`TRACKER_API_READ_TOKEN`), `public` becomes `private` (a shared cache
-must not hand an authorised answer to anyone) and `Vary: Authorization` is added.
+must not hand an authorised answer to anyone) and `Vary: Authorization` is added (the pages, which
+also take the token from a cookie: `Vary: Authorization, Cookie`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,13 +73,16 @@ def _gated(request: Request) -> bool:
 class Kept:
     """A 200 answer made once and served as often as asked: its body, its ETag, and the raw
     header lists of its two forms (the 200 with the body, the bodiless 304). `route` is the
-    route that made it (the metrics label its hits with it)."""
+    route that made it (the metrics label its hits with it). `access` is who may be served it
+    (`tracker.api.memo.MemoHits` asks it before serving a kept answer; None: the API's rule,
+    `tracker.api.auth.read_allowed`)."""
 
     body: bytes
     etag: str
     ok_headers: tuple[tuple[bytes, bytes], ...]
     not_modified_headers: tuple[tuple[bytes, bytes], ...]
     route: Any = None
+    access: Callable[[Request], bool] | None = None
 
     def answer(self, if_none_match: str | None) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
         """Status, headers and body for a request sending `if_none_match`."""
@@ -108,17 +112,21 @@ def keep(
     cache_control: str,
     *,
     headers: Mapping[str, str] | None = None,
+    vary: str = "Authorization",
+    access: Callable[[Request], bool] | None = None,
 ) -> Kept:
     """`body` with its ETag and `cache_control` (and `headers`, e.g. `Link`, digests, on both
-    forms), made into a `Kept` answer."""
+    forms), made into a `Kept` answer served to whom `access` allows. When reads need a token
+    the answer is private and varies by `vary` (the request headers a token comes in)."""
     etag = etag_of(body)
     out = {"ETag": etag, "Cache-Control": cache_control, **(headers or {})}
     if _gated(request):
         out["Cache-Control"] = cache_control.replace("public", "private")
-        out["Vary"] = "Authorization"
+        out["Vary"] = vary
     ok = Response(body, media_type=media_type, headers=out).raw_headers
     not_modified = Response(status_code=304, headers=out).raw_headers
-    return Kept(body, etag, tuple(ok), tuple(not_modified), request.scope.get("route"))
+    route = request.scope.get("route")
+    return Kept(body, etag, tuple(ok), tuple(not_modified), route, access)
 
 
 def cached_response(

@@ -25,7 +25,7 @@ from tracker.advisories.classify import Overrides, classify, highest, parse_over
 from tracker.api.advisories import SEVERITY_WORDS, _values, filter_problem
 from tracker.api.auth import require_read
 from tracker.api.caching import LIST, Kept, keep
-from tracker.api.memo import memo_of, request_key
+from tracker.api.memo import kept_response
 from tracker.api.params import SEVERITY_ANY_CASE, Name, Org, repo_id_of
 from tracker.api.problem import Problem
 from tracker.domain import Artifact, ChangeKind, RepoId, Severity
@@ -183,7 +183,7 @@ def _serve(
         return keep(request, body, ATOM_TYPE if atom else JSON_FEED_TYPE, LIST)
 
     # The key holds the scheme, Host and root path: `base` when no public URL is set.
-    return memo_of(request).get_or_make(request_key(request), render).response(request)
+    return kept_response(request, render)
 
 
 @router.get(

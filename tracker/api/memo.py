@@ -1,5 +1,5 @@
 """Rendered answers kept until the store changes: the read routes that render from many rows (the
-advisory list, the feeds, the diff) keep the whole answer they made (`tracker.api.caching.Kept`:
+advisory list, the feeds, the diff, and the pages: `tracker.web.mount`) keep the whole answer they made (`tracker.api.caching.Kept`:
 body, ETag, the headers of its 200 and 304 forms) and serve it again as long as the store's
 generation (`tracker.store.generation`) and the watchlist file are the ones it was made at.
 
@@ -9,7 +9,8 @@ by entries and by bytes (`api_memo_bytes`, least recently used out; an answer ov
 it is not kept); one render per key at a time (the others wait for it).
 
 The generation moves only when what these answers are made from is committed (advisories;
-revisions, their files, analysis and estimates; the ref's cursor): a no-change poll keeps them. The bytes are the ones a fresh render makes, so ETags, 304s and
+revisions, their files, analysis and estimates; the ref's cursor; a repo's poll outcome): a
+no-change poll keeps them. The bytes are the ones a fresh render makes, so ETags, 304s and
 `Cache-Control` are unchanged.
 
 `MemoHits`, an ASGI middleware in front of the routes, answers a `GET` whose kept answer is still
@@ -17,8 +18,10 @@ current without entering FastAPI's routing, validation or thread pool: for a req
 is kept for (no other request reads anything here; a store that cannot be read leaves the
 answer to the route, a 503 problem), it checks the generation
 (SQLite: one `PRAGMA data_version` on the event loop, microseconds, and the two domain counters
-when it moved; PostgreSQL: the counters, a query run in the thread pool), then the read token exactly as the routes do (`tracker.api.auth.read_allowed`;
-a request that may not read goes on to the route, which answers the 401), then `If-None-Match`.
+when it moved; PostgreSQL: the counters, a query run in the thread pool), then the read token exactly as the routes do (the kept answer's own rule, `Kept.access`: the
+API's `tracker.api.auth.read_allowed`, the pages' `tracker.web.access.allowed`, which also takes
+the cookie; a request that may not read goes on to the route, which answers the 401), then
+`If-None-Match`.
 Everything else (a miss, a stale answer, another method) goes on to the route, which renders and
 keeps its answer.
 """
@@ -27,13 +30,14 @@ from __future__ import annotations
 
 import os
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import anyio.to_thread
 from fastapi import Request
+from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tracker.api.auth import read_allowed
@@ -78,6 +82,7 @@ class Memo:
         self.max_bytes = max_bytes
         self.watchlist = watchlist
         self.renders = 0  # how many times `make` ran
+        self.renders_by: Counter[str] = Counter()  # ... by the label `get_or_make` was given
         self._bytes = 0
         self._items: OrderedDict[Hashable, tuple[Stamp, Any, int]] = OrderedDict()
         self._lock = threading.Lock()
@@ -130,11 +135,12 @@ class Memo:
                 _, (_, _, gone) = self._items.popitem(last=False)
                 self._bytes -= gone
 
-    def get_or_make(self, key: Hashable, make: Callable[[], T]) -> T:
+    def get_or_make(self, key: Hashable, make: Callable[[], T], label: str = "") -> T:
         """The value kept for `key` if nothing changed since, else `make()`'s (kept). The stamp
         is read before `make` runs: a change during it is seen next time. One `make` per key at
         a time: a request that finds one running waits for it and takes its value if still
-        current."""
+        current. An exception from `make` keeps nothing and reaches the caller. Each `make`
+        that returns is counted in `renders` and under `label` in `renders_by`."""
         kept = self.peek(key, self.stamp())
         if kept is not None:
             return cast(T, kept)
@@ -150,7 +156,9 @@ class Memo:
                 if kept is not None:
                     return cast(T, kept)
                 value = make()
-                self.renders += 1
+                with self._lock:
+                    self.renders += 1
+                    self.renders_by[label] += 1
                 self._put(key, now, value)
                 return value
         finally:
@@ -193,6 +201,18 @@ def request_key(request: Request) -> tuple[Any, ...]:
     return key_of(request.scope)
 
 
+def route_label(request: Request) -> str:
+    """The path template of the route answering `request` (the metrics' `route` label)."""
+    return str(getattr(request.scope.get("route"), "path", None) or request.url.path)
+
+
+def kept_response(request: Request, render: Callable[[], Kept]) -> Response:
+    """The answer kept for `request` (`key_of`) while current, else `render()`'s, kept; with
+    `If-None-Match` honoured."""
+    memo = memo_of(request)
+    return memo.get_or_make(request_key(request), render, route_label(request)).response(request)
+
+
 class MemoHits:
     """ASGI middleware: serve a kept, current answer to a `GET` that may read (module docstring)."""
 
@@ -213,7 +233,7 @@ class MemoHits:
                 kept = memo.peek(key, now) if now is not None else None
                 if isinstance(kept, Kept):
                     request = Request(scope)
-                    if read_allowed(request):
+                    if (kept.access or read_allowed)(request):
                         status, headers, body = kept.answer(request.headers.get("if-none-match"))
                         if kept.route is not None:
                             scope["route"] = kept.route  # the metrics label the hit with it
@@ -225,4 +245,4 @@ class MemoHits:
         await self.app(scope, receive, send)
 
 
-__all__ = ["Memo", "MemoHits", "key_of", "memo_of", "request_key"]
+__all__ = ["Memo", "MemoHits", "kept_response", "key_of", "memo_of", "request_key", "route_label"]

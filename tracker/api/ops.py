@@ -7,7 +7,10 @@
 - `/metrics`: what the store says, read at scrape time by `StoreCollector` (`tracker.store.ops`:
   a few grouped queries in one read transaction), so `tracker serve` reports what `tracker poll`
   (a separate process) did, and the numbers survive restarts of either; plus this process's own
-  HTTP requests (`HttpMetrics`, counted in memory) and the `process_*` metrics.
+  HTTP requests (`HttpMetrics`, counted in memory), what it rendered and read to answer them
+  (`ServingCollector`: the answers the memo made, `tracker.api.memo`, and the SQL statements it
+  ran on the store, not counting this scrape's and the readiness probe's own) and the
+  `process_*` metrics.
 
 Metric names and meanings are listed in the README (Operations). The probes never need a token;
 `/metrics` needs a read token when reads do (it names the watched repos). None of these routes
@@ -41,6 +44,7 @@ from tracker.api.problem import respond
 from tracker.domain import AdvisoryState, Clock, Severity
 from tracker.errors import TrackerError
 from tracker.store.ops import OpsCounts, OpsReader
+from tracker.store.statements import StatementCount, uncounted
 from tracker.store.values import RepoStatus
 from tracker.store.webhooks import DeliveryState, Outcome
 
@@ -62,7 +66,8 @@ def healthz() -> Response:
 def _readiness(reader: OpsReader) -> tuple[str | None, str | None, str]:
     """(problem or None, the store's revision, the head); never raises."""
     try:
-        current, head = reader.schema()
+        with uncounted():
+            current, head = reader.schema()
     except Exception as exc:  # any failure to reach the store is the answer, not a 500
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         return f"the store cannot be reached: {type(exc).__name__}: {first}"[:500], None, "?"
@@ -118,7 +123,41 @@ async def readyz(request: Request) -> Response:
 def metrics(request: Request) -> Response:
     """Prometheus text format; a read token when reads need one (`tracker.api.auth`)."""
     registry: CollectorRegistry = request.app.state.metrics
-    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST, headers=_NO_STORE)
+    with uncounted():  # the scrape's own reads are not what it reports
+        body = generate_latest(registry)
+    return Response(body, media_type=CONTENT_TYPE_LATEST, headers=_NO_STORE)
+
+
+class ServingCollector(Collector):
+    """What this process rendered and read to answer: the answers the memo made, by route
+    (`tracker.api.memo.Memo.renders_by`; a kept answer served again, or a 304 from it, is not a
+    render), and the SQL statements it ran on the store (`tracker.store.statements`)."""
+
+    def __init__(self, state: object, statements: StatementCount | None) -> None:
+        self.state = state
+        self.statements = statements
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        renders = CounterMetricFamily(
+            "tracker_http_renders",
+            "Answers this process rendered to keep (pages, lists, feeds, diffs), by route.",
+            labels=["route"],
+        )
+        memo = getattr(self.state, "memo", None)
+        for route, n in sorted(dict(getattr(memo, "renders_by", {})).items()):
+            renders.add_metric([route], n)
+        yield renders
+        if self.statements is not None:
+            statements = CounterMetricFamily(
+                "tracker_store_statements",
+                "SQL statements this process ran on the store (not counting /metrics' and "
+                "/readyz's own).",
+            )
+            statements.add_metric([], self.statements.n)
+            yield statements
 
 
 class StoreCollector(Collector):
@@ -282,12 +321,19 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def install(api: FastAPI, reader: Callable[[], OpsReader], clock: Clock = _now) -> None:
+def install(
+    api: FastAPI,
+    reader: Callable[[], OpsReader],
+    clock: Clock = _now,
+    statements: StatementCount | None = None,
+) -> None:
     """Add the operations routes and the metrics registry (per app) to `api`; `reader` gives
-    the store's reader when a probe or a scrape needs it (never at install time)."""
+    the store's reader when a probe or a scrape needs it (never at install time); `statements`
+    counts what the store ran for this app."""
     registry = CollectorRegistry()
     ProcessCollector(registry=registry)
     registry.register(StoreCollector(reader, clock))
+    registry.register(ServingCollector(api.state, statements))
     api.state.metrics = registry
     api.state.ops_reader = reader
     api.include_router(router)

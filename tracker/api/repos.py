@@ -36,7 +36,7 @@ from tracker.api.caching import (
     cached_response,
     keep,
 )
-from tracker.api.memo import memo_of, request_key
+from tracker.api.memo import kept_response
 from tracker.api.models import (
     DiffOut,
     EstimateReport,
@@ -387,7 +387,7 @@ def diff(
 
     # Kept per request until the store changes: a repeat resolves nothing (`tracker.api.memo`);
     # the rendered diff of two shas outlives store changes (`_DiffCache`).
-    return memo_of(request).get_or_make(request_key(request), render).response(request)
+    return kept_response(request, render)
 
 
 @router.get(

@@ -3,9 +3,10 @@ API is made from is committed, read in microseconds, so a reader can keep what i
 it changes (`tracker.api.memo`).
 
 It is the domain counters of `store_generations` (migration 0012): triggers bump `advisories`
-or `revisions` in the very transaction that writes those tables, so a no-change poll (which
-commits only ingestion_state's poll counters, the schedule, the workers, the rate budget) moves
-neither and the kept answers stay current.
+or `revisions` in the very transaction that writes those tables, and `poll_outcomes` (migration
+0014) when a repo's state, last error or failure count changes, so a no-change poll of a healthy
+repo (which commits only ingestion_state's poll time and counters, the schedule, the workers, the
+rate budget) moves none of them and the kept answers stay current.
 
 - SQLite: `PRAGMA data_version` on one dedicated connection, which never writes, is the fast
   path: it changes whenever any other connection commits; unchanged, the counters read last are

@@ -8,7 +8,7 @@ Markdown through `tracker.web.markdown`. Views read the App's stores (`tracker.w
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -143,31 +143,57 @@ def alternates(page: str, **params: str) -> list[dict[str, str]]:
     return feeds_of(None)
 
 
+class _Answer(Exception):
+    """Raised inside a page's render: answer `response` (a 404 or 503 page) and keep nothing."""
+
+    def __init__(self, response: Response) -> None:
+        super().__init__(response.status_code)
+        self.response = response
+
+
 def mount(api: FastAPI, app: views.PagesApp) -> None:
     """Add the pages to `api`, reading `app`'s stores at request time.
 
-    A page of status 200 answers a strong ETag and honours `If-None-Match` with a 304
-    (`tracker.api.caching`, `Cache-Control: public, no-cache`: a page changes whenever a poll
-    lands, so a browser revalidates every time and a 304 costs one render). With a read token
-    set, a page needs it (`tracker.web.access`: the bearer header, or the cookie the 401 page's
-    form sets through `POST /session`)."""
+    A page of status 200 is kept by the HTTP API's memo (`tracker.api.memo`), as the advisory
+    list and the feeds are: keyed by the request (path and query, so `?rev=` too), served again
+    without reading the store until the store's generation or the watchlist file changes (a new
+    revision, analysis, advisory, fix or withdrawal, a repo's poll outcome: migration 0014), one
+    render per key at a time. It answers a strong ETag over its bytes and honours
+    `If-None-Match` with a 304 (`tracker.api.caching`, `Cache-Control: public, no-cache`), from
+    the kept answer while it is current (no render). Nothing a page shows depends on the clock:
+    dates are the stored ones, and a repo's poll time is shown only while its polls fail (each
+    failed poll moves the generation). With a read token set, a page needs it
+    (`tracker.web.access`: the bearer header, or the cookie the 401 page's form sets through
+    `POST /session`), checked before a kept page is served (`Kept.access`); such a page is
+    `private` and varies by `Authorization, Cookie`. 404 and 503 pages are not kept."""
     # Imported here: tracker.api imports this package (its app mounts the pages).
-    from tracker.api.caching import LIST, cached_response
+    from tracker.api.caching import LIST, Kept, keep
+    from tracker.api.memo import kept_response
     from tracker.web import access
 
     env = environment()
     css = (STATIC / "style.css").read_bytes()
 
-    def render(name: str, status: int, request: Request | None, **ctx: Any) -> Response:
+    def may_read(request: Request) -> bool:
+        return access.allowed(request, app.settings)
+
+    def kept_page(request: Request, name: str, **ctx: Any) -> Kept:
         ctx.setdefault("alternates", [])
-        html = env.get_template(name).render(**ctx)
-        if status == 200 and request is not None:
-            body = html.encode()
-            return cached_response(request, body, HTML_TYPE, LIST, headers=_headers())
-        return HTMLResponse(html, status_code=status, headers=_headers())
+        body = env.get_template(name).render(**ctx).encode()
+        return keep(
+            request,
+            body,
+            HTML_TYPE,
+            LIST,
+            headers=_headers(),
+            vary="Authorization, Cookie",
+            access=may_read,
+        )
 
     def page(name: str, status: int = 200, **ctx: Any) -> Response:
-        return render(name, status, None, **ctx)
+        ctx.setdefault("alternates", [])
+        html = env.get_template(name).render(**ctx)
+        return HTMLResponse(html, status_code=status, headers=_headers())
 
     def unauthorized(request: Request, wrong: bool = False, target: str | None = None) -> Response:
         if target is None:
@@ -180,7 +206,7 @@ def mount(api: FastAPI, app: views.PagesApp) -> None:
 
     def gate(request: Request) -> Response | None:
         """The 401 page when `request` may not read the pages, else None."""
-        return None if access.allowed(request, app.settings) else unauthorized(request)
+        return None if may_read(request) else unauthorized(request)
 
     def missing(message: str) -> Response:
         return page("error.html", 404, title="Not found", message=message)
@@ -189,16 +215,29 @@ def mount(api: FastAPI, app: views.PagesApp) -> None:
         message = "The store cannot be read right now; try again shortly."
         return page("error.html", 503, title="Store unavailable", message=message)
 
+    def answer(request: Request, render: Callable[[], Kept]) -> Response:
+        """The kept page for `request` while current, else `render()`'s (kept when it is one)."""
+        try:
+            return kept_response(request, render)
+        except _Answer as not_kept:
+            return not_kept.response
+        except StoreError:  # the store's generation could not be read
+            return unavailable()
+
     @api.get("/", response_class=HTMLResponse, include_in_schema=False)
     def home_page(request: Request) -> Response:
         if (denied := gate(request)) is not None:
             return denied
-        names, problem = views.watchlist_names(app.load_watchlist)
-        try:
-            view = views.home(app, names, problem)
-        except StoreError:
-            return unavailable()
-        return render("home.html", 200, request, view=view, alternates=alternates("home"))
+
+        def render() -> Kept:
+            names, problem = views.watchlist_names(app.load_watchlist)
+            try:
+                view = views.home(app, names, problem)
+            except StoreError:
+                raise _Answer(unavailable()) from None
+            return kept_page(request, "home.html", view=view, alternates=alternates("home"))
+
+        return answer(request, render)
 
     @api.get("/repos/{org}/{name}", response_class=HTMLResponse, include_in_schema=False)
     def repo_page(request: Request, org: str, name: str, rev: str | None = None) -> Response:
@@ -207,43 +246,49 @@ def mount(api: FastAPI, app: views.PagesApp) -> None:
         if (denied := gate(request)) is not None:
             return denied
         repo_id = f"{org}/{name}"
-        try:
-            view = views.repo(app, repo_id, rev.strip() if rev else None)
-        except views.PageNotFound as exc:
-            return missing(str(exc))
-        except StoreError:
-            return unavailable()
-        est = view.estimate
-        return render(
-            "repo.html",
-            200,
-            request,
-            view=view,
-            headline=views.headline(repo_id, est) if est is not None else [],
-            charts=charts(view.points),
-            alternates=alternates("repo", repo_id=repo_id),
-        )
+
+        def render() -> Kept:
+            try:
+                view = views.repo(app, repo_id, rev.strip() if rev else None)
+            except views.PageNotFound as exc:
+                raise _Answer(missing(str(exc))) from None
+            except StoreError:
+                raise _Answer(unavailable()) from None
+            est = view.estimate
+            return kept_page(
+                request,
+                "repo.html",
+                view=view,
+                headline=views.headline(repo_id, est) if est is not None else [],
+                charts=charts(view.points),
+                alternates=alternates("repo", repo_id=repo_id),
+            )
+
+        return answer(request, render)
 
     @api.get("/advisories/{advisory_id}", response_class=HTMLResponse, include_in_schema=False)
     def advisory_page(request: Request, advisory_id: str) -> Response:
         if (denied := gate(request)) is not None:
             return denied
-        try:
-            view = views.advisory(app, advisory_id)
-        except views.PageNotFound as exc:
-            return missing(str(exc))
-        except StoreError:
-            return unavailable()
-        return render(
-            "advisory.html",
-            200,
-            request,
-            view=view,
-            details_html=render_markdown(view.details),
-            alternates=alternates(
-                "advisory", advisory_id=advisory_id, repo_id=view.advisory.repo_id
-            ),
-        )
+
+        def render() -> Kept:
+            try:
+                view = views.advisory(app, advisory_id)
+            except views.PageNotFound as exc:
+                raise _Answer(missing(str(exc))) from None
+            except StoreError:
+                raise _Answer(unavailable()) from None
+            return kept_page(
+                request,
+                "advisory.html",
+                view=view,
+                details_html=render_markdown(view.details),
+                alternates=alternates(
+                    "advisory", advisory_id=advisory_id, repo_id=view.advisory.repo_id
+                ),
+            )
+
+        return answer(request, render)
 
     @api.post("/session", include_in_schema=False)
     async def session(request: Request) -> Response:
