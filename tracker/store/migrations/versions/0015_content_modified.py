@@ -1,4 +1,4 @@
-"""Migration 0014: `advisories.content_modified`, when what a reader of the advisory sees (its
+"""Migration 0015: `advisories.content_modified`, when what a reader of the advisory sees (its
 state, severity, summary or details) last changed, the time a feed entry's `updated` shows.
 
 The record's `modified` moves on every commit that grows an open advisory's `versions` list
@@ -6,7 +6,7 @@ The record's `modified` moves on every commit that grows an open advisory's `ver
 of a repo on each unrelated commit. Existing rows take their `modified` (the best the store
 knows), and an index serves the feeds' newest-first order.
 
-Revision "0014" after "0013". A plain ADD COLUMN (no batch copy), so SQLite keeps the
+Revision "0015" after "0014". A plain ADD COLUMN (no batch copy), so SQLite keeps the
 generation triggers of migration 0012.
 """
 
@@ -15,8 +15,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0014"
-down_revision = "0013"
+revision = "0015"
+down_revision = "0014"
 branch_labels = None
 depends_on = None
 
