@@ -378,6 +378,8 @@ def test_every_page_passes_axe_phone_width_and_the_html_checker(
         "repo": f"{served_demo.url}/repos/{GRANITE}",
         "repo-old-revision": f"{served_demo.url}/repos/{GRANITE}?rev=HEAD~2",
         "advisory": f"{served_demo.url}/advisories/{fix.id}",
+        "advisory-index": f"{served_demo.url}/advisories?severity=high&state=open",
+        "org": f"{served_demo.url}/repos/meta-llama",
         "missing": f"{served_demo.url}/advisories/x_NOPE-1",
         "hostile-repo": f"{hostile.url}/repos/{HOSTILE_REPO}",
     }
@@ -463,3 +465,38 @@ def test_the_focus_ring_has_3_to_1_contrast_with_the_page(browser: Any, served_d
     assert float(width.removesuffix("px")) >= 2
     light, dark = sorted((_luminance(color), _luminance(background)), reverse=True)
     assert (light + 0.05) / (dark + 0.05) >= 3, found
+
+
+def test_latest_changes_are_within_two_screens_and_every_jump_lands(
+    browser: Any, served_demo: Any
+) -> None:
+    """On every repo page at 1366×900, the "Latest changes" summary (linking to What changed
+    upstream) starts within the first two screens (it was 9.5 screens down, after the charts);
+    every link of the page's table of contents and of the summary lands on an element of the
+    page; an advisory page links to its revision's entry on the repo page."""
+    app = served_demo.app
+    browser.set_window_size(1366, 900)
+    try:
+        for st in app.store.repo_states():
+            visit(browser, f"{served_demo.url}/repos/{st.repo_id}")
+            top = browser.execute_script(
+                "const e = document.getElementById('latest-changes');"
+                "return e ? e.getBoundingClientRect().top + window.scrollY : null"
+            )
+            assert top is not None and top < 2 * 900, (st.repo_id, top)
+            missing = browser.execute_script(
+                "return [...document.querySelectorAll('#toc a, #latest-changes a[href^=\"#\"]')]"
+                ".map(a => a.getAttribute('href'))"
+                ".filter(h => !document.getElementById(decodeURIComponent(h.slice(1))))"
+            )
+            assert missing == [], (st.repo_id, missing)
+            assert browser.find_elements(By.CSS_SELECTOR, "#latest-changes a[href='#h-upstream']")
+    finally:
+        browser.set_window_size(*DESKTOP)
+    fix = _chat_advisory(app)
+    visit(browser, f"{served_demo.url}/advisories/{fix.id}")
+    hrefs = _attr(browser, "#events a[href*='#rev-']", "href")
+    assert hrefs and all(urlsplit(h).fragment == "rev-" + urlsplit(h).query[4:] for h in hrefs)
+    browser.get(hrefs[0])
+    target = browser.execute_script("return document.getElementById(location.hash.slice(1))")
+    assert target is not None

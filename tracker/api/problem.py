@@ -160,6 +160,16 @@ def problem_response(request: Request, exc: Problem) -> Response:
     )
 
 
+API_PREFIXES = ("/v1/", "/openapi.json", "/docs", "/static", "/healthz", "/readyz", "/metrics")
+
+
+def wants_page(request: Request) -> bool:
+    """Whether an unknown path is a browser's (it accepts HTML, and the path is not the API's):
+    it gets the pages' 404 page rather than a problem document."""
+    accept = request.headers.get("accept", "")
+    return "text/html" in accept and not request.url.path.startswith(API_PREFIXES)
+
+
 def allowed_methods(request: Request) -> list[str]:
     """Every method some route of the app answers on the request's path (RFC 9110 §15.5.6: a 405
     lists them all in `Allow`). Starlette lists only the first matching route's, so a path that
@@ -204,6 +214,10 @@ def install(api: FastAPI) -> None:
 
     @api.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> Response:
+        page = getattr(request.app.state, "html_error", None)
+        if exc.status_code == 404 and page is not None and wants_page(request):
+            message = f"There is no page at {request.url.path}."
+            return page(404, "Not found", message)  # type: ignore[no-any-return]
         detail = exc.detail if isinstance(exc.detail, str) else _phrase(exc.status_code)
         if exc.status_code == 404 and detail == "Not Found":
             detail = f"no such resource: {request.url.path}"
