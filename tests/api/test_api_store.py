@@ -527,7 +527,7 @@ def test_a_kept_answer_is_never_served_to_a_request_that_may_not_read(tmp_path: 
                 )  # fmt: skip
             kept = client.get(url, headers=ok)
             assert (kept.headers["cache-control"], kept.headers["vary"]) == (
-                "private, no-cache", "Authorization",
+                "private, no-cache", "Authorization, Origin",
             )  # fmt: skip
             metrics = client.get("/metrics", headers=ok).text
             line = 'tracker_http_requests_total{method="GET",route="/v1/feeds/advisories.atom",'

@@ -117,7 +117,7 @@ def test_the_read_token_is_honoured(gated: TestClient) -> None:
     ok = gated.get(ROUTES[0], headers={"Authorization": f"Bearer {READ}"})
     assert ok.status_code == 200
     assert ok.headers["cache-control"] == "private, no-cache"
-    assert ok.headers["vary"] == "Authorization"
+    assert ok.headers["vary"] == "Authorization, Origin"
     wrong = gated.get(ROUTES[1], headers={"Authorization": "Bearer not-the-token-0000000000"})
     assert wrong.status_code == 401
 
