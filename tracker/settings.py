@@ -37,6 +37,11 @@ def _env(name: str, *aliases: str) -> AliasChoices:
     return AliasChoices(f"TRACKER_{name.upper()}", *aliases)
 
 
+def cors_list(value: str) -> list[str]:
+    """The origins of a `cors_origins` setting, in order."""
+    return [o.strip().rstrip("/") for o in value.split(",") if o.strip()]
+
+
 class Settings(BaseSettings):
     """Every knob of tracker. All state lives under `state_dir`."""
 
@@ -72,7 +77,7 @@ class Settings(BaseSettings):
     )
     public_url: str | None = Field(
         default=None,
-        description="The URL readers reach `tracker serve` at (e.g. behind a reverse proxy): feed links are made absolute against it; unset: against each request's own URL (its Host header).",
+        description="The URL readers reach `tracker serve` at (e.g. behind a reverse proxy): feed links are made absolute against it; unset: against each request's own URL (its Host header). Its host is the authority of feed and entry ids (tag:HOST,2026:…): set it once, before readers subscribe.",
     )
     watchlist_sync_s: float = Field(
         default=30.0,
@@ -258,6 +263,10 @@ class Settings(BaseSettings):
         le=16 * GiB,
         description="The most bytes of rendered answers (advisory list, feeds, diffs, pages) the HTTP API keeps in memory until the store changes; an answer over an eighth of it is rendered each time.",
     )
+    cors_origins: str = Field(
+        default="*",
+        description="Origins a browser dashboard may call the HTTP API from (CORS): `*` any (no cookies are ever sent cross-origin; a read or write token travels in the Authorization header), a comma-separated list of origins (`https://dash.example.org`), or empty for none.",
+    )
     log_level: LogLevel = Field(
         default="WARNING", description="structlog level (the systemd units set INFO)."
     )
@@ -293,6 +302,18 @@ class Settings(BaseSettings):
         if not value:
             return None
         return check_database_url(value)
+
+    @field_validator("cors_origins")
+    @classmethod
+    def _origins(cls, value: str) -> str:
+        for origin in cors_list(value):
+            if origin != "*" and (
+                not origin.startswith(("http://", "https://")) or origin.count("/") != 2
+            ):
+                raise ValueError(
+                    f"{origin!r} is not an origin (scheme://host[:port], no path) or '*'"
+                )
+        return value
 
     @field_validator("public_url")
     @classmethod

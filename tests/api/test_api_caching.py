@@ -95,7 +95,7 @@ def test_cache_control_is_private_when_reads_need_a_token(tmp_path: Path) -> Non
             assert r.status_code == 200
             assert (r.headers["cache-control"], r.headers["vary"]) == (
                 "private, no-cache",
-                "Authorization",
+                "Authorization, Origin",  # Origin: CORS (an Origin adds Access-Control-*)
             )
     finally:
         app.close()

@@ -4,6 +4,7 @@ the real FastAPI app over a real SQLite store."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -46,7 +47,7 @@ def test_an_unknown_route_is_a_404_problem(served: tuple[TestClient, App]) -> No
 def test_a_wrong_method_is_a_405_problem_with_allow(served: tuple[TestClient, App]) -> None:
     client, _ = served
     r = client.delete("/v1/query")
-    assert (r.status_code, r.headers["allow"]) == (405, "POST")
+    assert (r.status_code, r.headers["allow"]) == (405, "POST")  # not HEAD: POST only
     assert _problem(r) == {
         "type": "about:blank",
         "title": "Method Not Allowed",
@@ -56,6 +57,32 @@ def test_a_wrong_method_is_a_405_problem_with_allow(served: tuple[TestClient, Ap
         "code": 12,
         "message": "DELETE is not allowed on /v1/query",
     }
+
+
+def test_every_405_lists_exactly_the_methods_its_path_answers(
+    served: tuple[TestClient, App],
+) -> None:
+    """RFC 9110 §15.5.6 over the whole schema: for each path, a method it does not declare is a
+    405 whose `Allow` is exactly the declared ones (and HEAD where GET is). Starlette listed only
+    the first route's: `PUT /v1/subscriptions` said `Allow: GET` though POST is there too."""
+    client, _ = served
+    paths = client.get("/openapi.json").json()["paths"]
+    checked = 0
+    for template, operations in paths.items():
+        path = template.replace("{path}", "config.json")
+        path = re.sub(r"\{[^}]+\}", "x", path)
+        declared = {m.upper() for m in operations}
+        expected = sorted(declared | ({"HEAD"} if "GET" in declared else set()))
+        for method in ("GET", "POST", "PUT", "PATCH", "DELETE"):
+            if method in declared:
+                continue
+            r = client.request(method, path)
+            assert r.status_code == 405, (method, path, r.status_code)
+            assert r.headers["allow"] == ", ".join(expected), (method, path)
+            checked += 1
+    assert checked >= 60  # every path of the schema, several methods each
+    r = client.put("/v1/subscriptions")
+    assert r.headers["allow"] == "GET, HEAD, POST"
 
 
 def test_a_validation_error_is_a_400_problem_listing_every_error(

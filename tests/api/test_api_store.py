@@ -18,6 +18,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tracker.api import create_app
+from tracker.api.repos import media_type_of
 from tracker.app import App, build
 from tracker.domain import (
     Advisory,
@@ -252,6 +253,7 @@ def test_a_file_at_a_revision_with_its_hashes(served: tuple[TestClient, App, See
     url = f"/v1/repos/{A}/revisions/{sha(3)}/files/config.json"
     r = client.get(url)
     assert (r.status_code, r.content) == (200, CONFIG_2)
+    assert r.headers["content-type"] == "application/json"  # was application/octet-stream
     digest = hashlib.sha256(CONFIG_2)
     import base64
 
@@ -277,6 +279,22 @@ def test_a_file_at_a_revision_with_its_hashes(served: tuple[TestClient, App, See
     assert (unknown_rev.status_code, unknown_rev.json()["type"]) == (
         404, "urn:tracker:problem:not-found",
     )  # fmt: skip
+
+
+def test_stored_files_are_served_with_their_media_type() -> None:
+    """A README is Markdown, a config JSON, remote code Python; bytes that are not UTF-8, or a
+    name of no text kind, stay application/octet-stream."""
+    cases = {
+        ("README.md", b"# Llama"): "text/markdown; charset=utf-8",
+        ("config.json", b"{}"): "application/json",
+        ("chat_template.jinja", b"{{ x }}"): "text/plain; charset=utf-8",
+        ("modeling_x.py", b"import torch"): "text/x-python; charset=utf-8",
+        ("additional_chat_templates/tool.JINJA", b"{{ x }}"): "text/plain; charset=utf-8",
+        ("README.md", b"\xff\xfe# not utf-8"): "application/octet-stream",
+        ("tokenizer.model", b"\x0a\x0b"): "application/octet-stream",
+        ("merges", b"a b"): "application/octet-stream",
+    }
+    assert {k: media_type_of(*k) for k in cases} == cases
 
 
 def _ids(client: TestClient, **params: Any) -> list[str]:
@@ -509,7 +527,7 @@ def test_a_kept_answer_is_never_served_to_a_request_that_may_not_read(tmp_path: 
                 )  # fmt: skip
             kept = client.get(url, headers=ok)
             assert (kept.headers["cache-control"], kept.headers["vary"]) == (
-                "private, no-cache", "Authorization",
+                "private, no-cache", "Authorization, Origin",
             )  # fmt: skip
             metrics = client.get("/metrics", headers=ok).text
             line = 'tracker_http_requests_total{method="GET",route="/v1/feeds/advisories.atom",'

@@ -117,7 +117,7 @@ def test_the_read_token_is_honoured(gated: TestClient) -> None:
     ok = gated.get(ROUTES[0], headers={"Authorization": f"Bearer {READ}"})
     assert ok.status_code == 200
     assert ok.headers["cache-control"] == "private, no-cache"
-    assert ok.headers["vary"] == "Authorization"
+    assert ok.headers["vary"] == "Authorization, Origin"
     wrong = gated.get(ROUTES[1], headers={"Authorization": "Bearer not-the-token-0000000000"})
     assert wrong.status_code == 401
 
@@ -135,3 +135,41 @@ def test_feed_links_follow_the_public_url_not_the_host_header(tmp_path: Path) ->
     parsed = feedparser.parse(atom.content)
     assert parsed.feed.links[0].href == "https://tracker.example.org/t/v1/feeds/advisories.atom"
     assert json_feed.json()["feed_url"] == "https://tracker.example.org/t/v1/feeds/advisories.json"
+
+
+def test_ids_use_the_public_urls_host_so_two_deployments_never_collide(tmp_path: Path) -> None:
+    """Both deployments number their advisories from 1: with `TRACKER_PUBLIC_URL` set, feed and
+    entry ids carry its host (RFC 4151 authority), so one reader subscribed to both keeps two
+    entries; without it they keep the `tracker.local` authority. Entry content is HTML."""
+    from tests.api.apikit import ADVISORY, app_with_advisory
+
+    ids: dict[str, list[str]] = {}
+    for name, public in (
+        ("a", "https://tracker-a.example.org:8443/t/"),
+        ("b", "https://Tracker-B.example.org"),
+        ("none", None),
+    ):
+        app = app_with_advisory(tmp_path / name, public_url=public)
+        with TestClient(create_app(app)) as c:
+            parsed = feedparser.parse(c.get("/v1/feeds/advisories.atom").content)
+            items = c.get("/v1/feeds/advisories.json").json()["items"]
+        app.close()
+        assert parsed.bozo == 0
+        assert [i["id"] for i in items] == [e.id for e in parsed.entries]
+        assert parsed.entries[0].content[0].type == "text/html"
+        assert items[0]["content_html"].startswith("<p><strong>Severity:")
+        ids[name] = [parsed.feed.id, *(e.id for e in parsed.entries)]
+    assert ids == {
+        "a": [
+            "tag:tracker-a.example.org,2026:feed/advisories",
+            f"tag:tracker-a.example.org,2026:advisory/{ADVISORY}",
+        ],
+        "b": [
+            "tag:tracker-b.example.org,2026:feed/advisories",
+            f"tag:tracker-b.example.org,2026:advisory/{ADVISORY}",
+        ],
+        "none": [
+            "tag:tracker.local,2026:feed/advisories",
+            f"tag:tracker.local,2026:advisory/{ADVISORY}",
+        ],
+    }

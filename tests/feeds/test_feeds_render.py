@@ -26,6 +26,7 @@ from tracker.feeds import (
     render_atom,
     render_json_feed,
 )
+from tracker.web.markdown import render_markdown
 
 BASE = "http://127.0.0.1:8080/"
 TAG = "tag:tracker.local,2026:"
@@ -98,6 +99,42 @@ def test_the_demo_advisories_as_atom_read_back_by_feedparser() -> None:
     ]
     [adv] = [a for a in demo_advisories() if a.id == "x_TRACKER-2026-12"]
     assert (e.content[0].type, e.content[0].value) == ("text/plain", adv.record["details"].strip())
+
+
+def test_entry_content_is_html_a_reader_renders_as_the_advisory_page_does() -> None:
+    """With the door's Markdown renderer, feedparser reads each entry's content as HTML: the
+    advisory's "What changed" table is a table, its bold words bold, no Markdown pipes or stars
+    left; JSON Feed carries the same HTML as `content_html` beside the Markdown."""
+    [adv] = [a for a in demo_advisories() if a.id == "x_TRACKER-2026-12"]
+    built = feed(repo_id=None, floor=None, entries=[advisory_entry(adv)], limit=5)
+    parsed = feedparser.parse(render_atom(built, BASE, html=render_markdown))
+    assert parsed.bozo == 0
+    content = parsed.entries[0].content[0]
+    assert content.type == "text/html"
+    assert content.value == str(render_markdown(adv.record["details"])).strip()
+    row = (
+        "<tr>\n<td>high</td>\n<td><code>generation_config.json</code></td>\n"
+        "<td><code>eos_token_id</code></td>\n<td>changed</td>\n<td><code>2</code></td>\n"
+        "<td><code>32000</code></td>\n</tr>"
+    )
+    assert row in content.value
+    assert "<strong>Severity: high</strong>" in content.value
+    assert "|---|" not in content.value and "**" not in content.value
+    doc = json.loads(render_json_feed(built, BASE, html=render_markdown))
+    check_json_feed(doc)
+    [item] = doc["items"]
+    assert item["content_html"] == str(render_markdown(adv.record["details"]))
+    assert item["content_text"] == adv.record["details"]
+    # hostile upstream text in the Markdown stays text in the HTML
+    rec = copy.deepcopy(dict(adv.record))
+    rec["details"] = (
+        "<script>alert(1)</script> [x](javascript:alert(1)) ![i](http://evil.example/i.png)"
+    )
+    hostile = feed(repo_id=None, floor=None, entries=[advisory_entry(advisory_of(rec))], limit=5)
+    html = json.loads(render_json_feed(hostile, BASE, html=render_markdown))["items"][0]
+    assert "<script>" not in html["content_html"]
+    assert "&lt;script&gt;" in html["content_html"]
+    assert 'href="javascript' not in html["content_html"]
 
 
 def test_limit_and_severity_floor() -> None:

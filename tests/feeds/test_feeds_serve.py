@@ -60,11 +60,12 @@ SECOND_TITLES = [
     FIRST_TITLES[1] + " [fixed]",
     FIRST_TITLES[2] + " [fixed]",
     FIRST_TITLES[3] + " [fixed]",
+    "LOW: acme/fit-moves: LoRA r=16 now fits L4 24 GB at batch 1 (and 1 more)",
+    # unchanged for a reader (only their versions lists grew): they keep their place and time
+    FIRST_TITLES[0],
     FIRST_TITLES[4],
     FIRST_TITLES[5],
     FIRST_TITLES[6],
-    "LOW: acme/fit-moves: LoRA r=16 now fits L4 24 GB at batch 1 (and 1 more)",
-    FIRST_TITLES[0],
 ]
 
 
@@ -147,6 +148,11 @@ def test_feeds_from_tracker_serve_read_by_feedparser_across_two_polls(tmp_path: 
             ]
             assert {e.updated for e in first.entries} == {"2026-12-01T08:00:00+00:00"}
             assert first.feed.updated == "2026-12-01T08:00:00+00:00"
+            # content is HTML a reader renders: each advisory's "What changed" table a table
+            assert {e.content[0].type for e in first.entries} == {"text/html"}
+            advisories = [e for e in first.entries if "/advisory/" in e.id]
+            assert all("<table>" in e.content[0].value for e in advisories)
+            assert not any("|---|" in e.content[0].value for e in first.entries)
             # a conditional GET with the feed's ETag: 304, nothing to parse
             again = feedparser.parse(atom, etag=first.etag)
             assert (again.status, again.entries) == (304, [])
@@ -199,10 +205,14 @@ def test_feeds_from_tracker_serve_read_by_feedparser_across_two_polls(tmp_path: 
             assert after.published == before.published == "2026-12-01T08:00:00+00:00"
             assert after.title == before.title + " [fixed]"
             assert second.feed.updated == "2026-12-01T09:00:00+00:00"
-            # the versions lists of the advisories still open grew: they are updates too
-            assert [e.updated for e in second.entries] == ["2026-12-01T09:00:00+00:00"] * 10 + [
+            # the versions lists of the advisories still open grew, but nothing a reader sees of
+            # them changed: their entries keep `updated` (their OSV records' `modified` moved)
+            assert [e.updated for e in second.entries] == ["2026-12-01T09:00:00+00:00"] * 7 + [
                 "2026-12-01T08:00:00+00:00"
-            ]
+            ] * 4
+            still_open = [e.id.rsplit("/", 1)[1] for e in second.entries[-3:]]
+            osv = [httpx.get(f"{base}/v1/vulns/{i}", timeout=30).json() for i in still_open]
+            assert {r["modified"] for r in osv} == {"2026-12-01T09:00:00Z"}
             # a second read of the unchanged store: the same bytes, so the same ETag (304)
             assert feedparser.parse(atom, etag=second.etag).status == 304
         finally:

@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import feedparser
 import pytest
 from feedkit import FIT_REPO, fit_step
 
@@ -113,3 +114,101 @@ def test_newest_advisories_are_picked_and_ordered_by_the_database(
     assert [a.id for a in app.advisories.newest(100, repo_id=FIT_REPO)] == [
         a.id for a in by_modified
     ]
+
+
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def test_a_commit_with_no_effect_leaves_every_entrys_updated_alone(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Step 1 doubles the layers (advisories open), then a README-only commit grows every open
+    advisory's versions list: their OSV `modified` moves (OSV's rule), but the feed entries keep
+    their `updated`, so a `min_severity=high` reader sees nothing resurface. The revert then
+    fixes the doubling's advisory: its entry's `updated` moves (the title says [fixed])."""
+    from fastapi.testclient import TestClient
+
+    from tracker.api import create_app
+    from tracker.replica.repos import commit
+
+    hub = tmp_path / "hub"
+    fit_step(hub, 0)
+    fit_step(hub, 1)
+    (tmp_path / "watchlist.yaml").write_text(f"repos:\n  - id: {FIT_REPO}\n")
+    url: str | None = None
+    ctx: AbstractContextManager[str] | None = None
+    if backend == "postgres":
+        ctx = request.getfixturevalue("pg_database")("feedsup")
+        url = ctx.__enter__()
+    try:
+        with Replica(hub) as replica:
+            extra: dict[str, Any] = {"database_url": url} if url else {}
+            settings = load_settings(
+                state_dir=tmp_path / "state",
+                watchlist=tmp_path / "watchlist.yaml",
+                hf_endpoint=replica.url,
+                hub_public_url="https://huggingface.co",
+                **extra,
+            )
+            now = [T0]
+            app = build(settings, clock=lambda: now[0])
+            try:
+                with TestClient(create_app(app)) as client:
+
+                    def entries() -> dict[str, tuple[str, str]]:
+                        items = client.get("/v1/feeds/advisories.json").json()["items"]
+                        return {i["id"]: (i["date_modified"], i["title"]) for i in items}
+
+                    app.pipeline.run_cycle()
+                    first = entries()
+                    assert first and {t for t, _ in first.values()} == {"2026-12-01T08:00:00Z"}
+                    opened = {a.id: a.record["modified"] for a in app.advisories.list_advisories()}
+
+                    now[0] = T0 + timedelta(hours=1)
+                    commit(hub / FIT_REPO, {"README.md": b"# fit moves\n"}, "Add a card",
+                           date=datetime(2025, 6, 10, tzinfo=UTC))  # fmt: skip
+                    app.pipeline.run_cycle()
+                    moved = {a.id: a.record["modified"] for a in app.advisories.list_advisories()}
+                    grown = [i for i in opened if moved[i] != opened[i]]
+                    assert grown, "the README commit grows some open advisory's versions list"
+                    assert {moved[i] for i in grown} == {"2026-12-01T09:00:00Z"}
+                    second = entries()
+                    assert {k: v for k, v in second.items() if k in first} == first
+
+                    now[0] = T0 + timedelta(hours=2)
+                    fit_step(hub, 2)
+                    app.pipeline.run_cycle()
+                    third = entries()
+                    fixed = {k: v for k, v in third.items() if v[1].endswith("[fixed]")}
+                    assert fixed and {t for t, _ in fixed.values()} == {"2026-12-01T10:00:00Z"}
+                    unchanged = {k: v for k, v in third.items() if k in first and k not in fixed}
+                    assert unchanged == {k: first[k] for k in unchanged}
+            finally:
+                app.close()
+    finally:
+        if ctx is not None:
+            ctx.__exit__(None, None, None)
+
+
+def test_a_feed_with_nothing_to_show_is_dated_when_its_scope_was_last_ingested(
+    polled: tuple[App, list[str]],
+) -> None:
+    """No critical advisory in the store: the critical feed (everything, and the repo's) is
+    empty, and says it was updated when tracker last ingested a revision in its scope (the third
+    revision's ingestion), not at the epoch (an empty store's feeds still say the epoch)."""
+    from fastapi.testclient import TestClient
+
+    from tracker.api import create_app
+
+    app, _ = polled
+    newest = app.store.last_ingested_at()
+    assert newest is not None and newest > T0
+    assert app.store.last_ingested_at(RepoId(FIT_REPO)) == newest
+    with TestClient(create_app(app)) as client:
+        for url in (
+            "/v1/feeds/advisories.atom?min_severity=critical",
+            f"/v1/repos/{FIT_REPO}/feed.atom?min_severity=critical",
+        ):
+            parsed = feedparser.parse(client.get(url).content)
+            assert parsed.bozo == 0 and parsed.entries == []
+            assert parsed.feed.updated == newest.isoformat()

@@ -128,3 +128,53 @@ def vnu_errors(proc: subprocess.Popen[str]) -> list[str]:
         for m in messages
         if m.get("type") in ("error", "non-document-error")
     ]
+
+
+PHONE_390 = (390, 844)
+_LAYOUT_JS = r"""
+const problems = [];
+const name = el => el.tagName.toLowerCase() + (el.id ? '#' + el.id : '') +
+  (el.closest('table') && el.closest('table').id ? ' in table#' + el.closest('table').id : '');
+for (const cell of document.querySelectorAll('td, th')) {
+  const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT, {acceptNode: n =>
+    n.parentElement.closest('pre') ? NodeFilter.FILTER_REJECT : NodeFilter.FILTER_ACCEPT});
+  let node;
+  while ((node = walker.nextNode())) {
+    const words = /[^\s\-\u2010-\u2014/]+/g;
+    let m;
+    while ((m = words.exec(node.data))) {
+      const range = document.createRange();
+      range.setStart(node, m.index);
+      range.setEnd(node, m.index + m[0].length);
+      const tops = new Set(Array.from(range.getClientRects())
+        .filter(r => r.width > 0).map(r => Math.round(r.top)));
+      if (tops.size > 1) problems.push('word ' + JSON.stringify(m[0]) + ' breaks in ' + name(cell));
+    }
+  }
+}
+const vw = document.documentElement.clientWidth;
+for (const table of document.querySelectorAll('table')) {
+  const right = table.getBoundingClientRect().right;
+  let box = table.parentElement;
+  while (box && !['auto', 'scroll'].includes(getComputedStyle(box).overflowX)) box = box.parentElement;
+  const limit = box ? box.getBoundingClientRect().right : vw;
+  if (right > limit + 1 && !(box && box.scrollWidth > box.clientWidth)) {
+    problems.push('table ' + name(table) + ' is cut at ' + Math.round(limit) + 'px');
+  }
+  if (!box && right > vw + 1) problems.push('table ' + name(table) + ' runs off the page');
+}
+return problems;
+"""
+
+
+def phone_layout(driver: Any) -> list[str]:
+    """At 390×844 (a current phone), what a reader of the current page would find broken: a word
+    in a table cell split over two lines (code in `<pre>` aside, which wraps as code does; a
+    break after a hyphen or a slash is a line break, not a broken word), or a table wider than
+    its box that cannot be scrolled to (a cut column). Measured in the page (text ranges' line
+    boxes; element widths against scroll widths); the window is widened back after."""
+    driver.set_window_size(*PHONE_390)
+    try:
+        return [str(p) for p in driver.execute_script(_LAYOUT_JS)]
+    finally:
+        driver.set_window_size(*DESKTOP)

@@ -30,6 +30,7 @@ from pagekit import (
     SCRIPT,
     axe_serious,
     inert,
+    phone_layout,
     phone_overflow,
     visit,
     vnu_errors,
@@ -377,6 +378,8 @@ def test_every_page_passes_axe_phone_width_and_the_html_checker(
         "repo": f"{served_demo.url}/repos/{GRANITE}",
         "repo-old-revision": f"{served_demo.url}/repos/{GRANITE}?rev=HEAD~2",
         "advisory": f"{served_demo.url}/advisories/{fix.id}",
+        "advisory-index": f"{served_demo.url}/advisories?severity=high&state=open",
+        "org": f"{served_demo.url}/repos/meta-llama",
         "missing": f"{served_demo.url}/advisories/x_NOPE-1",
         "hostile-repo": f"{hostile.url}/repos/{HOSTILE_REPO}",
     }
@@ -403,3 +406,97 @@ def test_every_page_passes_axe_phone_width_and_the_html_checker(
         if checker.poll() is None:
             checker.kill()
             checker.communicate()
+
+
+def test_on_a_phone_no_table_cell_breaks_a_word_and_no_column_is_cut(
+    browser: Any, served_demo: Any
+) -> None:
+    """At 390×844, on every page kind and every demo repo (Llama-2's page was 27,883 px tall,
+    its tables one letter per line: `overflow-wrap: anywhere` on body), measured in the page:
+    every word in a table cell stays on one line, and a table wider than the phone scrolls in
+    its box instead of losing columns at the edge."""
+    app = served_demo.app
+    fix = _chat_advisory(app)
+    pages = ["/", f"/advisories/{fix.id}"]
+    for st in app.store.repo_states():
+        pages += [f"/repos/{st.repo_id}", f"/repos/{st.repo_id}?rev=HEAD~1"]
+    pages.append(f"/advisories/{app.advisories.list_advisories()[0].id}")
+    found = {}
+    for path in pages:
+        visit(browser, served_demo.url + path)
+        problems = phone_layout(browser)
+        if problems:
+            found[path] = problems[:5]
+    assert found == {}
+    browser.set_window_size(390, 844)
+    try:
+        visit(browser, f"{served_demo.url}/repos/meta-llama/Llama-2-7b-hf")
+        height = browser.execute_script("return document.documentElement.scrollHeight")
+        assert height < 20000, height  # 27,883 px before
+    finally:
+        browser.set_window_size(*DESKTOP)
+
+
+def _luminance(rgb: str) -> float:
+    r, g, b = (int(x) / 255 for x in re.findall(r"\d+", rgb)[:3])
+    lin = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in (r, g, b)]
+    return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+
+def test_the_focus_ring_has_3_to_1_contrast_with_the_page(browser: Any, served_demo: Any) -> None:
+    """WCAG 1.4.11: the keyboard focus indicator of a link, read from the browser's computed
+    style after a Tab, contrasts at least 3:1 with the background behind it (the yellow ring
+    was 1.6:1 on white)."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
+    visit(browser, served_demo.url + "/")
+    ActionChains(browser).send_keys(Keys.TAB).perform()
+    found = browser.execute_script(
+        "const e = document.activeElement; const s = getComputedStyle(e);"
+        "let b = e; let bg = 'rgba(0, 0, 0, 0)';"
+        "while (b && (bg = getComputedStyle(b).backgroundColor) === 'rgba(0, 0, 0, 0)')"
+        " b = b.parentElement;"
+        "return [e.tagName, s.outlineStyle, s.outlineWidth, s.outlineColor,"
+        " b ? bg : 'rgb(255, 255, 255)'];"
+    )
+    tag, style, width, color, background = found
+    assert (tag, style) == ("A", "solid")
+    assert float(width.removesuffix("px")) >= 2
+    light, dark = sorted((_luminance(color), _luminance(background)), reverse=True)
+    assert (light + 0.05) / (dark + 0.05) >= 3, found
+
+
+def test_latest_changes_are_within_two_screens_and_every_jump_lands(
+    browser: Any, served_demo: Any
+) -> None:
+    """On every repo page at 1366×900, the "Latest changes" summary (linking to What changed
+    upstream) starts within the first two screens (it was 9.5 screens down, after the charts);
+    every link of the page's table of contents and of the summary lands on an element of the
+    page; an advisory page links to its revision's entry on the repo page."""
+    app = served_demo.app
+    browser.set_window_size(1366, 900)
+    try:
+        for st in app.store.repo_states():
+            visit(browser, f"{served_demo.url}/repos/{st.repo_id}")
+            top = browser.execute_script(
+                "const e = document.getElementById('latest-changes');"
+                "return e ? e.getBoundingClientRect().top + window.scrollY : null"
+            )
+            assert top is not None and top < 2 * 900, (st.repo_id, top)
+            missing = browser.execute_script(
+                "return [...document.querySelectorAll('#toc a, #latest-changes a[href^=\"#\"]')]"
+                ".map(a => a.getAttribute('href'))"
+                ".filter(h => !document.getElementById(decodeURIComponent(h.slice(1))))"
+            )
+            assert missing == [], (st.repo_id, missing)
+            assert browser.find_elements(By.CSS_SELECTOR, "#latest-changes a[href='#h-upstream']")
+    finally:
+        browser.set_window_size(*DESKTOP)
+    fix = _chat_advisory(app)
+    visit(browser, f"{served_demo.url}/advisories/{fix.id}")
+    hrefs = _attr(browser, "#events a[href*='#rev-']", "href")
+    assert hrefs and all(urlsplit(h).fragment == "rev-" + urlsplit(h).query[4:] for h in hrefs)
+    browser.get(hrefs[0])
+    target = browser.execute_script("return document.getElementById(location.hash.slice(1))")
+    assert target is not None

@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from fastapi.testclient import TestClient
 
+from tracker.advisories.lifecycle import state_of
 from tracker.api import create_app
 from tracker.web.markdown import render_markdown
 
@@ -158,3 +160,65 @@ def test_the_page_names_which_active_count_the_headline_is(demo_run: Any) -> Non
             page,
         )
         assert m is not None and (m.group(1), int(m.group(2))) == (label, value), row
+
+
+def test_paths_a_browser_meets_answer_pages(demo_run: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`/advisories` is an index with the API's filters, a page at a time; `/repos` and
+    `/repos/` lead home; `/repos/ORG` lists that organisation's repos; any unknown path asked
+    for by a browser is a 404 page, while an API client still gets the problem document."""
+    from tracker.web import index
+
+    monkeypatch.setattr(index, "PAGE_SIZE", 20)  # the demo's advisories over three pages
+    app = demo_run.app
+    client = TestClient(create_app(app))
+    every = app.advisories.list_advisories()
+    html = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
+
+    def listed(text: str) -> list[str]:
+        return re.findall(r'<li data-advisory="([^"]+)">', text)
+
+    first = client.get("/advisories", headers=html)
+    assert (first.status_code, first.headers["content-type"]) == (200, "text/html; charset=utf-8")
+    # the same advisories in the same order as the API's newest-first list
+    api_page = client.get("/v1/advisories?order=newest&limit=500").json()["items"]
+    expected = [i["id"] for i in api_page]
+    assert sorted(expected) == sorted(a.id for a in every)
+    pages = [listed(first.text)]
+    text = first.text
+    while (older := re.search(r'<a href="\?([^"]+)" rel="next"', text)) is not None:
+        text = client.get("/advisories?" + older.group(1).replace("&amp;", "&")).text
+        pages.append(listed(text))
+    assert len(pages) == -(-len(every) // 20) >= 3
+    assert [i for p in pages for i in p] == expected
+
+    llama = "meta-llama/Llama-2-7b-hf"
+    want = sorted(
+        a.id for a in every
+        if a.repo_id == llama and a.severity.value == "high"
+        and state_of(a.record).value == "open"
+    )  # fmt: skip
+    got = client.get(f"/advisories?repo={llama}&state=open&severity=HIGH").text
+    assert sorted(listed(got)) == want and want
+    # the repo page's open-advisory badges link to exactly that list
+    assert f'href="/advisories?repo={llama}&amp;state=open&amp;severity=high"' in (
+        client.get(f"/repos/{llama}").text
+    )
+    bad = client.get("/advisories?severity=dire")
+    assert bad.status_code == 400 and "must be one of critical, high, moderate, low" in bad.text
+
+    for path in ("/repos", "/repos/"):
+        r = client.get(path, follow_redirects=False)
+        assert (r.status_code, r.headers["location"]) == (308, "/")
+    org = client.get("/repos/meta-llama")
+    assert org.status_code == 200 and f'data-repo="{llama}"' in org.text
+    assert 'data-repo="mistralai/' not in org.text
+    assert client.get("/repos/nobody").status_code == 404
+
+    page = client.get("/no/such/page", headers=html)
+    assert (page.status_code, page.headers["content-type"]) == (404, "text/html; charset=utf-8")
+    assert "There is no page at /no/such/page." in page.text
+    api = client.get("/no/such/page")
+    assert (api.status_code, api.headers["content-type"]) == (404, "application/problem+json")
+    assert client.get("/v1/nothing", headers=html).headers["content-type"] == (
+        "application/problem+json"
+    )

@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import Protocol
 
 from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi_offline import FastAPIOffline
 
 from tracker.api import advisories, feeds, hooks, ops, preflight, problem, repos
 from tracker.api.auth import optional_reads
@@ -14,12 +16,26 @@ from tracker.api.head import HeadAsGet
 from tracker.api.limits import BodyLimit
 from tracker.api.memo import MemoHits
 from tracker.api.osv import DEFAULT_PAGE_SIZE, router
-from tracker.settings import Settings
+from tracker.settings import Settings, cors_list
 from tracker.store.advisories import AdvisoryStore
 from tracker.store.ops import OpsReader
 from tracker.store.statements import StatementCount
 from tracker.web import mount as mount_pages
 from tracker.web.views import PagesApp
+
+CORS_EXPOSED = [
+    "ETag",
+    "Link",
+    "Retry-After",
+    "Allow",
+    "Repr-Digest",
+    "X-Content-SHA256",
+    "X-Git-Blob-Id",
+    "X-LFS-SHA256",
+    "X-Revision",
+    "X-Tracker-Stored",
+]
+"""The answer headers a cross-origin script may read beside the CORS-safelisted ones."""
 
 
 class HasAdvisories(Protocol):
@@ -42,8 +58,14 @@ def create_app(app: PagesApp, *, page_size: int = DEFAULT_PAGE_SIZE) -> FastAPI:
     nested too deep `400` (`tracker.api.limits.BodyLimit`). Reads may need a token
     (`tracker.api.auth`). Nothing is created at import time.
     """
-    api = FastAPI(
-        title="tracker", summary="OSV advisories for Hugging Face model repos", version="0.1.0"
+    # /docs (Swagger UI) loads its script and style from fastapi-offline's package
+    # (/static-offline-docs/), not a CDN: the docs work with the network off. No /redoc: ReDoc's
+    # sidebar loads its logo from cdn.redoc.ly.
+    api = FastAPIOffline(
+        title="tracker",
+        summary="OSV advisories for Hugging Face model repos",
+        version="0.1.0",
+        redoc_url=None,
     )
     api.state.advisories = app.advisories
     api.state.page_size = page_size
@@ -58,6 +80,16 @@ def create_app(app: PagesApp, *, page_size: int = DEFAULT_PAGE_SIZE) -> FastAPI:
     api.add_middleware(MemoHits)  # inside BodyLimit, HeadAsGet and the metrics
     api.add_middleware(BodyLimit)
     api.add_middleware(HeadAsGet)
+    origins = cors_list(app.settings.cors_origins)
+    if origins:  # outermost: a preflight is answered before anything else reads the request
+        api.add_middleware(
+            CORSMiddleware,
+            allow_origins=origins,
+            allow_methods=["GET", "HEAD", "POST", "PATCH", "DELETE"],
+            allow_headers=["Authorization", "Content-Type", "If-None-Match"],
+            expose_headers=CORS_EXPOSED,
+            max_age=600,
+        )
     problem.install(api)
     problem.problem_openapi(api, then=optional_reads)
     statements = StatementCount(app.store.engine)

@@ -16,6 +16,7 @@ and `Cache-Control: no-cache` (`tracker.api.caching`), and need the read token w
 from __future__ import annotations
 
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 from fastapi import APIRouter, Depends, Query, Request
 from starlette.responses import JSONResponse, Response
@@ -44,8 +45,10 @@ from tracker.feeds import (
     render_atom,
     render_json_feed,
 )
+from tracker.feeds.entries import TAG
 from tracker.feeds.jsonfeed import JsonFeed
 from tracker.queries import SEVERITY_ORDER, FilterError, advisory_filter
+from tracker.web.markdown import render_markdown
 from tracker.web.views import PagesApp, repo_url
 
 router = APIRouter(tags=["feeds"], dependencies=[Depends(require_read)])
@@ -78,16 +81,28 @@ def _overrides(app: PagesApp) -> dict[str, Overrides]:
     return out
 
 
+def tag_prefix(public_url: str | None) -> str:
+    """The start of every feed and entry id: `tag:HOST,2026:` with the host of the deployment's
+    public URL (lower case, no port: RFC 4151's authority is a DNS name), so two deployments,
+    whose advisory numbers both start at 1, never mint the same id into one reader; `TAG`
+    without one (`tracker.feeds.entries.TAG`). A one-time choice: changing the public URL changes every id."""
+    if not public_url:
+        return TAG
+    host = (urlsplit(public_url).hostname or "").rstrip(".").lower()
+    return f"tag:{host},2026:" if host else TAG
+
+
 def collect(app: PagesApp, repo_id: str | None, floor: Severity | None, limit: int) -> Feed:
     """The feed of everything (`repo_id` None) or of one repo, reading only the newest `limit`
     advisories and fit moves (StoreNotFoundError for a repo the store does not hold)."""
+    tag = tag_prefix(app.settings.public_url)
     urls: dict[str, str | None] = {}
     if repo_id is not None:
         urls[repo_id] = repo_url(app, app.store.repo_state(RepoId(repo_id)))
     allowed = at_or_above(floor)
     entries: list[FeedEntry] = [
-        advisory_entry(a)
-        for a in app.advisories.newest(
+        advisory_entry(a, tag, updated)
+        for a, updated in app.advisories.newest_shown(
             limit, repo_id=repo_id, severities=allowed if floor is not None else None
         )
     ]
@@ -114,8 +129,11 @@ def collect(app: PagesApp, repo_id: str | None, floor: Severity | None, limit: i
                 changes=m.changes,
                 advisory_id=reported.get((m.repo_id, m.sha)),
             )
-            entries.append(fit_entry(move, severity, urls[m.repo_id]))
-    return feed(repo_id=repo_id, floor=floor, entries=entries, limit=limit)
+            entries.append(fit_entry(move, severity, urls[m.repo_id], tag))
+    checked = app.store.last_ingested_at(RepoId(repo_id) if repo_id else None)
+    return feed(
+        repo_id=repo_id, floor=floor, entries=entries, limit=limit, tag=tag, checked=checked
+    )
 
 
 MIN_SEVERITY = _values(
@@ -158,7 +176,10 @@ def _serve(
             built = collect(app, repo_id, floor, limit)
         except StoreNotFoundError as exc:
             raise Problem(404, "not-found", f"no repo {repo_id!r} in the store") from exc
-        body = render_atom(built, base) if atom else render_json_feed(built, base)
+        if atom:
+            body = render_atom(built, base, html=render_markdown)
+        else:
+            body = render_json_feed(built, base, html=render_markdown)
         return keep(request, body, ATOM_TYPE if atom else JSON_FEED_TYPE, LIST)
 
     # The key holds the scheme, Host and root path: `base` when no public URL is set.

@@ -33,6 +33,7 @@ from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
+from starlette.routing import Match
 
 from tracker.errors import InvalidRevisionError, StoreError, StoreNotFoundError
 
@@ -43,6 +44,8 @@ TYPE_PREFIX = "urn:tracker:problem:"
 OSV_PATHS = ("/v1/query", "/v1/querybatch", "/v1/vulns/")
 # HTTP status -> the gRPC status code osv.dev answers with it.
 GRPC_CODES = {400: 3, 401: 16, 403: 7, 404: 5, 405: 12, 409: 6, 413: 3, 429: 8, 500: 13, 503: 14}
+METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+"""The methods a route of the app may declare (`allowed_methods` tries each)."""
 ERROR_STATUSES = (400, 401, 403, 404, 405, 413, 422, 500, 503)
 
 
@@ -157,6 +160,33 @@ def problem_response(request: Request, exc: Problem) -> Response:
     )
 
 
+API_PREFIXES = ("/v1/", "/openapi.json", "/docs", "/static", "/healthz", "/readyz", "/metrics")
+
+
+def wants_page(request: Request) -> bool:
+    """Whether an unknown path is a browser's (it accepts HTML, and the path is not the API's):
+    it gets the pages' 404 page rather than a problem document."""
+    accept = request.headers.get("accept", "")
+    return "text/html" in accept and not request.url.path.startswith(API_PREFIXES)
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route of the app answers on the request's path (RFC 9110 §15.5.6: a 405
+    lists them all in `Allow`). Starlette lists only the first matching route's, so a path that
+    two routes share (`GET` and `POST /v1/subscriptions`) said `Allow: GET`. Each method is tried
+    against every route (`BaseRoute.matches`, which included routers answer too); `HEAD` is
+    answered wherever `GET` is (`tracker.api.head.HeadAsGet`)."""
+    routes = request.app.router.routes
+    methods = {
+        method
+        for method in METHODS
+        if any(r.matches({**request.scope, "method": method})[0] is Match.FULL for r in routes)
+    }
+    if "GET" in methods:
+        methods.add("HEAD")
+    return sorted(methods)
+
+
 def _location(loc: tuple[Any, ...] | list[Any]) -> str:
     return ".".join(str(part) for part in loc)
 
@@ -184,12 +214,19 @@ def install(api: FastAPI) -> None:
 
     @api.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> Response:
+        page = getattr(request.app.state, "html_error", None)
+        if exc.status_code == 404 and page is not None and wants_page(request):
+            message = f"There is no page at {request.url.path}."
+            return page(404, "Not found", message)  # type: ignore[no-any-return]
         detail = exc.detail if isinstance(exc.detail, str) else _phrase(exc.status_code)
         if exc.status_code == 404 and detail == "Not Found":
             detail = f"no such resource: {request.url.path}"
-        elif exc.status_code == 405 and detail == "Method Not Allowed":
-            detail = f"{request.method} is not allowed on {request.url.path}"
-        return respond(exc.status_code, "", detail, request.url.path, headers=exc.headers)
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            headers["Allow"] = ", ".join(allowed_methods(request))
+            if detail == "Method Not Allowed":
+                detail = f"{request.method} is not allowed on {request.url.path}"
+        return respond(exc.status_code, "", detail, request.url.path, headers=headers)
 
     @api.exception_handler(StoreNotFoundError)
     async def _missing(request: Request, exc: StoreNotFoundError) -> Response:

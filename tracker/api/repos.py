@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections import OrderedDict
+from pathlib import PurePosixPath
 from threading import Lock
 from typing import Annotated, Any
 from urllib.parse import quote
@@ -206,6 +207,32 @@ def _b64(digest: bytes) -> str:
     return base64.b64encode(digest).decode()
 
 
+TEXT_MEDIA = {
+    ".json": "application/json",
+    ".md": "text/markdown; charset=utf-8",
+    ".jinja": "text/plain; charset=utf-8",
+    ".txt": "text/plain; charset=utf-8",
+    ".py": "text/x-python; charset=utf-8",
+    ".yaml": "application/yaml",
+    ".yml": "application/yaml",
+}
+"""The media type of a tracked text file by its name's suffix (README.md, config.json, a chat
+template, remote code); anything else, or bytes that are not UTF-8, is application/octet-stream."""
+
+
+def media_type_of(path: str, data: bytes) -> str:
+    """The `Content-Type` a stored file is served with (`TEXT_MEDIA`)."""
+    suffix = PurePosixPath(path).suffix.lower()
+    media = TEXT_MEDIA.get(suffix)
+    if media is None:
+        return "application/octet-stream"
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return "application/octet-stream"
+    return media
+
+
 @router.get(
     "/v1/repos/{org}/{name}/revisions/{rev}/files/{path:path}",
     response_class=Response,
@@ -213,7 +240,10 @@ def _b64(digest: bytes) -> str:
         200: {
             "description": "The file's stored bytes (a safetensors file: its parsed header as "
             "JSON, `X-Tracker-Stored: safetensors-header`)",
-            "content": {"application/octet-stream": {"schema": {"type": "string"}}},
+            "content": {
+                media.split(";")[0]: {"schema": {"type": "string"}}
+                for media in ("application/octet-stream", *TEXT_MEDIA.values())
+            },
         },
         **NOT_MODIFIED,
     },
@@ -242,7 +272,7 @@ def file_at(org: Org, name: Name, rev: Rev, path: str, request: Request) -> Resp
         headers["X-Git-Blob-Id"] = entry.blob_id
         if entry.lfs_sha256:
             headers["X-LFS-SHA256"] = entry.lfs_sha256
-    media = "application/octet-stream"
+    media = media_type_of(path, data)
     if fv.kind is FileKind.HEADER:
         headers["X-Tracker-Stored"] = "safetensors-header"
         media = "application/json"

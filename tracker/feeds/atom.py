@@ -15,7 +15,7 @@ from typing import Any
 from feedgen.entry import FeedEntry as _FeedgenEntry
 from feedgen.feed import FeedGenerator
 
-from tracker.feeds.entries import Feed, FeedEntry, absolute
+from tracker.feeds.entries import Feed, FeedEntry, Html, absolute
 
 ATOM_TYPE = "application/atom+xml"
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -41,14 +41,17 @@ class _Entry(_FeedgenEntry):  # type: ignore[misc]
         return entry
 
 
-def _entry(fg: FeedGenerator, e: FeedEntry, base: str) -> None:
+def _entry(fg: FeedGenerator, e: FeedEntry, base: str, html: Html | None) -> None:
     fe = fg.add_entry(_Entry(), order="append")
     fe.id(e.id)
     fe.title(xml_text(e.title))
     fe.published(e.published)
     fe.updated(e.updated)
     fe.summary(xml_text(e.summary))
-    fe.content(xml_text(e.content), type="text")
+    if html is None:
+        fe.content(xml_text(e.content), type="text")
+    else:  # readers show the advisory's tables and lists, not its Markdown's pipes and stars
+        fe.content(xml_text(html(e.content)), type="html")
     fe.link(href=absolute(base, e.url), rel="alternate", type="text/html")
     if e.osv_url is not None:
         fe.link(href=absolute(base, e.osv_url), rel="related", type="application/json",
@@ -65,9 +68,11 @@ def _entry(fg: FeedGenerator, e: FeedEntry, base: str) -> None:
         fe.category(term=xml_text(term), scheme=f"urn:tracker:{scheme}")
 
 
-def render_atom(feed: Feed, base: str) -> bytes:
+def render_atom(feed: Feed, base: str, html: Html | None = None) -> bytes:
     """The Atom document of `feed` (UTF-8), links made absolute against `base` (the server's
-    root URL, e.g. `http://127.0.0.1:8080/`). Deterministic: equal feeds give equal bytes."""
+    root URL, e.g. `http://127.0.0.1:8080/`); entry content as HTML made by `html` from its
+    Markdown (`type="html"`), or the Markdown as `type="text"` without it. Deterministic: equal
+    feeds give equal bytes."""
     fg = FeedGenerator()
     fg.id(feed.id)
     fg.title(xml_text(feed.title))
@@ -79,6 +84,6 @@ def render_atom(feed: Feed, base: str) -> bytes:
     fg.link(href=absolute(base, feed.page_path), rel="alternate", type="text/html")
     fg.link(href=absolute(base, feed.json_path), rel="alternate", type="application/feed+json")
     for e in feed.entries:
-        _entry(fg, e, base)
+        _entry(fg, e, base, html)
     out: bytes = fg.atom_str(pretty=True)
     return out

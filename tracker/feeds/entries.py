@@ -11,7 +11,7 @@ absolute against the server's root URL (`absolute`). Pure: no I/O, no clock.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -19,12 +19,17 @@ from typing import Any, Literal
 from tracker.domain import Advisory, Change, ChangeKind, Severity, parse_rfc3339
 
 TAG = "tag:tracker.local,2026:"
-"""Every id this tracker mints starts so (RFC 4151: an authority and a date, then our names)."""
+"""The ids of a deployment without a public URL start so (RFC 4151: an authority and a date, then
+our names); one with `TRACKER_PUBLIC_URL` uses its host (`tracker.api.feeds.tag_prefix`)."""
+Html = Callable[[str], str]
+"""Renders an entry's Markdown content as HTML for the renderers (the API passes
+`tracker.web.markdown.render_markdown`: raw HTML in the text is escaped, never passed through)."""
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 500
 SEVERITY_ORDER = (Severity.CRITICAL, Severity.HIGH, Severity.MODERATE, Severity.LOW)
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-"""A feed with no entries says it was last updated at the epoch (deterministic, never 'now')."""
+"""A feed with no entries over a store with no revision in its scope says it was last updated at
+the epoch (deterministic, never 'now')."""
 FIT_KINDS = (ChangeKind.FIT_LOST, ChangeKind.FIT_GAINED)
 
 
@@ -93,7 +98,8 @@ class FeedEntry:
 class Feed:
     """A feed: its id and title, the paths it is served at (`self_path` as Atom, `json_path` as
     JSON Feed, `page_path` the HTML page of the same view), its entries (newest first, at most
-    the limit) and `updated` (the newest entry's; EPOCH when there is none)."""
+    the limit) and `updated`: the newest entry's; with none, `checked` (when tracker last
+    ingested a revision in the feed's scope and found nothing to show; EPOCH if it never did)."""
 
     id: str
     title: str
@@ -102,10 +108,11 @@ class Feed:
     json_path: str
     page_path: str
     entries: tuple[FeedEntry, ...]
+    checked: datetime = EPOCH
 
     @property
     def updated(self) -> datetime:
-        return max((e.updated for e in self.entries), default=EPOCH)
+        return max((e.updated for e in self.entries), default=self.checked)
 
 
 # Advisory ids (`x_PREFIX-YEAR-N`, the prefix `[A-Z][A-Z0-9]+`) and repo ids (`[A-Za-z0-9._-]`
@@ -165,9 +172,14 @@ def _time(record: Mapping[str, Any], key: str) -> datetime:
     return parse_rfc3339(value) if isinstance(value, str) else EPOCH
 
 
-def advisory_entry(advisory: Advisory) -> FeedEntry:
+def advisory_entry(
+    advisory: Advisory, tag: str = TAG, updated: datetime | None = None
+) -> FeedEntry:
     """The entry of one advisory: id `tag:...:advisory/ID`, the record's summary, severity, state
-    (open, fixed or withdrawn, said in the title too), introducing commit and times."""
+    (open, fixed or withdrawn, said in the title too), introducing commit and times. `updated`
+    is when what a reader sees of it last changed (the store's `content_modified`), so a commit
+    that only grows its versions list does not resurface it; without it, the record's
+    `modified`."""
     rec = advisory.record
     state = _state_of(rec)
     summary = str(rec.get("summary") or advisory.id)
@@ -185,7 +197,7 @@ def advisory_entry(advisory: Advisory) -> FeedEntry:
         lines.append(f"Withdrawn at {rec['withdrawn']}.")
     repo_url = _range_repo(rec)
     return FeedEntry(
-        id=f"{TAG}advisory/{advisory.id}",
+        id=f"{tag}advisory/{advisory.id}",
         kind="advisory",
         title=title,
         summary=" ".join(lines),
@@ -196,14 +208,14 @@ def advisory_entry(advisory: Advisory) -> FeedEntry:
         commit=advisory.introduced,
         commit_url=f"{repo_url}/commit/{advisory.introduced}" if repo_url else None,
         published=_time(rec, "published"),
-        updated=_time(rec, "modified"),
+        updated=updated if updated is not None else _time(rec, "modified"),
         url=advisory_path(advisory.id),
         osv_url=osv_path(advisory.id),
         advisory_id=advisory.id,
     )
 
 
-def fit_entry(move: FitMove, severity: Severity, repo_url: str | None) -> FeedEntry:
+def fit_entry(move: FitMove, severity: Severity, repo_url: str | None, tag: str = TAG) -> FeedEntry:
     """The entry of a revision that moved card-fit verdicts: id `tag:...:fit/ORG/NAME/SHA`, one
     line per verdict ("LoRA r=16 no longer fits L4 24 GB at batch 1 ..."), and the other
     estimate figures that moved. `severity` is what the advisory rules give those moves."""
@@ -220,7 +232,7 @@ def fit_entry(move: FitMove, severity: Severity, repo_url: str | None) -> FeedEn
         lines += [f"- {c.summary}" for c in others]
     page = f"{repo_path(move.repo_id)}?rev={move.sha}"
     return FeedEntry(
-        id=f"{TAG}fit/{move.repo_id}/{move.sha}",
+        id=f"{tag}fit/{move.repo_id}/{move.sha}",
         kind="fit",
         title=title,
         summary="; ".join(c.summary for c in fits),
@@ -256,6 +268,8 @@ def feed(
     floor: Severity | None,
     entries: Sequence[FeedEntry],
     limit: int,
+    tag: str = TAG,
+    checked: datetime | None = None,
 ) -> Feed:
     """The feed of everything (`repo_id` None) or of one repo, at a severity floor, holding the
     newest `limit` of `entries` whose severity is at or above the floor."""
@@ -279,11 +293,12 @@ def feed(
         scope += query
         subtitle += f"; severity {floor.value} and above"
     return Feed(
-        id=f"{TAG}feed/{scope}",
+        id=f"{tag}feed/{scope}",
         title=title,
         subtitle=subtitle,
         self_path=self_path + query,
         json_path=json_path + query,
         page_path=page,
         entries=kept,
+        checked=checked or EPOCH,
     )

@@ -2,7 +2,8 @@
 
 feedgen writes Atom and RSS only, so the JSON Feed is the pydantic models below serialised.
 Each item carries the spec's `id`, `url` (the page), `external_url` (the commit upstream),
-`title`, `summary`, `content_text`, `date_published`, `date_modified` (RFC 3339) and `tags`, and
+`title`, `summary`, `content_text` (the advisory's Markdown) and `content_html` (rendered, when
+the door passes a renderer), `date_published`, `date_modified` (RFC 3339) and `tags`, and
 our extension object `_tracker` (the spec lets publishers add keys starting with an underscore)
 with the kind, severity, state, repo, commit, advisory id and the OSV JSON's URL (the last two
 left out for a fit entry no advisory reports).
@@ -16,7 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from tracker.domain import rfc3339
-from tracker.feeds.entries import Feed, FeedEntry, absolute
+from tracker.feeds.entries import Feed, FeedEntry, Html, absolute
 
 JSON_FEED_TYPE = "application/feed+json"
 VERSION: Literal["https://jsonfeed.org/version/1.1"] = "https://jsonfeed.org/version/1.1"
@@ -48,6 +49,7 @@ class Item(_Model):
     external_url: str | None = None
     title: str
     summary: str
+    content_html: str | None = None
     content_text: str
     date_published: str
     date_modified: str
@@ -65,7 +67,7 @@ class JsonFeed(_Model):
     items: list[Item]
 
 
-def _item(e: FeedEntry, base: str) -> Item:
+def _item(e: FeedEntry, base: str, html: Html | None) -> Item:
     osv = absolute(base, e.osv_url) if e.osv_url is not None else None
     return Item(
         id=e.id,
@@ -73,6 +75,7 @@ def _item(e: FeedEntry, base: str) -> Item:
         external_url=e.commit_url,
         title=e.title,
         summary=e.summary,
+        content_html=html(e.content) if html is not None else None,
         content_text=e.content,
         date_published=rfc3339(e.published),
         date_modified=rfc3339(e.updated),
@@ -89,20 +92,21 @@ def _item(e: FeedEntry, base: str) -> Item:
     )
 
 
-def json_feed(feed: Feed, base: str) -> JsonFeed:
-    """The JSON Feed model of `feed`, links absolute against `base`."""
+def json_feed(feed: Feed, base: str, html: Html | None = None) -> JsonFeed:
+    """The JSON Feed model of `feed`, links absolute against `base`; each item's Markdown
+    content as `content_text` and, with `html`, rendered as `content_html` too."""
     return JsonFeed(
         title=feed.title,
         description=feed.subtitle,
         home_page_url=absolute(base, feed.page_path),
         feed_url=absolute(base, feed.json_path),
         authors=[Author(name="tracker")],
-        items=[_item(e, base) for e in feed.entries],
+        items=[_item(e, base, html) for e in feed.entries],
     )
 
 
-def render_json_feed(feed: Feed, base: str) -> bytes:
+def render_json_feed(feed: Feed, base: str, html: Html | None = None) -> bytes:
     """The JSON Feed document of `feed` (UTF-8 JSON; `external_url` left out when unknown).
     Deterministic: equal feeds give equal bytes."""
-    data = json_feed(feed, base).model_dump(by_alias=True, exclude_none=True, mode="json")
+    data = json_feed(feed, base, html).model_dump(by_alias=True, exclude_none=True, mode="json")
     return json.dumps(data, ensure_ascii=False, indent=1).encode()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -196,6 +196,20 @@ class Store:
         with self._session() as s:
             rows = s.execute(sa.select(RepoRow).order_by(col(RepoRow.repo_id))).scalars().all()
             return [self._state(s, r) for r in rows]
+
+    def last_ingested_at(self, repo_id: RepoId | None = None) -> datetime | None:
+        """When the newest revision of `repo_id` (of any repo: None) was ingested, None when the
+        store holds none: the time a feed with nothing to show was last brought up to date."""
+        q = sa.select(sa.func.max(RevisionRow.ingested_at))
+        if repo_id is not None:
+            q = q.join(RepoRow, col(RepoRow.id) == col(RevisionRow.repo_pk)).where(
+                col(RepoRow.repo_id) == repo_id
+            )
+        with self._session() as s:
+            found = s.execute(q).scalar_one_or_none()
+        if found is None:
+            return None
+        return found if found.tzinfo is not None else found.replace(tzinfo=UTC)
 
     def record_poll(
         self,

@@ -13,7 +13,7 @@ from datetime import datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -289,6 +289,80 @@ def mount(api: FastAPI, app: views.PagesApp) -> None:
             )
 
         return answer(request, render)
+
+    @api.get("/advisories", response_class=HTMLResponse, include_in_schema=False)
+    def advisory_index_page(request: Request) -> Response:
+        """Every advisory, newest published first, filtered by repo, severity, state and kind
+        as `/v1/advisories` filters, 50 a page."""
+        from tracker.web import index
+
+        if (denied := gate(request)) is not None:
+            return denied
+        q = request.query_params
+
+        def values(name: str) -> list[str]:
+            return [v for v in q.getlist(name) if v.strip()]
+
+        def render() -> Kept:
+            try:
+                view = index.advisory_index(
+                    app,
+                    repo=values("repo"),
+                    severity=values("severity"),
+                    state=values("state"),
+                    kind=values("kind"),
+                    before=q.get("before"),
+                )
+            except index.BadQuery as exc:
+                raise _Answer(
+                    page("error.html", 400, title="Bad filter", message=str(exc))
+                ) from None
+            except StoreError:
+                raise _Answer(unavailable()) from None
+            first = [(k, v) for k, v in q.multi_items() if k != "before"]
+            return kept_page(
+                request,
+                "advisory_index.html",
+                view=view,
+                severities=index.SEVERITIES,
+                states=index.STATES,
+                first_query=urlencode(first),
+                alternates=alternates("home"),
+            )
+
+        return answer(request, render)
+
+    @api.get("/repos", include_in_schema=False)
+    @api.get("/repos/", include_in_schema=False)
+    def repos_index() -> Response:
+        """The watched repos are the home page's list."""
+        return RedirectResponse("/", status_code=308)
+
+    @api.get("/repos/{org}", response_class=HTMLResponse, include_in_schema=False)
+    def org_page(request: Request, org: str) -> Response:
+        """The repos of one organisation, as the home page lists them."""
+        from tracker.web import index
+
+        if (denied := gate(request)) is not None:
+            return denied
+
+        def render() -> Kept:
+            names, problem = views.watchlist_names(app.load_watchlist)
+            try:
+                view = index.org_view(views.home(app, names, problem), org)
+            except StoreError:
+                raise _Answer(unavailable()) from None
+            if not view.repos:
+                raise _Answer(missing(f"No watched or stored repo of {org}."))
+            return kept_page(
+                request, "home.html", view=view, org=org, alternates=alternates("home")
+            )
+
+        return answer(request, render)
+
+    api.state.html_error = lambda status, title, message: page(
+        "error.html", status, title=title, message=message
+    )
 
     @api.post("/session", include_in_schema=False)
     async def session(request: Request) -> Response:

@@ -3,7 +3,8 @@
 markdown-it-py with the CommonMark preset, `html` off (a `<script>` in the text is shown as text),
 tables and strikethrough on; its link validator drops `javascript:`, `vbscript:`, `file:` and
 `data:` URLs (the text stays, the link does not). ```diff fences get one span per line with the
-line's kind, so removed and added lines read as such without JavaScript.
+line's kind, so removed and added lines read as such without JavaScript; a table comes in a
+`.scroll` box (scrolled sideways on a phone, never squeezed).
 """
 
 from __future__ import annotations
@@ -37,11 +38,21 @@ def _fence(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any)
     return f'<pre tabindex="0" class="diff">{spans}</pre>\n'
 
 
+def _table_open(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:
+    return '<div class="scroll" tabindex="0">' + str(self.renderToken(tokens, idx, options, env))
+
+
+def _table_close(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:
+    return str(self.renderToken(tokens, idx, options, env)) + "</div>\n"
+
+
 @cache
 def _parser() -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
     md.enable(["table", "strikethrough"])
     md.add_render_rule("fence", _fence)
+    md.add_render_rule("table_open", _table_open)  # a table scrolls in its box on a phone
+    md.add_render_rule("table_close", _table_close)
     return md
 
 

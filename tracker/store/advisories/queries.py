@@ -116,6 +116,14 @@ def _stored_record(record: Mapping[str, Any]) -> str:
     return _dump(out)
 
 
+def _shown(stored: str) -> Any:
+    """What a reader of a stored record sees: all of it but `modified` (its versions list is
+    not stored in it)."""
+    out = json.loads(stored)
+    out.pop("modified", None)
+    return out
+
+
 def _versions(record: Mapping[str, Any]) -> list[str]:
     return [str(v) for aff in record.get("affected") or [] for v in aff.get("versions") or []]
 
@@ -275,6 +283,7 @@ class AdvisoryTx:
                 modified=_record_time(rec, "modified"),
                 record=_stored_record(rec),
                 pending=_dump(list(pending)),
+                content_modified=_record_time(rec, "modified"),
             )
         )
         self._s.flush()
@@ -289,7 +298,9 @@ class AdvisoryTx:
         withdrawn_by: WithdrawnBy | None = None,
     ) -> None:
         """Replace a record and its state; its versions list may only grow. `withdrawn_by` is
-        required for WITHDRAWN and must be None otherwise (restoring clears it)."""
+        required for WITHDRAWN and must be None otherwise (restoring clears it).
+        `content_modified` moves with `modified` only when the state or what the record shows
+        (anything but `modified` and the versions list) changed."""
         if (state is AdvisoryState.WITHDRAWN) != (withdrawn_by is not None):
             raise StoreError(f"advisory {adv.id}: withdrawn_by goes with state withdrawn only")
         row = self._s.get(AdvisoryRow, adv.id)
@@ -305,7 +316,10 @@ class AdvisoryTx:
         new = _versions(adv.record)
         if new[: len(have)] != have:
             raise StoreError(f"advisory {adv.id}: the versions list may only grow")
-        row.record = _stored_record(adv.record)
+        stored = _stored_record(adv.record)
+        if row.state != state.value or _shown(row.record) != _shown(stored):
+            row.content_modified = _record_time(adv.record, "modified")
+        row.record = stored
         row.modified = _record_time(adv.record, "modified")
         row.state = state.value
         row.withdrawn_by = withdrawn_by.value if withdrawn_by is not None else None
@@ -448,22 +462,35 @@ class AdvisoryStore:
         repo_id: str | None = None,
         severities: Sequence[Severity] | None = None,
     ) -> list[Advisory]:
-        """At most `limit` advisories (withdrawn ones too), the most recently modified first
-        (ties: the higher id number first), of one repo and/or of the given severities. The
-        database picks and orders the rows (`modified` is indexed); only those are loaded."""
+        """`newest_shown`'s advisories, without their times."""
+        return [a for a, _ in self.newest_shown(limit, repo_id=repo_id, severities=severities)]
+
+    def newest_shown(
+        self,
+        limit: int,
+        *,
+        repo_id: str | None = None,
+        severities: Sequence[Severity] | None = None,
+    ) -> list[tuple[Advisory, datetime]]:
+        """At most `limit` advisories (withdrawn ones too), each with its `content_modified`
+        (when what a reader sees of it last changed; a versions list growing does not count),
+        the most recent first (ties: the higher id number first), of one repo and/or of the
+        given severities: what a feed shows. The database picks and orders the rows
+        (`content_modified` is indexed); only those are loaded."""
         a, r = AdvisoryRow.__table__, RepoRow.__table__  # type: ignore[attr-defined]
-        q = sa.select(a.c.id).order_by(
-            a.c.modified.desc(), sa.func.length(a.c.id).desc(), a.c.id.desc()
+        q = sa.select(a.c.id, a.c.content_modified, a.c.modified).order_by(
+            a.c.content_modified.desc(), sa.func.length(a.c.id).desc(), a.c.id.desc()
         )
         if repo_id is not None:
             q = q.join(r, r.c.id == a.c.repo_pk).where(r.c.repo_id == repo_id)
         if severities is not None:
             q = q.where(a.c.severity.in_([s.value for s in severities]))
         with self._read() as s:
-            ids = [str(i) for i in s.execute(q.limit(limit)).scalars()]
+            picked = [(str(i), shown or mod) for i, shown, mod in s.execute(q.limit(limit)).all()]
+            ids = [i for i, _ in picked]
             rows = s.exec(select(AdvisoryRow).where(col(AdvisoryRow.id).in_(ids))).all()
             by_id = {adv.id: adv for adv in _load(s, rows)}
-        return [by_id[i] for i in ids]
+        return [(by_id[i], when) for i, when in picked]
 
     def introduced_ids(
         self, pairs: Sequence[tuple[str, str]], group: Artifact

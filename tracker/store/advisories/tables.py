@@ -1,7 +1,8 @@
 """Tables of the advisory store: records, versions lists, id counters, per-revision markers, suppressions.
 
 Migration 0004 creates exactly these (0002 made their first form; 0005 adds `withdrawn_by`; 0010
-the (published, id) index the API's advisory list pages in). Every row that belongs to a
+the (published, id) index the API's advisory list pages in; 0015 `content_modified`, when what a
+reader sees last changed: not moved by a versions list growing). Every row that belongs to a
 repo carries its `repo_pk` (foreign key to `repos`), and every row that names one of its commits
 references that revision by `(repo_pk, sha)`, so an advisory can only exist for a stored
 revision. Times are `UtcDateTime` (see `tracker.store.base`); `published`/`modified` have the
@@ -43,6 +44,9 @@ class AdvisoryRow(StoreModel, table=True):
     modified: datetime = Field(sa_column=sa.Column(UtcDateTime, nullable=False, index=True))
     record: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
     pending: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    content_modified: datetime | None = Field(  # 0015: when state, severity or text last moved
+        default=None, sa_column=sa.Column(UtcDateTime, nullable=True, index=True)
+    )
 
 
 class AdvisoryVersionRow(StoreModel, table=True):
