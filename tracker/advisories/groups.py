@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tracker.advisories.classify import Classified, highest
+from tracker.advisories.generation import Generation
 from tracker.domain import Artifact, ChangeKind, Commit, Estimate, RepoId, Severity, Sha
 
 ESTIMATE_GROUP = Artifact.ESTIMATE
@@ -25,7 +26,9 @@ _GROUP_ORDER = list(Artifact)
 class Subject:
     """The revision a set of advisories is about: the repo and its URL, the commit that introduced
     the changes and the one before it (None: the first ingested), the estimate reports of both, and
-    the introducing commit as the source lists it (title, message, authors, date; None: unknown)."""
+    the introducing commit as the source lists it (title, message, authors, date; None: unknown),
+    and the effective generation defaults of both (`tracker.advisories.generation`; None: not
+    known)."""
 
     repo_id: RepoId
     repo_url: str
@@ -34,6 +37,8 @@ class Subject:
     estimate_before: Estimate | None
     estimate_after: Estimate | None
     commit: Commit | None = None
+    generation_before: Generation | None = None
+    generation_after: Generation | None = None
 
     @property
     def url(self) -> str:

@@ -25,6 +25,7 @@ from tracker.advisories.classify import (
 from tracker.advisories.consistency import Finding, assign
 from tracker.advisories.consistency import introduced as introduced_findings
 from tracker.advisories.consistency import resolved as resolved_findings
+from tracker.advisories.generation import Generation, effective_generation
 from tracker.advisories.groups import ESTIMATE_GROUP, ChangeGroup, Subject, group_changes
 from tracker.advisories.lifecycle import (
     PendingChange,
@@ -95,6 +96,9 @@ class Judgement:
     classified: tuple[Classified, ...]
     introduced: tuple[Finding, ...]
     resolved: tuple[Finding, ...]
+    generation: tuple[Generation | None, Generation | None] = (None, None)
+    """The effective generation defaults before and after (`tracker.advisories.generation`;
+    None: not known), from which generation advice names the values that restore the old ones."""
 
 
 def judge(
@@ -107,10 +111,17 @@ def judge(
     files, chat templates, through `context`) and runs the estimate on configs (the
     `estimate_moves` check). Pure."""
     rules = _overrides(overrides)
+    generation: tuple[Generation | None, Generation | None] = (None, None)
+    if context is not None:
+        generation = tuple(  # type: ignore[assignment]
+            effective_generation(side.snapshot if side else None, context.knowledge)
+            for side in (context.before, context.after)
+        )
     return Judgement(
         tuple(classify(c, rules, context) for c in changes),
         tuple(introduced_findings(context)),
         tuple(resolved_findings(context)),
+        generation,
     )
 
 
@@ -158,7 +169,14 @@ def publish(
             f"a judgement of {len(judgement.classified)} changes for {len(changes)} changes"
         )
     subject = Subject(
-        repo_id, repo_url, commit.sha, previous, estimate_before, estimate_after, commit
+        repo_id,
+        repo_url,
+        commit.sha,
+        previous,
+        estimate_before,
+        estimate_after,
+        commit,
+        *judgement.generation,
     )
     for attempt in range(_ATTEMPTS):
         try:
