@@ -237,10 +237,32 @@ def advice(subject: Subject, group: ChangeGroup, assessment: Assessment) -> list
             "download, the cards and your LoRA targets for this revision from the answers above."
         ]
     lead, earlier = _since(group, prev)
-    kept = earlier or prev  # every change compared with a revision before the previous: that one
+    # every change compared with a revision before the previous: that one; a previous revision
+    # without a readable config.json: the newest earlier one that loads and lacks the changes
+    kept = earlier or subject.kept or prev
     pin = f'pin `{kept[:12]}` (`revision="{kept}"` in `from_pretrained`)'
+    if earlier is None and subject.kept is not None:
+        lead.append(
+            f"The previous revision `{prev[:12]}` has no readable config.json, so it cannot be "
+            f"loaded; `{kept[:12]}` is the newest earlier revision that can, and none of these "
+            "changes holds there."
+        )
+    if earlier is None and subject.nothing_to_pin:
+        return [
+            " ".join(
+                [
+                    *lead,
+                    f"No revision tracker ingested before this one both loads (a readable "
+                    f"config.json; the previous revision `{prev[:12]}` has none) and lacks "
+                    "these changes, so there is none to pin. To take the change, "
+                    f"{take} once you {check}.",
+                ]
+            )
+        ]
     restore = _restore(subject, group, pin) if assessment.kind is Kind.NEW_DEFAULT else ""
-    first, *rest = _by_kind(assessment.kind, group, pin, take, check, earlier is not None, restore)
+    first, *rest = _by_kind(
+        assessment.kind, group, pin, take, check, earlier is not None, restore, subject.kept
+    )
     return [" ".join([*lead, first]), *rest]
 
 
@@ -313,8 +335,15 @@ def _by_kind(
     check: str,
     since: bool,
     restore: str = "",
+    kept: str | None = None,
 ) -> list[str]:
-    stay = "the last revision that had the earlier answers" if since else "the previous revision"
+    stay = (
+        "the last revision that had the earlier answers"
+        if since
+        else "the newest earlier revision that loads"
+        if kept
+        else "the previous revision"
+    )
     match kind:
         case Kind.FIX:
             return [

@@ -39,6 +39,10 @@ class Subject:
     commit: Commit | None = None
     generation_before: Generation | None = None
     generation_after: Generation | None = None
+    kept: Sha | None = None
+    """The revision advice pins when not the previous one (which has no readable config.json)."""
+    nothing_to_pin: bool = False
+    """No ingested revision before this one both loads and lacks the advisory's changes."""
 
     @property
     def url(self) -> str:
