@@ -34,7 +34,7 @@ def test_a_long_summary_drops_whole_items_and_says_how_many() -> None:
     line = summary_line(MIXTRAL, group)
     assert line == (
         "mistralai/Mixtral-8x7B-v0.1: estimate: what it takes to fetch and hold is now known: "
-        "2.00 bytes/parameter: 4-bit weights would take 4.0× less; and 4 more"
+        "2.00 bytes/parameter: 4-bit weights would take 4.0× less; weights 93.41 GB; and 3 more"
     )
     assert len(line) <= SUMMARY_CHARS
     assert "…" not in line

@@ -104,10 +104,8 @@ def test_config_pad_token_id_under_generation_config_is_not_called_unchanged_for
     after = make_snapshot({"config.json": b"{}", "generation_config.json": gen}, sha="1" * 40)
     (change,) = [c for c in diff_snapshots(before, after) if c.key == "pad_token_id"]
     assert change.summary == (
-        "pad_token_id removed in config.json: 0 → null (generation only: `generate()` takes 0 "
-        "from generation_config.json, unchanged; model code still reads config.json's value: "
-        "the embedding's padding index (`nn.Embedding(padding_idx=config.pad_token_id)` in "
-        "Llama-style models) and the sequence-classification head, which finds each sequence's "
-        "last token by it)"
+        "pad_token_id removed in config.json: 0 → null (unchanged for generate(): 0 from "
+        "generation_config.json; model code reads config.json's: the embedding's padding_idx and "
+        "the sequence-classification head)"
     )
     assert "shadowed" not in change.summary

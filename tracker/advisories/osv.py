@@ -16,7 +16,7 @@ from tracker.advisories.advice import Restore
 from tracker.advisories.classify import SEVERITY_RANK, Classified
 from tracker.advisories.consistency import Finding
 from tracker.advisories.details import GROUP_LABELS, render_details
-from tracker.advisories.groups import ESTIMATE_GROUP, ChangeGroup, Subject
+from tracker.advisories.groups import ESTIMATE_GROUP, ChangeGroup, Subject, is_reupload
 from tracker.advisories.masses import Mass, collapse
 from tracker.advisories.schema import SCHEMA_VERSION
 from tracker.domain import (
@@ -105,7 +105,7 @@ def compact_estimate(est: Estimate | None) -> JSONValue:
     return compact_value(out)
 
 
-SUMMARY_CHARS = 160
+SUMMARY_CHARS = 200
 """A summary longer than this drops whole items from its end (never part of one)."""
 
 
@@ -167,6 +167,17 @@ def summary_line(repo_id: RepoId, group: ChangeGroup) -> str:
             and not any(c.kind is ChangeKind.RESHAPED for c in changes)
             else ""
         )
+        if is_reupload(group):  # the dtype and the estimate it moved, after the tensors
+            config = [
+                f"{c.key} {json.dumps(c.before, ensure_ascii=False)} → "
+                f"{json.dumps(c.after, ensure_ascii=False)}"
+                for c in changes
+                if c.artifact is Artifact.CONFIG
+            ]
+            moved = [c for c in changes if c.artifact is Artifact.ESTIMATE]
+            parts = [f"{phrase}{shapes}", *config, tail.removeprefix("; ")]
+            parts += _estimate_parts(moved) if moved else []
+            return fit(f"{repo_id}: weights re-uploaded: ", [p for p in parts if p])
         return fit(f"{repo_id}: {label}: ", [f"{phrase}{shapes}{tail}"])
     if len(changes) == 1:
         return fit(f"{repo_id}: {label}: ", [changes[0].summary or changes[0].key])

@@ -26,7 +26,7 @@ from tracker.advisories.consistency import Finding, assign
 from tracker.advisories.consistency import introduced as introduced_findings
 from tracker.advisories.consistency import resolved as resolved_findings
 from tracker.advisories.generation import Generation, effective_generation
-from tracker.advisories.groups import ESTIMATE_GROUP, ChangeGroup, Subject, group_changes
+from tracker.advisories.groups import ChangeGroup, Subject, group_changes
 from tracker.advisories.lifecycle import (
     PendingChange,
     advance,
@@ -265,9 +265,7 @@ def _publish(
     for group, findings, solved in zip(groups, carried, resolving, strict=True):
         n = tx.allocate(prefix, now.year)
         adv_id = advisory_id(prefix, now.year, n)
-        extra = [
-            c for c in ride_along if group.name is not ESTIMATE_GROUP or c not in group.published
-        ]
+        extra = [c for c in ride_along if c not in group.published]
         kept, none = _pin(group, judgement)
         record = build_record(
             advisory_id=adv_id,

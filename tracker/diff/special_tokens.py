@@ -130,9 +130,7 @@ def _map_unreadable(before: Snapshot | None, after: Snapshot) -> list[Change]:
 
 
 MODEL_READS: dict[str, str] = {
-    "pad_token_id": "the embedding's padding index (`nn.Embedding(padding_idx="
-    "config.pad_token_id)` in Llama-style models) and the sequence-classification head, which "
-    "finds each sequence's last token by it",
+    "pad_token_id": "the embedding's padding_idx and the sequence-classification head",
 }
 """What model code (not generation) reads of a config.json token id, where it is known."""
 
@@ -146,10 +144,7 @@ def _unchanged_because(
     value = f"{show(effective)} from {source or 'no file'}"
     if path == CONFIG_FILE:
         reads = MODEL_READS.get(key, f"code that reads `config.{key}`")
-        return (
-            f"generation only: `generate()` takes {value}, unchanged; model code still reads "
-            f"config.json's value: {reads}"
-        )
+        return f"unchanged for generate(): {value}; model code reads config.json's: {reads}"
     if path == SPECIAL_TOKENS_MAP_FILE and _token_sources(sides) == (TOKENIZER_CONFIG_FILE,):
         return (
             "not read: tokenizer_config.json has `added_tokens_decoder`, so transformers does "
