@@ -99,3 +99,34 @@ def test_the_sampling_switch_is_named_where_sampling_was_off() -> None:
         "pass the previous revision's effective values to every call, "
         "`model.generate(..., do_sample=False, temperature=0.9, top_p=0.6)`" in details
     )
+
+
+_PIN = re.compile(r'pin `[0-9a-f]{12}` \(`revision="(?P<sha>[0-9a-f]{40})"`')
+
+
+def test_every_pinned_revision_loads_and_lacks_the_change(demo_run: Any) -> None:
+    """Each demo advisory's "What to do" pins (if it pins) a revision whose config.json reads as
+    JSON and where none of the advisory's changes holds: diffing it against the introducing
+    revision finds every changed (file, key) again."""
+    from tracker.diff import diff_snapshots
+
+    store = demo_run.app.store
+    pinned = []
+    for path in sorted(demo_run.export_first.glob("*.json")):
+        record = json.loads(path.read_text())
+        advice = record["details"].split("## What to do", 1)[1]
+        found = _PIN.search(advice)
+        if found is None:
+            continue
+        extra = record["database_specific"]
+        repo, sha = extra["repo"], found["sha"]
+        new_sha = record["affected"][0]["ranges"][0]["events"][0]["introduced"]
+        pin = store.snapshot(repo, sha)
+        assert isinstance(json.loads(pin.files["config.json"]), dict), (record["id"], sha)
+        moved = {(c.file, c.key) for c in diff_snapshots(pin, store.snapshot(repo, new_sha))}
+        for change in extra["changes"]:
+            if change["artifact"] == "estimate":
+                continue  # estimates are not files of the revision
+            assert (change["file"], change["key"]) in moved, (record["id"], change["key"])
+        pinned.append(record["id"])
+    assert len(pinned) >= 30
