@@ -27,6 +27,7 @@ PURE_MODULES = (
     "tracker/advisories/details.py",
     "tracker/advisories/effects.py",
     "tracker/advisories/knowledge.py",
+    "tracker/advisories/generation.py",
     "tracker/domain.py",
     "tracker/estimate_values.py",
     "tracker/errors.py",

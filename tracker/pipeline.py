@@ -29,7 +29,7 @@ from tracker.advisories.service import (
     withdraw_rewritten,
 )
 from tracker.analysis_worker import AnalysisLimits, AnalysisOverrunError, AnalysisWorker
-from tracker.diff import diff_snapshots
+from tracker.diff import SideState, diff_snapshots, load_json_object, read_side
 from tracker.diff.sandbox import RenderLimits
 from tracker.domain import Change, Clock, Diff, Estimate, RepoId, Severity, Sha, Snapshot, rfc3339
 from tracker.errors import EstimateError, RetryLaterError, StoreNotFoundError, TrackerError
@@ -288,6 +288,7 @@ class Analyst:
         estimate_before: tuple[Estimate | None] | None = None,
         overrides: Overrides | None = None,
         since: Mapping[str, tuple[Sha, Snapshot]] | None = None,
+        loadable: tuple[Sha, Snapshot] | None = None,
     ) -> Computed:
         """Diff `before` → `after`, estimate both (`estimate_before`: the earlier revision's
         estimate under these settings when already known), preflight both, and the deltas; then
@@ -295,7 +296,10 @@ class Analyst:
         consistency findings (`tracker.advisories.service.judge`: it parses the revision's config,
         tokenizer files and chat templates, so it runs here, under the budget). `since`: for a
         preflight answer `before` lacks and `after` may have, the last earlier revision that had
-        it (`Pipeline._since`), preflighted here under today's settings."""
+        it (`Pipeline._since`), preflighted here under today's settings. `loadable`: when `before`
+        has no readable config.json, the newest earlier revision that has one
+        (`Pipeline._loadable`), diffed here against `after` so that advice pins it only where it
+        lacks the advisory's changes."""
         stages = self.stages
         assert stages.diff is not None
         if len(self._censuses) > 8192:
@@ -328,7 +332,8 @@ class Analyst:
                 if earlier is not None:
                     last_known[answer] = (sha, earlier)
             changes = changes + tuple(stages.preflight_delta(pf_before, pf_after[0], last_known))
-        judgement = judge(changes, overrides or Overrides(), Context(before, after))
+        against = (loadable[0], stages.diff(loadable[1], after)) if loadable is not None else None
+        judgement = judge(changes, overrides or Overrides(), Context(before, after), against)
         return Computed(changes, estimated, est_before, pf_after, judgement)
 
     def _preflight(
@@ -348,6 +353,11 @@ class Analyst:
         except Exception as exc:
             log.exception("preflight.failed", repo=snapshot.repo_id, sha=snapshot.sha)
             return None, f"preflight failed: {exc.__class__.__name__}: {exc}"
+
+
+def _loads(snap: Snapshot) -> bool:
+    """Whether `snap` has a readable config.json (`from_pretrained` can load it)."""
+    return read_side(snap, "config.json", load_json_object).state is SideState.OK
 
 
 class Pipeline:
@@ -433,6 +443,8 @@ class Pipeline:
         had: Known = {}  # where each preflight answer was last had (`_since`)
         if previous is not None:
             request["since"], had = self._since(rid, previous, after)
+            if before is not None and not _loads(before):
+                request["loadable"] = self._loadable(rid, previous)
         computed: Computed
         if self.worker is not None:
             computed = self.worker.run(request)
@@ -482,6 +494,20 @@ class Pipeline:
             severities=tuple(a.severity for a in advisories),
             estimate_error=est_error,
         )
+
+    def _loadable(self, rid: RepoId, previous: Sha) -> tuple[Sha, Snapshot] | None:
+        """The newest revision before `previous` whose config.json can be read, with its
+        snapshot, looking back at most SINCE_LOOKBACK revisions along the ingested chain (None:
+        none within them). Read only when `previous` itself has no readable config.json."""
+        sha = self.store.revision(rid, previous).previous
+        for _ in range(SINCE_LOOKBACK):
+            if sha is None:
+                return None
+            snap = self.store.snapshot(rid, sha)
+            if _loads(snap):
+                return sha, snap
+            sha = self.store.revision(rid, sha).previous
+        return None
 
     def _since(
         self, rid: RepoId, previous: Sha, after: Snapshot

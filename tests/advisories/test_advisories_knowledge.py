@@ -77,3 +77,31 @@ def test_classification_works_without_transformers_installed() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["high", "architecture:num_hidden_layers"]
+
+
+def test_key_value_heads_are_never_called_another_name_of_attention_heads() -> None:
+    """The union of attribute maps joins `num_key_value_heads` (Whisper's alias of
+    `encoder_attention_heads`) with `num_attention_heads` (BART's); Llama holds both, so no text
+    may call one "another name of" the other (issue 24, part 2)."""
+    from tracker.advisories.classify import classify
+    from tracker.domain import Artifact, Change, ChangeKind
+
+    knowledge = load()
+    assert "num_attention_heads" in knowledge.names_of("num_key_value_heads")  # rules still match
+    assert not knowledge.same_fact("num_key_value_heads", "num_attention_heads")
+    assert knowledge.held_apart("num_key_value_heads", "num_attention_heads") == "LlamaConfig"
+    assert knowledge.same_fact("n_head", "num_attention_heads")  # GPT-2's: one fact
+    change = Change(
+        Artifact.CONFIG, ChangeKind.CHANGED, "config.json", "num_key_value_heads", 8, 4, "x"
+    )
+    rationale = classify(change).rationale
+    assert "another name of" not in rationale
+    assert rationale.endswith(
+        "the rule for `num_attention_heads` applies because some transformers config classes map "
+        "`num_key_value_heads` onto it; they are not one fact in every class; LlamaConfig holds "
+        "both as different attributes"
+    )
+    gpt2 = Change(Artifact.CONFIG, ChangeKind.CHANGED, "config.json", "n_head", 12, 16, "x")
+    assert classify(gpt2).rationale.endswith(
+        "`n_head` is another name of `num_attention_heads` in transformers' config classes"
+    )

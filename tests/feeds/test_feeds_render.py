@@ -1,4 +1,4 @@
-"""The feeds from values: the demo's 52 advisories (its golden OSV records) and card-fit moves,
+"""The feeds from values: the demo's 50 advisories (its golden OSV records) and card-fit moves,
 rendered as Atom and read back by feedparser as a feed reader would, and as JSON Feed 1.1
 checked against the spec's rules. Byte goldens: tests/feeds/golden (regenerate with
 `UPDATE_GOLDEN=1 pytest tests/feeds/test_feeds_render.py` and review the diff)."""
@@ -70,10 +70,10 @@ def test_the_demo_advisories_as_atom_read_back_by_feedparser() -> None:
         BASE,
         f"{BASE}v1/feeds/advisories.json",
     ]
-    assert len(parsed.entries) == 52
+    assert len(parsed.entries) == 50
     # every advisory was modified at the demo's clock: newest number first
     numbers = [int(e.id.rsplit("-", 1)[1]) for e in parsed.entries]
-    assert numbers == list(range(52, 0, -1))
+    assert numbers == list(range(50, 0, -1))
     e = next(x for x in parsed.entries if x.id == f"{TAG}advisory/x_TRACKER-2026-12")
     assert e.title == (
         "HIGH: meta-llama/Llama-2-7b-hf: special tokens: eos_token_id changed: 2 → 32000 [fixed]"
@@ -139,16 +139,16 @@ def test_entry_content_is_html_a_reader_renders_as_the_advisory_page_does() -> N
 
 def test_limit_and_severity_floor() -> None:
     ten = _demo_feed(limit=10)
-    assert [int(e.id.rsplit("-", 1)[1]) for e in ten.entries] == list(range(52, 42, -1))
+    assert [int(e.id.rsplit("-", 1)[1]) for e in ten.entries] == list(range(50, 40, -1))
     high = _demo_feed(floor=Severity.HIGH)
-    assert len(high.entries) == 29  # 25 high + 4 critical
+    assert len(high.entries) == 28  # 24 high + 4 critical
     assert {t.term for e in high.entries for t in e.tags if t.scheme.endswith("severity")} == {
         "high",
         "critical",
     }
     assert high.feed.id == f"{TAG}feed/advisories?min_severity=high"
     assert len(_demo_feed(floor=Severity.CRITICAL).entries) == 4
-    assert len(_demo_feed(floor=Severity.LOW).entries) == 52
+    assert len(_demo_feed(floor=Severity.LOW).entries) == 50
     assert parse_floor("HIGH") is Severity.HIGH
     assert parse_floor(" Moderate ") is Severity.MODERATE
     assert parse_floor(None) is None and parse_floor("") is None

@@ -121,7 +121,7 @@ def test_metrics_of_the_demo_store(demo_run: Any) -> None:
         )
         key = (specific["severity"], state)
         expected[key] = expected.get(key, 0) + 1
-    assert sum(expected.values()) == 52  # the demo's golden advisories
+    assert sum(expected.values()) == 50  # the demo's golden advisories
 
     with serving(env) as client:
         assert client.get("/healthz").json() == {"status": "ok"}

@@ -239,9 +239,32 @@ def advice(subject: Subject, group: ChangeGroup, assessment: Assessment) -> list
             "download, the cards and your LoRA targets for this revision from the answers above."
         ]
     lead, earlier = _since(group, prev)
-    kept = earlier or prev  # every change compared with a revision before the previous: that one
+    # every change compared with a revision before the previous: that one; a previous revision
+    # without a readable config.json: the newest earlier one that loads and lacks the changes
+    kept = earlier or subject.kept or prev
     pin = f'pin `{kept[:12]}` (`revision="{kept}"` in `from_pretrained`)'
-    first, *rest = _by_kind(assessment.kind, group, pin, take, check, earlier is not None)
+    if earlier is None and subject.kept is not None:
+        lead.append(
+            f"The previous revision `{prev[:12]}` has no readable config.json, so it cannot be "
+            f"loaded; `{kept[:12]}` is the newest earlier revision that can, and none of these "
+            "changes holds there."
+        )
+    if earlier is None and subject.nothing_to_pin:
+        return [
+            " ".join(
+                [
+                    *lead,
+                    f"No revision tracker ingested before this one both loads (a readable "
+                    f"config.json; the previous revision `{prev[:12]}` has none) and lacks "
+                    "these changes, so there is none to pin. To take the change, "
+                    f"{take} once you {check}.",
+                ]
+            )
+        ]
+    restore = _restore(subject, group, pin) if assessment.kind is Kind.NEW_DEFAULT else ""
+    first, *rest = _by_kind(
+        assessment.kind, group, pin, take, check, earlier is not None, restore, subject.kept
+    )
     return [" ".join([*lead, first]), *rest]
 
 
@@ -267,10 +290,62 @@ def _since(group: ChangeGroup, prev: str) -> tuple[list[str], str | None]:
     ], None
 
 
+def generation_kwargs(subject: Subject, group: ChangeGroup) -> dict[str, JSONValue] | None:
+    """The `generate()` keyword arguments that give back the previous revision's effective
+    generation defaults for every field `group` names, `do_sample` included: each such field
+    whose effective value differs between the two revisions, with its old effective value (a
+    field the old files left unset: the global default `generate()` applied). None when either
+    revision's effective defaults cannot be known; empty when nothing differs."""
+    old, new = subject.generation_before, subject.generation_after
+    if old is None or new is None:
+        return None
+    named = [c.change.key.rpartition(".")[2] for c in group.published if c.change.key]
+    fields = [k for k in dict.fromkeys([*named, "do_sample"]) if k in old]
+    return {k: old[k] for k in fields if old[k] != new.get(k)}
+
+
+def generate_call(kwargs: Mapping[str, JSONValue]) -> str:
+    """`model.generate(..., do_sample=False, temperature=0.9)`: a call one can paste."""
+    args = ", ".join(f"{k}={_py(v)}" for k, v in kwargs.items())
+    return f"`model.generate(..., {args})`"
+
+
+def _restore(subject: Subject, group: ChangeGroup, pin: str) -> str:
+    """How to keep the old generation defaults: the call that restores them, or the pin."""
+    kwargs = generation_kwargs(subject, group)
+    if kwargs is None:
+        return (
+            f"{pin} (the previous revision's effective generation defaults could not be known "
+            "here, so no values to pass are named)"
+        )
+    if not kwargs:
+        return (
+            f"nothing needs passing: `generate()` uses the same effective values for these "
+            f"fields at both revisions (transformers' precedence); or {pin}"
+        )
+    return (
+        f"pass the previous revision's effective values to every call, "
+        f"{generate_call(kwargs)} (or set them on `model.generation_config`), or {pin}"
+    )
+
+
 def _by_kind(
-    kind: Kind, group: ChangeGroup, pin: str, take: str, check: str, since: bool
+    kind: Kind,
+    group: ChangeGroup,
+    pin: str,
+    take: str,
+    check: str,
+    since: bool,
+    restore: str = "",
+    kept: str | None = None,
 ) -> list[str]:
-    stay = "the last revision that had the earlier answers" if since else "the previous revision"
+    stay = (
+        "the last revision that had the earlier answers"
+        if since
+        else "the newest earlier revision that loads"
+        if kept
+        else "the previous revision"
+    )
     match kind:
         case Kind.FIX:
             return [
@@ -289,14 +364,8 @@ def _by_kind(
                 f"To keep running the code you reviewed, {pin} and pass the same `code_revision=`."
             ]
         case Kind.NEW_DEFAULT:
-            old = [
-                f"`{c.change.key}={_py(c.change.before)}`"
-                for c in group.published
-                if c.change.key and c.change.before is not None
-            ]
-            keep = f"pass the old values explicitly ({', '.join(old)}) or {pin}" if old else pin
             return [
-                f"To keep the old behaviour, {keep}. To take the new defaults, {take} and {check}."
+                f"To keep the old behaviour, {restore}. To take the new defaults, {take} and {check}."
             ]
         case Kind.CLAIMED_FIX:
             return [

@@ -102,22 +102,33 @@ def classify(
         break
     else:  # pragma: no cover - DEFAULT_RULES ends with a catch-all
         raise AssertionError("no rule matched")
-    notes = [_alias_note(rule, names), evidence]
+    notes = [_alias_note(rule, names, knowledge), evidence]
     rationale = rule.rationale.replace("{key}", change.key or change.file)
     rationale = ": ".join([rationale, *(n for n in notes if n)])
     reason = next((s.reason for s in overrides.suppress if s.match.matches(change, names)), None)
     return Classified(change, rule.severity, rule.name, rationale, reason)
 
 
-def _alias_note(rule: Rule, names: tuple[str, ...]) -> str:
-    """`n_layer` is another name of `num_hidden_layers`, when the rule matched the key by an alias."""
+def _alias_note(rule: Rule, names: tuple[str, ...], knowledge: Knowledge) -> str:
+    """Why a rule written for another name applies, when it matched the key by an alias:
+    `n_layer` is another name of `num_hidden_layers` where every class agrees; where a class
+    holds the two side by side (`num_key_value_heads` and `num_attention_heads` in Llama),
+    only that some classes map the one onto the other."""
     pattern = rule.match.key
     if pattern is None or fnmatchcase(names[0], pattern):
         return ""
     other = next((n for n in names[1:] if fnmatchcase(n, pattern)), None)
     if other is None:  # pragma: no cover - the rule matched one of the names
         return ""
-    return f"`{names[0]}` is another name of `{other}` in transformers' config classes"
+    key, alias = names[0].rpartition(".")[2], other.rpartition(".")[2]
+    if knowledge.same_fact(key, alias):
+        return f"`{names[0]}` is another name of `{other}` in transformers' config classes"
+    apart = knowledge.held_apart(key, alias)
+    held = f"; {apart} holds both as different attributes" if apart else ""
+    return (
+        f"the rule for `{other}` applies because some transformers config classes map "
+        f"`{names[0]}` onto it; they are not one fact in every class{held}"
+    )
 
 
 def highest(severities: Sequence[Severity]) -> Severity:

@@ -270,11 +270,33 @@ def render_details(
             f"- {code(c.change.key or c.change.file)} ({c.change.kind.value}): {c.suppressed}"
             for c in group.suppressed
         ]
-    out += ["", "## What to do", "", *advice(subject, group, judged), ""]
+    out += ["", ADVICE_HEADING, "", *advice(subject, group, judged), ""]
     return "\n".join(out)
 
 
 STATUS_HEADING = "## Status"
+ADVICE_HEADING = "## What to do"
+
+
+def advice_of(details: str) -> str | None:
+    """The paragraphs of `details`' "What to do" section (None: it has none)."""
+    at = details.find(ADVICE_HEADING + "\n")
+    if at == -1:
+        return None
+    body = details[at + len(ADVICE_HEADING) + 1 :]
+    end = body.find("\n## ")
+    return (body if end == -1 else body[:end]).strip("\n")
+
+
+def with_advice(details: str, advice: str) -> str:
+    """`details` with its "What to do" section's paragraphs replaced by `advice` (appended as
+    the last section when it has none)."""
+    at = details.find(ADVICE_HEADING + "\n")
+    block = f"{ADVICE_HEADING}\n\n{advice.strip()}\n"
+    if at == -1:
+        return details.rstrip("\n") + "\n\n" + block
+    end = details.find("\n## ", at + len(ADVICE_HEADING))
+    return details[:at] + block + (details[end:] if end != -1 else "")
 
 
 def with_status(details: str, paragraph: str | None) -> str:

@@ -14,9 +14,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tracker.advisories.classify import Classified, highest
+from tracker.advisories.generation import Generation
 from tracker.domain import Artifact, ChangeKind, Commit, Estimate, RepoId, Severity, Sha
 
 ESTIMATE_GROUP = Artifact.ESTIMATE
+DTYPE_KEYS = frozenset({"torch_dtype", "dtype"})
+"""config.json keys that name the checkpoint's dtype (a re-upload in another dtype moves them)."""
 _ESTIMATE_TRIGGERS = (ChangeKind.FIT_LOST, ChangeKind.FIT_GAINED)
 _GROUP_ORDER = list(Artifact)
 
@@ -25,7 +28,9 @@ _GROUP_ORDER = list(Artifact)
 class Subject:
     """The revision a set of advisories is about: the repo and its URL, the commit that introduced
     the changes and the one before it (None: the first ingested), the estimate reports of both, and
-    the introducing commit as the source lists it (title, message, authors, date; None: unknown)."""
+    the introducing commit as the source lists it (title, message, authors, date; None: unknown),
+    and the effective generation defaults of both (`tracker.advisories.generation`; None: not
+    known)."""
 
     repo_id: RepoId
     repo_url: str
@@ -34,6 +39,12 @@ class Subject:
     estimate_before: Estimate | None
     estimate_after: Estimate | None
     commit: Commit | None = None
+    generation_before: Generation | None = None
+    generation_after: Generation | None = None
+    kept: Sha | None = None
+    """The revision advice pins when not the previous one (which has no readable config.json)."""
+    nothing_to_pin: bool = False
+    """No ingested revision before this one both loads and lacks the advisory's changes."""
 
     @property
     def url(self) -> str:
@@ -64,11 +75,42 @@ def group_of(c: Classified) -> Artifact | None:
     return ch.artifact
 
 
+def is_reupload(group: ChangeGroup) -> bool:
+    """Whether `group` is a re-upload's one advisory (`_merge_reupload`)."""
+    return group.name is Artifact.WEIGHTS and any(
+        c.change.artifact is not Artifact.WEIGHTS for c in group.published
+    )
+
+
+def _merge_reupload(buckets: dict[Artifact, list[Classified]]) -> None:
+    """One advisory per cause, for a re-upload: when the weights' tensors are retyped, the
+    config's dtype keys move with them into the weights group, and so does the estimate group
+    when the config changed nothing else (the re-upload is then what moved the estimate).
+    Other changes of the revision keep their own groups."""
+    weights = buckets.get(Artifact.WEIGHTS, [])
+    if not any(c.change.kind is ChangeKind.RETYPED and c.suppressed is None for c in weights):
+        return
+    config = buckets.get(Artifact.CONFIG, [])
+    dtype = [c for c in config if c.change.key.rpartition(".")[2] in DTYPE_KEYS]
+    rest = [c for c in config if c not in dtype]
+    if not any(c.suppressed is None for c in dtype):
+        return
+    weights.extend(dtype)
+    if rest:
+        buckets[Artifact.CONFIG] = rest
+    else:
+        buckets.pop(Artifact.CONFIG, None)
+    if not any(c.suppressed is None for c in rest):
+        weights.extend(buckets.pop(ESTIMATE_GROUP, []))
+
+
 def group_changes(classified: Sequence[Classified]) -> tuple[ChangeGroup, ...]:
     """Group one revision's classified changes; groups with no unsuppressed change are dropped.
 
     Order: groups in `Artifact` declaration order; changes keep their input order. Estimate
     changes form the `estimate` group only for FIT_LOST/FIT_GAINED, `params.*` or `preflight.*` keys.
+    A re-upload in another dtype (retyped tensors with the config's dtype) is one weights group
+    with the dtype and estimate changes (`_merge_reupload`).
     Suppressed changes stay attached to their group's advisory if it has one; callers record all
     suppressions separately as well.
     """
@@ -77,6 +119,7 @@ def group_changes(classified: Sequence[Classified]) -> tuple[ChangeGroup, ...]:
         g = group_of(c)
         if g is not None:
             buckets.setdefault(g, []).append(c)
+    _merge_reupload(buckets)
     out = []
     for name in sorted(buckets, key=_GROUP_ORDER.index):
         items = buckets[name]

@@ -8,14 +8,17 @@ uses the pinned version, so every worker gives the same answer with or without t
 
 Aliases: every pair of an `attribute_map` joins two names of one fact (`n_layer` and
 `num_hidden_layers`); the union over all classes gives each name the set of names of its fact, so a
-rule written for one name applies under every other.
+rule written for one name applies under every other. The union can join names that one class
+holds side by side (`num_key_value_heads` and `num_attention_heads`: Whisper and BART map each onto
+`encoder_attention_heads`, Llama holds both), so text calls two names one fact only where no class
+holds both (`Knowledge.same_fact`).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -63,10 +66,25 @@ class Knowledge:
     generation_fields: frozenset[str]
     generation_defaults: Mapping[str, JSONValue]
     groups: Mapping[str, frozenset[str]]
+    apart: Mapping[frozenset[str], str] = field(default_factory=dict)
+    """For two names of one `groups` entry, a config class that holds both as attributes of its
+    own (the first by model type), where one does."""
 
     def names_of(self, name: str) -> frozenset[str]:
-        """Every name of the fact `name` is a name of (itself included)."""
+        """Every name of the fact `name` is a name of (itself included): the union of every
+        class's `attribute_map` pairs, which rules match on."""
         return self.groups.get(name, frozenset({name}))
+
+    def same_fact(self, a: str, b: str) -> bool:
+        """Whether `a` and `b` are names of one fact: joined by `attribute_map` pairs, and no
+        config class holds the two as attributes of its own. The union joins
+        `num_key_value_heads` (Whisper's alias of `encoder_attention_heads`) and
+        `num_attention_heads` (BART's), but Llama holds both: K/V heads and query heads."""
+        return a == b or (b in self.names_of(a) and self.held_apart(a, b) is None)
+
+    def held_apart(self, a: str, b: str) -> str | None:
+        """A config class (its name) that holds both `a` and `b` as attributes of its own."""
+        return self.apart.get(frozenset({a, b}))
 
     def alias_pairs(self) -> tuple[tuple[str, str, str], ...]:
         """(model_type, standard name, class attribute) for every attribute_map entry, sorted."""
@@ -129,6 +147,20 @@ def _groups(classes: Mapping[str, ConfigClass]) -> dict[str, frozenset[str]]:
     return {name: frozenset(members[find(name)]) for name in parent}
 
 
+def _apart(
+    classes: Mapping[str, ConfigClass], groups: Mapping[str, frozenset[str]]
+) -> dict[frozenset[str], str]:
+    out: dict[frozenset[str], str] = {}
+    # Llama's class first: the one most readers know, and most decoder configs copy
+    for mt in sorted(classes, key=lambda mt: (mt != "llama", mt.lower())):
+        own = sorted(set(classes[mt].defaults) & groups.keys())
+        for i, a in enumerate(own):
+            for b in own[i + 1 :]:
+                if b in groups[a]:
+                    out.setdefault(frozenset({a, b}), classes[mt].name)
+    return out
+
+
 def load(version: str = PINNED) -> Knowledge:
     """The knowledge of transformers `version` from its checked-in table (cached per version).
 
@@ -164,5 +196,6 @@ def _load(version: str) -> Knowledge:
         classes=classes,
         generation_fields=frozenset(generation["fields"]),
         generation_defaults=dict(generation["defaults"]),
-        groups=_groups(classes),
+        groups=(groups := _groups(classes)),
+        apart=_apart(classes, groups),
     )

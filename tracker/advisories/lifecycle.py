@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from tracker.advisories.details import commit_line, with_status
+from tracker.advisories.details import advice_of, commit_line, with_advice, with_status
 from tracker.advisories.osv import commit_url
 from tracker.domain import (
     AdvisoryState,
@@ -208,6 +208,52 @@ def _details(record: Mapping[str, JSONValue], paragraph: str | None) -> str | No
     return with_status(details, paragraph) if isinstance(details, str) else None
 
 
+OPEN_ADVICE = "open_advice"
+"""`database_specific` key holding the "What to do" of the open advisory while it is not open
+(fixed or withdrawn), so that reopening or restoring it gives its advice back."""
+
+
+def fixed_advice(record: Mapping[str, JSONValue], sha: str) -> str:
+    """What to do about a fixed advisory: take the fixing revision (named whole)."""
+    url = _repo_url(record)
+    return (
+        f"Upgrade to the fixing revision [`{sha[:12]}`]({commit_url(url, Sha(sha))}) "
+        f'(`revision="{sha}"` in `from_pretrained`) or later: every value this advisory is about '
+        "is back there to what it was before the introducing commit. Revisions from the "
+        "introducing commit up to it are affected (the versions listed); do not pin one of them."
+    )
+
+
+WITHDRAWN_ADVICE = (
+    "Nothing: this advisory is withdrawn (its status above says why), so what it described is not "
+    "in the repo's history as tracker sees it now."
+)
+
+
+def regenerate_advice(record: dict[str, JSONValue]) -> None:
+    """Rewrite `record`'s "What to do" for its state, in place: open, the advice it was published
+    with; fixed, take the fixing revision; withdrawn, nothing. The open advice is kept in
+    `database_specific` (OPEN_ADVICE) while the record is not open."""
+    details = record.get("details")
+    if not isinstance(details, str):
+        return
+    extra = record.setdefault("database_specific", {})
+    assert isinstance(extra, dict)
+    current = advice_of(details)
+    if OPEN_ADVICE not in extra and current is not None:
+        extra[OPEN_ADVICE] = current
+    state = state_of(record)
+    if state is AdvisoryState.OPEN:
+        text = extra.pop(OPEN_ADVICE, None)
+        if not isinstance(text, str):
+            return
+    elif state is AdvisoryState.FIXED:
+        text = fixed_advice(record, str(extra.get("fixed")))
+    else:
+        text = WITHDRAWN_ADVICE
+    record["details"] = with_advice(details, text)
+
+
 def _repo_url(record: Mapping[str, JSONValue]) -> str:
     try:
         return str(record["affected"][0]["ranges"][0]["repo"]).rstrip("/")  # type: ignore[index]
@@ -255,6 +301,7 @@ def mark_fixed(
     details = _details(out, fixed_paragraph(out, sha, fix))
     if details is not None:
         out["details"] = details
+    regenerate_advice(out)
     return out
 
 
@@ -270,6 +317,7 @@ def withdraw(record: Mapping[str, JSONValue], now: datetime, reason: str) -> dic
     details = _details(out, f"**Withdrawn** on {stamp}: {reason}.")
     if details is not None:
         out["details"] = details
+    regenerate_advice(out)
     return out
 
 
@@ -295,6 +343,7 @@ def reopen(record: Mapping[str, JSONValue], now: datetime, reason: str) -> dict[
     details = _details(out, f"**Open again** since {out['modified']}: {reason}.")
     if details is not None:
         out["details"] = details
+    regenerate_advice(out)
     return out
 
 
@@ -330,4 +379,5 @@ def unwithdraw(record: Mapping[str, JSONValue], now: datetime, reason: str) -> d
     )
     if details is not None:
         out["details"] = details
+    regenerate_advice(out)
     return out

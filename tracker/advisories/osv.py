@@ -16,7 +16,7 @@ from tracker.advisories.advice import Restore
 from tracker.advisories.classify import SEVERITY_RANK, Classified
 from tracker.advisories.consistency import Finding
 from tracker.advisories.details import GROUP_LABELS, render_details
-from tracker.advisories.groups import ESTIMATE_GROUP, ChangeGroup, Subject
+from tracker.advisories.groups import ESTIMATE_GROUP, ChangeGroup, Subject, is_reupload
 from tracker.advisories.masses import Mass, collapse
 from tracker.advisories.schema import SCHEMA_VERSION
 from tracker.domain import (
@@ -105,15 +105,40 @@ def compact_estimate(est: Estimate | None) -> JSONValue:
     return compact_value(out)
 
 
-def _one_line(text: str, limit: int = 160) -> str:
-    """`text` on one line, at most `limit` characters: a longer one ends at a word boundary with
-    " …" (never inside a value or a name)."""
+SUMMARY_CHARS = 200
+"""A summary longer than this drops whole items from its end (never part of one)."""
+
+
+def items_of(text: str) -> list[str]:
+    """`text` on one line, split into its "; "-separated items (not inside brackets or quotes)."""
     line = " ".join(text.split())
-    if len(line) <= limit:
-        return line
-    head = line[: limit - 1]
-    cut = head.rsplit(" ", 1)[0] if " " in head else head
-    return cut.rstrip(",;:") + " …"
+    out, depth, quoted, start = [], 0, False, 0
+    for i, ch in enumerate(line):
+        if ch == '"':
+            quoted = not quoted
+        elif not quoted and ch in "([{":
+            depth += 1
+        elif not quoted and ch in ")]}":
+            depth = max(0, depth - 1)
+        elif not quoted and depth == 0 and line.startswith("; ", i):
+            out.append(line[start:i])
+            start = i + 2
+    out.append(line[start:])
+    return [x for x in out if x]
+
+
+def fit(head: str, items: Sequence[str], limit: int = SUMMARY_CHARS) -> str:
+    """`head` and as many whole `items` ("; "-joined) as fit in `limit` characters, then
+    "and N more": a summary is shortened by dropping items, never by cutting a value. The first
+    item is kept whole even when it alone is longer."""
+    items = [x for text in items for x in items_of(text)]
+    for n in range(len(items), 0, -1):
+        rest = len(items) - n
+        more = [f"and {rest} more"] if rest else []
+        line = head + "; ".join([*items[:n], *more])
+        if len(line) <= limit or n == 1:
+            return line
+    return head.rstrip(": ")
 
 
 def summary_line(repo_id: RepoId, group: ChangeGroup) -> str:
@@ -130,7 +155,7 @@ def summary_line(repo_id: RepoId, group: ChangeGroup) -> str:
                 f"{repo_id}: chat template renders differently ({n} conversation{'s' * (n != 1)})"
             )
     if group.name is ESTIMATE_GROUP:
-        return _one_line(f"{repo_id}: estimate: {_estimate_phrase(changes)}")
+        return fit(f"{repo_id}: estimate: ", _estimate_parts(changes))
     masses = [r for r in collapse(group.published) if isinstance(r, Mass)]
     if masses:
         size = next((c for c in changes if c.key == "total_bytes"), None)
@@ -142,14 +167,25 @@ def summary_line(repo_id: RepoId, group: ChangeGroup) -> str:
             and not any(c.kind is ChangeKind.RESHAPED for c in changes)
             else ""
         )
-        return _one_line(f"{repo_id}: {label}: {phrase}{shapes}{tail}")
+        if is_reupload(group):  # the dtype and the estimate it moved, after the tensors
+            config = [
+                f"{c.key} {json.dumps(c.before, ensure_ascii=False)} → "
+                f"{json.dumps(c.after, ensure_ascii=False)}"
+                for c in changes
+                if c.artifact is Artifact.CONFIG
+            ]
+            moved = [c for c in changes if c.artifact is Artifact.ESTIMATE]
+            parts = [f"{phrase}{shapes}", *config, tail.removeprefix("; ")]
+            parts += _estimate_parts(moved) if moved else []
+            return fit(f"{repo_id}: weights re-uploaded: ", [p for p in parts if p])
+        return fit(f"{repo_id}: {label}: ", [f"{phrase}{shapes}{tail}"])
     if len(changes) == 1:
-        return _one_line(f"{repo_id}: {label}: {changes[0].summary or changes[0].key}")
+        return fit(f"{repo_id}: {label}: ", [changes[0].summary or changes[0].key])
     # most severe first, then in the differ's order
     ranked = sorted(group.published, key=lambda c: -SEVERITY_RANK[c.severity])
     keys = list(dict.fromkeys(c.change.key or c.change.file for c in ranked))
-    shown = ", ".join(keys[:3]) + (", …" if len(keys) > 3 else "")
-    return _one_line(f"{repo_id}: {label} changed ({len(changes)} changes: {shown})")
+    shown = ", ".join(keys[:3]) + (f", and {len(keys) - 3} more" if len(keys) > 3 else "")
+    return " ".join(f"{repo_id}: {label} changed ({len(changes)} changes: {shown})".split())
 
 
 def _bytes_phrase(before: JSONValue, after: JSONValue) -> str:
@@ -165,15 +201,21 @@ def _bytes_phrase(before: JSONValue, after: JSONValue) -> str:
     return f"checkpoint bytes {before} → {after}"
 
 
-def _billions(n: JSONValue) -> str:
-    return f"{n / 1e9:.2f}B" if isinstance(n, int | float) and not isinstance(n, bool) else str(n)
+def count_unit(n: JSONValue) -> str:
+    """A count in the unit that fits it: 6.74B, 124.44M, 12.30K, 950."""
+    if not isinstance(n, int | float) or isinstance(n, bool):
+        return str(n)
+    for size, unit in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if abs(n) >= size:
+            return f"{n / size:.2f}{unit}"
+    return f"{n:,}"
 
 
-def _estimate_phrase(changes: Sequence[Change]) -> str:
+def _estimate_parts(changes: Sequence[Change]) -> list[str]:
     parts: list[str] = []
     total = next((c for c in changes if c.key == "params.total"), None)
     if total is not None:
-        parts.append(f"parameters {_billions(total.before)} → {_billions(total.after)}")
+        parts.append(f"parameters {count_unit(total.before)} → {count_unit(total.after)}")
     lost = sum(c.kind is ChangeKind.FIT_LOST for c in changes)
     gained = sum(c.kind is ChangeKind.FIT_GAINED for c in changes)
     if lost:
@@ -181,7 +223,7 @@ def _estimate_phrase(changes: Sequence[Change]) -> str:
     if gained:
         parts.append(f"{gained} card setup{'s' * (gained != 1)} now fit{'s' * (gained == 1)}")
     parts += [c.summary for c in changes if c.key.startswith("preflight.")]  # preflight answers
-    return "; ".join(parts) or f"{len(changes)} changes"
+    return parts or [f"{len(changes)} changes"]
 
 
 def purl(repo_id: RepoId) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import assert_never
 
@@ -25,7 +25,8 @@ from tracker.advisories.classify import (
 from tracker.advisories.consistency import Finding, assign
 from tracker.advisories.consistency import introduced as introduced_findings
 from tracker.advisories.consistency import resolved as resolved_findings
-from tracker.advisories.groups import ESTIMATE_GROUP, ChangeGroup, Subject, group_changes
+from tracker.advisories.generation import Generation, effective_generation
+from tracker.advisories.groups import ChangeGroup, Subject, group_changes
 from tracker.advisories.lifecycle import (
     PendingChange,
     advance,
@@ -41,6 +42,7 @@ from tracker.advisories.lifecycle import (
 )
 from tracker.advisories.osv import advisory_id, build_record, change_json
 from tracker.advisories.schema import validate_record
+from tracker.diff import SideState
 from tracker.domain import (
     Advisory,
     AdvisoryState,
@@ -95,22 +97,45 @@ class Judgement:
     classified: tuple[Classified, ...]
     introduced: tuple[Finding, ...]
     resolved: tuple[Finding, ...]
+    generation: tuple[Generation | None, Generation | None] = (None, None)
+    """The effective generation defaults before and after (`tracker.advisories.generation`;
+    None: not known), from which generation advice names the values that restore the old ones."""
+    previous_loads: bool = True
+    """Whether the previous revision has a readable config.json (a revision advice may pin)."""
+    loadable: tuple[Sha, frozenset[tuple[str, str]]] | None = None
+    """When the previous revision does not load: the newest earlier one that does, and the
+    (file, key) of every change between it and this revision (`Analyst.compute`)."""
 
 
 def judge(
     changes: Sequence[Change],
     overrides: Overrides | Mapping[str, JSONValue] | None,
     context: Context | None,
+    loadable: tuple[Sha, Sequence[Change]] | None = None,
 ) -> Judgement:
     """Classify `changes` under `overrides` and find the revision's consistency findings: the
     part of publishing that parses the revision's files (config, generation config, tokenizer
     files, chat templates, through `context`) and runs the estimate on configs (the
-    `estimate_moves` check). Pure."""
+    `estimate_moves` check). `loadable`: when the previous revision has no readable config.json,
+    the newest earlier revision that has one and its changes to this revision. Pure."""
     rules = _overrides(overrides)
+    generation: tuple[Generation | None, Generation | None] = (None, None)
+    if context is not None:
+        generation = tuple(  # type: ignore[assignment]
+            effective_generation(side.snapshot if side else None, context.knowledge)
+            for side in (context.before, context.after)
+        )
+    before = context.before if context is not None else None
+    loads = before is None or before.config.state is SideState.OK
     return Judgement(
         tuple(classify(c, rules, context) for c in changes),
         tuple(introduced_findings(context)),
         tuple(resolved_findings(context)),
+        generation,
+        loads,
+        None
+        if loads or loadable is None
+        else (loadable[0], frozenset((c.file, c.key) for c in loadable[1])),
     )
 
 
@@ -158,7 +183,14 @@ def publish(
             f"a judgement of {len(judgement.classified)} changes for {len(changes)} changes"
         )
     subject = Subject(
-        repo_id, repo_url, commit.sha, previous, estimate_before, estimate_after, commit
+        repo_id,
+        repo_url,
+        commit.sha,
+        previous,
+        estimate_before,
+        estimate_after,
+        commit,
+        *judgement.generation,
     )
     for attempt in range(_ATTEMPTS):
         try:
@@ -233,12 +265,11 @@ def _publish(
     for group, findings, solved in zip(groups, carried, resolving, strict=True):
         n = tx.allocate(prefix, now.year)
         adv_id = advisory_id(prefix, now.year, n)
-        extra = [
-            c for c in ride_along if group.name is not ESTIMATE_GROUP or c not in group.published
-        ]
+        extra = [c for c in ride_along if c not in group.published]
+        kept, none = _pin(group, judgement)
         record = build_record(
             advisory_id=adv_id,
-            subject=subject,
+            subject=replace(subject, kept=kept, nothing_to_pin=none),
             group=group,
             estimate_changes=extra,
             now=now,
@@ -257,6 +288,20 @@ def _publish(
     _enqueue_deliveries(tx, subject, out, fixed_here, now)
     tx.mark_revision(repo_id, sha, now)
     return out
+
+
+def _pin(group: ChangeGroup, judgement: Judgement) -> tuple[Sha | None, bool]:
+    """(the revision advice pins when not the previous one, whether none can be pinned): the
+    previous revision when it loads; else the newest earlier one that loads, if none of the
+    group's changes holds there (it lacks the advisory's effect); else none."""
+    if judgement.previous_loads:
+        return None, False
+    if judgement.loadable is None:
+        return None, True
+    sha, differs = judgement.loadable
+    if all((c.change.file, c.change.key) in differs for c in group.published):
+        return sha, False
+    return None, True
 
 
 def _enqueue_deliveries(

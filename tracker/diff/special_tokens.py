@@ -19,8 +19,12 @@ from tracker.domain import Artifact, Change, ChangeKind, JSONValue, Snapshot
 
 SPECIAL_TOKENS_MAP_FILE = "special_tokens_map.json"
 
-TOKEN_SOURCES = (TOKENIZER_CONFIG_FILE, SPECIAL_TOKENS_MAP_FILE)
-"""Where a token string is looked up, first wins (tokenizer_config.json over special_tokens_map.json)."""
+TOKEN_SOURCES = (SPECIAL_TOKENS_MAP_FILE, TOKENIZER_CONFIG_FILE)
+"""Where a token string is looked up, first wins: transformers 5.24.0's `from_pretrained` merges
+special_tokens_map.json over tokenizer_config.json's values (`PreTrainedTokenizerBase.
+_from_pretrained`, "Legacy: read special_tokens_map.json and merge into init_kwargs"), except that
+it does not read special_tokens_map.json at all when tokenizer_config.json has
+`added_tokens_decoder` (`_token_sources`)."""
 
 ID_SOURCES = (GENERATION_CONFIG_FILE, CONFIG_FILE)
 """Where a token id is looked up, first wins (generation uses generation_config.json over config.json)."""
@@ -38,13 +42,32 @@ def _token_value(raw: JSONValue) -> JSONValue:
     return raw
 
 
+def _token_sources(sides: dict[str, Side]) -> tuple[str, ...] | None:
+    """The files `AutoTokenizer` takes special tokens from at this revision, first wins (None:
+    not knowable, tokenizer_config.json could not be read)."""
+    conf = sides[TOKENIZER_CONFIG_FILE]
+    if conf.state in (SideState.UNREADABLE, SideState.UNTRACKED):
+        return None
+    if conf.state is SideState.OK and "added_tokens_decoder" in conf.value:
+        return (TOKENIZER_CONFIG_FILE,)
+    return TOKEN_SOURCES
+
+
+def _sources(sides: dict[str, Side], sources: tuple[str, ...]) -> tuple[str, ...] | None:
+    return _token_sources(sides) if sources == TOKEN_SOURCES else sources
+
+
 def _resolve(sides: dict[str, Side], key: str, sources: tuple[str, ...]) -> tuple[Any, str]:
     """(value, file) of `key` from the first source that sets it; value _UNSET if none does.
 
     Returns (_UNKNOWN, "") when a source consulted before the answer is unreadable or not fetched,
-    since the effective value cannot then be known.
+    since the effective value cannot then be known. `TOKEN_SOURCES` stands for the token files
+    this revision's tokenizer_config.json lets transformers read (`_token_sources`).
     """
-    for path in sources:
+    read = _sources(sides, sources)
+    if read is None:
+        return _UNKNOWN, ""
+    for path in read:
         side = sides[path]
         if side.state in (SideState.UNREADABLE, SideState.UNTRACKED):
             return _UNKNOWN, ""
@@ -106,14 +129,47 @@ def _map_unreadable(before: Snapshot | None, after: Snapshot) -> list[Change]:
     ]
 
 
+MODEL_READS: dict[str, str] = {
+    "pad_token_id": "the embedding's padding_idx and the sequence-classification head",
+}
+"""What model code (not generation) reads of a config.json token id, where it is known."""
+
+
+def _unchanged_because(
+    sides: dict[str, Side], key: str, path: str, effective: JSONValue, source: str
+) -> str:
+    """Why a change of `key` in `path` leaves the effective value as it was, in the words of
+    what reads it. For config.json's ids the claim is about generation only: model code still
+    reads config.json's value."""
+    value = f"{show(effective)} from {source or 'no file'}"
+    if path == CONFIG_FILE:
+        reads = MODEL_READS.get(key, f"code that reads `config.{key}`")
+        return f"unchanged for generate(): {value}; model code reads config.json's: {reads}"
+    if path == SPECIAL_TOKENS_MAP_FILE and _token_sources(sides) == (TOKENIZER_CONFIG_FILE,):
+        return (
+            "not read: tokenizer_config.json has `added_tokens_decoder`, so transformers does "
+            f"not read special_tokens_map.json; the tokenizer's value stays {value}"
+        )
+    if path == TOKENIZER_CONFIG_FILE:
+        return (
+            "overridden: transformers merges special_tokens_map.json over tokenizer_config.json; "
+            f"the tokenizer's value stays {value}"
+        )
+    return f"effective value {value} unchanged"
+
+
 def diff_special_tokens(before: Snapshot | None, after: Snapshot) -> list[Change]:
     """Special-token changes, keys `bos_token`, ..., `eos_token_id`, ... (at most one change per key).
 
     When the effective (resolved) value changed, the change says so; `file` is the file the
-    after-value comes from (or the before-value's file when no file sets it any more). When the
-    effective value did not change but a lower-priority file changed its value (shadowed, e.g.
-    config.json's `pad_token_id` under generation_config.json's), that is reported once too, with
-    the summary saying the effective value is unchanged. Nothing is reported on the first
+    after-value comes from, unless only the before-value's file was edited (a key removed from
+    special_tokens_map.json uncovers tokenizer_config.json's): then that one; the before-value's
+    file when no file sets it any more. When the
+    effective value did not change but a file transformers does not take it from changed its value
+    (config.json's `pad_token_id` under generation_config.json's; tokenizer_config.json's token
+    under special_tokens_map.json's), that is reported once too, with the summary saying for what
+    the value is unchanged: for config.json's ids only for generation, since model code (the
+    padding index, the classification head) reads config.json's value. Nothing is reported on the first
     revision or when either side cannot be known. special_tokens_map.json, read by no other
     differ, is reported here when it cannot be read (and when it is readable again).
     """
@@ -131,7 +187,13 @@ def diff_special_tokens(before: Snapshot | None, after: Snapshot) -> list[Change
         if old is _UNKNOWN or new is _UNKNOWN:
             continue
         if _differs(old, new):
-            file = new_file or old_file
+            edited = [
+                f
+                for f in dict.fromkeys((new_file, old_file))
+                if f
+                and _differs(_source_value(old_sides[f], key), _source_value(new_sides[f], key))
+            ]
+            file = edited[0] if edited else new_file or old_file
             kind = _kind(old, new)
             if kind is ChangeKind.ADDED:
                 summary = f"{key} set to {show(new)} in {file}"
@@ -153,6 +215,7 @@ def diff_special_tokens(before: Snapshot | None, after: Snapshot) -> list[Change
             if a is _UNKNOWN or b is _UNKNOWN or not _differs(a, b):
                 continue
             kind = _kind(a, b)
+            why = _unchanged_because(new_sides, key, path, _plain(new), new_file)
             out.append(
                 Change(
                     Artifact.SPECIAL_TOKENS,
@@ -161,8 +224,7 @@ def diff_special_tokens(before: Snapshot | None, after: Snapshot) -> list[Change
                     key,
                     _plain(a),
                     _plain(b),
-                    f"{key} {kind.value} in {path}: {show(_plain(a))} → {show(_plain(b))}"
-                    f" (shadowed: effective value {show(_plain(new))} from {new_file or 'no file'} unchanged)",
+                    f"{key} {kind.value} in {path}: {show(_plain(a))} → {show(_plain(b))} ({why})",
                 )
             )
             break
