@@ -25,7 +25,9 @@ _GROUP_ORDER = list(Artifact)
 class Subject:
     """The revision a set of advisories is about: the repo and its URL, the commit that introduced
     the changes and the one before it (None: the first ingested), the estimate reports of both, and
-    the introducing commit as the source lists it (title, message, authors, date; None: unknown)."""
+    the introducing commit as the source lists it (title, message, authors, date; None: unknown),
+    and `broken_before`: the ids of open advisories whose consistency findings the previous
+    revision has (advice then never pins it)."""
 
     repo_id: RepoId
     repo_url: str
@@ -34,6 +36,7 @@ class Subject:
     estimate_before: Estimate | None
     estimate_after: Estimate | None
     commit: Commit | None = None
+    broken_before: tuple[str, ...] = ()
 
     @property
     def url(self) -> str:
