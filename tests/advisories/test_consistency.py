@@ -80,3 +80,60 @@ def test_torch_dtype_that_disagrees_with_the_checkpoint() -> None:
         "`torch_dtype` is 'bfloat16' but the checkpoint's floating-point tensors are stored as "
         '2 F32: loading with `torch_dtype="auto"` converts them',
     )
+
+
+LLAMA = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "models"
+
+
+def _llama(**edits: object) -> dict[str, bytes]:
+    """meta-llama/Llama-2-7b-hf's real files (test_tokenizer_view's), generation_config.json
+    with `edits` applied."""
+    from tests.advisories.test_tokenizer_view import _files as tokenizer_files
+
+    model = LLAMA / "meta-llama__Llama-2-7b-hf"
+    generation = {**json.loads((model / "generation_config.json").read_bytes()), **edits}
+    return {
+        **tokenizer_files(),
+        "config.json": (model / "config.json").read_bytes(),
+        "generation_config.json": json.dumps(generation).encode(),
+    }
+
+
+def test_an_eos_list_without_the_tokenizers_eos() -> None:
+    assert _step(_llama(), _llama()) == []  # the real files are consistent
+    assert _step(_llama(), _llama(eos_token_id=[0, 1])) == [
+        (
+            "special-token-mismatch",
+            Severity.HIGH,
+            "`eos_token_id` [0, 1] in generation_config.json does not include the tokenizer's eos "
+            "token `</s>` (id 2, named in special_tokens_map.json): generation does not stop at it",
+        ),
+        (
+            "token-id-disagrees",
+            Severity.MODERATE,
+            "`eos_token_id` is 2 in config.json but [0, 1] in generation_config.json: generation "
+            "uses the latter, code reading the model config the former",
+        ),
+    ]
+    # a list holding the tokenizer's eos: no mismatch (the lists still differ from config.json)
+    assert [f[0] for f in _step(_llama(), _llama(eos_token_id=[2, 0]))] == ["token-id-disagrees"]
+
+
+def test_a_quantized_checkpoint_is_no_dtype_disagreement() -> None:
+    """DeepSeek-R1's real config (`torch_dtype` bfloat16, FP8 `quantization_config`) beside its
+    checkpoint's census: FP8 weights with F32 scales are what the quantizer reads."""
+    config = (LLAMA / "deepseek-ai__DeepSeek-R1" / "config.json").read_bytes()
+    header = SafetensorsHeader(
+        {
+            "w": TensorInfo("F8_E4M3", (128, 128), 128 * 128),
+            "w_scale_inv": TensorInfo("F32", (1, 1), 4),
+            "b_scale_inv": TensorInfo("F32", (1, 1), 4),
+        }
+    )
+    kw = {"headers": {"model.safetensors": header}, "extra_tree": {"model.safetensors": "a" * 64}}
+    unquantized = json.dumps(
+        {k: v for k, v in json.loads(config).items() if k != "quantization_config"}
+    ).encode()
+    (found,) = _step({}, {"config.json": unquantized}, **kw)
+    assert found[0] == "dtype-disagrees-with-checkpoint"
+    assert _step({}, {"config.json": config}, **kw) == []

@@ -27,6 +27,8 @@ def _details(n: int) -> str:
 
 
 def _table_cells(details: str) -> list[str]:
+    if "## What changed" not in details:  # a findings advisory (broken as first seen)
+        return []
     section = details.split("## What changed", 1)[1].split("\n\n- ", 1)[0]
     rows = [line for line in section.splitlines() if line.startswith("| ")][1:]
     return [c.strip() for row in rows for c in re.split(r"(?<!\\)\|", row)[1:-1]]
@@ -115,17 +117,46 @@ def test_bloom_fix_architecture_is_a_claimed_fix_with_both_directions() -> None:
     )
 
 
-def test_a_resolved_consistency_finding_is_fix_evidence() -> None:
-    rec = _record(4)
-    assert (
-        "**Kind: a fix of an earlier defect**: it resolves 2 findings of the previous revision: "
-        "`pad_token_id` 32000 in generation_config.json is outside the vocabulary (`vocab_size` "
-        "32000: ids 0 to 31999)" in rec["details"]
+def test_broken_as_first_seen_is_its_own_advisory() -> None:
+    """The demo's first Llama-2 revision already has `pad_token_id` 32000 (= `vocab_size`) in
+    generation_config.json (the real history's; Arthur Zucker's 6b180d6 set it to 0)."""
+    rec = _record(1)
+    d = rec["details"]
+    assert rec["summary"] == (
+        "meta-llama/Llama-2-7b-hf: broken as first seen: a special-token id outside the "
+        "vocabulary; config.json and generation_config.json disagree on a special-token id"
     )
-    assert [f["check"] for f in rec["database_specific"]["resolved_findings"]] == [
+    assert d.startswith(
+        "**Severity: high**: `pad_token_id` 32000 in generation_config.json is outside the "
+        "vocabulary (`vocab_size` 32000: ids 0 to 31999): the model cannot produce or embed it."
+    )
+    assert "**Kind: broken as first seen**: this is the first revision tracker ingested" in d
+    assert [f["check"] for f in rec["database_specific"]["findings"]] == [
         "token-id-out-of-vocab",
         "token-id-disagrees",
     ]
+    (rng,) = rec["affected"][0]["ranges"]
+    assert rng["events"] == [
+        {"introduced": "be11a9a87307fec88c5cc2f8d0c8d6e09f79a16c"},
+        {"fixed": "6b180d66f2ccc35aa03cd027d82046f5d6ff2266"},
+    ]
+    assert len(rec["affected"][0]["versions"]) == 4
+    status = d.split("## Status\n\n", 1)[1]
+    assert "it resolves every consistency finding this advisory is about" in status
+
+
+@pytest.mark.parametrize(("n", "broken", "advisory"), [
+    (2, "be11a9a87307", 1), (13, "74f34ee0814e", 12),
+])  # fmt: skip
+def test_advice_never_pins_a_revision_with_open_findings(
+    n: int, broken: str, advisory: int
+) -> None:
+    todo = _details(n).split("## What to do\n\n", 1)[1]
+    assert todo.startswith(
+        f"Do not pin the previous revision `{broken}` to avoid this change: it has the "
+        f"consistency findings of x_TRACKER-2026-{advisory} (open), as does this revision."
+    )
+    assert f"pin `{broken}`" not in todo
 
 
 def test_mass_dtype_conversion_is_one_pattern_attributed_to_its_file() -> None:

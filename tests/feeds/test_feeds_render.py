@@ -191,14 +191,14 @@ def test_the_demo_advisories_as_json_feed_1_1() -> None:
 
 
 def test_a_fix_is_an_update_of_the_same_entry() -> None:
-    [adv] = [a for a in demo_advisories() if a.id == "x_TRACKER-2026-2"]
+    [adv] = [a for a in demo_advisories() if a.id == "x_TRACKER-2026-3"]
     assert "fixed" not in json.dumps(adv.record["affected"])
     before = advisory_entry(adv)
     rec = copy.deepcopy(dict(adv.record))
     rec["affected"][0]["ranges"][0]["events"].append({"fixed": SHA})
     rec["modified"] = "2026-12-01T08:00:00Z"
     after = advisory_entry(advisory_of(rec))
-    assert after.id == before.id == f"{TAG}advisory/x_TRACKER-2026-2"
+    assert after.id == before.id == f"{TAG}advisory/x_TRACKER-2026-3"
     assert (before.updated.isoformat(), after.updated.isoformat()) == (
         "2026-11-30T09:30:00+00:00",
         "2026-12-01T08:00:00+00:00",
@@ -213,10 +213,10 @@ def test_a_fix_is_an_update_of_the_same_entry() -> None:
     assert gone.title == before.title + " [withdrawn]"
     # the reader sees the fixed one first: it is the newest update
     built = feed(repo_id=None, floor=None, entries=[before, advisory_entry(
-        next(a for a in demo_advisories() if a.id == "x_TRACKER-2026-3"))], limit=5)  # fmt: skip
-    assert [e.advisory_id for e in built.entries] == ["x_TRACKER-2026-3", "x_TRACKER-2026-2"]
+        next(a for a in demo_advisories() if a.id == "x_TRACKER-2026-4"))], limit=5)  # fmt: skip
+    assert [e.advisory_id for e in built.entries] == ["x_TRACKER-2026-4", "x_TRACKER-2026-3"]
     built = feed(repo_id=None, floor=None, entries=[*built.entries, after], limit=5)
-    assert built.entries[0].advisory_id == "x_TRACKER-2026-2"
+    assert built.entries[0].advisory_id == "x_TRACKER-2026-3"
 
 
 def test_a_fit_move_is_one_entry_per_revision() -> None:
@@ -254,7 +254,7 @@ def test_a_fit_move_is_one_entry_per_revision() -> None:
 
 
 def test_text_xml_cannot_hold_becomes_a_replacement_character() -> None:
-    [adv] = [a for a in demo_advisories() if a.id == "x_TRACKER-2026-1"]
+    [adv] = [a for a in demo_advisories() if a.id == "x_TRACKER-2026-2"]
     rec = copy.deepcopy(dict(adv.record))
     rec["summary"] = "bad\x00key\x1b[31m <script>x</script>"
     parsed = feedparser.parse(

@@ -231,6 +231,14 @@ def advice(subject: Subject, group: ChangeGroup, assessment: Assessment) -> list
             "This is the first revision tracker ingested of this repo: there is no earlier one to "
             f"pin. Before you depend on it, {check}."
         ]
+    if subject.broken_before:
+        # the previous revision has an open advisory's consistency findings: it is no refuge
+        named = ", ".join(subject.broken_before)
+        return [
+            f"Do not pin the previous revision `{prev[:12]}` to avoid this change: it has the "
+            f"consistency findings of {named} (open), as does this revision. To take "
+            f"the change, {take} once you {check}; for the findings, see {named}."
+        ]
     if group.published and all(c.rule == "preflight-answer-found" for c in group.published):
         # answers the previous revision could not give: nothing to keep, and pinning a revision
         # that lacked them (no config.json, no safetensors) is no advice

@@ -1,17 +1,27 @@
 """Consistency checks that catch a broken revision (pure): findings a revision introduced.
 
-Each check reads one revision (config.json, generation_config.json, the tokenizer's id → token map,
+Each check reads one revision (config.json, generation_config.json, the tokenizer as transformers
+5.24.0's `AutoTokenizer` builds it from the tokenizer files (`tokenizer_view`), the chat templates,
 the safetensors headers) and returns findings; a revision's new findings are those its parent did
-not have. Checks:
+not have, and every finding of a first ingested revision is new. Checks:
 
 - `token-id-out-of-vocab`: a special-token id (bos/eos/pad/decoder_start, in config.json or
   generation_config.json) outside the embedding (`vocab_size`), e.g. an `eos_token_id` equal to
   `vocab_size`: generation can never emit it (or indexes past the embedding);
 - `token-id-undefined`: such an id the tokenizer defines no token for;
+- `special-token-mismatch`: a bos/eos/pad id of config.json or generation_config.json (or an eos
+  list that leaves it out) other than the id of the tokenizer's own bos/eos/pad token;
 - `token-id-disagrees`: config.json and generation_config.json name different ids for the same
   special token (generation uses generation_config.json's; code reading the config gets the other);
+- `added-token-id-mislabelled`: tokenizer.json's `added_tokens` (or tokenizer_config.json's
+  `added_tokens_decoder`) list a token under another id than the one transformers loads it with;
+- `vocab-smaller-than-tokenizer`: `vocab_size` below the tokenizer's size (ids it produces that
+  the embedding has no row for);
+- `vocab-size-disagrees-with-checkpoint`: `vocab_size` other than the rows of the checkpoint's
+  input embedding (its safetensors header);
 - `dtype-disagrees-with-checkpoint`: `torch_dtype` (or `dtype`) is not the dtype most of the
-  checkpoint's floating-point tensors are stored in;
+  checkpoint's floating-point tensors are stored in (not checked for a quantized checkpoint, one
+  whose config has a `quantization_config`);
 - `template-token-undefined`: the chat template writes a special-token literal the tokenizer
   does not define, so it is encoded as ordinary text: `<|name|>` or DeepSeek's `<｜name｜>`, or a
   literal in the style of the tokenizer's own special tokens (`<s>`, `[INST]`, `<start_of_turn>`:
@@ -28,8 +38,10 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from weakref import WeakKeyDictionary
 
 from tracker.advisories.effects import Context, Side
+from tracker.advisories.tokenizer_view import TokenizerView, read_tokenizer
 from tracker.domain import JSONValue, Severity
 
 TOKEN_KEYS = ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id")
@@ -46,12 +58,14 @@ _FLOATS = {"F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2"}
 
 @dataclass(frozen=True)
 class Finding:
-    """One inconsistency of a revision: check id, severity, the key it is about, a sentence."""
+    """One inconsistency of a revision: check id, severity, the key it is about, a sentence, and
+    the file the key is in (kept out of `to_json`, which records carry as they always have)."""
 
     check: str
     severity: Severity
     key: str
     text: str
+    file: str = ""
 
     def to_json(self) -> dict[str, JSONValue]:
         return {
@@ -81,18 +95,79 @@ def _vocab_size(config: Mapping[str, JSONValue]) -> int | None:
     return None
 
 
+def tokenizer_of(side: Side) -> TokenizerView | None:
+    """The tokenizer `side`'s files make (`tokenizer_view.read_tokenizer`), read once per side."""
+    if side not in _VIEWS:
+        _VIEWS[side] = read_tokenizer(side.snapshot)
+    return _VIEWS[side]
+
+
+_VIEWS: WeakKeyDictionary[Side, TokenizerView | None] = WeakKeyDictionary()
+
+_CONSEQUENCE = {
+    "bos": "the model and the tokenizer disagree on the token that starts a sequence",
+    "eos": "the model and the tokenizer disagree on the token that ends a sequence",
+    "pad": "the model and the tokenizer disagree on the padding token",
+}
+_ROLE_SEVERITY = {"bos": Severity.MODERATE, "eos": Severity.HIGH, "pad": Severity.MODERATE}
+
+
+def _name(i: int, view: TokenizerView) -> str:
+    token = view.tokens.get(i)
+    return f"names `{token}`" if token is not None else "names no token"
+
+
+def _role_findings(
+    file: str, doc: Mapping[str, JSONValue], view: TokenizerView, skip: set[str]
+) -> list[Finding]:
+    """config.json's or generation_config.json's bos/eos/pad ids against the tokenizer's own
+    bos/eos/pad tokens (ids already reported as outside the vocabulary or undefined: `skip`)."""
+    out: list[Finding] = []
+    for role in ("bos", "eos", "pad"):
+        key = f"{role}_token_id"
+        value = doc.get(key)
+        named = view.special_id(role)
+        ids = _ids(value)
+        if named is None or not ids or key in skip:
+            continue
+        token, want = named
+        where = view.named_in.get(role, "tokenizer_config.json")
+        if isinstance(value, list):
+            if want in ids:
+                continue
+            text = (
+                f"`{key}` {value} in {file} does not include the tokenizer's {role} token "
+                f"`{token}` (id {want}, named in {where}): generation does not stop at it"
+                if role == "eos"
+                else f"`{key}` {value} in {file} does not include the tokenizer's {role} token "
+                f"`{token}` (id {want}, named in {where}): {_CONSEQUENCE[role]}"
+            )
+        elif ids[0] != want:
+            text = (
+                f"`{key}` {ids[0]} in {file} {_name(ids[0], view)}, but the tokenizer's {role} "
+                f"token is `{token}` (id {want}, named in {where}): {_CONSEQUENCE[role]}"
+            )
+        else:
+            continue
+        out.append(Finding("special-token-mismatch", _ROLE_SEVERITY[role], key, text, file))
+    return out
+
+
 def _token_findings(side: Side) -> list[Finding]:
     config = side.config.value if side.config.state == "ok" else None
     generation = side.generation.value if side.generation.state == "ok" else None
     vocab = _vocab_size(config) if config is not None else None
-    tokens = side.tokens
+    view = tokenizer_of(side)
+    tokens = view.tokens if view is not None and view.complete else None
     out: list[Finding] = []
     for file, doc in (("config.json", config), ("generation_config.json", generation)):
         if doc is None:
             continue
+        reported: set[str] = set()
         for key in TOKEN_KEYS:
             for i in _ids(doc.get(key)):
                 if vocab is not None and not 0 <= i < vocab:
+                    reported.add(key)
                     out.append(
                         Finding(
                             "token-id-out-of-vocab",
@@ -100,17 +175,22 @@ def _token_findings(side: Side) -> list[Finding]:
                             key,
                             f"`{key}` {i} in {file} is outside the vocabulary (`vocab_size` "
                             f"{vocab}: ids 0 to {vocab - 1}): the model cannot produce or embed it",
+                            file,
                         )
                     )
                 elif tokens is not None and i not in tokens:
+                    reported.add(key)
                     out.append(
                         Finding(
                             "token-id-undefined",
                             Severity.HIGH,
                             key,
                             f"`{key}` {i} in {file} names no token the tokenizer defines",
+                            file,
                         )
                     )
+        if view is not None and view.complete:
+            out += _role_findings(file, doc, view, reported)
     if config is not None and generation is not None:
         for key in TOKEN_KEYS:
             a, b = config.get(key), generation.get(key)
@@ -123,8 +203,89 @@ def _token_findings(side: Side) -> list[Finding]:
                         key,
                         f"`{key}` is {a} in config.json but {b} in generation_config.json: "
                         "generation uses the latter, code reading the model config the former",
+                        "generation_config.json",
                     )
                 )
+    return out
+
+
+def _mislabelled_findings(side: Side) -> list[Finding]:
+    """Added tokens a file lists under other ids than the ones the tokenizer loads them with."""
+    view = tokenizer_of(side)
+    if view is None or not view.mislabelled:
+        return []
+    out: list[Finding] = []
+    for file in dict.fromkeys(m.file for m in view.mislabelled):
+        wrong = [m for m in view.mislabelled if m.file == file]
+        field = "added_tokens" if file == "tokenizer.json" else "added_tokens_decoder"
+        listed = " and ".join(f"`{m.token}` as id {m.listed}" for m in wrong[:4])
+        loaded = " and ".join(str(m.loaded) for m in wrong[:4])
+        more = f" (and {len(wrong) - 4} more)" if len(wrong) > 4 else ""
+        plural = "s" if len(wrong) > 1 else ""
+        out.append(
+            Finding(
+                "added-token-id-mislabelled",
+                Severity.MODERATE,
+                field,
+                f"{file}'s `{field}` list{'' if plural else 's'} {listed}{more}, but transformers "
+                f"loads {'them' if plural else 'it'} as id{plural} {loaded} (a token of the base "
+                "vocabulary keeps the vocabulary's id; the others take the next free ids in "
+                "the order of the listed ids): code that reads the file's ids gets other tokens",
+                file,
+            )
+        )
+    return out
+
+
+_EMBEDDINGS = ("embed_tokens.weight", "wte.weight", "word_embeddings.weight", "embed_in.weight")
+
+
+def _embedding(side: Side) -> tuple[str, int] | None:
+    """(name, rows) of the checkpoint's input embedding as its safetensors headers declare it."""
+    found = sorted(
+        (name, t.shape[0])
+        for h in side.snapshot.headers.values()
+        for name, t in h.tensors.items()
+        if len(t.shape) == 2 and (name.endswith(_EMBEDDINGS) or name == "shared.weight")
+    )
+    return found[0] if found else None
+
+
+def _size_findings(side: Side) -> list[Finding]:
+    """`vocab_size` against the tokenizer's size and the checkpoint's embedding rows."""
+    config = side.config.value if side.config.state == "ok" else None
+    vocab = _vocab_size(config) if config is not None else None
+    if vocab is None:
+        return []
+    out: list[Finding] = []
+    view = tokenizer_of(side)
+    if view is not None and view.complete and view.size > vocab:
+        last = view.size - 1
+        out.append(
+            Finding(
+                "vocab-smaller-than-tokenizer",
+                Severity.HIGH,
+                "vocab_size",
+                f"`vocab_size` {vocab} in config.json is smaller than the tokenizer, which "
+                f"produces ids up to {last} (`{view.tokens[last]}`): the embedding has no row for "
+                f"ids {vocab} to {last}",
+                "config.json",
+            )
+        )
+    embedding = _embedding(side)
+    if embedding is not None and embedding[1] != vocab:
+        name, rows = embedding
+        out.append(
+            Finding(
+                "vocab-size-disagrees-with-checkpoint",
+                Severity.HIGH,
+                "vocab_size",
+                f"`vocab_size` is {vocab} in config.json but the checkpoint's `{name}` has {rows} "
+                f"rows: the model transformers builds from the config has {vocab}, so the "
+                "checkpoint's embedding does not fit it",
+                "config.json",
+            )
+        )
     return out
 
 
@@ -133,6 +294,10 @@ def _dtype_findings(side: Side) -> list[Finding]:
     headers = side.snapshot.headers
     shards = [e.path for e in side.snapshot.tree if e.path.endswith(".safetensors")]
     if config is None or not headers or any(p not in headers for p in shards):
+        return []
+    if "quantization_config" in config:
+        # a quantized checkpoint (FP8 blocks with F32 scales, say) stores what its quantizer
+        # reads, and `torch_dtype` is the dtype of the rest: no disagreement to tell from a census
         return []
     key = "torch_dtype" if "torch_dtype" in config else "dtype"
     declared = config.get(key)
@@ -239,7 +404,9 @@ def _template_findings(side: Side) -> list[Finding]:
         templates = resolve_templates(side.snapshot)
     except Exception:  # unreadable or unfetched: the differ records that; nothing to check here
         return []
-    known = set(tokens.values())
+    view = tokenizer_of(side)
+    # a named special token the vocabulary lacks is added when the tokenizer loads
+    known = set(tokens.values()) | set(view.special.values() if view is not None else ())
     out: list[Finding] = []
     for name, source in sorted(templates.sources.items()):
         missing = sorted(t for t in _styled_literals(source, side.special_tokens) if t not in known)
@@ -253,15 +420,18 @@ def _template_findings(side: Side) -> list[Finding]:
                     f"{where} writes {', '.join(f'`{t}`' for t in missing)}, which the "
                     "tokenizer does not define as a token: the prompt encodes it as ordinary "
                     "text pieces, not the special token the model was trained on",
+                    templates.origins.get(name, "tokenizer_config.json"),
                 )
             )
     return out
 
 
 _TOKEN_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
-                "vocab.json")  # fmt: skip
+                "vocab.json", "special_tokens_map.json")  # fmt: skip
 _CHECKS = (
     (_token_findings, lambda p: p in _TOKEN_FILES),
+    (_mislabelled_findings, lambda p: p in _TOKEN_FILES),
+    (_size_findings, lambda p: p in _TOKEN_FILES or p.endswith(".safetensors")),
     (_dtype_findings, lambda p: p == "config.json" or p.endswith(".safetensors")),
     (
         _template_findings,

@@ -301,7 +301,8 @@ def with_advice(details: str, advice: str) -> str:
 
 def with_status(details: str, paragraph: str | None) -> str:
     """`details` with its status section replaced by `paragraph` (None: removed); the section sits
-    before "## What changed", where a reader sees it first after the headline."""
+    before "## What changed" (a findings advisory's "## Consistency findings"), where a reader
+    sees it first after the headline."""
     text = details
     if STATUS_HEADING + "\n" in text:
         start = text.index(STATUS_HEADING + "\n")
@@ -310,5 +311,6 @@ def with_status(details: str, paragraph: str | None) -> str:
     if paragraph is None:
         return text
     at = text.find("## What changed")
+    at = at if at != -1 else text.find("## Consistency findings")  # a findings advisory's
     block = f"{STATUS_HEADING}\n\n{paragraph}\n\n"
     return text[:at] + block + text[at:] if at != -1 else text.rstrip("\n") + "\n\n" + block

@@ -29,8 +29,9 @@ class Subject:
     """The revision a set of advisories is about: the repo and its URL, the commit that introduced
     the changes and the one before it (None: the first ingested), the estimate reports of both, and
     the introducing commit as the source lists it (title, message, authors, date; None: unknown),
-    and the effective generation defaults of both (`tracker.advisories.generation`; None: not
-    known)."""
+    the effective generation defaults of both (`tracker.advisories.generation`; None: not
+    known), and `broken_before`: the ids of open advisories whose consistency findings the
+    previous revision has (advice then never pins it)."""
 
     repo_id: RepoId
     repo_url: str
@@ -45,6 +46,7 @@ class Subject:
     """The revision advice pins when not the previous one (which has no readable config.json)."""
     nothing_to_pin: bool = False
     """No ingested revision before this one both loads and lacks the advisory's changes."""
+    broken_before: tuple[str, ...] = ()
 
     @property
     def url(self) -> str:

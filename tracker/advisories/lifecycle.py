@@ -271,10 +271,15 @@ def fixed_paragraph(record: Mapping[str, JSONValue], sha: Sha, fix: Commit | Non
         if fix is not None and fix.sha == sha
         else f"[`{sha[:12]}`]({commit_url(url, sha)})"
     )
+    extra = record.get("database_specific")
+    what = (
+        "it resolves every consistency finding this advisory is about"
+        if isinstance(extra, Mapping) and "first_seen" in extra  # a findings advisory (`broken`)
+        else "it sets every value this advisory is about back to what it was before"
+    )
     return (
-        f"**Fixed** by commit {by}: it sets every value this advisory is about back to what it "
-        f"was before. Revisions from the introducing commit up to it ({n} ingested) are affected; "
-        f"upgrade to `{sha[:12]}` or later to leave them."
+        f"**Fixed** by commit {by}: {what}. Revisions from the introducing commit up to it "
+        f"({n} ingested) are affected; upgrade to `{sha[:12]}` or later to leave them."
     )
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import assert_never
 
+from tracker.advisories import broken
 from tracker.advisories.advice import Restore
 from tracker.advisories.classify import (
     SEVERITY_RANK,
@@ -219,6 +220,10 @@ def _publish(
     for cand in tx.open_candidates(repo_id, previous, sha) if previous is not None else []:
         pending = [PendingChange.from_json(p) for p in cand.pending]
         step = advance(pending, changes)
+        # findings advisories (`broken`): their entries move with the findings, not the changes
+        after, settled = broken.settle(step.pending, judgement.introduced, judgement.resolved)
+        done = (step.fixed or settled) and all(p.restored for p in after)
+        step = replace(step, pending=after, fixed=done)
         if not step.fixed:
             moved = step.pending != tuple(pending)
             extend.append((cand, _dump_pending(step.pending) if moved else None))
@@ -233,6 +238,19 @@ def _publish(
         restoring |= {
             i for i in step.restoring if SEVERITY_RANK[judgement.classified[i].severity] <= rank
         }
+        # A findings advisory's fix absorbs the changes at the keys its findings are about, at
+        # any severity: they set a value that contradicted the rest of the revision (a broken
+        # model has no working behaviour to lose), and the fix names their commit.
+        places = broken.places(pending)
+        absorbed = {
+            i for i, c in enumerate(judgement.classified) if (c.change.file, c.change.key) in places
+        }
+        estimate = {
+            i for i, c in enumerate(judgement.classified) if c.change.artifact is Artifact.ESTIMATE
+        }
+        if absorbed and absorbed | estimate == set(range(len(changes))):
+            absorbed |= estimate  # the estimate moved because of them alone
+        restoring |= absorbed
         record = mark_fixed(stored.advisory.record, sha, now, subject.commit)
         validate_record(record)
         old = stored.advisory
@@ -255,13 +273,39 @@ def _publish(
         {k for c in g.published for k in (c.change.key, c.change.key.split(".")[-1])}
         for g in groups
     ]
-    carried = assign(judgement.introduced, group_keys)
+    # A finding of the first ingested revision, or of a revision with no published change, is an
+    # advisory of its own (`broken`); otherwise it rides on the advisory of the change it concerns.
+    alone = judgement.introduced if previous is None or not groups else ()
+    carried = assign([] if alone else judgement.introduced, group_keys)
     resolving = assign(judgement.resolved, group_keys)
     earlier = (
         [*tx.in_state(repo_id, AdvisoryState.OPEN), *tx.in_state(repo_id, AdvisoryState.FIXED)]
         if groups and previous is not None
         else []
     )
+    # open advisories with findings that stay open here: the previous revision has their defects,
+    # so no advice of this revision pins it
+    subject = replace(
+        subject,
+        broken_before=tuple(
+            s.advisory.id
+            for s in earlier
+            if s.state is AdvisoryState.OPEN and _has_findings(s.advisory.record)
+        ),
+    )
+    if alone:
+        n = tx.allocate(prefix, now.year)
+        adv_id = advisory_id(prefix, now.year, n)
+        record = broken.build_record(
+            advisory_id=adv_id, subject=subject, findings=alone, now=now, first=previous is None
+        )
+        validate_record(record)
+        adv = Advisory(
+            adv_id, repo_id, sha, broken.group_of(alone), broken.severity_of(alone), record
+        )
+        first = broken.initial_pending(alone)
+        tx.insert(adv, package_name=subject.url, pending=[p.to_json() for p in first])
+        out.append(adv)
     for group, findings, solved in zip(groups, carried, resolving, strict=True):
         n = tx.allocate(prefix, now.year)
         adv_id = advisory_id(prefix, now.year, n)
@@ -409,6 +453,12 @@ def _restores(
                     out.append(Restore(stored.advisory.id, ch.key or ch.file, ch.file))
                     break
     return tuple(dict.fromkeys(out))
+
+
+def _has_findings(record: Mapping[str, JSONValue]) -> bool:
+    """Whether an advisory's record carries consistency findings (of its revision's own)."""
+    extra = record.get("database_specific")
+    return isinstance(extra, Mapping) and bool(extra.get("findings"))
 
 
 def _dump_pending(pending: Sequence[PendingChange]) -> str:
