@@ -142,7 +142,8 @@ class Executed:
     """The effect of one change as transformers' own code measured it.
 
     `kind`: `same` (the same effective attributes and model), `unread` (attributes differ, but
-    the model neither is built differently nor reads them), `model` (the module tree differs, or
+    the model neither is built differently nor reads them), `limit` (only a position limit the
+    model reads as a limit differs), `model` (the module tree differs, or
     the model's code reads a differing attribute when it runs), `generation` / `generation-ids`
     (the effective GenerationConfig differs; -ids: in a token id), `generation-same` (it does
     not). `evidence` says what was measured; `attributes` names the effective attributes that
@@ -753,9 +754,17 @@ def _execute(change: Change, ctx: Context) -> Executed | None:
     if change.file == GENERATION_FILE and change.artifact is Artifact.GENERATION_CONFIG:
         if b_gen is None or a_gen is None:
             return None
-        config = b_conf if b_conf is not None else {}
+        b_config = b_conf if b_conf is not None else {}
+        a_config = a_conf if a_conf is not None else {}
         changed_gen = _with(b_gen, path, get_path(a_gen, path))
-        return runner.generation_effect((config, b_gen), (config, changed_gen), change.key)
+        undone_gen = _with(a_gen, path, get_path(b_gen, path))
+        # in this revision's setting first (the other keys as they are now), then the previous
+        gens = [
+            runner.generation_effect((a_config, undone_gen), (a_config, a_gen), change.key),
+            runner.generation_effect((b_config, b_gen), (b_config, changed_gen), change.key),
+        ]
+        moved = next((g for g in gens if g is not None and g.kind != "generation-same"), None)
+        return moved if moved is not None else gens[0]
     return None
 
 
@@ -775,4 +784,6 @@ executed_model = _executed_kinds("model")
 executed_generation_ids = _executed_kinds("generation-ids")
 """Executed: the effective GenerationConfig's token ids (eos, bos, pad, decoder start) changed."""
 executed_generation = _executed_kinds("generation")
+executed_limit = _executed_kinds("limit")
+"""Executed: only a position limit changed; the model and its computation within it are the same."""
 """Executed: the effective GenerationConfig's other defaults changed."""

@@ -65,7 +65,16 @@ _READ = re.compile(
     r"|getattr\(\s*(?:self\.)?[a-z_]*config\s*,\s*[\"']([A-Za-z_][A-Za-z_0-9]*)[\"']"
 )
 _SHARED_MODULES = ("transformers.masking_utils", "transformers.modeling_rope_utils")
+_GENERIC_MODULES = ("transformers.modeling_utils", "transformers.generation.utils")
+"""Loading, saving and generation plumbing every model inherits: not what a model type reads."""
 _DIGITS = re.compile(r"\.\d+(?=\.|$)")
+_UNUSED_ATTRIBUTES = frozenset({"training", "name_or_path"})
+"""Module attributes no computation reads (the train/eval flag is set by the caller; the path the
+config was loaded from is a label)."""
+_ROPE_CACHE_ATTRIBUTES = frozenset({"max_seq_len_cached", "original_max_seq_len"})
+_POSITION_LIMITS = frozenset({"max_position_embeddings"})
+"""Read by the model only as a limit (rotary caches of dynamic rope, cache sizing): within both
+limits the computation is the same."""
 
 
 class _Overrun(Exception):
@@ -100,7 +109,8 @@ class _Built:
     model: str
     tree: tuple[tuple[str, ...], ...] | None
     params: int
-    reads: frozenset[str]
+    reads: Mapping[str, tuple[str, ...]]
+    raw: Mapping[str, Any]
     error: str | None
 
 
@@ -250,7 +260,8 @@ class Executor:
             return klass, name
         for auto in (self.tf.AutoModelForCausalLM, self.tf.AutoModel):
             if type(config) in auto._model_mapping:
-                return auto._model_mapping[type(config)], auto.__name__
+                klass = auto._model_mapping[type(config)]
+                return klass, f"{klass.__name__} (via {auto.__name__})"
         return None, f"no transformers {self.version} model class takes {type(config).__name__}"
 
     def _build(self, doc: Mapping[str, Any], dtype: str | None) -> _Built | str | None:
@@ -263,7 +274,8 @@ class Executor:
         if key in self._built:
             return self._built[key]
         tree: tuple[tuple[str, ...], ...] | None = None
-        params, error, reads = 0, None, frozenset[str]()
+        params, error = 0, None
+        reads: Mapping[str, tuple[str, ...]] = {}
         if klass is None:
             error = name
         else:
@@ -273,7 +285,8 @@ class Executor:
                 return None
             except Exception as exc:
                 error = f"{name} cannot be built from it ({type(exc).__name__}: {_line(exc)})"
-        built = _Built(type(config).__name__, attrs, name, tree, params, reads, error)
+        raw = json.loads(json.dumps(config.to_dict(), default=str))
+        built = _Built(type(config).__name__, attrs, name, tree, params, reads, raw, error)
         if len(self._built) >= CACHE_SIZE:
             self._built.pop(next(iter(self._built)))
         self._built[key] = built
@@ -281,7 +294,7 @@ class Executor:
 
     def _tree(
         self, klass: Any, config: Any
-    ) -> tuple[tuple[tuple[str, ...], ...], int, frozenset[str]]:
+    ) -> tuple[tuple[tuple[str, ...], ...], int, Mapping[str, tuple[str, ...]]]:
         from transformers.initialization import no_init_weights
 
         torch = self.torch
@@ -290,12 +303,12 @@ class Executor:
             model = klass._from_config(copy.deepcopy(config), dtype=torch.float32)
         limit = getattr(config, "max_position_embeddings", None)
         rows: list[tuple[str, ...]] = []
-        modules: set[str] = set(_SHARED_MODULES)
+        classes: set[type] = set()
         owners: dict[int, str] = {}
         params = 0
         for name, module in model.named_modules():
             kind = type(module).__name__
-            modules.add(type(module).__module__)
+            classes.add(type(module))
             repr_ = "" if isinstance(module, torch.nn.Dropout) else module.extra_repr()
             rows.append((name, kind, repr_))
             for pname, p in module.named_parameters(recurse=False):
@@ -311,27 +324,42 @@ class Executor:
                     rows.append((f"{name}.{bname}", "buffer", str(tuple(b.shape))))
             if isinstance(module, torch.nn.Dropout):
                 continue
+            static_rope = not any(
+                t in str(getattr(module, "rope_type", "")) for t in ("dynamic", "longrope")
+            )
             for attr, value in sorted(vars(module).items()):
-                if attr.startswith("_") or attr == "training" or not _plain(value):
+                if attr.startswith("_") or attr in _UNUSED_ATTRIBUTES or not _plain(value):
                     continue
+                if attr in _ROPE_CACHE_ATTRIBUTES and static_rope:
+                    continue  # only dynamic and long rope read them (`dynamic_rope_update`)
                 if attr == "sliding_window" and isinstance(value, int) and isinstance(limit, int):
                     value = None if value >= limit else value
                 rows.append((f"{name}.{attr}" if name else attr, "attribute", show(value, 200)))
-        return tuple(rows), params, self._reads(modules)
+        return tuple(rows), params, self._reads(classes)
 
-    def _reads(self, modules: set[str]) -> frozenset[str]:
-        out: set[str] = set()
-        for name in sorted(modules):
-            if not name.startswith("transformers."):
-                continue
+    def _reads(self, classes: set[type]) -> Mapping[str, tuple[str, ...]]:
+        """Config attribute → the transformers code that reads it: the source of every class
+        of the tree (and its transformers bases, but not `PreTrainedModel`'s generic loading
+        code), and the shared masking and rotary modules."""
+        found: dict[str, set[str]] = {}
+        sources: list[tuple[str, Any]] = [(m, None) for m in _SHARED_MODULES]
+        for cls in classes:
+            for klass in cls.__mro__:
+                where = getattr(klass, "__module__", "")
+                if where.startswith("transformers.") and where not in _GENERIC_MODULES:
+                    sources.append((f"{where}.{klass.__qualname__}", klass))
+        for name, klass in sorted(sources, key=lambda x: x[0]):
             if name not in self._sources:
                 try:
-                    text = inspect.getsource(importlib.import_module(name))
+                    obj = klass if klass is not None else importlib.import_module(name)
+                    text = inspect.getsource(obj)
                 except (OSError, TypeError, ImportError):
                     text = ""
                 self._sources[name] = frozenset(a or b for a, b in _READ.findall(text))
-            out |= self._sources[name]
-        return frozenset(out)
+            reader = name.rsplit(".", 1)[-1] if klass is not None else name
+            for attr in self._sources[name]:
+                found.setdefault(attr, set()).add(reader)
+        return {k: tuple(sorted(v)) for k, v in found.items()}
 
     def _config_effect(
         self,
@@ -362,6 +390,14 @@ class Executor:
                         if old.attrs.get(k, _ABSENT) != new.attrs.get(k, _ABSENT))  # fmt: skip
         if old.tree != new.tree or old.model != new.model:
             return Executed("model", f"{where}: {_tree_delta(old, new)}", self.version, differ)
+        if not differ and key.rsplit(".", 1)[-1] in ("dtype", "torch_dtype") and new.attrs["dtype"]:
+            return Executed(
+                "same",
+                f'{where}: from_pretrained (dtype="auto") loads the weights as '
+                f"{new.attrs['dtype']} with and without this change (the config's dtype, else the "
+                "checkpoint's)",
+                self.version,
+            )
         if not differ:
             return Executed(
                 "same",
@@ -369,7 +405,7 @@ class Executor:
                 "change, and the model built from them is the same",
                 self.version,
             )
-        shown = ", ".join(f"`{k}` {_val(old.attrs, k)} → {_val(new.attrs, k)}" for k in differ[:4])
+        shown = ", ".join(f"`{k}` {_shown(old, k)} → {_shown(new, k)}" for k in differ[:4])
         if "dtype" in differ:
             if old.attrs.get("dtype") is None or new.attrs.get("dtype") is None:
                 return None  # the checkpoint's dtype, which the loader falls back to, is unknown
@@ -382,12 +418,20 @@ class Executor:
                 differ,
             )
         read = [k for k in differ if k in new.reads]
+        if read and set(read) <= _POSITION_LIMITS:
+            return Executed(
+                "limit",
+                f"{where}: {shown}; the model built is the same and its code reads it only as a "
+                f"limit ({', '.join(new.reads[read[0]])}): outputs within both limits are the same",
+                self.version,
+                differ,
+            )
         if read:
+            readers = "; ".join(f"`{k}` by {', '.join(new.reads[k][:3])}" for k in read[:4])
             return Executed(
                 "model",
-                f"{where}: the model's structure is the same, but {new.model}'s code reads "
-                f"{', '.join(f'`{k}`' for k in read[:4])} when it runs ({shown}): a different "
-                "computation",
+                f"{where}: the model's structure is the same, but its code reads {readers} when "
+                f"it runs ({shown}): a different computation",
                 self.version,
                 differ,
             )
@@ -460,6 +504,16 @@ _ABSENT = object()
 
 def _val(attrs: Mapping[str, Any], key: str) -> str:
     return show(attrs[key], 40) if key in attrs else "(unset)"
+
+
+def _shown(built: _Built, key: str) -> str:
+    """An effective attribute, with the value it was written as where transformers' code makes
+    them differ (a sliding window at least the context long is no window)."""
+    value = _val(built.attrs, key)
+    raw = _val(built.raw, key)
+    if key == "sliding_window" and raw != value:
+        return f"{raw} (no window: ≥ max_position_embeddings)"
+    return value
 
 
 def _mode(gen: Mapping[str, Any]) -> str:

@@ -30,6 +30,7 @@ from tracker.advisories.effects import (
     estimate_moves,
     executed_generation,
     executed_generation_ids,
+    executed_limit,
     executed_model,
     executed_no_effect,
     generation_governs,
@@ -674,6 +675,14 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         S.MODERATE,
         "generation defaults changed: generate() output differs unless you pass your own settings",
         executed_generation,
+    ),
+    Rule(
+        EXECUTED_PREFIX + "limit",
+        _m((A.CONFIG,), _KEYED),
+        S.MODERATE,
+        "maximum context changed: longer inputs are now accepted or refused, and cache sizing "
+        "follows",
+        executed_limit,
     ),
     # generation keys of config.json that generation_config.json makes irrelevant
     Rule(
