@@ -735,8 +735,10 @@ def _execute(change: Change, ctx: Context) -> Executed | None:
         changed = _with(b_conf, path, get_path(a_conf, path))
         # the checkpoint is the previous revision's on both sides: a re-upload is its own change
         dtype = checkpoint_dtype(ctx.before.snapshot)
+        if path[0] == "task_specific_params":
+            return None  # read by pipelines, not by the model or generate(): not executed here
         found = runner.config_effect(b_conf, changed, change.key, (dtype, dtype))
-        if found is None or found.kind == "model":
+        if found is None or found.kind not in ("same", "unread"):
             return found
         # the config's effect on generation: in the previous revision's setting (its
         # generation_config.json) and in this one's (the key taken back out of this config)

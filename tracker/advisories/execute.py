@@ -386,8 +386,7 @@ class Executor:
                 return None  # neither side builds: nothing to compare the effect on
             why = new.error or f"{new.model} can now be built (before: {old.error})"
             return Executed("model", f"{where}: with only `{key}` changed, {why}", self.version)
-        differ = sorted(k for k in set(old.attrs) | set(new.attrs)
-                        if old.attrs.get(k, _ABSENT) != new.attrs.get(k, _ABSENT))  # fmt: skip
+        differ = _differ(old.attrs, new.attrs)
         if old.tree != new.tree or old.model != new.model:
             return Executed("model", f"{where}: {_tree_delta(old, new)}", self.version, differ)
         if not differ and key.rsplit(".", 1)[-1] in ("dtype", "torch_dtype") and new.attrs["dtype"]:
@@ -417,7 +416,7 @@ class Executor:
                 self.version,
                 differ,
             )
-        read = [k for k in differ if k in new.reads]
+        read = [k for k in differ if k.rsplit(".", 1)[-1] in new.reads]
         if read and set(read) <= _POSITION_LIMITS:
             return Executed(
                 "limit",
@@ -427,7 +426,9 @@ class Executor:
                 differ,
             )
         if read:
-            readers = "; ".join(f"`{k}` by {', '.join(new.reads[k][:3])}" for k in read[:4])
+            readers = "; ".join(
+                f"`{k}` by {', '.join(new.reads[k.rsplit('.', 1)[-1]][:3])}" for k in read[:4]
+            )
             return Executed(
                 "model",
                 f"{where}: the model's structure is the same, but its code reads {readers} when "
@@ -503,7 +504,31 @@ _ABSENT = object()
 
 
 def _val(attrs: Mapping[str, Any], key: str) -> str:
-    return show(attrs[key], 40) if key in attrs else "(unset)"
+    value = _get(attrs, key)
+    return "(unset)" if value is _ABSENT else show(value, 40)
+
+
+def _differ(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """The attributes that differ; inside a sub-config (a dict on both sides), its own keys."""
+    out: list[str] = []
+    for k in sorted(set(old) | set(new)):
+        a, b = old.get(k, _ABSENT), new.get(k, _ABSENT)
+        if a == b:
+            continue
+        if isinstance(a, dict) and isinstance(b, dict) and k != "rope_parameters":
+            out += [f"{k}.{sub}" for sub in _differ(a, b)]
+        else:
+            out.append(k)
+    return out
+
+
+def _get(attrs: Mapping[str, Any], key: str) -> object:
+    node: object = attrs
+    for part in key.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return _ABSENT
+        node = node[part]
+    return node
 
 
 def _shown(built: _Built, key: str) -> str:
