@@ -61,7 +61,8 @@ class Classified:
     """A change with its severity, the rule that decided it and, if suppressed, why.
 
     `decided_by`: `transformers <version>` when the effect was measured by running it (an
-    `executed-*` rule), `inferred` otherwise (the rules table and the checked-in knowledge)."""
+    `executed-*` rule), `watchlist` for a repo's own rule, `inferred` otherwise (the rules table
+    and the checked-in knowledge)."""
 
     change: Change
     severity: Severity
@@ -110,15 +111,17 @@ def classify(
         break
     else:  # pragma: no cover - DEFAULT_RULES ends with a catch-all
         raise AssertionError("no rule matched")
-    executed = rule.name.startswith(EXECUTED_PREFIX) and rule in DEFAULT_RULES
+    own = rule not in DEFAULT_RULES  # a watchlist rule: the operator decided
+    executed = rule.name.startswith(EXECUTED_PREFIX) and not own
     notes = [_alias_note(rule, names), evidence]
     rationale = rule.rationale.replace("{key}", change.key or change.file)
     rationale = ": ".join([rationale, *(n for n in notes if n)])
-    if not executed and change.file in EFFECT_FILES:
+    if not executed and not own and change.file in EFFECT_FILES:
         rationale = f"inferred (transformers {knowledge.version} not run on it): {rationale}"
     reason = next((s.reason for s in overrides.suppress if s.match.matches(change, names)), None)
     measured = context.executed(change) if executed and context is not None else None
     decided = f"transformers {measured.version}" if measured is not None else "inferred"
+    decided = "watchlist" if own else decided
     return Classified(change, rule.severity, rule.name, rationale, reason, decided)
 
 

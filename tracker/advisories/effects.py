@@ -789,3 +789,30 @@ executed_generation = _executed_kinds("generation")
 executed_limit = _executed_kinds("limit")
 """Executed: only a position limit changed; the model and its computation within it are the same."""
 """Executed: the effective GenerationConfig's other defaults changed."""
+
+
+def remote_config_names_type(change: Change, ctx: Context | None) -> str | None:
+    """`model_type` of a config whose `auto_map` names the repo's own AutoConfig class at both
+    revisions, where neither value is a model type transformers has: the remote class is loaded
+    (under trust_remote_code) whatever `model_type` says, and without it neither value loads."""
+    if change.key != "model_type" or not _from_config(change):
+        return None
+    sides = _config_sides(ctx)
+    if sides is None or ctx is None:
+        return None
+    remote = []
+    for doc in sides:
+        auto_map = doc.get("auto_map")
+        if not isinstance(auto_map, Mapping) or not isinstance(auto_map.get("AutoConfig"), str):
+            return None
+        remote.append(str(auto_map["AutoConfig"]))
+    types = [change.before, change.after]
+    if any(isinstance(t, str) and t in ctx.knowledge.classes for t in types):
+        return None
+    shown = ", ".join(f"`{t}`" for t in types if isinstance(t, str))
+    return (
+        f"auto_map names the repo's own config class (`{remote[1]}`), which AutoConfig loads "
+        f"under trust_remote_code whatever `model_type` says; transformers "
+        f"{ctx.knowledge.version} has no built-in config class for {shown or 'it'}, so without "
+        "trust_remote_code the config does not load at either revision"
+    )

@@ -38,6 +38,7 @@ from tracker.advisories.effects import (
     no_classifier_head,
     not_read_by_class,
     read_by_class,
+    remote_config_names_type,
     renders_differently,
     renders_partly_unknown,
     renders_the_same,
@@ -706,6 +707,13 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         ("add_bos_token", "add_eos_token"),
         S.HIGH,
         "automatic bos/eos insertion changed: every encoded prompt gets different ids",
+    ),
+    Rule(
+        "remote-config-model-type",
+        _m(A.CONFIG, _KEYED, key="model_type"),
+        S.LOW,
+        "`model_type` selects no config class here",
+        remote_config_names_type,
     ),
     *_rules("architecture", A.CONFIG, _keys(_ARCH_KEYS), S.HIGH, _ARCH_WHY),
     # a switch the config class does not read switches nothing (`undeclared-key` says so below)
