@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import hashlib
 import importlib
 import importlib.metadata
@@ -271,8 +272,9 @@ class Executor:
         attrs = self._attrs(config, dtype)
         klass, name = self._model_class(config, doc)
         key = _digest([type(config).__name__, name, attrs])
-        if key in self._built:
-            return self._built[key]
+        raw = json.loads(json.dumps(config.to_dict(), default=str))
+        if key in self._built:  # the same model; the values as written may differ
+            return dataclasses.replace(self._built[key], raw=raw)
         tree: tuple[tuple[str, ...], ...] | None = None
         params, error = 0, None
         reads: Mapping[str, tuple[str, ...]] = {}
@@ -285,7 +287,6 @@ class Executor:
                 return None
             except Exception as exc:
                 error = f"{name} cannot be built from it ({type(exc).__name__}: {_line(exc)})"
-        raw = json.loads(json.dumps(config.to_dict(), default=str))
         built = _Built(type(config).__name__, attrs, name, tree, params, reads, raw, error)
         if len(self._built) >= CACHE_SIZE:
             self._built.pop(next(iter(self._built)))
@@ -380,7 +381,10 @@ class Executor:
         if old.error is not None or new.error is not None:
             if old.error == new.error and old.attrs == new.attrs:
                 return Executed(
-                    "same", f"{where}: {new.cls} reads the same effective attributes", self.version
+                    "same",
+                    f"{where}: {new.cls} gives the same effective attributes with and without "
+                    f"this change (the model is not built at either side: {new.error})",
+                    self.version,
                 )
             if old.error is not None and new.error is not None:
                 return None  # neither side builds: nothing to compare the effect on
