@@ -87,6 +87,8 @@ def run() -> str:
     fresh = Executor()
     fresh.warm()
     warm = timed(fresh)
+    slowest = max(range(len(steps)), key=lambda i: warm[i])
+    slow_step = steps[slowest][1]
     relevant = [
         i
         for i, (_, _, changes) in enumerate(steps)
@@ -122,6 +124,9 @@ def run() -> str:
             row("executed, warm caches, revisions with a config/generation change", warm, relevant),
             row("executed, cold (first build of each model type)", cold),
             "",
+            f"The slowest warm revision: {slow_step.repo_id}@{slow_step.sha[:8]} "  # type: ignore[attr-defined]
+            f"({warm[slowest]:.1f} s: {len(steps[slowest][2])} changes, each a build of the "
+            "whole model on the meta device). "
             "Target: ≤ 2 s per revision median with warm caches. The no-change poll does not "
             "reach the analysis (no new revision, nothing to classify): still 1 request per repo "
             "and no analysis (`## Ingest` (a)).",
