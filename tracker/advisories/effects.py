@@ -750,9 +750,10 @@ def _execute(change: Change, ctx: Context) -> Executed | None:
         moved = next((g for g in gens if g is not None and g.kind != "generation-same"), None)
         if moved is not None:
             return moved
-        if any(g is None for g in gens):
+        if any(g is None for g in gens) or gens[0] is None:
             return None
-        return Executed("same", found.evidence, found.version, found.attributes)
+        generation = gens[0].evidence.split(": ", 1)[-1]  # without "checked with ...: "
+        return Executed("same", f"{found.evidence}; {generation}", found.version, found.attributes)
     if change.file == GENERATION_FILE and change.artifact is Artifact.GENERATION_CONFIG:
         if b_gen is None or a_gen is None:
             return None

@@ -72,6 +72,15 @@ _DIGITS = re.compile(r"\.\d+(?=\.|$)")
 _UNUSED_ATTRIBUTES = frozenset({"training", "name_or_path"})
 """Module attributes no computation reads (the train/eval flag is set by the caller; the path the
 config was loaded from is a label)."""
+_WARM_CONFIG = {
+    "model_type": "llama",
+    "architectures": ["LlamaForCausalLM"],
+    "hidden_size": 8,
+    "intermediate_size": 16,
+    "num_attention_heads": 2,
+    "num_hidden_layers": 1,
+    "vocab_size": 16,
+}
 _ROPE_CACHE_ATTRIBUTES = frozenset({"max_seq_len_cached", "original_max_seq_len"})
 _POSITION_LIMITS = frozenset({"max_position_embeddings"})
 """Read by the model only as a limit (rotary caches of dynamic rope, cache sizing): within both
@@ -165,6 +174,12 @@ class Executor:
                 tf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
                 self.version = transformers.__version__
                 self._modules = (transformers, torch)
+                # the shared modeling machinery and one tiny build, so that what a request
+                # imports under the analysis budget is only its model type's own module
+                with contextlib.suppress(Exception):
+                    self._build(_WARM_CONFIG, None)
+                    self._built.clear()
+                self.builds = 0
             return self._modules is not None
 
     @property
@@ -456,14 +471,16 @@ class Executor:
         try:
             if generation is not None:
                 made = gen_cls.from_dict(copy.deepcopy(dict(generation)))
-            else:
-                built, _ = self._config(config)
-                made = gen_cls.from_model_config(
-                    built if built is not None else copy.deepcopy(dict(config))
-                )
+            else:  # what `from_pretrained` does without the file: config.json's own keys (the
+                # config class drops them), then those of its decoder/generator/text_config
+                made = gen_cls.from_model_config(copy.deepcopy(dict(config)))
             raw = made.to_dict()
         except Exception:
             return None
+        # an unset field is the global default generate() applies to it
+        for name, default in gen_cls._get_default_generation_params().items():
+            if raw.get(name) is None:
+                raw[name] = default
         drop = {"transformers_version", "_from_model_config", "_original_object_hash"}
         plain: dict[str, Any] = json.loads(
             json.dumps({k: v for k, v in raw.items() if k not in drop}, default=str)
