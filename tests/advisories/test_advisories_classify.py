@@ -936,3 +936,23 @@ def test_empty_overrides_and_highest() -> None:
     assert parse_overrides(None) == parse_overrides({})
     assert highest([S.LOW, S.CRITICAL, S.MODERATE]) is S.CRITICAL
     assert highest([S.LOW, S.MODERATE]) is S.MODERATE
+
+
+def test_a_model_build_over_its_time_limit_leaves_the_change_to_the_inferred_rules(
+    monkeypatch: pytest.MonkeyPatch, executor: object
+) -> None:
+    from tracker.advisories import execute
+
+    fresh = execute.Executor()
+    assert fresh.warm()
+    monkeypatch.setattr(execute, "BUILD_LIMIT_S", 1e-6)
+    change = ch(A.CONFIG, K.CHANGED, "hidden_act", "silu", "gelu")
+    before, after = {"config.json": _LLAMA}, {"config.json": {**_LLAMA, "hidden_act": "gelu"}}
+    got = classify(change, context=Context(snap(before), snap(after), executor=fresh))
+    assert (got.severity, got.rule, got.decided_by) == (
+        S.HIGH,
+        "computation:hidden_act",
+        "inferred",
+    )
+    assert got.rationale.startswith("inferred (transformers 5.24.0 not run on it): ")
+    assert fresh.builds == 1  # tried once, given up, not cached

@@ -93,8 +93,12 @@ class _Overrun(Exception):
 
 @contextlib.contextmanager
 def _time_limit(seconds: float) -> Iterator[None]:
-    """Raise _Overrun in the block after `seconds` (main thread only; elsewhere unbounded)."""
-    if threading.current_thread() is not threading.main_thread():
+    """Raise _Overrun in the block after `seconds` (main thread only, and only where no other
+    real-time timer is set, which it would cancel; elsewhere unbounded)."""
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getitimer(signal.ITIMER_REAL)[0] > 0
+    ):
         yield
         return
 
