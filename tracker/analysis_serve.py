@@ -68,6 +68,7 @@ def serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
     settings: Settings = pickle.loads(body)
     configure(level=settings.log_level, under_systemd=settings.under_systemd, force=True)
     analyst = Analyst.default(settings)
+    analyst.executor.warm()  # transformers and torch are imported here, outside any budget
     _write(stdout, READY)
     while True:
         head = _read(stdin, HEADER.size)

@@ -21,6 +21,7 @@ import structlog
 
 from tracker.advisories.classify import Overrides, parse_overrides
 from tracker.advisories.effects import Context
+from tracker.advisories.execute import Executor
 from tracker.advisories.service import (
     Judgement,
     judge,
@@ -269,6 +270,9 @@ class Analyst:
         ] = {}
         # Shard censuses by content for the estimate and preflight (`count_shards`).
         self._censuses: CensusCache = {}
+        # Runs the pinned transformers on both sides of config and generation changes (effects
+        # by execution; its structures are cached across revisions).
+        self.executor = Executor()
 
     @classmethod
     def default(cls, settings: Settings) -> Analyst:
@@ -333,7 +337,8 @@ class Analyst:
                     last_known[answer] = (sha, earlier)
             changes = changes + tuple(stages.preflight_delta(pf_before, pf_after[0], last_known))
         against = (loadable[0], stages.diff(loadable[1], after)) if loadable is not None else None
-        judgement = judge(changes, overrides or Overrides(), Context(before, after), against)
+        context = Context(before, after, executor=self.executor)
+        judgement = judge(changes, overrides or Overrides(), context, against)
         return Computed(changes, estimated, est_before, pf_after, judgement)
 
     def _preflight(

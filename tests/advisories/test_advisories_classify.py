@@ -485,6 +485,15 @@ _LLAMA_TOKENIZER = (
 # Cases that need the revision's context (the two snapshots): (before files, after files, change,
 # severity, rule, words the rationale must contain).
 CONTEXT_CASES = [
+    # issue 24: `model_type` beside an auto_map naming the repo's own config class
+    (
+        {"config.json": {k: v for k, v in _CHATGLM.items() if k != "model_type"}},
+        {"config.json": _CHATGLM},
+        ch(A.CONFIG, K.ADDED, "model_type", None, "chatglm"),
+        S.LOW,
+        "remote-config-model-type",
+        "AutoConfig loads under trust_remote_code whatever `model_type` says",
+    ),
     (
         {"config.json": _GPT2},
         {"config.json": {**_GPT2, "scale_attn_weights": True}},
@@ -709,6 +718,124 @@ CONTEXT_CASES = [
 ]
 
 
+_MISTRAL = {
+    **_LLAMA,
+    "model_type": "mistral",
+    "architectures": ["MistralForCausalLM"],
+    "max_position_embeddings": 32768,
+    "sliding_window": 4096,
+}
+_GEN = {"do_sample": False, "temperature": 0.6, "top_p": 0.9, "bos_token_id": 1, "eos_token_id": 2}
+EXECUTED_CASES = [
+    # issue 24: a layer count spelled with another family's name: LlamaConfig has no `n_layer`
+    # in its attribute_map and no Llama module reads it (inferred: an alias of the layer count)
+    (
+        {"config.json": _LLAMA},
+        {"config.json": {**_LLAMA, "n_layer": 40}},
+        ch(A.CONFIG, K.ADDED, "n_layer", None, 40),
+        S.LOW,
+        "executed-no-effect",
+        "`n_layer` (unset) → 40 in LlamaConfig, but no attribute the model reads changed",
+    ),
+    # issue 24: `seq_length`, read by nothing
+    (
+        {"config.json": _LLAMA},
+        {"config.json": {**_LLAMA, "seq_length": 4096}},
+        ch(A.CONFIG, K.ADDED, "seq_length", None, 4096),
+        S.LOW,
+        "executed-no-effect",
+        "checked with transformers 5.24.0: `seq_length` (unset) → 4096 in LlamaConfig",
+    ),
+    # issue 24: a sliding window equal to the context length is no window
+    (
+        {"config.json": _MISTRAL},
+        {"config.json": {**_MISTRAL, "sliding_window": 32768}},
+        ch(A.CONFIG, K.CHANGED, "sliding_window", 4096, 32768),
+        S.HIGH,
+        "executed-model",
+        "`sliding_window` 4096 → 32768 (no window: ≥ max_position_embeddings)",
+    ),
+    (
+        {"config.json": {**_MISTRAL, "sliding_window": 32768}},
+        {"config.json": {**_MISTRAL, "sliding_window": None}},
+        ch(A.CONFIG, K.CHANGED, "sliding_window", 32768, None),
+        S.LOW,
+        "executed-no-effect",
+        "MistralConfig gives the same effective attributes with and without this change",
+    ),
+    # the activation the MLP builds
+    (
+        {"config.json": _LLAMA},
+        {"config.json": {**_LLAMA, "hidden_act": "gelu"}},
+        ch(A.CONFIG, K.CHANGED, "hidden_act", "silu", "gelu"),
+        S.HIGH,
+        "executed-model",
+        "model.layers.*.mlp.act_fn: SiLUActivation → GELUActivation",
+    ),
+    (
+        {"config.json": _LLAMA},
+        {"config.json": {**_LLAMA, "max_position_embeddings": 8192}},
+        ch(A.CONFIG, K.CHANGED, "max_position_embeddings", 4096, 8192),
+        S.MODERATE,
+        "executed-limit",
+        "reads it only as a limit (LlamaRotaryEmbedding",
+    ),
+    # no generation_config.json: config.json's eos is generate()'s
+    (
+        {"config.json": _LLAMA},
+        {"config.json": {**_LLAMA, "eos_token_id": 5}},
+        ch(A.CONFIG, K.CHANGED, "eos_token_id", 2, 5),
+        S.HIGH,
+        "executed-generation-ids",
+        "`eos_token_id` 2 → 5), from config.json (no generation_config.json)",
+    ),
+    (
+        {"config.json": _LLAMA, "generation_config.json": _GEN},
+        {"config.json": _LLAMA, "generation_config.json": {**_GEN, "do_sample": True}},
+        ch(A.GENERATION_CONFIG, K.CHANGED, "do_sample", False, True, file="generation_config.json"),
+        S.MODERATE,
+        "executed-generation",
+        "greedy → sampling; `do_sample` false → true",
+    ),
+    (
+        {"config.json": _LLAMA, "generation_config.json": _GEN},
+        {"config.json": _LLAMA, "generation_config.json": {**_GEN, "temperature": 0.9}},
+        ch(A.GENERATION_CONFIG, K.CHANGED, "temperature", 0.6, 0.9, file="generation_config.json"),
+        S.LOW,
+        "executed-no-effect",
+        "(`temperature` unused by greedy decoding)",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def executor() -> object:
+    from tracker.advisories.execute import Executor
+
+    ex = Executor()
+    if not ex.warm():
+        pytest.skip("transformers is not importable")
+    return ex
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "change", "severity", "rule", "words"),
+    EXECUTED_CASES,
+    ids=[f"{c[2].artifact}-{c[2].kind}-{c[2].key}-{c[4]}" for c in EXECUTED_CASES],
+)
+def test_rules_decided_by_running_transformers(  # type: ignore[no-untyped-def]
+    executor, before, after, change, severity, rule, words
+) -> None:
+    got = classify(change, context=Context(snap(before), snap(after), executor=executor))
+    assert (got.severity, got.rule, got.decided_by) == (severity, rule, "transformers 5.24.0")
+    assert words in got.rationale, got.rationale
+    assert got.rationale.count("checked with transformers 5.24.0") == 1
+    # without transformers the same change is inferred, and says so
+    inferred = classify(change, context=Context(snap(before), snap(after)))
+    assert inferred.decided_by == "inferred"
+    assert inferred.rationale.startswith("inferred (transformers 5.24.0 not run on it): ")
+
+
 @pytest.mark.parametrize(
     ("before", "after", "change", "severity", "rule", "words"),
     CONTEXT_CASES,
@@ -733,7 +860,7 @@ def test_default_rules(change, severity, rule) -> None:  # type: ignore[no-untyp
 
 
 def test_every_default_rule_is_exercised_or_a_pattern_variant() -> None:
-    hit = {rule for _, _, rule in CASES} | {c[4] for c in CONTEXT_CASES}
+    hit = {rule for _, _, rule in CASES} | {c[4] for c in CONTEXT_CASES + EXECUTED_CASES}
     families = {r.name.split(":")[0] for r in DEFAULT_RULES}
     assert families <= {h.split(":")[0] for h in hit}
 
@@ -757,6 +884,7 @@ def test_overrides_come_before_defaults_and_globs_match_files() -> None:
     )
     got = classify(ch(A.CONFIG, K.CHANGED, "transformers_version", "a", "b"), o)
     assert (got.severity, got.rule, got.rationale) == (S.MODERATE, "watchlist-rule-0", "we pin it")
+    assert got.decided_by == "watchlist"
     got = classify(ch(A.CUSTOM_CODE, K.CHANGED, "modeling.py", "a", "b", file="modeling.py"), o)
     assert (got.severity, got.rule) == (S.LOW, "own-code")
     # the file glob does not match config.json, so auto_map keeps the default
@@ -808,3 +936,23 @@ def test_empty_overrides_and_highest() -> None:
     assert parse_overrides(None) == parse_overrides({})
     assert highest([S.LOW, S.CRITICAL, S.MODERATE]) is S.CRITICAL
     assert highest([S.LOW, S.MODERATE]) is S.MODERATE
+
+
+def test_a_model_build_over_its_time_limit_leaves_the_change_to_the_inferred_rules(
+    monkeypatch: pytest.MonkeyPatch, executor: object
+) -> None:
+    from tracker.advisories import execute
+
+    fresh = execute.Executor()
+    assert fresh.warm()
+    monkeypatch.setattr(execute, "BUILD_LIMIT_S", 1e-6)
+    change = ch(A.CONFIG, K.CHANGED, "hidden_act", "silu", "gelu")
+    before, after = {"config.json": _LLAMA}, {"config.json": {**_LLAMA, "hidden_act": "gelu"}}
+    got = classify(change, context=Context(snap(before), snap(after), executor=fresh))
+    assert (got.severity, got.rule, got.decided_by) == (
+        S.HIGH,
+        "computation:hidden_act",
+        "inferred",
+    )
+    assert got.rationale.startswith("inferred (transformers 5.24.0 not run on it): ")
+    assert fresh.builds == 1  # tried once, given up, not cached

@@ -70,6 +70,7 @@ def test_a_new_upstream_key_is_caught_as_effect_unknown_and_asks_for_a_label(
         (Severity.MODERATE, "undeclared-key", None)
     ]
     assert new[0].got.rationale == (
+        "inferred (transformers 5.24.0 not run on it): "
         "effect unknown: MixtralConfig in transformers 5.24.0 neither declares `expert_bias` nor "
         "converts it; it is kept as an extra attribute that only code asking for it by name reads"
     )

@@ -111,16 +111,25 @@ def test_poll_then_advisories_show_severity_by_effect(tmp_path: Path) -> None:
         ("low", f"{REPO}: config: num_beams changed: 4 → 1"),
     ]
     changes = [_changes(env, r["id"]) for r in rows]
-    assert changes[0]["num_beams"]["rule"] == "generation-defaults"
+    # issue 24: each decided by running transformers 5.24.0 on both revisions
+    assert changes[0]["num_beams"]["rule"] == "executed-generation"
+    assert changes[0]["num_beams"]["decided_by"] == "transformers 5.24.0"
     assert (
-        "config.json governs: this revision has no readable generation_config.json, so "
-        "transformers 5.24.0 builds the model's generation defaults from config.json, "
-        "`num_beams` included" in changes[0]["num_beams"]["rationale"]
+        "checked with transformers 5.24.0: generate() defaults change (greedy → beam search "
+        "(4 beams); `num_beams` 1 → 4), from config.json (no generation_config.json)"
+        in changes[0]["num_beams"]["rationale"]
     )
-    assert changes[1]["feed_forward_proj"]["rule"] == "computation:feed_forward_proj"
+    # the T5 FFN is built with another module type
+    assert changes[1]["feed_forward_proj"]["rule"] == "executed-model"
+    assert "T5DenseGatedActDense → T5DenseActDense" in changes[1]["feed_forward_proj"]["rationale"]
     assert changes[3][""]["rule"] == "file-added"
-    assert changes[4]["num_beams"]["rule"] == "generation-shadowed"
-    assert "ignores config.json's `num_beams`" in changes[4]["num_beams"]["rationale"]
+    assert changes[3][""]["decided_by"] == "inferred"
+    # generation_config.json governs now: config.json's num_beams is not read
+    assert changes[4]["num_beams"]["rule"] == "executed-no-effect"
+    assert (
+        "the effective GenerationConfig (from generation_config.json) is the same"
+        in changes[4]["num_beams"]["rationale"]
+    )
 
 
 def _changes(env: dict[str, str], advisory_id: str) -> dict[str, Any]:

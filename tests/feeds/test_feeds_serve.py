@@ -50,11 +50,12 @@ FIRST_TITLES = [
     "LOW: mistralai/Mixtral-8x7B-v0.1: config: output_router_logits changed: true → false",
     "LOW: mistralai/Mixtral-8x7B-v0.1: estimate: what it takes to fetch and hold is now known: "
     "2.00 bytes/parameter: 4-bit weights would take 4.0× less; weights 93.41 …",
-    "HIGH: mistralai/Mixtral-8x7B-v0.1: config changed (6 changes: model_type, sliding_window, "
-    "attention_dropout, …)",
+    "HIGH: mistralai/Mixtral-8x7B-v0.1: config changed (6 changes: model_type, attention_dropout, "
+    "output_router_logits, …)",
 ]
 SECOND_TITLES = [
-    "HIGH: mistralai/Mixtral-8x7B-v0.1: config: sliding_window changed: 32768 → null",
+    # issue 24: a 32768 window with 32768 positions is no window (checked with transformers)
+    "LOW: mistralai/Mixtral-8x7B-v0.1: config: sliding_window changed: 32768 → null",
     "HIGH: mistralai/Mixtral-8x7B-v0.1: config: sliding_window changed: 4096 → 32768",
     "LOW: mistralai/Mixtral-8x7B-v0.1: config: sliding_window added: null [fixed]",
     FIRST_TITLES[1] + " [fixed]",

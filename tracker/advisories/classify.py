@@ -16,7 +16,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 
 from tracker.advisories.effects import Context
 from tracker.advisories.knowledge import Knowledge, load
-from tracker.advisories.rules import DEFAULT_RULES, SEVERITY_RANK, Match, Rule
+from tracker.advisories.rules import DEFAULT_RULES, EXECUTED_PREFIX, SEVERITY_RANK, Match, Rule
 from tracker.domain import Artifact, Change, ChangeKind, JSONValue, Severity
 from tracker.problems import validate
 
@@ -52,15 +52,24 @@ class Overrides:
     suppress: tuple[Suppression, ...] = ()
 
 
+EFFECT_FILES = ("config.json", "generation_config.json")
+"""The files whose changes' effects transformers is run on (`tracker.advisories.execute`)."""
+
+
 @dataclass(frozen=True)
 class Classified:
-    """A change with its severity, the rule that decided it and, if suppressed, why."""
+    """A change with its severity, the rule that decided it and, if suppressed, why.
+
+    `decided_by`: `transformers <version>` when the effect was measured by running it (an
+    `executed-*` rule), `watchlist` for a repo's own rule, `inferred` otherwise (the rules table
+    and the checked-in knowledge)."""
 
     change: Change
     severity: Severity
     rule: str
     rationale: str
     suppressed: str | None = None
+    decided_by: str = "inferred"
 
 
 def key_names(change: Change, knowledge: Knowledge | None = None) -> tuple[str, ...]:
@@ -102,11 +111,18 @@ def classify(
         break
     else:  # pragma: no cover - DEFAULT_RULES ends with a catch-all
         raise AssertionError("no rule matched")
+    own = rule not in DEFAULT_RULES  # a watchlist rule: the operator decided
+    executed = rule.name.startswith(EXECUTED_PREFIX) and not own
     notes = [_alias_note(rule, names, knowledge), evidence]
     rationale = rule.rationale.replace("{key}", change.key or change.file)
     rationale = ": ".join([rationale, *(n for n in notes if n)])
+    if not executed and not own and change.file in EFFECT_FILES:
+        rationale = f"inferred (transformers {knowledge.version} not run on it): {rationale}"
     reason = next((s.reason for s in overrides.suppress if s.match.matches(change, names)), None)
-    return Classified(change, rule.severity, rule.name, rationale, reason)
+    measured = context.executed(change) if executed and context is not None else None
+    decided = f"transformers {measured.version}" if measured is not None else "inferred"
+    decided = "watchlist" if own else decided
+    return Classified(change, rule.severity, rule.name, rationale, reason, decided)
 
 
 def _alias_note(rule: Rule, names: tuple[str, ...], knowledge: Knowledge) -> str:

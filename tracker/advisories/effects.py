@@ -13,7 +13,11 @@ Checks:
   in structure or counts (`tracker.estimate`'s public `estimate`, a pure function);
 - `generation_governs` / `generation_shadowed`: transformers' precedence for generation defaults
   (generation_config.json, when it can be read, replaces config.json's generation keys entirely);
-- `token_names`: which tokens the ids of a token-id change name before and after.
+- `token_names`: which tokens the ids of a token-id change name before and after;
+- `executed`: the effect measured by running the pinned transformers (the context's `executor`,
+  `tracker.advisories.execute`, in the analysis worker) on both sides of a config.json or
+  generation_config.json change; None where it cannot run (no transformers, remote code, a
+  model type transformers lacks), and then the inferred checks above decide.
 """
 
 from __future__ import annotations
@@ -21,8 +25,9 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, Protocol
 
 from tracker.advisories.knowledge import MISSING, ConfigClass, Knowledge, load
 from tracker.diff import Side as FileSide
@@ -132,19 +137,72 @@ class Side:
         return frozenset(out)
 
 
+@dataclass(frozen=True)
+class Executed:
+    """The effect of one change as transformers' own code measured it.
+
+    `kind`: `same` (the same effective attributes and model), `unread` (attributes differ, but
+    the model neither is built differently nor reads them), `limit` (only a position limit the
+    model reads as a limit differs), `model` (the module tree differs, or
+    the model's code reads a differing attribute when it runs), `generation` / `generation-ids`
+    (the effective GenerationConfig differs; -ids: in a token id), `generation-same` (it does
+    not). `evidence` says what was measured; `attributes` names the effective attributes that
+    differ."""
+
+    kind: str
+    evidence: str
+    version: str
+    attributes: Sequence[str] = field(default_factory=tuple)
+
+
+class Executing(Protocol):
+    """What runs transformers for the effect checks (`tracker.advisories.execute.Executor`)."""
+
+    version: str
+
+    def config_effect(
+        self,
+        before: Mapping[str, Any],
+        changed: Mapping[str, Any],
+        key: str,
+        dtypes: tuple[str | None, str | None],
+    ) -> Executed | None: ...
+
+    def generation_effect(
+        self,
+        before: tuple[Mapping[str, Any], Mapping[str, Any] | None],
+        after: tuple[Mapping[str, Any], Mapping[str, Any] | None],
+        key: str,
+    ) -> Executed | None: ...
+
+
 class Context:
-    """The revision step a change belongs to: both snapshots (before is None on a first revision)."""
+    """The revision step a change belongs to: both snapshots (before is None on a first revision).
+
+    `knowledge` is the checked-in table of the pinned transformers (the inferred effects);
+    `executor`, where given, runs that transformers on the two sides (the executed effects,
+    consulted first). Together they are the one provider of effect knowledge the rules read."""
 
     def __init__(
         self,
         before: Snapshot | None,
         after: Snapshot | None,
         knowledge: Knowledge | None = None,
+        executor: Executing | None = None,
     ) -> None:
         self.before = Side(before) if before is not None else None
         self.after = Side(after) if after is not None else None
         self.knowledge = knowledge or load()
+        self.executor = executor
         self._estimates: dict[str, Any] = {}
+        self._executed: dict[tuple[str, str, str, str], Executed | None] = {}
+
+    def executed(self, change: Change) -> Executed | None:
+        """The executed effect of `change` (computed once per change), or None."""
+        ident = (change.artifact.value, change.kind.value, change.file, change.key)
+        if ident not in self._executed:
+            self._executed[ident] = _execute(change, self) if self.executor is not None else None
+        return self._executed[ident]
 
     def estimate_facts(self, config: Mapping[str, JSONValue]) -> Mapping[str, Any] | str:
         """The structure and counts of `config`'s estimate, or the estimate's one-line error."""
@@ -632,3 +690,130 @@ def renders_differently(change: Change, ctx: Context | None) -> str | None:
         else ""
     )
     return f"renders differently for {', '.join(out['differs'])}{tail}"
+
+
+# --- executed effects ---------------------------------------------------------------------------
+
+_KEYED_KINDS = (ChangeKind.ADDED, ChangeKind.REMOVED, ChangeKind.CHANGED, ChangeKind.TYPE_CHANGED)
+
+
+def checkpoint_dtype(snapshot: Snapshot | None) -> str | None:
+    """The dtype `from_pretrained(dtype="auto")` falls back to when the config names none: the
+    first floating tensor's (first shard by path, tensors by name), as a torch dtype name."""
+    if snapshot is None:
+        return None
+    names = {"BF16": "bfloat16", "F16": "float16", "F32": "float32", "F64": "float64"}
+    for path in sorted(snapshot.headers):
+        tensors = snapshot.headers[path].tensors
+        for tname in sorted(tensors):
+            dtype = names.get(tensors[tname].dtype)
+            if dtype is not None:
+                return dtype
+    return None
+
+
+def _ok(side: FileSide) -> Mapping[str, JSONValue] | None:
+    return side.value if side.state is SideState.OK else None
+
+
+def _execute(change: Change, ctx: Context) -> Executed | None:
+    runner = ctx.executor
+    if runner is None or ctx.before is None or ctx.after is None or not change.key:
+        return None
+    if change.kind not in _KEYED_KINDS:
+        return None
+    path = path_of(change.key)
+    b_conf, a_conf = _ok(ctx.before.config), _ok(ctx.after.config)
+    if SideState.UNTRACKED in (ctx.before.generation.state, ctx.after.generation.state):
+        return None  # whether generation_config.json governs cannot be known
+    # transformers reads generation_config.json when it can and else builds the generation
+    # defaults from config.json (`_governs`)
+    b_gen, a_gen = _ok(ctx.before.generation), _ok(ctx.after.generation)
+    if _from_config(change):
+        if b_conf is None or a_conf is None:
+            return None
+        changed = _with(b_conf, path, get_path(a_conf, path))
+        # the checkpoint is the previous revision's on both sides: a re-upload is its own change
+        dtype = checkpoint_dtype(ctx.before.snapshot)
+        if path[0] == "task_specific_params":
+            return None  # read by pipelines, not by the model or generate(): not executed here
+        found = runner.config_effect(b_conf, changed, change.key, (dtype, dtype))
+        if found is None or found.kind not in ("same", "unread"):
+            return found
+        # the config's effect on generation: in the previous revision's setting (its
+        # generation_config.json) and in this one's (the key taken back out of this config)
+        undone = _with(a_conf, path, get_path(b_conf, path))
+        gens = [
+            runner.generation_effect((undone, a_gen), (a_conf, a_gen), change.key),
+            runner.generation_effect((b_conf, b_gen), (changed, b_gen), change.key),
+        ]
+        moved = next((g for g in gens if g is not None and g.kind != "generation-same"), None)
+        if moved is not None:
+            return moved
+        if any(g is None for g in gens) or gens[0] is None:
+            return None
+        generation = gens[0].evidence.split(": ", 1)[-1]  # without "checked with ...: "
+        return Executed("same", f"{found.evidence}; {generation}", found.version, found.attributes)
+    if change.file == GENERATION_FILE and change.artifact is Artifact.GENERATION_CONFIG:
+        if b_gen is None or a_gen is None:
+            return None
+        b_config = b_conf if b_conf is not None else {}
+        a_config = a_conf if a_conf is not None else {}
+        changed_gen = _with(b_gen, path, get_path(a_gen, path))
+        undone_gen = _with(a_gen, path, get_path(b_gen, path))
+        # in this revision's setting first (the other keys as they are now), then the previous
+        gens = [
+            runner.generation_effect((a_config, undone_gen), (a_config, a_gen), change.key),
+            runner.generation_effect((b_config, b_gen), (b_config, changed_gen), change.key),
+        ]
+        moved = next((g for g in gens if g is not None and g.kind != "generation-same"), None)
+        return moved if moved is not None else gens[0]
+    return None
+
+
+def _executed_kinds(*kinds: str) -> Effect:
+    def check(change: Change, ctx: Context | None) -> str | None:
+        found = ctx.executed(change) if ctx is not None else None
+        return found.evidence if found is not None and found.kind in kinds else None
+
+    check.__name__ = f"executed_{'_'.join(k.replace('-', '_') for k in kinds)}"
+    return check
+
+
+executed_no_effect = _executed_kinds("same", "unread", "generation-same")
+"""Executed: no attribute the model reads, and no effective generation default, changed."""
+executed_model = _executed_kinds("model")
+"""Executed: the model built from the config, or what its code reads when it runs, changed."""
+executed_generation_ids = _executed_kinds("generation-ids")
+"""Executed: the effective GenerationConfig's token ids (eos, bos, pad, decoder start) changed."""
+executed_generation = _executed_kinds("generation")
+executed_limit = _executed_kinds("limit")
+"""Executed: only a position limit changed; the model and its computation within it are the same."""
+"""Executed: the effective GenerationConfig's other defaults changed."""
+
+
+def remote_config_names_type(change: Change, ctx: Context | None) -> str | None:
+    """`model_type` of a config whose `auto_map` names the repo's own AutoConfig class at both
+    revisions, where neither value is a model type transformers has: the remote class is loaded
+    (under trust_remote_code) whatever `model_type` says, and without it neither value loads."""
+    if change.key != "model_type" or not _from_config(change):
+        return None
+    sides = _config_sides(ctx)
+    if sides is None or ctx is None:
+        return None
+    remote = []
+    for doc in sides:
+        auto_map = doc.get("auto_map")
+        if not isinstance(auto_map, Mapping) or not isinstance(auto_map.get("AutoConfig"), str):
+            return None
+        remote.append(str(auto_map["AutoConfig"]))
+    types = [change.before, change.after]
+    if any(isinstance(t, str) and t in ctx.knowledge.classes for t in types):
+        return None
+    shown = ", ".join(f"`{t}`" for t in types if isinstance(t, str))
+    return (
+        f"auto_map names the repo's own config class (`{remote[1]}`), which AutoConfig loads "
+        f"under trust_remote_code whatever `model_type` says; transformers "
+        f"{ctx.knowledge.version} has no built-in config class for {shown or 'it'}, so without "
+        "trust_remote_code the config does not load at either revision"
+    )

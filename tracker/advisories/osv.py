@@ -69,6 +69,7 @@ def change_json(c: Classified) -> dict[str, JSONValue]:
         "severity": c.severity.value,
         "rule": c.rule,
         "rationale": c.rationale,
+        "decided_by": c.decided_by,
     }
     if c.suppressed is not None:
         out["suppressed"] = c.suppressed

@@ -28,11 +28,17 @@ from tracker.advisories.effects import (
     class_default,
     classifier_head,
     estimate_moves,
+    executed_generation,
+    executed_generation_ids,
+    executed_limit,
+    executed_model,
+    executed_no_effect,
     generation_governs,
     generation_shadowed,
     no_classifier_head,
     not_read_by_class,
     read_by_class,
+    remote_config_names_type,
     renders_differently,
     renders_partly_unknown,
     renders_the_same,
@@ -42,6 +48,10 @@ from tracker.advisories.effects import (
 )
 from tracker.advisories.knowledge import MISSING
 from tracker.domain import Artifact, Change, ChangeKind, JSONValue, Severity
+
+EXECUTED_PREFIX = "executed-"
+"""Rules whose names start so are decided by running transformers (`tracker.advisories.execute`);
+every other rule's effect is inferred."""
 
 SEVERITY_RANK: Mapping[Severity, int] = {
     Severity.CRITICAL: 4,
@@ -493,6 +503,15 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         S.MODERATE,
         "a file transformers reads was added: its settings now apply where defaults did",
     ),
+    # executed: transformers' own code on both sides says nothing the model or generate() reads
+    # changed (`executed-*` rules decide before every inferred rule they can speak for)
+    Rule(
+        EXECUTED_PREFIX + "no-effect",
+        _m((A.CONFIG, A.SPECIAL_TOKENS, A.GENERATION_CONFIG), _KEYED),
+        S.LOW,
+        "no effective change",
+        executed_no_effect,
+    ),
     # the value the model reads did not change
     Rule(
         "class-default",
@@ -635,6 +654,37 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         S.LOW,
         "affects training only (dropout, auxiliary losses and the loss choice are off at inference)",
     ),
+    # executed: what transformers builds or generates differs (after the keys known to matter
+    # only in training or to speed and memory, which the model's code also reads)
+    Rule(
+        EXECUTED_PREFIX + "model",
+        _m((A.CONFIG, A.SPECIAL_TOKENS), _KEYED),
+        S.HIGH,
+        "the model transformers builds or runs from this config changes",
+        executed_model,
+    ),
+    Rule(
+        EXECUTED_PREFIX + "generation-ids",
+        _m((A.CONFIG, A.SPECIAL_TOKENS, A.GENERATION_CONFIG), _KEYED),
+        S.HIGH,
+        "generation starts, stops or pads at different tokens",
+        executed_generation_ids,
+    ),
+    Rule(
+        EXECUTED_PREFIX + "generation",
+        _m((A.CONFIG, A.SPECIAL_TOKENS, A.GENERATION_CONFIG), _KEYED),
+        S.MODERATE,
+        "generation defaults changed: generate() output differs unless you pass your own settings",
+        executed_generation,
+    ),
+    Rule(
+        EXECUTED_PREFIX + "limit",
+        _m((A.CONFIG,), _KEYED),
+        S.MODERATE,
+        "maximum context changed: longer inputs are now accepted or refused, and cache sizing "
+        "follows",
+        executed_limit,
+    ),
     # generation keys of config.json that generation_config.json makes irrelevant
     Rule(
         "generation-shadowed",
@@ -657,6 +707,13 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         ("add_bos_token", "add_eos_token"),
         S.HIGH,
         "automatic bos/eos insertion changed: every encoded prompt gets different ids",
+    ),
+    Rule(
+        "remote-config-model-type",
+        _m(A.CONFIG, _KEYED, key="model_type"),
+        S.LOW,
+        "`model_type` selects no config class here",
+        remote_config_names_type,
     ),
     *_rules("architecture", A.CONFIG, _keys(_ARCH_KEYS), S.HIGH, _ARCH_WHY),
     # a switch the config class does not read switches nothing (`undeclared-key` says so below)

@@ -1,0 +1,634 @@
+"""Effects decided by running the pinned transformers' own code on both sides of a config change.
+
+`Executor` implements `tracker.advisories.effects.Executing` (what the rules consult through the
+revision's `Context`): for a config.json or generation_config.json change it builds, with the
+installed transformers (the `oracle` extra pins the version), never the repo's own code and
+never weights:
+
+- the config class `AutoConfig` maps the `model_type` to, from the document (`from_dict`:
+  attribute maps, derived attributes, defaults), on the previous revision and on the previous
+  revision with only this key changed; their `to_dict()` are the effective attributes;
+- the model `architectures[0]` names (else `AutoModelForCausalLM`, else `AutoModel`) on torch's
+  meta device with weight initialisation skipped: the module tree (types, parameter and buffer
+  shapes, tied parameters, each module's `extra_repr` and plain attributes) of both configs;
+- which config attributes the modeling code reads at all (`config.<name>` in the source of every
+  transformers module that defines a module of the tree, plus the shared masking and rotary code);
+- the effective `GenerationConfig`: generation_config.json when it can be read, else
+  `GenerationConfig.from_model_config` of the config (transformers' precedence).
+
+Nothing is executed for a `model_type` transformers does not have or for a config whose
+`auto_map` names a remote `AutoConfig` (None: the caller falls back to the inferred rules).
+Structures are cached per (model class, effective config digest); one build runs under
+`BUILD_LIMIT_S` (SIGALRM, in the main thread) and one that overruns is "not executed".
+Two normalisations say what transformers' code does with a value rather than its spelling: a
+sliding window at least as long as `max_position_embeddings` is no window (every token of an
+accepted input attends to every earlier one), and the dtype is the one the loader uses
+(`from_pretrained`'s default `dtype="auto"`: the config's, else the checkpoint's first floating
+dtype).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import hashlib
+import importlib
+import importlib.metadata
+import inspect
+import json
+import re
+import signal
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any
+
+from tracker.advisories.effects import Executed, show
+
+BUILD_LIMIT_S = 5.0
+"""The longest one model build on the meta device may take before execution is given up."""
+CACHE_SIZE = 64
+IGNORED_ATTRIBUTES = frozenset(
+    {"transformers_version", "_name_or_path", "_commit_hash", "architectures", "auto_map"}
+)
+"""Attributes of `to_dict()` that no loading or modeling code reads as a model setting
+(`architectures` chooses the class, which the structure comparison covers)."""
+TOKEN_ID_FIELDS = frozenset(
+    {"eos_token_id", "bos_token_id", "pad_token_id", "decoder_start_token_id"}
+)
+SAMPLING_FIELDS = frozenset({"temperature", "top_k", "top_p", "min_p", "typical_p",
+                             "epsilon_cutoff", "eta_cutoff"})  # fmt: skip
+_READ = re.compile(
+    r"\bconfig\.([A-Za-z_][A-Za-z_0-9]*)"
+    r"|getattr\(\s*(?:self\.)?[a-z_]*config\s*,\s*[\"']([A-Za-z_][A-Za-z_0-9]*)[\"']"
+)
+_SHARED_MODULES = ("transformers.masking_utils", "transformers.modeling_rope_utils")
+_GENERIC_MODULES = ("transformers.modeling_utils", "transformers.generation.utils")
+"""Loading, saving and generation plumbing every model inherits: not what a model type reads."""
+_DIGITS = re.compile(r"\.\d+(?=\.|$)")
+_UNUSED_ATTRIBUTES = frozenset({"training", "name_or_path"})
+"""Module attributes no computation reads (the train/eval flag is set by the caller; the path the
+config was loaded from is a label)."""
+_WARM_CONFIG = {
+    "model_type": "llama",
+    "architectures": ["LlamaForCausalLM"],
+    "hidden_size": 8,
+    "intermediate_size": 16,
+    "num_attention_heads": 2,
+    "num_hidden_layers": 1,
+    "vocab_size": 16,
+}
+_ROPE_CACHE_ATTRIBUTES = frozenset({"max_seq_len_cached", "original_max_seq_len"})
+_POSITION_LIMITS = frozenset({"max_position_embeddings"})
+"""Read by the model only as a limit (rotary caches of dynamic rope, cache sizing): within both
+limits the computation is the same."""
+
+
+class _Overrun(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float) -> Iterator[None]:
+    """Raise _Overrun in the block after `seconds` (main thread only, and only where no other
+    real-time timer is set, which it would cancel; elsewhere unbounded)."""
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getitimer(signal.ITIMER_REAL)[0] > 0
+    ):
+        yield
+        return
+
+    def on_alarm(signum: int, frame: FrameType | None) -> None:
+        raise _Overrun
+
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+@dataclass(frozen=True)
+class _Built:
+    """One config as transformers builds it: its class, effective attributes, and the model."""
+
+    cls: str
+    attrs: Mapping[str, Any]
+    model: str
+    tree: tuple[tuple[str, ...], ...] | None
+    params: int
+    reads: Mapping[str, tuple[str, ...]]
+    raw: Mapping[str, Any]
+    error: str | None
+
+
+def _plain(value: object) -> bool:
+    if value is None or isinstance(value, bool | int | float | str):
+        return True
+    if isinstance(value, list | tuple):
+        return all(_plain(v) for v in value)
+    return False
+
+
+def _digest(value: object) -> str:
+    text = json.dumps(value, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class Executor:
+    """Executes transformers' config, modeling and generation code on config documents.
+
+    transformers and torch are imported on first use (`warm()` does it ahead, outside any
+    budget); where they cannot be, every effect is None (the inferred rules decide).
+    Thread-safe: one execution at a time. `timings` collects the seconds of each
+    `config_effect` and `generation_effect` call (the bench reads them); `builds` counts the
+    model builds (the rest were cache hits)."""
+
+    def __init__(self) -> None:
+        try:
+            self.version: str = importlib.metadata.version("transformers")
+        except importlib.metadata.PackageNotFoundError:
+            self.version = ""
+        self._lock = threading.RLock()
+        self._modules: tuple[Any, Any] | None = None
+        self._failed = False
+        self._built: dict[str, _Built] = {}
+        self._sources: dict[str, frozenset[str]] = {}
+        self.timings: list[float] = []
+        self.builds = 0
+
+    def warm(self) -> bool:
+        """Import transformers and torch now; whether they are available."""
+        with self._lock:
+            if self._modules is None and not self._failed:
+                try:
+                    import torch
+                    import transformers
+                    from transformers.utils import logging as tf_logging
+                except Exception:
+                    self._failed = True
+                    return False
+                tf_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
+                tf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+                self.version = transformers.__version__
+                self._modules = (transformers, torch)
+                # the shared modeling machinery and one tiny build, so that what a request
+                # imports under the analysis budget is only its model type's own module
+                with contextlib.suppress(Exception):
+                    self._build(_WARM_CONFIG, None)
+                    self._built.clear()
+                self.builds = 0
+            return self._modules is not None
+
+    @property
+    def tf(self) -> Any:
+        assert self._modules is not None
+        return self._modules[0]
+
+    @property
+    def torch(self) -> Any:
+        assert self._modules is not None
+        return self._modules[1]
+
+    # -- the Executing protocol ---------------------------------------------------------------
+    def config_effect(
+        self,
+        before: Mapping[str, Any],
+        changed: Mapping[str, Any],
+        key: str,
+        dtypes: tuple[str | None, str | None],
+    ) -> Executed | None:
+        """The effect of config `before` → `changed` (the previous config with only `key`
+        changed); `dtypes`: each side's checkpoint dtype (first floating tensor), if known."""
+        start = time.perf_counter()
+        try:
+            with self._lock:
+                if not self.warm():
+                    return None
+                return self._config_effect(before, changed, key, dtypes)
+        finally:
+            self.timings.append(time.perf_counter() - start)
+
+    def generation_effect(
+        self,
+        before: tuple[Mapping[str, Any], Mapping[str, Any] | None],
+        after: tuple[Mapping[str, Any], Mapping[str, Any] | None],
+        key: str,
+    ) -> Executed | None:
+        """The effect on the effective GenerationConfig of (config, generation_config or None)
+        `before` → `after`."""
+        start = time.perf_counter()
+        try:
+            with self._lock:
+                if not self.warm():
+                    return None
+                old, new = self._generation(*before), self._generation(*after)
+                if old is None or new is None:
+                    return None
+                return self._generation_verdict(old, new, key, before[1] is not None)
+        finally:
+            self.timings.append(time.perf_counter() - start)
+
+    # -- configs ------------------------------------------------------------------------------
+    def _config_class(self, doc: Mapping[str, Any]) -> Any:
+        auto_map = doc.get("auto_map")
+        if isinstance(auto_map, Mapping) and "AutoConfig" in auto_map:
+            return None  # the repo's own config class decides: never imported here
+        mapping = self.tf.CONFIG_MAPPING
+        model_type = doc.get("model_type")
+        if not isinstance(model_type, str) or model_type not in mapping:
+            return None
+        return mapping[model_type]
+
+    def _config(self, doc: Mapping[str, Any]) -> tuple[Any, str | None]:
+        cls = self._config_class(doc)
+        if cls is None:
+            return None, None
+        try:
+            return cls.from_dict(copy.deepcopy(dict(doc))), None
+        except Exception as exc:
+            return None, f"{cls.__name__} refuses it ({type(exc).__name__}: {_line(exc)})"
+
+    def _attrs(self, config: Any, dtype: str | None) -> dict[str, Any]:
+        raw = config.to_dict()
+        out = {k: v for k, v in raw.items() if k not in IGNORED_ATTRIBUTES}
+        loaded = out.get("dtype")
+        out["dtype"] = str(loaded).removeprefix("torch.") if loaded not in (None, "auto") else dtype
+        window = out.get("sliding_window")
+        limit = out.get("max_position_embeddings")
+        if isinstance(window, int) and isinstance(limit, int) and window >= limit:
+            out["sliding_window"] = None
+        plain: dict[str, Any] = json.loads(json.dumps(out, default=str))
+        return plain
+
+    def _model_class(self, config: Any, doc: Mapping[str, Any]) -> tuple[Any, str]:
+        arch = doc.get("architectures")
+        name = arch[0] if isinstance(arch, list) and arch and isinstance(arch[0], str) else None
+        if name is not None:
+            klass = getattr(self.tf, name, None) if name.isidentifier() else None
+            config_class = getattr(klass, "config_class", None)
+            if klass is None or not isinstance(config_class, type):
+                return None, f"`{name}` is not a class transformers {self.version} defines"
+            if not isinstance(config, config_class):
+                return None, f"`{name}` takes {config_class.__name__}, not {type(config).__name__}"
+            return klass, name
+        for auto in (self.tf.AutoModelForCausalLM, self.tf.AutoModel):
+            if type(config) in auto._model_mapping:
+                klass = auto._model_mapping[type(config)]
+                return klass, f"{klass.__name__} (via {auto.__name__})"
+        return None, f"no transformers {self.version} model class takes {type(config).__name__}"
+
+    def _build(self, doc: Mapping[str, Any], dtype: str | None) -> _Built | str | None:
+        config, why = self._config(doc)
+        if config is None:
+            return why
+        attrs = self._attrs(config, dtype)
+        klass, name = self._model_class(config, doc)
+        key = _digest([type(config).__name__, name, attrs])
+        raw = json.loads(json.dumps(config.to_dict(), default=str))
+        if key in self._built:  # the same model; the values as written may differ
+            return dataclasses.replace(self._built[key], raw=raw)
+        tree: tuple[tuple[str, ...], ...] | None = None
+        params, error = 0, None
+        reads: Mapping[str, tuple[str, ...]] = {}
+        if klass is None:
+            error = name
+        else:
+            try:
+                tree, params, reads = self._tree(klass, config)
+            except _Overrun:
+                return None
+            except Exception as exc:
+                error = f"{name} cannot be built from it ({type(exc).__name__}: {_line(exc)})"
+        built = _Built(type(config).__name__, attrs, name, tree, params, reads, raw, error)
+        if len(self._built) >= CACHE_SIZE:
+            self._built.pop(next(iter(self._built)))
+        self._built[key] = built
+        return built
+
+    def _tree(
+        self, klass: Any, config: Any
+    ) -> tuple[tuple[tuple[str, ...], ...], int, Mapping[str, tuple[str, ...]]]:
+        from transformers.initialization import no_init_weights
+
+        torch = self.torch
+        self.builds += 1
+        with _time_limit(BUILD_LIMIT_S), torch.device("meta"), no_init_weights():
+            model = klass._from_config(copy.deepcopy(config), dtype=torch.float32)
+        limit = getattr(config, "max_position_embeddings", None)
+        rows: list[tuple[str, ...]] = []
+        classes: set[type] = set()
+        owners: dict[int, str] = {}
+        params = 0
+        for name, module in model.named_modules():
+            kind = type(module).__name__
+            classes.add(type(module))
+            repr_ = "" if isinstance(module, torch.nn.Dropout) else module.extra_repr()
+            rows.append((name, kind, repr_))
+            for pname, p in module.named_parameters(recurse=False):
+                full = f"{name}.{pname}" if name else pname
+                if id(p) in owners:
+                    rows.append((full, "tied", owners[id(p)]))
+                    continue
+                owners[id(p)] = full
+                params += p.numel()
+                rows.append((full, "parameter", str(tuple(p.shape))))
+            for bname, b in module.named_buffers(recurse=False):
+                if b is not None:
+                    rows.append((f"{name}.{bname}", "buffer", str(tuple(b.shape))))
+            if isinstance(module, torch.nn.Dropout):
+                continue
+            static_rope = not any(
+                t in str(getattr(module, "rope_type", "")) for t in ("dynamic", "longrope")
+            )
+            for attr, value in sorted(vars(module).items()):
+                if attr.startswith("_") or attr in _UNUSED_ATTRIBUTES or not _plain(value):
+                    continue
+                if attr in _ROPE_CACHE_ATTRIBUTES and static_rope:
+                    continue  # only dynamic and long rope read them (`dynamic_rope_update`)
+                if attr == "sliding_window" and isinstance(value, int) and isinstance(limit, int):
+                    value = None if value >= limit else value
+                rows.append((f"{name}.{attr}" if name else attr, "attribute", show(value, 200)))
+        return tuple(rows), params, self._reads(classes)
+
+    def _reads(self, classes: set[type]) -> Mapping[str, tuple[str, ...]]:
+        """Config attribute → the transformers code that reads it: the source of every class
+        of the tree (and its transformers bases, but not `PreTrainedModel`'s generic loading
+        code), and the shared masking and rotary modules."""
+        found: dict[str, set[str]] = {}
+        sources: list[tuple[str, Any]] = [(m, None) for m in _SHARED_MODULES]
+        for cls in classes:
+            for klass in cls.__mro__:
+                where = getattr(klass, "__module__", "")
+                if where.startswith("transformers.") and where not in _GENERIC_MODULES:
+                    sources.append((f"{where}.{klass.__qualname__}", klass))
+        for name, klass in sorted(sources, key=lambda x: x[0]):
+            if name not in self._sources:
+                try:
+                    obj = klass if klass is not None else importlib.import_module(name)
+                    text = inspect.getsource(obj)
+                except (OSError, TypeError, ImportError):
+                    text = ""
+                self._sources[name] = frozenset(a or b for a, b in _READ.findall(text))
+            reader = name.rsplit(".", 1)[-1] if klass is not None else name
+            for attr in self._sources[name]:
+                found.setdefault(attr, set()).add(reader)
+        return {k: tuple(sorted(v)) for k, v in found.items()}
+
+    def _config_effect(
+        self,
+        before: Mapping[str, Any],
+        changed: Mapping[str, Any],
+        key: str,
+        dtypes: tuple[str | None, str | None],
+    ) -> Executed | None:
+        old = self._build(before, dtypes[0])
+        if not isinstance(old, _Built):
+            return None  # not executable, or the previous config itself cannot be read
+        new = self._build(changed, dtypes[1])
+        if new is None:
+            return None
+        where = f"checked with transformers {self.version}"
+        if isinstance(new, str):
+            return Executed("model", f"{where}: with only `{key}` changed, {new}", self.version)
+        if old.error is not None or new.error is not None:
+            if old.error == new.error and old.attrs == new.attrs:
+                return Executed(
+                    "same",
+                    f"{where}: {new.cls} gives the same effective attributes with and without "
+                    f"this change (the model is not built at either side: {new.error})",
+                    self.version,
+                )
+            if old.error is not None and new.error is not None:
+                return None  # neither side builds: nothing to compare the effect on
+            why = new.error or f"{new.model} can now be built (before: {old.error})"
+            return Executed("model", f"{where}: with only `{key}` changed, {why}", self.version)
+        differ = _differ(old.attrs, new.attrs)
+        if old.tree != new.tree or old.model != new.model:
+            return Executed("model", f"{where}: {_tree_delta(old, new)}", self.version, differ)
+        if not differ and key.rsplit(".", 1)[-1] in ("dtype", "torch_dtype") and new.attrs["dtype"]:
+            return Executed(
+                "same",
+                f'{where}: from_pretrained (dtype="auto") loads the weights as '
+                f"{new.attrs['dtype']} with and without this change (the config's dtype, else the "
+                "checkpoint's)",
+                self.version,
+            )
+        if not differ:
+            return Executed(
+                "same",
+                f"{where}: {new.cls} gives the same effective attributes with and without this "
+                "change, and the model built from them is the same",
+                self.version,
+            )
+        shown = ", ".join(f"`{k}` {_shown(old, k)} → {_shown(new, k)}" for k in differ[:4])
+        if "dtype" in differ:
+            if old.attrs.get("dtype") is None or new.attrs.get("dtype") is None:
+                return None  # the checkpoint's dtype, which the loader falls back to, is unknown
+            return Executed(
+                "model",
+                f'{where}: from_pretrained (dtype="auto") loads the weights as '
+                f"{old.attrs['dtype']} → {new.attrs['dtype']} "
+                "(the config's dtype, else the checkpoint's)",
+                self.version,
+                differ,
+            )
+        read = [k for k in differ if k.rsplit(".", 1)[-1] in new.reads]
+        if read and set(read) <= _POSITION_LIMITS:
+            return Executed(
+                "limit",
+                f"{where}: {shown}; the model built is the same and its code reads it only as a "
+                f"limit ({', '.join(new.reads[read[0]])}): outputs within both limits are the same",
+                self.version,
+                differ,
+            )
+        if read:
+            readers = "; ".join(
+                f"`{k}` by {', '.join(new.reads[k.rsplit('.', 1)[-1]][:3])}" for k in read[:4]
+            )
+            return Executed(
+                "model",
+                f"{where}: the model's structure is the same, but its code reads {readers} when "
+                f"it runs ({shown}): a different computation",
+                self.version,
+                differ,
+            )
+        return Executed(
+            "unread",
+            f"{where}: {shown} in {new.cls}, but no attribute the model reads changed "
+            f"(the structure of {new.model} is the same and its code reads none of them)",
+            self.version,
+            differ,
+        )
+
+    # -- generation ---------------------------------------------------------------------------
+    def _generation(
+        self, config: Mapping[str, Any], generation: Mapping[str, Any] | None
+    ) -> dict[str, Any] | None:
+        gen_cls = self.tf.GenerationConfig
+        try:
+            if generation is not None:
+                made = gen_cls.from_dict(copy.deepcopy(dict(generation)))
+            else:  # what `from_pretrained` does without the file: config.json's own keys (the
+                # config class drops them), then those of its decoder/generator/text_config
+                made = gen_cls.from_model_config(copy.deepcopy(dict(config)))
+            raw = made.to_dict()
+        except Exception:
+            return None
+        # an unset field is the global default generate() applies to it
+        for name, default in gen_cls._get_default_generation_params().items():
+            if raw.get(name) is None:
+                raw[name] = default
+        drop = {"transformers_version", "_from_model_config", "_original_object_hash"}
+        plain: dict[str, Any] = json.loads(
+            json.dumps({k: v for k, v in raw.items() if k not in drop}, default=str)
+        )
+        return plain
+
+    def _generation_verdict(
+        self, old: Mapping[str, Any], new: Mapping[str, Any], key: str, from_file: bool
+    ) -> Executed:
+        where = f"checked with transformers {self.version}"
+        source = (
+            "generation_config.json" if from_file else "config.json (no generation_config.json)"
+        )
+        differ = sorted(
+            k for k in set(old) | set(new) if old.get(k, _ABSENT) != new.get(k, _ABSENT)
+        )
+        m_old, m_new = _mode(old), _mode(new)
+        effective = [
+            k for k in differ
+            if not (k in SAMPLING_FIELDS and not old.get("do_sample") and not new.get("do_sample"))
+        ]  # fmt: skip
+        if not effective:
+            unused = f" ({', '.join(f'`{k}`' for k in differ)} unused by {m_new} decoding)"
+            return Executed(
+                "generation-same",
+                f"{where}: the effective GenerationConfig (from {source}) is the same"
+                + (unused if differ else ""),
+                self.version,
+            )
+        shown = ", ".join(f"`{k}` {_val(old, k)} → {_val(new, k)}" for k in effective[:5])
+        mode = f"{m_old} → {m_new}" if m_old != m_new else f"{m_new} as before"
+        kind = "generation-ids" if TOKEN_ID_FIELDS & set(effective) else "generation"
+        return Executed(
+            kind,
+            f"{where}: generate() defaults change ({mode}; {shown}), from {source}",
+            self.version,
+            effective,
+        )
+
+
+_ABSENT = object()
+
+
+def _val(attrs: Mapping[str, Any], key: str) -> str:
+    value = _get(attrs, key)
+    return "(unset)" if value is _ABSENT else show(value, 40)
+
+
+def _differ(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """The attributes that differ; inside a sub-config (a dict on both sides), its own keys."""
+    out: list[str] = []
+    for k in sorted(set(old) | set(new)):
+        a, b = old.get(k, _ABSENT), new.get(k, _ABSENT)
+        if a == b:
+            continue
+        if isinstance(a, dict) and isinstance(b, dict) and k != "rope_parameters":
+            out += [f"{k}.{sub}" for sub in _differ(a, b)]
+        else:
+            out.append(k)
+    return out
+
+
+def _get(attrs: Mapping[str, Any], key: str) -> object:
+    node: object = attrs
+    for part in key.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return _ABSENT
+        node = node[part]
+    return node
+
+
+def _shown(built: _Built, key: str) -> str:
+    """An effective attribute, with the value it was written as where transformers' code makes
+    them differ (a sliding window at least the context long is no window)."""
+    value = _val(built.attrs, key)
+    raw = _val(built.raw, key)
+    if key == "sliding_window" and raw != value:
+        return f"{raw} (no window: ≥ max_position_embeddings)"
+    return value
+
+
+def _mode(gen: Mapping[str, Any]) -> str:
+    beams = gen.get("num_beams") or 1
+    if gen.get("do_sample"):
+        return "sampling" + (f" with {beams} beams" if beams > 1 else "")
+    return f"beam search ({beams} beams)" if beams > 1 else "greedy"
+
+
+def _line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:160] if text else type(exc).__name__
+
+
+def _pattern(name: str) -> str:
+    return _DIGITS.sub(".*", name)
+
+
+def _tree_delta(old: _Built, new: _Built) -> str:
+    """What differs between two module trees, in words (counts first, then the first differing
+    rows with layer indices folded)."""
+    parts: list[str] = []
+    if old.model != new.model:
+        parts.append(f"model class {old.model} → {new.model}")
+    if old.params != new.params:
+        parts.append(f"parameters {_count(old.params)} → {_count(new.params)}")
+    a, b = old.tree or (), new.tree or ()
+    if len([r for r in a if r[1] != "parameter"]) != len([r for r in b if r[1] != "parameter"]):
+        mods = sum(1 for r in a if r[1] not in {"parameter", "buffer", "tied", "attribute"})
+        mods2 = sum(1 for r in b if r[1] not in {"parameter", "buffer", "tied", "attribute"})
+        if mods != mods2:
+            parts.append(f"modules {mods} → {mods2}")
+    ra, rb = dict(((r[0], r[1]), r[2]) for r in a), dict(((r[0], r[1]), r[2]) for r in b)
+    seen: dict[str, None] = {}
+    for (name, kind), value in ra.items():
+        other = rb.get((name, kind))
+        if other is not None and other != value:
+            seen.setdefault(f"{_pattern(name)}: {value} → {other}", None)
+    kinds_a = {r[0]: r[1] for r in a if r[1] not in {"parameter", "buffer", "tied", "attribute"}}
+    kinds_b = {r[0]: r[1] for r in b if r[1] not in {"parameter", "buffer", "tied", "attribute"}}
+    for name, kind in kinds_a.items():
+        if name in kinds_b and kinds_b[name] != kind:
+            seen.setdefault(f"{_pattern(name) or 'model'}: {kind} → {kinds_b[name]}", None)
+    tied_a = {r[0] for r in a if r[1] == "tied"}
+    tied_b = {r[0] for r in b if r[1] == "tied"}
+    if tied_a != tied_b:
+        seen.setdefault(
+            f"tied parameters {sorted(tied_a) or 'none'} → {sorted(tied_b) or 'none'}", None
+        )
+    rows = list(seen)[:3]
+    more = f" (+{len(seen) - 3} more)" if len(seen) > 3 else ""
+    if rows:
+        parts.append("; ".join(rows) + more)
+    return "the model built on the meta device differs: " + (
+        ", ".join(parts) if parts else "its module tree"
+    )
+
+
+def _count(n: int) -> str:
+    if n >= 1_000_000_000:
+        return f"{n / 1e9:.2f}B"
+    if n >= 1_000_000:
+        return f"{n / 1e6:.1f}M"
+    return f"{n:,}"
+
+
+def changed_keys(differ: Sequence[str]) -> str:
+    return ", ".join(f"`{k}`" for k in differ)
