@@ -141,7 +141,7 @@ def test_limit_and_severity_floor() -> None:
     ten = _demo_feed(limit=10)
     assert [int(e.id.rsplit("-", 1)[1]) for e in ten.entries] == list(range(50, 40, -1))
     high = _demo_feed(floor=Severity.HIGH)
-    assert len(high.entries) == 26  # 22 high + 4 critical (issue 24: 3 measured as low)
+    assert len(high.entries) == 25  # 21 high + 4 critical (issue 24: 3 measured as low, one merged)
     assert {t.term for e in high.entries for t in e.tags if t.scheme.endswith("severity")} == {
         "high",
         "critical",
