@@ -143,7 +143,9 @@ def test_advisory_filters_combine(demo_state: Path) -> None:
         if r["database_specific"]["repo"] in repos
         and r["database_specific"]["severity"] in ("high", "critical")
     )
-    assert got == want and len(want) == 11
+    assert (
+        got == want and len(want) == 10
+    )  # chatglm2's model_type beside its remote AutoConfig: low (issue 24)
     exact = run(demo_state.parent, env, "advisories", "list", "--severity", "Critical", "--json")
     assert {r["severity"] for r in json.loads(exact.stdout)} == {"critical"}
     bad = run(demo_state.parent, env, "advisories", "list", "--min-severity", "urgent")

@@ -69,8 +69,8 @@ def test_generation_advice_restores_the_old_effective_defaults(
     for path in sorted(demo_run.export_first.glob("*.json")):
         record = json.loads(path.read_text())
         extra = record["database_specific"]
-        if extra["group"] != "generation_config":
-            continue
+        if extra["group"] != "generation_config" or extra.get("previous") is None:
+            continue  # a first-seen finding (issue 24 part 3) has no old behaviour to restore
         repo, old_sha = extra["repo"], extra["previous"]
         new_sha = record["affected"][0]["ranges"][0]["events"][0]["introduced"]
         base = tmp_path / record["id"]

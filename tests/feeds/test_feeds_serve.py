@@ -44,14 +44,14 @@ FIRST_TITLES = [
     "HIGH: acme/fit-moves: LoRA r=16 no longer fits L4 24 GB at batch 1 (now: 2 cards at batch 1 "
     "(31 + 25 layers)) (and 1 more)",
     "HIGH: acme/fit-moves: estimate: parameters 1.72B → 3.13B; 2 card setups no longer fit; "
-    "`q_proj` now resolves to 56 modules in the full-attention layers (was 28) …",
+    "`q_proj` now resolves to 56 modules in the full-attention layers (was 28); and 7 more",
     "HIGH: acme/fit-moves: config: num_hidden_layers changed: 28 → 56",
     "HIGH: mistralai/Mixtral-8x7B-v0.1: config: sliding_window removed (was 4096)",
     "LOW: mistralai/Mixtral-8x7B-v0.1: config: output_router_logits changed: true → false",
     "LOW: mistralai/Mixtral-8x7B-v0.1: estimate: what it takes to fetch and hold is now known: "
-    "2.00 bytes/parameter: 4-bit weights would take 4.0× less; weights 93.41 …",
+    "2.00 bytes/parameter: 4-bit weights would take 4.0× less; weights 93.41 GB; and 3 more",
     "HIGH: mistralai/Mixtral-8x7B-v0.1: config changed (6 changes: model_type, attention_dropout, "
-    "output_router_logits, …)",
+    "output_router_logits, and 3 more)",
 ]
 SECOND_TITLES = [
     # issue 24: a 32768 window with 32768 positions is no window (checked with transformers)

@@ -92,7 +92,9 @@ def create_app(app: PagesApp, *, page_size: int = DEFAULT_PAGE_SIZE) -> FastAPI:
         )
     problem.install(api)
     problem.problem_openapi(api, then=optional_reads)
-    statements = StatementCount(app.store.engine)
+    # an App without a store (an advisories-only app, as some callers build) counts nothing
+    store = getattr(app, "store", None)
+    statements = StatementCount(store.engine) if store is not None else None
     api.state.statements = statements
     # /healthz, /readyz, /metrics
     ops.install(api, lambda: OpsReader(app.store.engine), statements=statements)
