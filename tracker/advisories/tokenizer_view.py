@@ -51,7 +51,8 @@ class TokenizerView:
     size), `complete` (whether the base vocabulary is known: False when only
     tokenizer_config.json's `added_tokens_decoder` is, e.g. beside a sentencepiece or tiktoken
     model file), `mislabelled` (added tokens a file lists under another id than the one they
-    load with) and `named_in` (role → the file that named its token)."""
+    load with), `named_in` (role → the file that named its token) and `ids` (token → the id it
+    loads with)."""
 
     tokens: Mapping[int, str]
     special: Mapping[str, str]
@@ -59,6 +60,7 @@ class TokenizerView:
     complete: bool
     mislabelled: tuple[Mislabelled, ...]
     named_in: Mapping[str, str]
+    ids: Mapping[str, int]
 
     @property
     def size(self) -> int:
@@ -67,14 +69,7 @@ class TokenizerView:
 
     def id_of(self, token: str) -> int | None:
         """The id `token` loads with, or None when the tokenizer has no such token."""
-        return self._ids.get(token)
-
-    @property
-    def _ids(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for i in sorted(self.tokens):
-            out.setdefault(self.tokens[i], i)
-        return out
+        return self.ids.get(token)
 
     def special_id(self, role: str) -> tuple[str, int] | None:
         """(token, id) of the named special token `role` (`eos`, ...), None when not named."""
@@ -189,4 +184,5 @@ def read_tokenizer(snap: Snapshot) -> TokenizerView | None:
         complete=base is not None,
         mislabelled=tuple(mislabelled),
         named_in=named_in,
+        ids=ids,
     )
