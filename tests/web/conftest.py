@@ -38,6 +38,7 @@ from pagekit import (
     LONG,
     PWN,
     SCRIPT,
+    chromium,
 )
 
 
@@ -172,32 +173,11 @@ def _serve(app: Any) -> _Server:
 @pytest.fixture(scope="session")
 def browser() -> Iterator[Any]:
     """One headless Debian Chromium for the session, its console log kept (goog:loggingPrefs)."""
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
     for tool in (CHROMIUM, CHROMEDRIVER):
         assert Path(tool).exists(), (
             f"{tool} missing: `make test` installs chromium and chromium-driver"
         )
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for arg in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--window-size=1280,1000",
-    ):
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(60)
-    driver.set_script_timeout(60)
+    driver = chromium()
     if ARTIFACTS.exists():
         shutil.rmtree(ARTIFACTS)
     ARTIFACTS.mkdir(parents=True)

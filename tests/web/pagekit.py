@@ -34,6 +34,35 @@ DESKTOP = (1280, 1000)
 PHONE = (375, 800)
 
 
+def chromium(*extra: str) -> Any:
+    """A headless Debian Chromium (selenium over /usr/bin/chromedriver), its console log kept
+    (goog:loggingPrefs), with `extra` command-line switches; page and script timeouts 60 s."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1280,1000",
+        *extra,
+    ):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(60)
+    driver.set_script_timeout(60)
+    return driver
+
+
 def visit(driver: Any, url: str, shot: str | None = None) -> list[str]:
     """Load `url`; save a full-width screenshot as `shot`.png; the SEVERE console entries."""
     driver.get_log("browser")  # drop what earlier pages logged

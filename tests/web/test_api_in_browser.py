@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
-from pagekit import CHROMEDRIVER, CHROMIUM
+from pagekit import chromium
 
 TRACKER = Path(sys.executable).with_name("tracker")
 
@@ -68,26 +68,7 @@ def served(tmp_path: Path) -> Iterator[str]:
 @pytest.fixture
 def offline_browser() -> Iterator[Any]:
     """A headless Chromium that can resolve no host but loopback (the network is off for it)."""
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for arg in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
-        "--window-size=1280,1000",
-    ):
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(60)
+    driver = chromium("--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1")
     try:
         yield driver
     finally:
