@@ -4,7 +4,7 @@ corpus histories (../shared/corpus/histories) classified twice, as the analysis 
 transformers), and with the pinned transformers run on both sides of each config.json and
 generation_config.json change (`tracker.advisories.execute.Executor`).
 
-Warm caches: transformers and torch imported (`Executor.warm`, paid once per worker at start) and
+Warm caches: transformers and torch imported (`Executor.warm`, paid once per worker, before the first revision that changes config.json or generation_config.json and outside its budget) and
 every model type's modeling module imported by a first pass with another executor; the measured
 pass uses a fresh executor, so its structure cache fills as the pipeline's does (the previous
 revision's config is a hit, this revision's variants are built). The cold pass (first build of
@@ -112,7 +112,7 @@ def run() -> str:
             "inferred only, then with transformers "
             f"{executor.version} run on both sides of each config/generation change (config "
             "class from the dict, the model on the meta device, the effective GenerationConfig). "
-            f"Importing transformers and torch (once per worker, at its start): {warm_s:.2f} s. "
+            f"Importing transformers and torch (once per worker, before its first config or generation change, outside that revision's budget): {warm_s:.2f} s. "
             f"Cold pass: {cold_builds} model builds, each model type's modeling module imported "
             f"on first use; warm pass: a fresh executor (empty structure cache) with the modules "
             f"imported, {fresh.builds} builds. 2 cores shared with other work.",

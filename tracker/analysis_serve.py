@@ -3,7 +3,11 @@
 
 The first frame is the pickled Settings; then one request frame in, one reply frame out (`ok`
 with the result, `memory`, `retry` or `error` with the message), until stdin closes or a
-MemoryError (the worker says so and exits). Before each request the soft RLIMIT_AS is set to the
+MemoryError (the worker says so and exits). transformers and torch (seconds of CPU: 15 s on this
+2-core machine under load) are imported on the first request whose config.json or
+generation_config.json differs from the revision before (the executed effects need them), not at
+start: that request's reply is preceded by WARMING and READY frames, and the import runs outside
+its memory and time budget (`tracker.analysis_worker.AnalysisWorker.run`). Before each request the soft RLIMIT_AS is set to the
 address space mapped now plus `analysis_memory_mib`, and lifted after it. Frames go over a private
 copy of stdout; anything printed goes to stderr. A worker whose parent is gone (its reply meets
 a closed pipe) exits quietly, with one line on stderr (`worker_process.serve_until_orphaned`).
@@ -19,7 +23,7 @@ from typing import IO, Any
 
 import structlog
 
-from tracker.analysis_worker import HEADER, READY
+from tracker.analysis_worker import HEADER, READY, WARMING
 from tracker.errors import RetryLaterError
 from tracker.logs import configure
 from tracker.pipeline import Analyst
@@ -68,7 +72,6 @@ def serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
     settings: Settings = pickle.loads(body)
     configure(level=settings.log_level, under_systemd=settings.under_systemd, force=True)
     analyst = Analyst.default(settings)
-    analyst.executor.warm()  # transformers and torch are imported here, outside any budget
     _write(stdout, READY)
     while True:
         head = _read(stdin, HEADER.size)
@@ -83,6 +86,13 @@ def serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
         request: Any = None
         try:
             request = pickle.loads(body)
+            if analyst.needs_executor(request["before"], request["after"]):
+                # transformers and torch are imported now, outside this request's budget
+                _set_memory_cap(None)
+                _write(stdout, WARMING)
+                analyst.executor.warm()
+                _write(stdout, READY)
+                allowed = _set_memory_cap(settings.analysis_memory_mib)
             with structlog.contextvars.bound_contextvars(
                 repo=request["after"].repo_id, sha=request["after"].sha
             ):

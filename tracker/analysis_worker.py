@@ -19,7 +19,8 @@ next revision. It is tried again only once a limit is raised (`AnalysisLimits.ra
 other failure inside the worker comes back as the error it was (a RetryLaterError stays one), so
 the pipeline treats it as before: the revision stays pending and the repo shows the reason.
 
-Startup (imports) is paid once per process; a request costs pickling its two snapshots and the
+Startup (imports) is paid once per process, transformers and torch only on the first request
+that executes config or generation code (WARMING); a request costs pickling its two snapshots and the
 result (bench/RESULTS.md, "Analysis budget"). Frames are an 8-byte big-endian length and a pickle.
 Starting, reading and killing the process is `tracker.worker_process`'s (shared with the render
 worker).
@@ -51,6 +52,10 @@ revision's budget)."""
 HEADER = struct.Struct(">Q")
 """A frame: this 8-byte big-endian length, then that many bytes (a pickle, or READY)."""
 READY = b"ready"
+WARMING = b"warming"
+"""Sent before a request's reply when the worker first imports transformers and torch (the
+executed effects need them); READY follows once imported, then the reply. The import is given
+STARTUP_S, and the request's time budget starts after it."""
 
 
 @dataclass(frozen=True)
@@ -121,6 +126,11 @@ class AnalysisWorker:
                 why = self._why_dead(proc, limits)
                 raise AnalysisOverrunError(why, kind="died", limits=limits) from None
             frame = self._worker.read(time.monotonic() + limits.timeout_s, _frame_of)
+            if frame == WARMING:  # imports first, outside the budget
+                if self._worker.read(time.monotonic() + STARTUP_S, _frame_of) != READY:
+                    self._kill()
+                    raise RetryLaterError("the analysis worker could not import transformers")
+                frame = self._worker.read(time.monotonic() + limits.timeout_s, _frame_of)
             if frame is None:
                 if proc.poll() is None:
                     self._kill()

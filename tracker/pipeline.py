@@ -31,6 +31,7 @@ from tracker.advisories.service import (
 )
 from tracker.analysis_worker import AnalysisLimits, AnalysisOverrunError, AnalysisWorker
 from tracker.diff import SideState, diff_snapshots, load_json_object, read_side
+from tracker.diff.config import CONFIG_FILE, GENERATION_CONFIG_FILE
 from tracker.diff.sandbox import RenderLimits
 from tracker.domain import Change, Clock, Diff, Estimate, RepoId, Severity, Sha, Snapshot, rfc3339
 from tracker.errors import EstimateError, RetryLaterError, StoreNotFoundError, TrackerError
@@ -281,6 +282,16 @@ class Analyst:
 
         stages = Stages(diff=backstop_diff(settings))
         return cls(stages, SymbolTables.from_settings(settings).get)
+
+    @staticmethod
+    def needs_executor(before: Snapshot | None, after: Snapshot) -> bool:
+        """Whether analysing `before` → `after` may execute transformers: config.json or
+        generation_config.json differs (`tracker.advisories.effects`); the analysis worker then
+        imports transformers and torch ahead of the request's budget."""
+        if before is None:
+            return False
+        names = (CONFIG_FILE, GENERATION_CONFIG_FILE)
+        return any(before.files.get(n) != after.files.get(n) for n in names)
 
     def compute(
         self,
