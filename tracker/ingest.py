@@ -14,6 +14,7 @@ import ast
 import io
 import time
 import tokenize
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -350,6 +351,10 @@ def _fetch_revision(
     (every fetched byte checked against the tree first: `read_content`, `read_header`)."""
     rid = watched.repo_id
     out: dict[str, FileVersion] = {}
+    # Names the Hub lists more than once: its JSON gives each byte that is not UTF-8 as U+FFFD,
+    # so two such names in one tree read as one, and a read by that name answers for only one of
+    # them (which then fails its blob-id check for good). The tree's own property: recorded.
+    shared = Counter(e.path for e in tree)
 
     def unchanged(entry: TreeEntry) -> FileVersion | None:
         before = prev_tree.get(entry.path)
@@ -359,6 +364,11 @@ def _fetch_revision(
         return None
 
     def fetch(entry: TreeEntry) -> FileVersion:
+        if shared[entry.path] > 1:
+            return FileVersion.unreadable(
+                f"name collision: {shared[entry.path]} files of the tree are listed under this "
+                "name (names that are not UTF-8 listed with U+FFFD), so none can be read by it"
+            )
         carried = unchanged(entry)
         if carried is not None:
             return carried
