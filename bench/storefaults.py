@@ -45,6 +45,9 @@ PG_ADMIN = os.environ.get(
 )
 REPOS = ("ibm-granite/granite-3.1-1b-a400m-instruct", "Qwen/Qwen-7B-Chat", "bigscience/bloom-560m")
 SHORT_REPOS = REPOS[:2]
+LIFECYCLE_REPOS = (*REPOS, "meta-llama/Llama-2-7b-hf")
+"""With Llama-2's history, whose advisories are fixed and reopened by reverts: the concurrent
+trials' lifecycle transitions race there (issue 26, item 3)."""
 """The short forms in `make test` poll two of the three repos (9 revisions)."""
 _TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)")
 
@@ -494,10 +497,26 @@ class ConcurrentResult:
     exits: tuple[int, ...]
     equal: bool
     errors: tuple[str, ...]
+    noise: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
-        return all(e == 0 for e in self.exits) and self.equal
+        return all(e == 0 for e in self.exits) and self.equal and not self.noise
+
+
+def stderr_noise(err: str) -> tuple[str, ...]:
+    """Lines of a `poll --once` stderr that are not the JSON log records tracker writes there, or
+    records at level error or above (a traceback, a driver's own warning)."""
+    out: list[str] = []
+    for line in err.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            out.append(line[:300])
+            continue
+        if not isinstance(record, dict) or record.get("level") in ("error", "critical"):
+            out.append(line[:300])
+    return tuple(out)
 
 
 def concurrent_trial(
@@ -524,7 +543,8 @@ def concurrent_trial(
         errors = tuple(err.strip().splitlines()[-1] for (_, err), p in zip(outs, procs, strict=True)
                        if p.returncode != 0 and err.strip())  # fmt: skip
         equal = snapshot(url) == reference
-        return ConcurrentResult(seed, kind, processes, exits, equal, errors)
+        noise = tuple(n for _, err in outs for n in stderr_noise(err))
+        return ConcurrentResult(seed, kind, processes, exits, equal, errors, noise)
 
 
 def reference_run(
@@ -545,10 +565,13 @@ def reference_run(
 
 
 @contextmanager
-def setting(kind: str) -> Iterator[tuple[Path, Replica, Path, dict[str, Any], float]]:
-    """A work dir, the demo hub, its watchlist, and the clean reference (snapshot, seconds)."""
+def setting(
+    kind: str, repos: Sequence[str] = REPOS
+) -> Iterator[tuple[Path, Replica, Path, dict[str, Any], float]]:
+    """A work dir, the demo hub of `repos`, its watchlist, and the clean reference (snapshot,
+    seconds)."""
     with tempfile.TemporaryDirectory(prefix="tracker-faults-") as tmp:
         workdir = Path(tmp)
-        with demo_hub(workdir) as (hub, watchlist):
+        with demo_hub(workdir, repos) as (hub, watchlist):
             reference, seconds = reference_run(kind, workdir, hub, watchlist)
             yield workdir, hub, watchlist, reference, seconds

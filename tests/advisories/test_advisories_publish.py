@@ -338,9 +338,15 @@ def test_withdrawn_by_goes_with_the_withdrawn_state_only(store: AdvisoryStore) -
     [adv] = _pub(store, M[1], M[0], MIXTRAL_02)
     wrong = "withdrawn_by goes with state withdrawn only"
     with pytest.raises(StoreError, match=wrong), store.transaction() as tx:
-        tx.update(adv, state=AdvisoryState.OPEN, pending=[], withdrawn_by=WithdrawnBy.REWRITE)
+        tx.update(
+            adv,
+            state=AdvisoryState.OPEN,
+            pending=[],
+            expect=AdvisoryState.OPEN,
+            withdrawn_by=WithdrawnBy.REWRITE,
+        )
     with pytest.raises(StoreError, match=wrong), store.transaction() as tx:
-        tx.update(adv, state=AdvisoryState.WITHDRAWN, pending=[])
+        tx.update(adv, state=AdvisoryState.WITHDRAWN, pending=[], expect=AdvisoryState.OPEN)
 
 
 def test_suppressed_changes_are_recorded_not_published(store: AdvisoryStore) -> None:

@@ -102,7 +102,7 @@ class Seeder:
             tx.insert(adv, package_name=f"https://huggingface.co/{repo}", pending=[])
             if state is not AdvisoryState.OPEN:
                 by = WithdrawnBy.REWRITE if state is AdvisoryState.WITHDRAWN else None
-                tx.update(adv, state=state, pending=[], withdrawn_by=by)
+                tx.update(adv, state=state, pending=[], expect=AdvisoryState.OPEN, withdrawn_by=by)
         made = Seeded(aid, repo, severity, kind, state, published, modified)
         self.made.append(made)
         return made
@@ -479,12 +479,16 @@ def test_kept_answers_change_on_the_next_request_after_the_store_does(
         assert (items[0]["id"], items[0]["state"]) == (new.id, "open")
         adv = app.advisories.get(new.id)
         with app.advisories.transaction() as tx:
-            tx.update(adv, state=AdvisoryState.FIXED, pending=[], withdrawn_by=None)
+            tx.update(adv, state=AdvisoryState.FIXED, pending=[], expect=AdvisoryState.OPEN)
         items = client.get("/v1/advisories", params=params).json()["items"]
         assert (items[0]["id"], items[0]["state"]) == (new.id, "fixed")
         with app.advisories.transaction() as tx:
             tx.update(
-                adv, state=AdvisoryState.WITHDRAWN, pending=[], withdrawn_by=WithdrawnBy.REWRITE
+                adv,
+                state=AdvisoryState.WITHDRAWN,
+                pending=[],
+                expect=AdvisoryState.FIXED,
+                withdrawn_by=WithdrawnBy.REWRITE,
             )
         items = client.get("/v1/advisories", params=params).json()["items"]
         assert (items[0]["id"], items[0]["state"]) == (new.id, "withdrawn")
@@ -778,10 +782,16 @@ def _kept_across_polls_then_changed(
     assert rendered_again() > 0
     adv = app.advisories.get(new.id)
     with app.advisories.transaction() as tx:
-        tx.update(adv, state=AdvisoryState.FIXED, pending=[], withdrawn_by=None)
+        tx.update(adv, state=AdvisoryState.FIXED, pending=[], expect=AdvisoryState.OPEN)
     assert client.get(urls[0][0], params=urls[0][1]).json()["items"][0]["state"] == "fixed"
     with app.advisories.transaction() as tx:
-        tx.update(adv, state=AdvisoryState.WITHDRAWN, pending=[], withdrawn_by=WithdrawnBy.REWRITE)
+        tx.update(
+            adv,
+            state=AdvisoryState.WITHDRAWN,
+            pending=[],
+            expect=AdvisoryState.FIXED,
+            withdrawn_by=WithdrawnBy.REWRITE,
+        )
     assert client.get(urls[0][0], params=urls[0][1]).json()["items"][0]["state"] == "withdrawn"
     assert rendered_again() > 0
     app.analysis.save(
@@ -849,7 +859,7 @@ def test_kept_answers_on_postgresql_follow_every_change_across_no_change_polls(
                 assert listed["items"][0]["id"] == new.id
                 adv = app.advisories.get(new.id)
                 with app.advisories.transaction() as tx:
-                    tx.update(adv, state=AdvisoryState.FIXED, pending=[], withdrawn_by=None)
+                    tx.update(adv, state=AdvisoryState.FIXED, pending=[], expect=AdvisoryState.OPEN)
                 listed = client.get(urls[0][0], params=urls[0][1]).json()
                 assert listed["items"][0]["state"] == "fixed"
         finally:

@@ -8,7 +8,7 @@ caller's `mark_analysed` leaves either nothing or everything, and re-publishing 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import assert_never
@@ -193,14 +193,12 @@ def publish(
         commit,
         *judgement.generation,
     )
-    for attempt in range(_ATTEMPTS):
-        try:
-            with store.transaction() as tx:
-                return _publish(tx, subject, changes, prefix, now, judgement)
-        except AdvisoryConflictError:
-            if attempt == _ATTEMPTS - 1:
-                raise
-    raise AssertionError("unreachable")  # pragma: no cover
+
+    def once() -> list[Advisory]:
+        with store.transaction() as tx:
+            return _publish(tx, subject, changes, prefix, now, judgement)
+
+    return _retried(once)
 
 
 def _publish(
@@ -231,6 +229,8 @@ def _publish(
         stored = tx.get(cand.id)
         if stored is None:  # pragma: no cover - the candidate was read in this transaction
             raise AdvisoryError(f"advisory {cand.id} vanished")
+        if stored.state is not AdvisoryState.OPEN:  # another writer fixed it since (PostgreSQL)
+            raise AdvisoryConflictError(f"advisory {cand.id} is no longer open")
         # A change that undoes this advisory's is absorbed by its fix, unless it is more severe
         # than the advisory: undoing a low "answer found" or "card now fits" loses the answer or
         # the fit (high), which is published as an advisory of its own, not only as a fix.
@@ -255,7 +255,12 @@ def _publish(
         validate_record(record)
         old = stored.advisory
         fixed = Advisory(old.id, repo_id, old.introduced, old.group, old.severity, record)
-        tx.update(fixed, state=AdvisoryState.FIXED, pending=[p.to_json() for p in step.pending])
+        tx.update(
+            fixed,
+            state=AdvisoryState.FIXED,
+            pending=[p.to_json() for p in step.pending],
+            expect=AdvisoryState.OPEN,
+        )
         fixed_here.append(fixed)
     # Extending is appending one full sha (checked) to each versions list and moving `modified`:
     # stored as one row per advisory, without rewriting (or re-validating) whole records.
@@ -490,7 +495,28 @@ def withdraw_rewritten(
     `rewrites` maps a dropped sha to a description of the rewrite that dropped it (the force-push
     event: when, the ref, old head → new head), which the reason and the details name.
     """
-    which = rewrites or {}
+    return _retried(lambda: _withdraw_rewritten(store, repo_id, dropped_shas, now, rewrites or {}))
+
+
+def _retried(run: Callable[[], list[Advisory]]) -> list[Advisory]:
+    """`run` (one transaction), run again on a write conflict: the retry reads what the other
+    writer committed (up to _ATTEMPTS runs in all)."""
+    for attempt in range(_ATTEMPTS):
+        try:
+            return run()
+        except AdvisoryConflictError:
+            if attempt == _ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _withdraw_rewritten(
+    store: AdvisoryStore,
+    repo_id: RepoId,
+    dropped_shas: Sequence[Sha],
+    now: datetime,
+    which: Mapping[str, str],
+) -> list[Advisory]:
     out: list[Advisory] = []
     withdrawn: list[tuple[Sha, Advisory, str]] = []
     reopened: list[tuple[Sha, Advisory, str]] = []
@@ -508,6 +534,7 @@ def withdraw_rewritten(
                 new,
                 state=AdvisoryState.WITHDRAWN,
                 pending=list(stored.pending),
+                expect=stored.state,
                 withdrawn_by=WithdrawnBy.REWRITE,
             )
             out.append(new)
@@ -525,7 +552,12 @@ def withdraw_rewritten(
             validate_record(record)
             new = Advisory(adv.id, adv.repo_id, adv.introduced, adv.group, adv.severity, record)
             pending = reopened_pending([PendingChange.from_json(p) for p in stored.pending])
-            tx.update(new, state=AdvisoryState.OPEN, pending=[p.to_json() for p in pending])
+            tx.update(
+                new,
+                state=AdvisoryState.OPEN,
+                pending=[p.to_json() for p in pending],
+                expect=stored.state,
+            )
             reopened.append((Sha(fixed_at), new, reason))
         _enqueue_lifecycle(tx, WITHDRAWN, withdrawn, now)
         _enqueue_lifecycle(tx, REOPENED, reopened, now)
@@ -540,6 +572,12 @@ def restore_revived(
     this call. Advisories withdrawn for any other reason stay withdrawn. In the same transaction,
     the webhook outbox gets an `advisory.restored` delivery per revision for every subscription
     that wants any of its restored advisories."""
+    return _retried(lambda: _restore_revived(store, repo_id, live_shas, now))
+
+
+def _restore_revived(
+    store: AdvisoryStore, repo_id: RepoId, live_shas: Sequence[Sha], now: datetime
+) -> list[Advisory]:
     live = set(live_shas)
     out: list[Advisory] = []
     with store.transaction() as tx:
@@ -551,7 +589,9 @@ def restore_revived(
             record = unwithdraw(adv.record, now, reason)
             validate_record(record)
             new = Advisory(adv.id, adv.repo_id, adv.introduced, adv.group, adv.severity, record)
-            tx.update(new, state=state_of(record), pending=list(stored.pending))
+            tx.update(
+                new, state=state_of(record), pending=list(stored.pending), expect=stored.state
+            )
             out.append(new)
         _enqueue_lifecycle(
             tx,

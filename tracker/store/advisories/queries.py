@@ -295,14 +295,31 @@ class AdvisoryTx:
         *,
         state: AdvisoryState,
         pending: Sequence[dict[str, str]],
+        expect: AdvisoryState,
         withdrawn_by: WithdrawnBy | None = None,
     ) -> None:
-        """Replace a record and its state; its versions list may only grow. `withdrawn_by` is
-        required for WITHDRAWN and must be None otherwise (restoring clears it).
-        `content_modified` moves with `modified` only when the state or what the record shows
-        (anything but `modified` and the versions list) changed."""
+        """Replace a record and its state, compare-and-set: only while the stored state is still
+        `expect` (the state the caller read and derived `adv` from), else AdvisoryConflictError,
+        which the caller's retry answers by reading again (another writer fixed, withdrew or
+        reopened it meanwhile: on PostgreSQL, whose READ COMMITTED lets a transaction read the
+        row before another commits, the guard's UPDATE waits for that writer and then sees its
+        state). Its versions list may only grow. `withdrawn_by` is required for WITHDRAWN and must
+        be None otherwise (restoring clears it). `content_modified` moves with `modified` only
+        when the state or what the record shows (anything but `modified` and the versions list)
+        changed."""
         if (state is AdvisoryState.WITHDRAWN) != (withdrawn_by is not None):
             raise StoreError(f"advisory {adv.id}: withdrawn_by goes with state withdrawn only")
+        table = AdvisoryRow.__table__  # type: ignore[attr-defined]
+        guard = self._s.execute(
+            sa.update(table)
+            .where(table.c.id == adv.id, table.c.state == expect.value)
+            .values(state=expect.value)
+            .execution_options(synchronize_session=False)
+        )
+        if guard.rowcount != 1:  # type: ignore[attr-defined]
+            raise AdvisoryConflictError(
+                f"advisory {adv.id} is no longer {expect.value}: another writer changed it"
+            )
         row = self._s.get(AdvisoryRow, adv.id)
         if row is None:
             raise StoreNotFoundError(f"advisory {adv.id} does not exist")
