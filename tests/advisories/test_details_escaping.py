@@ -81,3 +81,49 @@ def test_a_commit_title_with_markdown_is_literal_text(tmp_path: Path) -> None:
         assert "# Heading" in shown and "&lt;script&gt;alert(1)&lt;/script&gt;" in shown
     finally:
         app.close()
+
+
+VALUE = "![v](http://evil.example/v.png) <img src=v> **bold** [l](http://evil.example/l)"
+
+
+def test_values_in_change_summaries_and_rationales_are_literal_text(tmp_path: Path) -> None:
+    """The bullets under "What changed" and the severity line quote upstream values (a config
+    value, a special token such as `<unk>`) in tracker's own prose: before, a value rendered as
+    an image, a link and an <img> element there, and `<unk>` vanished as an unknown HTML tag."""
+    settings = load_settings(state_dir=tmp_path / "state")
+    app = build(settings)
+    try:
+        store = AdvisoryStore(app.store.engine)
+        publish(
+            store, repo_id=MIXTRAL, commit=commit(MIXTRAL_SHAS[0]), previous=None, changes=[],
+            estimate_before=None, estimate_after=None, repo_url=f"{HUB}/{MIXTRAL}",
+            overrides=None, prefix="TRACKER", now=NOW,
+        )  # fmt: skip
+        note = ch(Artifact.CONFIG, ChangeKind.ADDED, "note", None, VALUE,
+                  summary=f'note added: "{VALUE}"')  # fmt: skip
+        pad = ch(Artifact.SPECIAL_TOKENS, ChangeKind.CHANGED, "pad_token", "<unk>", "</s>",
+                 file="special_tokens_map.json",
+                 summary='pad_token changed: "<unk>" → "</s>"')  # fmt: skip
+        advs = publish(
+            store, repo_id=MIXTRAL, commit=commit(MIXTRAL_SHAS[1], MIXTRAL_SHAS[0]),
+            previous=MIXTRAL_SHAS[0], changes=[note, pad], estimate_before=None,
+            estimate_after=None, repo_url=f"{HUB}/{MIXTRAL}", overrides=None, prefix="TRACKER",
+            now=NOW,
+        )  # fmt: skip
+        details = [str(a.record["details"]) for a in advs]
+        text = "\n".join(details)
+        assert f'note added: "{inline(VALUE)}"' in text
+        assert 'pad_token changed: "\\<unk\\>" → "\\</s\\>"' in text
+        for d in details:
+            html = MarkdownIt("commonmark", {"html": True}).render(d)
+            shown = str(render_markdown(d))
+            for out in (html, shown):
+                assert "<img" not in out and 'href="http://evil.example' not in out
+                assert "<strong>bold</strong>" not in out
+        shown = "\n".join(str(render_markdown(d)) for d in details)
+        assert "![v](http://evil.example/v.png) &lt;img src=v&gt; **bold**" in shown.replace(
+            "&quot;", '"'
+        )
+        assert "pad_token changed: &quot;&lt;unk&gt;&quot; → &quot;&lt;/s&gt;&quot;" in shown
+    finally:
+        app.close()

@@ -21,6 +21,7 @@ from tracker.advisories.groups import Subject
 from tracker.advisories.lifecycle import PendingChange, value_digest
 from tracker.advisories.osv import commit_url, compact_estimate, purl
 from tracker.advisories.schema import SCHEMA_VERSION
+from tracker.advisories.values import literal
 from tracker.domain import Artifact, JSONValue, Severity, is_full_sha, rfc3339
 from tracker.errors import AdvisoryError
 
@@ -171,7 +172,7 @@ def render_details(subject: Subject, findings: Sequence[Finding], first: bool) -
         )
         where = f"since [`{prev[:12]}`]({url}/commit/{prev})"
     out = [
-        f"**Severity: {top.severity.value}**: {top.text}.",
+        f"**Severity: {top.severity.value}**: {literal(top.text)}.",
         "",
         kind,
         "",
@@ -180,7 +181,7 @@ def render_details(subject: Subject, findings: Sequence[Finding], first: bool) -
     if subject.commit is not None:
         out += ["", f"Commit {commit_line(subject.commit, url)}."]
     out += ["", "## Consistency findings", ""]
-    out += [f"- **{f.severity.value}** ({f.check}): {f.text}" for f in ranked(findings)]
+    out += [f"- **{f.severity.value}** ({f.check}): {literal(f.text)}" for f in ranked(findings)]
     out += ["", "## What to do", "", _advice(subject, first), ""]
     return "\n".join(out)
 

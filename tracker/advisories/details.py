@@ -14,7 +14,15 @@ from tracker.advisories.classify import Classified
 from tracker.advisories.consistency import Finding
 from tracker.advisories.groups import ChangeGroup, Subject
 from tracker.advisories.masses import Mass, Row, collapse, reshaped_any
-from tracker.advisories.values import cell, code, fence_for, fits_inline, inline, value_diff
+from tracker.advisories.values import (
+    cell,
+    code,
+    fence_for,
+    fits_inline,
+    inline,
+    literal,
+    value_diff,
+)
 from tracker.domain import Artifact, ChangeKind, Commit, Estimate, JSONValue
 
 GROUP_LABELS: Mapping[Artifact, str] = {
@@ -151,10 +159,13 @@ def _bullet(row: Row, items: Sequence[Classified]) -> str:
             "; shapes unchanged" if row.kind.value == "retyped" and not reshaped_any(items) else ""
         )
         return (
-            f"- **{c.severity.value}** ({c.rule}): {row.phrase}{shapes} ({row.examples}): "
-            f"{c.rationale}"
+            f"- **{c.severity.value}** ({c.rule}): {literal(row.phrase)}{shapes} "
+            f"({literal(row.examples)}): {literal(c.rationale)}"
         )
-    return f"- **{row.severity.value}** ({row.rule}): {_one(row.change.summary)}: {row.rationale}"
+    return (
+        f"- **{row.severity.value}** ({row.rule}): {literal(_one(row.change.summary))}: "
+        f"{literal(row.rationale)}"
+    )
 
 
 def _evidence(rows: Sequence[Row]) -> list[str]:
@@ -225,13 +236,17 @@ def render_details(
     )
     label = GROUP_LABELS[group.name]
     judged = assess(
-        subject, group, restores, [f.text for f in findings], [f.text for f in resolved]
+        subject,
+        group,
+        restores,
+        [literal(f.text) for f in findings],
+        [literal(f.text) for f in resolved],
     )
     kind = f"**Kind: {KIND_TITLES[judged.kind]}**"
     why = "; ".join(judged.evidence)
     rows = collapse(group.published)
     out = [
-        f"**Severity: {group.severity.value}**: {top.rationale}.",
+        f"**Severity: {group.severity.value}**: {literal(top.rationale)}.",
         "",
         f"{kind}: {why}." if why else f"{kind}.",
         "",
@@ -250,7 +265,7 @@ def render_details(
     ]
     if findings:
         out += ["", "## Consistency findings", ""]
-        out += [f"- **{f.severity.value}** ({f.check}): {f.text}" for f in findings]
+        out += [f"- **{f.severity.value}** ({f.check}): {literal(f.text)}" for f in findings]
     evidence = _evidence(rows)
     if evidence:
         out += ["", "## Evidence", *evidence]

@@ -53,6 +53,11 @@ def inline(text: str) -> str:
     `<img>` no HTML, `[x](y)` no link, `*a*` no emphasis, `&copy;` no entity, `| a |` no table
     cell; `_` only where it could start or end emphasis (not inside a word, so `eos_token_id`
     stays as it reads); a line-start `#`, `-`, `+`, `=` or `1.` no heading or list item."""
+    return _LINE_START.sub(lambda m: m[1] + "\\" + m[2], _escaped(text), count=1)
+
+
+def _escaped(text: str) -> str:
+    """`inline` without the line-start rule (text that does not start a line)."""
     out = []
     for i, ch in enumerate(text):
         if ch in _ALWAYS:
@@ -63,8 +68,39 @@ def inline(text: str) -> str:
             out.append(ch if intraword else "\\_")
         else:
             out.append(ch)
-    escaped = "".join(out)
-    return _LINE_START.sub(lambda m: m[1] + "\\" + m[2], escaped, count=1)
+    return "".join(out)
+
+
+_TICKS = re.compile(r"`+")
+
+
+def literal(text: str) -> str:
+    """Prose that mixes tracker's code spans with upstream words (a change's summary, a rule's
+    rationale quoting values, a finding), placed after other text on its line (a bullet's or the
+    severity line's label): every code span kept as written (CommonMark shows its content
+    literally), everything outside escaped as `inline` does. A backtick run that closes no
+    span is escaped too, so no upstream text can open an image, a link, HTML or emphasis."""
+    out: list[str] = []
+    pos = 0
+
+    def plain(start: int, end: int) -> str:
+        return _escaped(text[start:end])
+
+    while pos < len(text):
+        opening = _TICKS.search(text, pos)
+        if opening is None:
+            break
+        run = opening.group()
+        closing = next((m for m in _TICKS.finditer(text, opening.end()) if m.group() == run), None)
+        if closing is None:  # no span: the run is literal text
+            out.append(plain(pos, opening.end()))
+            pos = opening.end()
+            continue
+        out.append(plain(pos, opening.start()) if opening.start() > pos else "")
+        out.append(text[opening.start() : closing.end()])
+        pos = closing.end()
+    out.append(plain(pos, len(text)) if pos < len(text) else "")
+    return "".join(out)
 
 
 def fits_inline(value: JSONValue) -> bool:
