@@ -102,6 +102,8 @@ class Dec:
     expert_tensors: int = 4  # tensors an expert keeps per routed token at its width
     per_layer_input: int = 0  # width of per-layer input embeddings (`hidden_size_per_layer_input`)
     per_layer_vocab: int = 0  # rows of their table (`vocab_size_per_layer_input`)
+    norm_weightless: bool = False  # norms without parameters (NanoChat)
+    act_params: int = 0  # learned activation parameters per MLP (xIELU's alpha_p, alpha_n)
     attn_res: bool = False  # attention residuals: an RMSNorm and an h→1 pseudo-query per sublayer
 
 
@@ -262,8 +264,8 @@ def kv_heads_of(d: Dec, kind: str, layer: int) -> int:
 def _mlp(d: Dec, h: int, inter: int, gated: bool, bias: bool) -> tuple[int, int]:
     if gated:
         lora = (h + 2 * inter) + (inter + h) if d.fused_gate_up else 3 * (h + inter)
-        return 2 * _linear(h, inter, bias) + _linear(inter, h, bias), lora
-    return _linear(h, inter, bias) + _linear(inter, h, bias), 2 * (h + inter)
+        return 2 * _linear(h, inter, bias) + _linear(inter, h, bias) + d.act_params, lora
+    return _linear(h, inter, bias) + _linear(inter, h, bias) + d.act_params, 2 * (h + inter)
 
 
 def build_decoder(d: Dec, t: Tally) -> list[LayerSpec]:
@@ -274,7 +276,7 @@ def build_decoder(d: Dec, t: Tally) -> list[LayerSpec]:
     arithmetic: the totals are exactly those of a layer-by-layer walk).
     """
     h = d.hidden
-    norm = d.norm_params or h
+    norm = 0 if d.norm_weightless else d.norm_params or h
     t.add("embeddings", d.vocab * h)
     if d.learned_positions:
         t.add("embeddings", d.learned_positions * h)

@@ -68,6 +68,8 @@ LINEAR_NAMES = {"linear_attention", "linear", "kda", "gated_deltanet", "deltanet
 MAMBA_NAMES = {"mamba", "mamba2", "ssm"}
 PATTERN_CHARS = {"M": ("mamba", "none"), "*": ("full", "none"), "-": ("none", "dense")}
 PATTERN_CHARS["E"] = ("none", "moe")
+BLOCK_FFNS = {"mlp": "dense", "moe": "moe"}
+"""Per-layer list values naming a layer that is an FFN alone (Nemotron-H's `layers_block_type`)."""
 
 
 def layer_count(c: ConfigView) -> int:
@@ -156,6 +158,8 @@ def read_decoder(c: ConfigView, tr: Traits, n: Notes) -> Dec:
         gated_mlp=gated,
         gated_experts=gated,
         norm_params=2 * h if norm == "layer" else 0,
+        norm_weightless=norm == "none",
+        act_params=tr.act_params,
         norms_per_sublayer=tr.norms_per_sublayer,
         final_norm=tr.final_norm and c.bool("post_layer_norm", True),
         embed_norm=tr.embed_norm,
@@ -199,7 +203,7 @@ def read_decoder(c: ConfigView, tr: Traits, n: Notes) -> Dec:
     d.attn_res = (c.opt_int("attn_res_block_size", minimum=0) or 0) > 0
     mtp = c.int("num_nextn_predict_layers", default=0, minimum=0, maximum=MAX_LAYERS)
     mtp += c.int("mtp_num_hidden_layers", default=0, minimum=0, maximum=MAX_LAYERS)
-    c.mark("mtp_hybrid_override_pattern", "mtp_use_dedicated_embeddings")
+    c.mark("mtp_hybrid_override_pattern", "mtp_layers_block_type", "mtp_use_dedicated_embeddings")
     if mtp:
         n.flag(
             "mtp-not-built",
@@ -524,7 +528,21 @@ def _layer_kinds(c: ConfigView, tr: Traits, d: Dec, n: Notes) -> None:
     pattern = c.str("hybrid_override_pattern")
     lac = c.sub("linear_attn_config")
     kinds: list[str] | None = None
-    if types is not None:
+    per_layer = types if types is not None else blocks
+    if per_layer is not None and any(str(v).lower() in BLOCK_FFNS for v in per_layer):
+        # One block per layer (Nemotron-H's `layers_block_type`): an MLP or MoE entry is a layer
+        # of that FFN alone, every other entry a mixer alone, each with its one pre-norm.
+        key = "layer_types" if types is not None else "layers_block_type"
+        ffns = [BLOCK_FFNS.get(str(v).lower(), "none") for v in per_layer]
+        named = _named([v for v in per_layer if str(v).lower() not in BLOCK_FFNS], -1, key, n)
+        alone = iter(named)
+        kinds = ["none" if f != "none" else next(alone) for f in ffns]
+        if len(kinds) != layers:
+            raise EstimateError(f"config {key} has {len(kinds)} entries for {layers} layers")
+        d.ffn_kind = lambda i: ffns[i]
+        if tr.one_norm_per_mixer:
+            d.norms_per_sublayer = 1
+    elif types is not None:
         kinds = _named(types, layers, "layer_types", n)
     elif blocks is not None:
         kinds = _named(blocks, layers, "layers_block_type", n)
@@ -616,7 +634,8 @@ def _layer_kinds(c: ConfigView, tr: Traits, d: Dec, n: Notes) -> None:
 
 
 def _named(values: list[object], layers: int, key: str, n: Notes) -> list[str]:
-    if len(values) != layers:
+    """Mixer kinds of a per-layer list (`layers` -1: any length)."""
+    if layers >= 0 and len(values) != layers:
         raise EstimateError(f"config {key} has {len(values)} entries for {layers} layers")
     out: list[str] = []
     unknown: set[str] = set()

@@ -64,6 +64,8 @@ class Traits:
     dtype, experts on grouped_mm), "dense" (Llama 4: every token goes through every expert).
     `expert_tensors`: tensors an expert keeps per routed token at its width (4: gate, act(gate),
     up, product; gpt-oss's clamped SwiGLU keeps 7, see its entry).
+    `act_params`: learned parameters of each MLP's activation (xIELU's alpha_p and alpha_n).
+    `norm` may also be "none": norms without weights (NanoChat's RMSNorm).
     """
 
     tie: bool = False
@@ -109,6 +111,7 @@ class Traits:
     eager: bool = False
     routing: str = "softmax"
     expert_tensors: int = 4
+    act_params: int = 0
 
 
 LLAMA = Traits()
@@ -244,6 +247,14 @@ TRAITS: dict[str, Traits] = {
     "falcon_mamba": Traits(tie=True, norm="rms"),
     # Mamba2 (pure SSM): RMSNorm, head untied unless the config ties it (Mamba2Config default).
     "mamba2": Traits(norm="rms"),
+    # Arcee (AFM): the Llama layout with a two-matrix up/down MLP (ReLU²), whatever the activation.
+    "arcee": Traits(gated=False),
+    # Apertus: a two-matrix up/down MLP whose xIELU activation learns alpha_p and alpha_n (one
+    # each), q/k RMSNorms; Apertus 1.5's text model is the same stack.
+    "apertus": Traits(gated=False, qk_norm=True, act_params=2),
+    "apertus1p5": Traits(gated=False, qk_norm=True, act_params=2),
+    # NanoChat: fc1/fc2 MLP (ReLU²), RMSNorms without weights (also on q and k), untied head.
+    "nanochat": Traits(gated=False, norm="none"),
     # BERT: post-norm LayerNorm layers (a norm after the embeddings, none at the end), biases on
     # every linear, a GELU two-matrix MLP, learned positions, token-type embeddings, and task
     # heads by architecture name (MLM transform, pooler).
