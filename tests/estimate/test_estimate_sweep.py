@@ -204,6 +204,13 @@ READ_RIGHT = {
     "apertus": "verified",  # up/down MLP with xIELU's two learned alphas, q/k norms
     "apertus1p5_text": "verified",
     "nanochat": "verified",  # fc1/fc2 MLP, norms without weights
+    # BERT's code under other names, and its causal-LM head (transform, tied decoder, bias)
+    "bert": "verified",
+    "roberta": "verified",
+    "camembert": "verified",
+    "xlm-roberta": "verified",
+    "data2vec-text": "verified",
+    "ernie": "verified",
 }
 
 

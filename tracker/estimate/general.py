@@ -251,15 +251,20 @@ def _pure_mamba(c: ConfigView, d: Dec) -> None:
 
 
 def task_head_params(c: ConfigView, h: int, v: int) -> int:
-    """BERT's heads, chosen by the architecture name, not by any size key: ForMaskedLM and
-    ForPreTraining add the MLM transform (dense + LayerNorm) and an output bias (the decoder tied),
+    """BERT's heads, chosen by the architecture name, not by any size key: ForMaskedLM,
+    ForCausalLM (LMHeadModel) and ForPreTraining add the MLM transform (dense + LayerNorm) and an output bias (the decoder tied),
     ForPreTraining also the pooler and the next-sentence linear; the base model and the sequence
     classifiers have a pooler, the classifiers a linear to their labels."""
     archs = c.list("architectures") or []
     arch = str(archs[0]) if archs else "BertModel"
     head = 0
-    if arch.endswith("ForMaskedLM") or arch.endswith("ForPreTraining"):
+    lm = ("ForMaskedLM", "ForPreTraining", "ForCausalLM", "LMHeadModel")
+    if arch.endswith(lm):
+        # the transform and the decoder's bias; the decoder is the input embedding unless the
+        # config unties it
         head += h * h + h + 2 * h + v
+        if not c.bool("tie_word_embeddings", True):
+            head += v * h + v  # an untied decoder keeps its own bias beside the head's
         if arch.endswith("ForPreTraining"):
             head += h * h + h + 2 * h + 2
     elif arch in ("BertModel", "") or "Classification" in arch:

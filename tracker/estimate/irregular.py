@@ -125,6 +125,11 @@ def _bert(c: ConfigView, t: Tally, n: Notes) -> Result:
     types = c.int("type_vocab_size", default=2)
     if c.str("position_embedding_type", "absolute") != "absolute":
         n.unknown(f"position_embedding_type {c.str('position_embedding_type')!r}")
+    if c.bool("add_cross_attention", False):
+        n.unknown("add_cross_attention (cross-attention layers in the decoder)")
+    if c.str("model_type") == "ernie" and c.bool("use_task_id", False):
+        types += c.int("task_type_vocab_size", default=3)  # ERNIE's task-type table
+    c.mark("task_type_vocab_size")
     emb = t.add("embeddings", (v + pos + types) * h)
     t.add("norms", 2 * h)
     # every layer is the same: count one and multiply
@@ -158,6 +163,13 @@ def _bert(c: ConfigView, t: Tally, n: Notes) -> Result:
     return specs, dims_of(
         h, v, heads, heads, h // heads, inter, True, emb, pos, encoder_layers=layers
     )
+
+
+BERT_LINEAGE = ("roberta", "camembert", "xlm-roberta", "data2vec-text", "ernie")
+"""Model types whose modelling code is BERT's (post-norm encoder, learned positions, token types,
+the same heads by class name): RoBERTa's position table of max_position_embeddings rows and its
+LM head (dense, LayerNorm, tied decoder, bias) match BERT's count; ERNIE adds a task-type table
+where `use_task_id` is set."""
 
 
 def _t5(c: ConfigView, t: Tally, n: Notes) -> Result:
@@ -229,5 +241,6 @@ def _t5(c: ConfigView, t: Tally, n: Notes) -> Result:
 READERS: dict[str, Callable[[ConfigView, Tally, Notes], Result]] = {
     "nemotron-nas": _deci,
     "bert": _bert,
+    **dict.fromkeys(BERT_LINEAGE, _bert),
     "t5": _t5,
 }
