@@ -211,6 +211,8 @@ READ_RIGHT = {
     "xlm-roberta": "verified",
     "data2vec-text": "verified",
     "ernie": "verified",
+    "afmoe": "verified",  # num_dense_layers, q gate, sandwich norms, expert bias
+    "ernie4_5_moe": "verified",  # moe_layer_start/end_index, moe_interval, moe_k, moe_statics
 }
 
 

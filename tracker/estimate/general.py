@@ -50,6 +50,7 @@ TOP_K = (
     "moe_top_k",
     "top_k_experts",
     "num_selected_experts",
+    "moe_k",
 )
 MOE_WIDTH = ("moe_intermediate_size", "expert_intermediate_size", "moe_ffn_hidden_size")
 SHARED_COUNT = ("n_shared_experts", "num_shared_experts", "moe_num_shared_experts")
@@ -487,12 +488,14 @@ def _moe(c: ConfigView, tr: Traits, d: Dec, n: Notes) -> None:
         c.mark(extra)
     c.mark("n_group", "topk_group", "num_expert_group", "moe_renormalize", "use_grouped_topk")
     c.mark("moe_router_activation_func", "router_aux_loss_coef", "output_router_logits")
+    c.mark("moe_norm_min", "route_scale")
 
 
 def _moe_layers(c: ConfigView, n: int) -> Callable[[int], bool]:
     """Which layers are MoE, from every form configs use (all of them when none is given)."""
     kinds = c.list("mlp_layer_types")
     c.mark("first_k_dense_replace", "moe_layer_freq", "decoder_sparse_step", "mlp_only_layers")
+    c.mark("num_dense_layers", "moe_layer_start_index", "moe_layer_end_index", "moe_layer_interval")
     if kinds is not None and len(kinds) == n:
         sparse = [k in ("sparse", "moe") for k in kinds]
         return lambda i: sparse[i]
@@ -506,14 +509,24 @@ def _moe_layers(c: ConfigView, n: int) -> Callable[[int], bool]:
         return lambda i: flags[i]
     freq = c.int("moe_layer_freq", default=1) if not isinstance(freq_raw, list) else 1
     only = {int(x) for x in (c.list("mlp_only_layers") or []) if isinstance(x, int)}
-    step = c.int("decoder_sparse_step", default=1)
-    first = c.int("first_k_dense_replace", default=0, minimum=0, maximum=MAX_LAYERS)
+    step = c.int("decoder_sparse_step", "moe_layer_interval", default=1)
+    first = c.int(
+        "first_k_dense_replace",
+        "num_dense_layers",
+        "moe_layer_start_index",
+        default=0,
+        minimum=0,
+        maximum=MAX_LAYERS,
+    )
+    # ERNIE 4.5: MoE from moe_layer_start_index to moe_layer_end_index inclusive (-1: the last)
+    end = c.int("moe_layer_end_index", default=-1, minimum=-1, maximum=MAX_LAYERS)
+    last = n - 1 if end < 0 else end
     inter = c.int("interleave_moe_layer_step", default=1)
     period = c.int("expert_layer_period", default=1)
     offset = c.int("expert_layer_offset", default=0, minimum=0, maximum=MAX_LAYERS)
 
     def moe(i: int) -> bool:
-        if i in only or i < first:
+        if i in only or i < first or i > last:
             return False
         return (
             (i + 1) % step == 0 and i % freq == 0 and (i + 1) % inter == 0 and i % period == offset
@@ -621,6 +634,7 @@ def _layer_kinds(c: ConfigView, tr: Traits, d: Dec, n: Notes) -> None:
         "use_sliding_window",
         "full_attention_interval",
         "sliding_window_pattern",
+        "global_attn_every_n_layers",
     )
     c.mark("layer_types", "layers_block_type", "hybrid_override_pattern")
     if kinds is None:

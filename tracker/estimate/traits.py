@@ -253,6 +253,11 @@ TRAITS: dict[str, Traits] = {
     # each), q/k RMSNorms; Apertus 1.5's text model is the same stack.
     "apertus": Traits(gated=False, qk_norm=True, act_params=2),
     "apertus1p5": Traits(gated=False, qk_norm=True, act_params=2),
+    # AFMoE: q/k RMSNorms, a sigmoid output gate (gate_proj, as wide as q_proj), pre- and
+    # post-norms around attention and MLP, the router's expert bias.
+    "afmoe": Traits(qk_norm=True, q_gate=True, norms_per_sublayer=2, router_bias=True),
+    # ERNIE 4.5 MoE: the router's moe_statics (one bias per expert).
+    "ernie4_5_moe": Traits(router_bias=True),
     # NanoChat: fc1/fc2 MLP (ReLU²), RMSNorms without weights (also on q and k), untied head.
     "nanochat": Traits(gated=False, norm="none"),
     # BERT: post-norm LayerNorm layers (a norm after the embeddings, none at the end), biases on
