@@ -213,7 +213,35 @@ READ_RIGHT = {
     "ernie": "verified",
     "afmoe": "verified",  # num_dense_layers, q gate, sandwich norms, expert bias
     "ernie4_5_moe": "verified",  # moe_layer_start/end_index, moe_interval, moe_k, moe_statics
+    "electra": "verified",  # embedding_size: narrow embeddings projected up, narrow MLM head
+    "rembert": "verified",  # input/output_embedding_size: a decoder of the head's own width
+    "xglm": "verified",  # biased q/k/v/o, fc1/fc2, LayerNorms, sinusoidal positions
+    "ctrl": "verified",  # dff, biased linears, a tied head with its own bias
 }
+
+
+@pytest.mark.parametrize(
+    ("model_type", "architecture", "count"),
+    [
+        ("roberta", "RobertaModel", 124_644_864),  # with its pooler
+        ("electra", "ElectraModel", 13_483_008),  # no pooler
+        ("electra", "ElectraForMaskedLM", 13_546_682),
+        ("rembert", "RemBertModel", 575_920_384),
+        ("ernie", "ErnieForMaskedLM", 109_514_298),
+        ("bert", "BertModel", 109_482_240),
+    ],
+)
+def test_bert_lineage_classes(
+    rows: list[Row], model_type: str, architecture: str, count: int
+) -> None:
+    """The BERT lineage's other classes on the same default configs (counts from transformers
+    5.24.0 on the meta device): base models with and without a pooler, masked-LM heads."""
+    row = next(r for r in rows if r.model_type == model_type)
+    other = Row(
+        model_type, architecture, dict(row.config, architectures=[architecture]), count, None, ""
+    )
+    result = estimate_row(other)
+    assert (result.outcome, result.status) == ("exact", "verified"), result.why
 
 
 @pytest.mark.parametrize("model_type", sorted(READ_RIGHT))

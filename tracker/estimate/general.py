@@ -25,7 +25,7 @@ LAYERS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
 HEADS = ("num_attention_heads", "n_head", "num_heads", "n_heads", "attention_heads")  # xglm
 KV_HEADS = ("num_key_value_heads", "n_head_kv", "num_kv_heads", "n_kv_heads")
 HEAD_DIM = ("head_dim", "kv_channels", "d_kv", "attention_head_dim")
-INTERMEDIATE = ("intermediate_size", "ffn_hidden_size", "n_inner", "d_ff", "ffn_dim")
+INTERMEDIATE = ("intermediate_size", "ffn_hidden_size", "n_inner", "d_ff", "ffn_dim", "dff")
 VOCAB = ("padded_vocab_size", "vocab_size", "n_vocab")
 CONTEXT = (
     "max_position_embeddings",
@@ -181,6 +181,7 @@ def read_decoder(c: ConfigView, tr: Traits, n: Notes) -> Dec:
     )
     _biases(c, tr, d)
     _parallel(c, tr, d)
+    c.mark("scale_embedding")  # a factor on the embeddings' output, no parameter
     if (c.str("hidden_act") or c.str("activation_function")) == "gelu_new":
         d.act_tensors = 5  # NewGELUActivation in Python keeps x, tanh, 1 + tanh, x/2 and out
     d.alibi = tr.alibi or c.bool("alibi", False)
@@ -251,24 +252,36 @@ def _pure_mamba(c: ConfigView, d: Dec) -> None:
     c.mark("mixer_rms_eps", "layer_norm_epsilon")
 
 
-def task_head_params(c: ConfigView, h: int, v: int) -> int:
+def task_head_params(
+    c: ConfigView,
+    h: int,
+    v: int,
+    width: int | None = None,
+    pooler: bool = True,
+    embed_width: int | None = None,
+) -> int:
     """BERT's heads, chosen by the architecture name, not by any size key: ForMaskedLM,
-    ForCausalLM (LMHeadModel) and ForPreTraining add the MLM transform (dense + LayerNorm) and an output bias (the decoder tied),
-    ForPreTraining also the pooler and the next-sentence linear; the base model and the sequence
-    classifiers have a pooler, the classifiers a linear to their labels."""
+    ForCausalLM (LMHeadModel) and ForPreTraining add the MLM transform (dense h→`width` +
+    LayerNorm) and an output bias, the decoder tied to the input embeddings unless the config
+    unties it or `width` is not `embed_width`, the embeddings' (RemBERT's output_embedding_size: a
+    decoder of its own); ForPreTraining also the pooler and the next-sentence linear; the base model and the
+    sequence classifiers have a pooler (`pooler`: ELECTRA has none), the classifiers a linear to
+    their labels."""
     archs = c.list("architectures") or []
     arch = str(archs[0]) if archs else "BertModel"
+    w = width or h
     head = 0
     lm = ("ForMaskedLM", "ForPreTraining", "ForCausalLM", "LMHeadModel")
     if arch.endswith(lm):
-        # the transform and the decoder's bias; the decoder is the input embedding unless the
-        # config unties it
-        head += h * h + h + 2 * h + v
-        if not c.bool("tie_word_embeddings", True):
-            head += v * h + v  # an untied decoder keeps its own bias beside the head's
+        head += h * w + w + 2 * w + v
+        tied = c.bool("tie_word_embeddings", True)
+        if w != (embed_width or h):
+            head += v * w  # a decoder as wide as the transform, with the bias above
+        elif not tied:
+            head += v * w + v  # an untied decoder keeps its own bias beside the head's
         if arch.endswith("ForPreTraining"):
             head += h * h + h + 2 * h + 2
-    elif arch in ("BertModel", "") or "Classification" in arch:
+    elif pooler and (arch == "" or arch.endswith("Model") or "Classification" in arch):
         head += h * h + h  # pooler
         if "Classification" in arch:
             labels = len(c.raw("id2label", {}) or {}) or 2

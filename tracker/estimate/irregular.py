@@ -130,8 +130,15 @@ def _bert(c: ConfigView, t: Tally, n: Notes) -> Result:
     if c.str("model_type") == "ernie" and c.bool("use_task_id", False):
         types += c.int("task_type_vocab_size", default=3)  # ERNIE's task-type table
     c.mark("task_type_vocab_size")
-    emb = t.add("embeddings", (v + pos + types) * h)
-    t.add("norms", 2 * h)
+    # ELECTRA (`embedding_size`) and RemBERT (`input_embedding_size`) embed narrower than the
+    # encoder and project up (a biased linear); their MLM transform narrows to `embedding_size` /
+    # `output_embedding_size` before the decoder.
+    e_in = c.int("embedding_size", "input_embedding_size", default=h)
+    emb = t.add("embeddings", (v + pos + types) * e_in)
+    t.add("norms", 2 * e_in)
+    if e_in != h:
+        t.add("embeddings", lin(e_in, h))
+    e_out = c.opt_int("output_embedding_size", "embedding_size")
     # every layer is the same: count one and multiply
     a = 4 * lin(h, h)
     m = lin(h, inter) + lin(inter, h)
@@ -157,7 +164,9 @@ def _bert(c: ConfigView, t: Tally, n: Notes) -> Result:
     t.add("dense_mlp", layers * m)
     t.add("norms", layers * nn)
     specs = [spec] * layers
-    head = task_head_params(c, h, v)
+    c.mark("tie_word_embeddings")  # read by the head where it has a decoder
+    electra = c.str("model_type") == "electra"
+    head = task_head_params(c, h, v, e_out, pooler=not electra, embed_width=e_in)
     if head:
         t.add("head", head)
     return specs, dims_of(
@@ -165,7 +174,15 @@ def _bert(c: ConfigView, t: Tally, n: Notes) -> Result:
     )
 
 
-BERT_LINEAGE = ("roberta", "camembert", "xlm-roberta", "data2vec-text", "ernie")
+BERT_LINEAGE = (
+    "roberta",
+    "camembert",
+    "xlm-roberta",
+    "data2vec-text",
+    "ernie",
+    "electra",
+    "rembert",
+)
 """Model types whose modelling code is BERT's (post-norm encoder, learned positions, token types,
 the same heads by class name): RoBERTa's position table of max_position_embeddings rows and its
 LM head (dense, LayerNorm, tied decoder, bias) match BERT's count; ERNIE adds a task-type table

@@ -201,7 +201,7 @@ def _drop_lm_head(t: Tally, dims: dict[str, Any], architecture: str, n: Notes) -
 def _head_modelled(architecture: str, model_type: str, traits: Traits) -> bool:
     """Whether a family reader counts the head of `architecture` (role OTHER) exactly: BERT-style
     masked-LM, pre-training and sequence-classification heads, Qwen3-ASR's token classifier."""
-    if traits.task_heads or model_type == "bert":
+    if traits.task_heads or model_type == "bert" or model_type in irregular.BERT_LINEAGE:
         return architecture.endswith(("ForMaskedLM", "ForPreTraining", "ForSequenceClassification"))
     return model_type == "qwen3_asr" and architecture == "Qwen3ASRForTokenClassification"
 

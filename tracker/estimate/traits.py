@@ -258,6 +258,11 @@ TRAITS: dict[str, Traits] = {
     "afmoe": Traits(qk_norm=True, q_gate=True, norms_per_sublayer=2, router_bias=True),
     # ERNIE 4.5 MoE: the router's moe_statics (one bias per expert).
     "ernie4_5_moe": Traits(router_bias=True),
+    # XGLM: GPT's layout with separate q/k/v and sinusoidal positions (no table).
+    "xglm": replace(_GPT, fused_qkv=False),
+    # CTRL: separate Wq/Wk/Wv with biases, a biased two-matrix MLP, LayerNorms, sinusoidal
+    # positions, the head tied to `w` with a bias of its own.
+    "ctrl": replace(_GPT, fused_qkv=False, head_bias=True),
     # NanoChat: fc1/fc2 MLP (ReLU²), RMSNorms without weights (also on q and k), untied head.
     "nanochat": Traits(gated=False, norm="none"),
     # BERT: post-norm LayerNorm layers (a norm after the embeddings, none at the end), biases on
