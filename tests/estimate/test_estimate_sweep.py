@@ -217,6 +217,9 @@ READ_RIGHT = {
     "rembert": "verified",  # input/output_embedding_size: a decoder of the head's own width
     "xglm": "verified",  # biased q/k/v/o, fc1/fc2, LayerNorms, sinusoidal positions
     "ctrl": "verified",  # dff, biased linears, a tied head with its own bias
+    "lfm2": "verified",  # block_auto_adjust_ff_dim, full_attn_idxs, short-conv layers
+    "lfm3": "verified",  # conv layer_types, sandwich norms, attention gate
+    "doge": "verified",  # is_moe false: no experts; dynamic mask attention, residual scales
 }
 
 

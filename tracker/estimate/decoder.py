@@ -11,6 +11,7 @@ routed, shared and latent experts.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -102,6 +103,11 @@ class Dec:
     expert_tensors: int = 4  # tensors an expert keeps per routed token at its width
     per_layer_input: int = 0  # width of per-layer input embeddings (`hidden_size_per_layer_input`)
     per_layer_vocab: int = 0  # rows of their table (`vocab_size_per_layer_input`)
+    conv: tuple[int, int] | None = None  # short-convolution mixers: (kernel, bias) (LFM2)
+    dynamic_mask: bool = False  # Doge: A (KV heads) and dt_proj (KV width → KV heads)
+    residual_scales: int = 0  # per-channel residual scale vectors per layer (Doge)
+    cdmoe: tuple[int, int] | None = None  # Doge's CDMoE: (experts, top-k) beside the dense MLP
+    head_gate: bool = False  # attention output gate Linear(h, heads) (LFM3's g_proj)
     norm_weightless: bool = False  # norms without parameters (NanoChat)
     act_params: int = 0  # learned activation parameters per MLP (xIELU's alpha_p, alpha_n)
     attn_res: bool = False  # attention residuals: an RMSNorm and an h→1 pseudo-query per sublayer
@@ -223,6 +229,13 @@ def mixer_params(d: Dec, kind: str, layer: int) -> Mixer:
         return _linear_attention(h, d.linear)
     if kind == "mamba" and d.ssm is not None:
         return _ssm(h, d.ssm)
+    if kind == "conv" and d.conv is not None:
+        # LFM2's ShortConv: in_proj h→3h (B, C, x), a depthwise conv over the kernel, out_proj;
+        # it caches the last `kernel` inputs per sequence (no per-token KV)
+        k, b = d.conv
+        params = _linear(h, 3 * h, bool(b)) + h * k + (h if b else 0) + _linear(h, h, bool(b))
+        lora = (h + 3 * h) + (h + h)
+        return Mixer(params, lora, 0, h * k * BF16, "ssm", h, h, h)
     if d.mla is not None:
         return _mla(d, d.mla, layer)
     kvh = kv_heads_of(d, kind, layer)
@@ -236,6 +249,10 @@ def mixer_params(d: Dec, kind: str, layer: int) -> Mixer:
         params += hd if shared else 2 * hd  # a layer reusing K/V has no k_norm
     if d.sinks:
         params += d.heads
+    if d.head_gate:
+        params += h * d.heads
+    if d.dynamic_mask:
+        params += kvh + _linear(kvh * hd, kvh, d.o_bias)
     if d.fused_qkv:
         lora = (h + q_out + kv_mats * kvh * hd) + (d.heads * hd + h)
     else:
@@ -357,6 +374,11 @@ def _layer(
         adds.append(("attention_residuals", res, res))
         layer_total += res
         layer_active += res
+    if d.residual_scales:
+        res = d.residual_scales * h
+        adds.append(("norms", res, res))
+        layer_total += res
+        layer_active += res
     beside = ffn == "moe" and d.moe_beside_dense_norms is not None
     # norms whose output no linear reads: sandwich post-norms and the MoE branch's norms beside
     # the dense MLP (its pre-norm's output is gathered per expert, counted with the experts)
@@ -415,6 +437,15 @@ def _layer(
     elif ffn == "dense":
         width = dense_width
         m_params, m_lora = _mlp(d, h, width, d.gated_mlp, d.mlp_bias)
+        if d.cdmoe is not None:
+            # CDMoE: a product-key router h → 2·⌊√E⌋ and down/up expert embeddings (E × h each),
+            # of which top-k rows per token are read
+            e, k = d.cdmoe
+            keys = math.isqrt(e)
+            adds.append(("router", h * 2 * keys, h * 2 * keys))
+            adds.append(("routed_experts", 2 * e * h, 2 * k * h))
+            layer_total += h * 2 * keys + 2 * e * h
+            layer_active += h * 2 * keys + 2 * k * h
         adds.append(("dense_mlp", m_params, m_params))
         layer_total += m_params
         layer_active += m_params

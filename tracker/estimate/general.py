@@ -67,6 +67,7 @@ FULL_NAMES = {"full_attention", "attention", "full", "global", "global_attention
 SLIDING_NAMES = {"sliding_attention", "sliding", "local", "local_attention", "chunked_attention"}
 LINEAR_NAMES = {"linear_attention", "linear", "kda", "gated_deltanet", "deltanet"}
 MAMBA_NAMES = {"mamba", "mamba2", "ssm"}
+CONV_NAMES = {"conv", "short_conv"}
 PATTERN_CHARS = {"M": ("mamba", "none"), "*": ("full", "none"), "-": ("none", "dense")}
 PATTERN_CHARS["E"] = ("none", "moe")
 BLOCK_FFNS = {"mlp": "dense", "moe": "moe"}
@@ -145,6 +146,15 @@ def read_decoder(c: ConfigView, tr: Traits, n: Notes) -> Dec:
     inter = c.int(*INTERMEDIATE, default=4 * h)
     if tr.halved_intermediate:
         inter //= 2
+    if c.bool("block_auto_adjust_ff_dim", False):
+        # LFM2: two thirds of intermediate_size (SwiGLU's width), then the multiplier and the
+        # rounding up to block_multiple_of where a multiplier is given (Lfm2MLP)
+        inter = int(2 * inter / 3)
+        if c.raw("block_ffn_dim_multiplier") is not None:
+            inter = int(c.float("block_ffn_dim_multiplier", 1.0) * inter)
+            step = c.int("block_multiple_of", default=256, minimum=1)
+            inter = step * -(-inter // step)
+    c.mark("block_ffn_dim_multiplier", "block_multiple_of")
     norm = norm_kind(c, tr)
     gated = gated_mlp(c, tr, norm)
     d = Dec(
@@ -181,6 +191,15 @@ def read_decoder(c: ConfigView, tr: Traits, n: Notes) -> Dec:
     )
     _biases(c, tr, d)
     _parallel(c, tr, d)
+    if c.has("conv_L_cache"):  # LFM2's short-convolution mixers: kernel and bias
+        d.conv = (c.int("conv_L_cache", minimum=1), c.bool("conv_bias", False))
+    d.head_gate = c.bool("use_attention_gate", False)  # a Linear(h, heads) output gate
+    d.dynamic_mask = tr.dynamic_mask
+    d.residual_scales = tr.residual_scales
+    if tr.dynamic_mask:
+        c.mark("keep_window_size")  # which positions the mask keeps; no parameter
+    if c.bool("use_sandwich_norm", False):
+        d.norms_per_sublayer = 2
     c.mark("scale_embedding")  # a factor on the embeddings' output, no parameter
     if (c.str("hidden_act") or c.str("activation_function")) == "gelu_new":
         d.act_tensors = 5  # NewGELUActivation in Python keeps x, tanh, 1 + tanh, x/2 and out
@@ -463,6 +482,14 @@ def _moe(c: ConfigView, tr: Traits, d: Dec, n: Notes) -> None:
     key = c.first_key(*EXPERTS)
     if key is None:
         return
+    if c.has("is_moe") and not c.bool("is_moe", True):  # Doge: the expert keys stay unused
+        c.mark(*EXPERTS, *TOP_K, *MOE_WIDTH, *SHARED_COUNT, *SHARED_WIDTH)
+        return
+    if tr.cdmoe:
+        e = c.int(key, minimum=1, maximum=MAX_EXPERTS * MAX_EXPERTS)
+        d.cdmoe = (e, c.int(*TOP_K, default=1, minimum=1, maximum=e))
+        c.mark("norm_topk_prob")
+        return
     if c.has("enable_moe_block") and not c.bool("enable_moe_block", True):
         c.mark(*EXPERTS, *TOP_K, *MOE_WIDTH, *SHARED_COUNT, *SHARED_WIDTH)
         return
@@ -602,6 +629,9 @@ def _layer_kinds(c: ConfigView, tr: Traits, d: Dec, n: Notes) -> None:
                 )
             kinds[x - 1] = "full"
         lac.mark("kda_layers")
+    elif c.list("full_attn_idxs") is not None:  # LFM2: the attention layers, convs between
+        idxs = {x for x in c.list("full_attn_idxs") or [] if isinstance(x, int)}
+        kinds = ["full" if i in idxs else "conv" for i in range(layers)]
     elif c.has("full_attention_interval"):
         k = c.int("full_attention_interval")
         kinds = ["full" if (i + 1) % k == 0 else "linear" for i in range(layers)]
@@ -648,6 +678,7 @@ def _layer_kinds(c: ConfigView, tr: Traits, d: Dec, n: Notes) -> None:
         "full_attention_interval",
         "sliding_window_pattern",
         "global_attn_every_n_layers",
+        "full_attn_idxs",
     )
     c.mark("layer_types", "layers_block_type", "hybrid_override_pattern")
     if kinds is None:
@@ -658,7 +689,7 @@ def _layer_kinds(c: ConfigView, tr: Traits, d: Dec, n: Notes) -> None:
     if d.linear is None and d.ssm is not None:
         # Hybrids that call their SSM layers "linear attention" (Granite 4): sized by Mamba keys.
         kinds = ["mamba" if k == "linear" else k for k in kinds]
-    for kind, ready in (("linear", d.linear), ("mamba", d.ssm)):
+    for kind, ready in (("linear", d.linear), ("mamba", d.ssm), ("conv", d.conv)):
         if kind in kinds and ready is None:
             n.unknown(f"{kind} layers without the keys that size them")
     fixed = kinds
@@ -681,6 +712,8 @@ def _named(values: list[object], layers: int, key: str, n: Notes) -> list[str]:
             out.append("linear")
         elif name in MAMBA_NAMES:
             out.append("mamba")
+        elif name in CONV_NAMES:
+            out.append("conv")
         else:
             unknown.add(str(v))
             out.append("full")

@@ -66,6 +66,10 @@ class Traits:
     up, product; gpt-oss's clamped SwiGLU keeps 7, see its entry).
     `act_params`: learned parameters of each MLP's activation (xIELU's alpha_p and alpha_n).
     `norm` may also be "none": norms without weights (NanoChat's RMSNorm).
+    `dynamic_mask`: Doge's dynamic mask attention (A per KV head, dt_proj KV width → KV heads).
+    `residual_scales`: learned per-channel residual scales per layer (Doge: 2).
+    `cdmoe`: with `is_moe`, Doge's CDMoE: the dense MLP plus a product-key router
+    (h → 2·⌊√E⌋) and two E×h expert embeddings.
     """
 
     tie: bool = False
@@ -112,6 +116,9 @@ class Traits:
     routing: str = "softmax"
     expert_tensors: int = 4
     act_params: int = 0
+    dynamic_mask: bool = False
+    residual_scales: int = 0
+    cdmoe: bool = False
 
 
 LLAMA = Traits()
@@ -263,6 +270,11 @@ TRAITS: dict[str, Traits] = {
     # CTRL: separate Wq/Wk/Wv with biases, a biased two-matrix MLP, LayerNorms, sinusoidal
     # positions, the head tied to `w` with a bias of its own.
     "ctrl": replace(_GPT, fused_qkv=False, head_bias=True),
+    # LFM2 / LFM3: q/k RMSNorms (q_layernorm, k_layernorm), the head tied by default.
+    "lfm2": Traits(qk_norm=True, tie=True),
+    "lfm3": Traits(qk_norm=True, tie=True),
+    # Doge: dynamic mask attention, q/k norms, per-layer residual scales; CDMoE with is_moe.
+    "doge": Traits(qk_norm=True, dynamic_mask=True, residual_scales=2, cdmoe=True),
     # NanoChat: fc1/fc2 MLP (ReLU²), RMSNorms without weights (also on q and k), untied head.
     "nanochat": Traits(gated=False, norm="none"),
     # BERT: post-norm LayerNorm layers (a norm after the embeddings, none at the end), biases on
