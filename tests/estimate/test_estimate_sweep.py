@@ -220,6 +220,8 @@ READ_RIGHT = {
     "lfm2": "verified",  # block_auto_adjust_ff_dim, full_attn_idxs, short-conv layers
     "lfm3": "verified",  # conv layer_types, sandwich norms, attention gate
     "doge": "verified",  # is_moe false: no experts; dynamic mask attention, residual scales
+    "longcat_flash": "verified",  # paired sublayers, moe_topk, zero experts in the router
+    "trocr": "verified",  # a decoder-only config sized by decoder_layers (was refused)
 }
 
 

@@ -106,6 +106,7 @@ class Dec:
     conv: tuple[int, int] | None = None  # short-convolution mixers: (kernel, bias) (LFM2)
     dynamic_mask: bool = False  # Doge: A (KV heads) and dt_proj (KV width → KV heads)
     residual_scales: int = 0  # per-channel residual scale vectors per layer (Doge)
+    zero_experts: int = 0  # zero-computation experts the router also scores (LongCat-Flash)
     cdmoe: tuple[int, int] | None = None  # Doge's CDMoE: (experts, top-k) beside the dense MLP
     head_gate: bool = False  # attention output gate Linear(h, heads) (LFM3's g_proj)
     norm_weightless: bool = False  # norms without parameters (NanoChat)
@@ -404,8 +405,12 @@ def _layer(
         if d.expert_bias:
             per_expert += (2 * mi if d.gated_experts else mi) + w
         routed = e * per_expert
+        # transformers 5.24's LongcatFlashExperts allocates gate_up_proj for the zero experts too
+        # (total_experts rows), though they never run: counted, never active
+        routed += d.zero_experts * (2 if d.gated_experts else 1) * w * mi
         adds.append(("routed_experts", routed, k * per_expert))
-        router = _linear(h, e, d.router_bias) + (h + e if d.router_scales else 0)
+        scored = e + d.zero_experts
+        router = _linear(h, scored, d.router_bias) + (h + e if d.router_scales else 0)
         adds.append(("router", router, router))
         layer_total += routed + router
         layer_active += k * per_expert + router

@@ -51,8 +51,14 @@ TOP_K = (
     "top_k_experts",
     "num_selected_experts",
     "moe_k",
+    "moe_topk",
 )
-MOE_WIDTH = ("moe_intermediate_size", "expert_intermediate_size", "moe_ffn_hidden_size")
+MOE_WIDTH = (
+    "moe_intermediate_size",
+    "expert_intermediate_size",
+    "moe_ffn_hidden_size",
+    "expert_ffn_hidden_size",
+)
 SHARED_COUNT = ("n_shared_experts", "num_shared_experts", "moe_num_shared_experts")
 SHARED_WIDTH = (
     "shared_expert_intermediate_size",
@@ -138,6 +144,8 @@ def read_decoder(c: ConfigView, tr: Traits, n: Notes) -> Dec:
     pure_ssm = mamba2 or (no_heads and c.has("state_size") and c.has("time_step_rank"))
     heads = c.int(*HEADS, default=1 if pure_ssm else None)
     layers = layer_count(c)
+    if tr.paired_layers:
+        layers = min(2 * layers, MAX_LAYERS)
     kv = _kv_heads(c, heads)
     if heads % kv:
         n.flag("kv-heads-not-divisor", f"key/value heads {kv} do not divide heads {heads}")
@@ -524,6 +532,10 @@ def _moe(c: ConfigView, tr: Traits, d: Dec, n: Notes) -> None:
     if dense is not None:
         d.dense_intermediate = dense
     d.is_moe = _moe_layers(c, d.n_layers)
+    # zero-computation experts (LongCat-Flash): the router scores them beside the routed ones
+    d.zero_experts = c.int("zero_expert_num", default=0, minimum=0, maximum=MAX_EXPERTS)
+    if tr.paired_layers:  # the second of each pair carries the MoE beside its dense MLP
+        d.is_moe = lambda i: i % 2 == 1
     for extra in ("topk_method", "scoring_func", "norm_topk_prob", "routed_scaling_factor"):
         c.mark(extra)
     c.mark("n_group", "topk_group", "num_expert_group", "moe_renormalize", "use_grouped_topk")

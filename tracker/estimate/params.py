@@ -251,7 +251,9 @@ def _read_text(
             f"model_type {text_type!r} has no family reader: read by the general reader from "
             "what its config says",
         )
-    if is_encoder_decoder(c):
+    # a decoder stack alone, sized by the seq2seq keys (TrOCR's `decoder_layers`)
+    alone = cls_role is Role.DECODER and c.has("decoder_layers") and not c.has("encoder_layers")
+    if is_encoder_decoder(c) or alone:
         specs, dims = read_encdec(c, traits, t, n, decoder_only=cls_role is Role.DECODER)
         return specs, dims, known
     d = read_decoder(c, traits, n)

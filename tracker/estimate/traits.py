@@ -70,6 +70,9 @@ class Traits:
     `residual_scales`: learned per-channel residual scales per layer (Doge: 2).
     `cdmoe`: with `is_moe`, Doge's CDMoE: the dense MLP plus a product-key router
     (h → 2·⌊√E⌋) and two E×h expert embeddings.
+    `paired_layers`: each configured layer holds two attention + dense-MLP sublayers and one MoE
+    beside the second (LongCat-Flash's shortcut-connected MoE): read as twice the layers, the MoE
+    on every second one.
     """
 
     tie: bool = False
@@ -119,6 +122,7 @@ class Traits:
     dynamic_mask: bool = False
     residual_scales: int = 0
     cdmoe: bool = False
+    paired_layers: bool = False
 
 
 LLAMA = Traits()
@@ -275,6 +279,8 @@ TRAITS: dict[str, Traits] = {
     "lfm3": Traits(qk_norm=True, tie=True),
     # Doge: dynamic mask attention, q/k norms, per-layer residual scales; CDMoE with is_moe.
     "doge": Traits(qk_norm=True, dynamic_mask=True, residual_scales=2, cdmoe=True),
+    # LongCat-Flash: two MLA attention + MLP sublayers per layer and one MoE (with zero experts)
+    "longcat_flash": Traits(paired_layers=True, moe_beside_dense_norms=0),
     # NanoChat: fc1/fc2 MLP (ReLU²), RMSNorms without weights (also on q and k), untied head.
     "nanochat": Traits(gated=False, norm="none"),
     # BERT: post-norm LayerNorm layers (a norm after the embeddings, none at the end), biases on
@@ -304,6 +310,8 @@ TRAITS |= {
     "marian": Traits(tie=True, final_norm=False),  # sinusoidal tables are (frozen) parameters
     "pegasus": Traits(tie=True),
     "whisper": Traits(tie=True, k_bias=False),  # k_proj alone without bias
+    # TrOCR: BART's decoder alone (post-norm, learned positions from 2, layernorm_embedding)
+    "trocr": replace(_BART, final_norm=False),
     # T5: RMSNorm (T5LayerNorm), no bias on any linear, a ReLU two-matrix MLP unless
     # `feed_forward_proj` says "gated-..."; the head always tied in transformers 5.
     # Its relative position bias (first layer of each stack) comes from the config's
