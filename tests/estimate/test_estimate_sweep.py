@@ -222,6 +222,8 @@ READ_RIGHT = {
     "doge": "verified",  # is_moe false: no experts; dynamic mask attention, residual scales
     "longcat_flash": "verified",  # paired sublayers, moe_topk, zero experts in the router
     "trocr": "verified",  # a decoder-only config sized by decoder_layers (was refused)
+    "xlm": "verified",  # emb_dim, language embeddings, post-norm layers (was refused)
+    "rwkv": "verified",  # time- and channel-mixing blocks, no heads (was refused)
 }
 
 

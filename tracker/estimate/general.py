@@ -20,7 +20,7 @@ from tracker.estimate.decoder import Dec
 from tracker.estimate.reading import MAX_EXPERTS, MAX_LAYERS, ConfigView, Notes
 from tracker.estimate.traits import Traits
 
-HIDDEN = ("hidden_size", "n_embd", "d_model", "n_embed", "dim", "model_dim")
+HIDDEN = ("hidden_size", "n_embd", "d_model", "n_embed", "dim", "model_dim", "emb_dim")
 LAYERS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
 HEADS = ("num_attention_heads", "n_head", "num_heads", "n_heads", "attention_heads")  # xglm
 KV_HEADS = ("num_key_value_heads", "n_head_kv", "num_kv_heads", "n_kv_heads")
@@ -218,6 +218,11 @@ def read_decoder(c: ConfigView, tr: Traits, n: Notes) -> Dec:
         d.learned_positions = c.int(*CONTEXT) + tr.position_offset
     if tr.token_types:
         d.token_types = c.int("type_vocab_size", default=2)
+    langs = c.int("n_langs", default=1, minimum=0)
+    if c.bool("use_lang_emb", False) and langs > 1:  # XLM's language embeddings
+        d.token_types += langs
+    if c.bool("asm", False):
+        n.unknown("asm (XLM's adaptive softmax head)")
     if tr.task_heads:
         d.task_head = task_head_params(c, h, vocab)
     _mixers(c, d, n)

@@ -174,6 +174,51 @@ def _bert(c: ConfigView, t: Tally, n: Notes) -> Result:
     )
 
 
+def _rwkv(c: ConfigView, t: Tally, n: Notes) -> Result:
+    """RWKV (v4): no attention heads; each block a time-mixing layer (key, value, receptance at
+    `attention_hidden_size`, output back to hidden; per-channel decay, bonus and three mixing
+    vectors) and a channel-mixing layer (key h→intermediate, value back, receptance h→h; two
+    mixing vectors), two LayerNorms per block and one more before the first; a final LayerNorm
+    and the head (untied unless the config ties it). The state is fixed per sequence."""
+    h = c.int("hidden_size")
+    layers = c.int("num_hidden_layers", maximum=MAX_LAYERS)
+    v = c.int("vocab_size")
+    a = c.int("attention_hidden_size", default=h)
+    inter = c.int("intermediate_size", default=4 * h)
+    c.mark("context_length", "rescale_every")  # a context size and an inference rescaling
+    emb = t.add("embeddings", v * h)
+    t.add("norms", 2 * h)  # pre_ln of the first block
+    mix = 3 * h * a + a * h + 2 * a + 3 * h
+    ffn = h * inter + inter * h + h * h + 2 * h
+    norms = 4 * h
+    t.add("linear_attention", layers * mix)
+    t.add("dense_mlp", layers * ffn)
+    t.add("norms", layers * norms)
+    t.add("norms", 2 * h)
+    tied = c.bool("tie_word_embeddings", False)
+    if not tied:
+        t.add("head", v * h)
+    # state per sequence: the time-mixing numerator, denominator and max (fp32, attention width)
+    # and the shifted inputs of both mixing layers (fp32, hidden width)
+    spec = LayerSpec(
+        "linear",
+        "gelu",
+        mix + ffn + norms,
+        mix + ffn + norms,
+        0,
+        state_bytes=3 * a * 4 + 2 * h * 4,
+        lora_dims=3 * (h + a) + (a + h) + 2 * (h + inter) + 2 * h,
+        ffn_width=inter,
+        q_width=a,
+        k_width=a,
+        v_width=a,
+        gated=False,
+        layer_norm=True,
+    )
+    dims = dims_of(h, v, 1, 1, a, inter, tied, emb, c.opt_int("context_length"))
+    return [spec] * layers, dims
+
+
 BERT_LINEAGE = (
     "roberta",
     "camembert",
@@ -260,4 +305,5 @@ READERS: dict[str, Callable[[ConfigView, Tally, Notes], Result]] = {
     "bert": _bert,
     **dict.fromkeys(BERT_LINEAGE, _bert),
     "t5": _t5,
+    "rwkv": _rwkv,
 }

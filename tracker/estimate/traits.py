@@ -281,6 +281,16 @@ TRAITS: dict[str, Traits] = {
     "doge": Traits(qk_norm=True, dynamic_mask=True, residual_scales=2, cdmoe=True),
     # LongCat-Flash: two MLA attention + MLP sublayers per layer and one MoE (with zero experts)
     "longcat_flash": Traits(paired_layers=True, moe_beside_dense_norms=0),
+    # XLM: post-norm LayerNorm layers with biased linears, learned positions, a LayerNorm after
+    # the embeddings and none at the end, the prediction layer tied with a bias.
+    "xlm": replace(
+        _GPT,
+        fused_qkv=False,
+        positions="max_position_embeddings",
+        embed_norm=True,
+        final_norm=False,
+        head_bias=True,
+    ),
     # NanoChat: fc1/fc2 MLP (ReLU²), RMSNorms without weights (also on q and k), untied head.
     "nanochat": Traits(gated=False, norm="none"),
     # BERT: post-norm LayerNorm layers (a norm after the embeddings, none at the end), biases on
