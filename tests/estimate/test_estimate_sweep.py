@@ -224,6 +224,7 @@ READ_RIGHT = {
     "trocr": "verified",  # a decoder-only config sized by decoder_layers (was refused)
     "xlm": "verified",  # emb_dim, language embeddings, post-norm layers (was refused)
     "rwkv": "verified",  # time- and channel-mixing blocks, no heads (was refused)
+    "falcon_h1": "verified",  # attention and Mamba2 side by side, mamba_rms_norm
 }
 
 

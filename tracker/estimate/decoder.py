@@ -182,7 +182,8 @@ def _ssm(h: int, m: Mamba2 | Mamba1) -> Mixer:
     conv_dim = di + 2 * m.groups * m.state
     params = _linear(h, 2 * di + 2 * m.groups * m.state + m.heads, m.bias)
     params += conv_dim * m.conv_kernel + (conv_dim if m.conv_bias else 0)
-    params += 3 * m.heads + di + _linear(di, h, m.bias)  # A_log, D, dt_bias, gated norm, out_proj
+    params += 3 * m.heads + _linear(di, h, m.bias)  # A_log, D, dt_bias, out_proj
+    params += di if m.norm else 0  # the gated norm
     lora = (h + 2 * di + 2 * m.groups * m.state + m.heads) + di + h
     state = m.heads * m.head_dim * m.state * FP32 + conv_dim * (m.conv_kernel - 1) * BF16
     return Mixer(params, lora, 0, state, "ssm", di, di, di, act=m.saved_bytes())
@@ -226,6 +227,20 @@ def mixer_params(d: Dec, kind: str, layer: int) -> Mixer:
     h = d.hidden
     if kind == "none":
         return Mixer(0, 0, 0, 0, "none")
+    if kind == "hybrid" and d.ssm is not None:
+        # attention and an SSM side by side on the same input (Falcon-H1): both counted, the
+        # attention's KV cache beside the SSM's fixed state
+        a, m = mixer_params(d, "full", layer), _ssm(h, d.ssm)
+        return Mixer(
+            a.params + m.params,
+            a.lora + m.lora,
+            a.kv_bytes,
+            m.state_bytes,
+            a.kind,
+            a.k_width,
+            a.v_width,
+            a.q_width,
+        )
     if kind == "linear" and d.linear is not None:
         return _linear_attention(h, d.linear)
     if kind == "mamba" and d.ssm is not None:

@@ -231,6 +231,8 @@ def read_decoder(c: ConfigView, tr: Traits, n: Notes) -> Dec:
         return d
     _moe(c, tr, d, n)
     _layer_kinds(c, tr, d, n)
+    if tr.parallel_ssm and d.ssm is not None:
+        d.layer_kind = lambda i: "hybrid"
     _per_kind_attention(c, tr, d)
     # Attention residuals (Kimi-K3): each sublayer reads a softmax mix of earlier blocks' outputs
     # instead of the plain residual; the block size only groups layers, the weights are per layer.
@@ -433,6 +435,9 @@ def _mixers(c: ConfigView, d: Dec, n: Notes) -> None:
         m_hd = c.int("mamba_head_dim", "mamba_d_head", default=64)
         if m_heads is None:
             m_heads = max(1, (expand or 2) * h // m_hd)
+        d_ssm = c.opt_int("mamba_d_ssm", minimum=1)  # Falcon-H1: the inner width itself
+        if d_ssm is not None and d_ssm != m_heads * m_hd:
+            n.unknown(f"mamba_d_ssm {d_ssm} is not mamba heads × head size {m_heads * m_hd}")
         from tracker.estimate.mixers import Mamba2  # loaded only when used
 
         d.ssm = Mamba2(
@@ -444,7 +449,9 @@ def _mixers(c: ConfigView, d: Dec, n: Notes) -> None:
             bias=_bool_of(c, ("use_bias", "mamba_proj_bias"), False),
             conv_bias=_bool_of(c, ("use_conv_bias", "mamba_conv_bias"), True),
             chunk=c.int("chunk_size", "mamba_chunk_size", default=256, minimum=1),  # Mamba2Config
+            norm=c.bool("mamba_rms_norm", True),
         )
+        c.mark("mamba_norm_before_gate")  # where the gated norm applies, not its size
     elif c.has("mamba_d_state") or c.has("mamba_dt_rank"):
         d_inner = (expand or 2) * h
         rank = c.raw("mamba_dt_rank", "auto")

@@ -73,6 +73,7 @@ class Traits:
     `paired_layers`: each configured layer holds two attention + dense-MLP sublayers and one MoE
     beside the second (LongCat-Flash's shortcut-connected MoE): read as twice the layers, the MoE
     on every second one.
+    `parallel_ssm`: every layer runs attention and a Mamba2 mixer side by side (Falcon-H1).
     """
 
     tie: bool = False
@@ -123,6 +124,7 @@ class Traits:
     residual_scales: int = 0
     cdmoe: bool = False
     paired_layers: bool = False
+    parallel_ssm: bool = False
 
 
 LLAMA = Traits()
@@ -291,6 +293,8 @@ TRAITS: dict[str, Traits] = {
         final_norm=False,
         head_bias=True,
     ),
+    # Falcon-H1: attention and Mamba2 in parallel in every layer, then the MLP.
+    "falcon_h1": Traits(parallel_ssm=True),
     # NanoChat: fc1/fc2 MLP (ReLU²), RMSNorms without weights (also on q and k), untied head.
     "nanochat": Traits(gated=False, norm="none"),
     # BERT: post-norm LayerNorm layers (a norm after the embeddings, none at the end), biases on
