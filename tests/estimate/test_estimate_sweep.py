@@ -225,6 +225,7 @@ READ_RIGHT = {
     "xlm": "verified",  # emb_dim, language embeddings, post-norm layers (was refused)
     "rwkv": "verified",  # time- and channel-mixing blocks, no heads (was refused)
     "falcon_h1": "verified",  # attention and Mamba2 side by side, mamba_rms_norm
+    "gemma4_unified_text": "verified",  # per_layer_config head sizes, Gemma 4's norms
 }
 
 

@@ -108,6 +108,7 @@ class Dec:
     residual_scales: int = 0  # per-channel residual scale vectors per layer (Doge)
     zero_experts: int = 0  # zero-computation experts the router also scores (LongCat-Flash)
     cdmoe: tuple[int, int] | None = None  # Doge's CDMoE: (experts, top-k) beside the dense MLP
+    layer_head_dim: Callable[[int], int] | None = None  # per-layer head size (per_layer_config)
     head_gate: bool = False  # attention output gate Linear(h, heads) (LFM3's g_proj)
     norm_weightless: bool = False  # norms without parameters (NanoChat)
     act_params: int = 0  # learned activation parameters per MLP (xIELU's alpha_p, alpha_n)
@@ -256,6 +257,8 @@ def mixer_params(d: Dec, kind: str, layer: int) -> Mixer:
         return _mla(d, d.mla, layer)
     kvh = kv_heads_of(d, kind, layer)
     hd = d.full_head_dim if kind == "full" and d.full_head_dim else d.head_dim
+    if d.layer_head_dim is not None:
+        hd = d.layer_head_dim(layer)
     q_out = d.heads * hd * (2 if d.q_gate else 1)
     shared = d.kv_shared_from is not None and layer >= d.kv_shared_from
     kv_mats = 0 if shared else (1 if d.full_k_eq_v and kind == "full" else 2)
@@ -324,7 +327,7 @@ def build_decoder(d: Dec, t: Tally) -> list[LayerSpec]:
         t.add("embeddings", (d.per_layer_vocab or d.vocab) * ple)
         t.add("embeddings", h * ple + d.per_layer_input)
     mla_indexer = d.mla is not None and d.mla.indexer is not None and bool(d.mla.q_lora_rank)
-    Key = tuple[str, str, int, bool, bool]
+    Key = tuple[str, str, int, bool, bool, int]
     kinds: dict[Key, tuple[LayerSpec, list[tuple[str, int, int]]]] = {}
     uses: dict[Key, int] = {}
     specs: list[LayerSpec] = []
@@ -345,7 +348,8 @@ def build_decoder(d: Dec, t: Tally) -> list[LayerSpec]:
             ffn = "dense"
         kvh = uniform_kv if uniform_kv is not None else kv_heads_of(d, kind, i)
         shared = shared_from is not None and i >= shared_from
-        key = (kind, ffn, kvh, has_indexer(i) if mla_indexer else True, shared)
+        hd = d.layer_head_dim(i) if d.layer_head_dim is not None else 0
+        key = (kind, ffn, kvh, has_indexer(i) if mla_indexer else True, shared, hd)
         known = kinds.get(key)
         if known is None:
             known = kinds[key] = _layer(d, kind, ffn, i, norm)

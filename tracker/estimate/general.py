@@ -231,6 +231,7 @@ def read_decoder(c: ConfigView, tr: Traits, n: Notes) -> Dec:
         return d
     _moe(c, tr, d, n)
     _layer_kinds(c, tr, d, n)
+    _per_layer_config(c, d, n)
     if tr.parallel_ssm and d.ssm is not None:
         d.layer_kind = lambda i: "hybrid"
     _per_kind_attention(c, tr, d)
@@ -468,6 +469,27 @@ def _mixers(c: ConfigView, d: Dec, n: Notes) -> None:
         )
     if d.mla is None and d.linear is None and d.ssm is None and c.has("linear_attn_config"):
         n.unknown("linear_attn_config (no head count)")
+
+
+def _per_layer_config(c: ConfigView, d: Dec, n: Notes) -> None:
+    """`per_layer_config` (Gemma 4 unified): overrides keyed by layer index ("05"); a layer's own
+    `head_dim` is read, any other override is named as not understood."""
+    per = c.sub("per_layer_config")
+    if per is None:
+        return
+    dims: dict[int, int] = {}
+    for key in per.data:
+        if not str(key).isdigit() or not 0 <= int(key) < d.n_layers:
+            raise EstimateError(f"config per_layer_config key {key!r} is not a layer index")
+        entry = per.sub(str(key))
+        if entry is None:
+            raise EstimateError(f"config per_layer_config[{key!r}] is not an object")
+        if entry.has("head_dim"):
+            dims[int(key)] = entry.int("head_dim", minimum=1)
+        for other in sorted(set(entry.data) - {"head_dim"}):
+            n.unknown(f"per_layer_config.{key}.{other}")
+    if dims:
+        d.layer_head_dim = lambda i: dims.get(i, d.head_dim)
 
 
 def _per_kind_attention(c: ConfigView, tr: Traits, d: Dec) -> None:

@@ -177,6 +177,8 @@ TRAITS: dict[str, Traits] = {
     "gemma2": _GEMMA2,
     "gemma3_text": _GEMMA3,
     "gemma4_text": _GEMMA4,
+    # Gemma 4 unified: Gemma 4's text stack, head sizes per layer from per_layer_config
+    "gemma4_unified_text": _GEMMA4,
     # GptOssAttention: q/k/v/o with bias and a sink per head; router and experts with biases.
     # Irregular experts (activations only): GptOssExperts' gate_up output is interleaved
     # (gate = [..., ::2], up = [..., 1::2]) and clamped, glu = gate·sigmoid(1.702·gate), and
