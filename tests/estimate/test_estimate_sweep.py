@@ -226,6 +226,8 @@ READ_RIGHT = {
     "rwkv": "verified",  # time- and channel-mixing blocks, no heads (was refused)
     "falcon_h1": "verified",  # attention and Mamba2 side by side, mamba_rms_norm
     "gemma4_unified_text": "verified",  # per_layer_config head sizes, Gemma 4's norms
+    "big_bird": "verified",  # BERT's reader with the pooler under its LM head
+    "recurrent_gemma": "verified",  # block_types cycled, RG-LRU blocks, local attention
 }
 
 

@@ -109,6 +109,7 @@ class Dec:
     zero_experts: int = 0  # zero-computation experts the router also scores (LongCat-Flash)
     cdmoe: tuple[int, int] | None = None  # Doge's CDMoE: (experts, top-k) beside the dense MLP
     layer_head_dim: Callable[[int], int] | None = None  # per-layer head size (per_layer_config)
+    rglru: tuple[int, int, int] | None = None  # RG-LRU blocks: (lru_width, heads, conv width)
     head_gate: bool = False  # attention output gate Linear(h, heads) (LFM3's g_proj)
     norm_weightless: bool = False  # norms without parameters (NanoChat)
     act_params: int = 0  # learned activation parameters per MLP (xIELU's alpha_p, alpha_n)
@@ -246,6 +247,17 @@ def mixer_params(d: Dec, kind: str, layer: int) -> Mixer:
         return _linear_attention(h, d.linear)
     if kind == "mamba" and d.ssm is not None:
         return _ssm(h, d.ssm)
+    if kind == "recurrent" and d.rglru is not None:
+        # RecurrentGemma's recurrent block: linear_y, linear_x (h→lru) and linear_out with
+        # biases, a depthwise conv with bias, and the RG-LRU (recurrent_param; input and
+        # recurrent gates block-diagonal over the heads, with biases); a fixed state per sequence
+        lru, nh, w = d.rglru
+        block = lru // nh
+        params = 2 * _linear(h, lru, True) + _linear(lru, h, True) + lru * w + lru
+        params += lru + 2 * (nh * block * block + lru)
+        lora = 2 * (h + lru) + (lru + h)
+        state = lru * FP32 + lru * (w - 1) * BF16
+        return Mixer(params, lora, 0, state, "linear", lru, lru, lru)
     if kind == "conv" and d.conv is not None:
         # LFM2's ShortConv: in_proj h→3h (B, C, x), a depthwise conv over the kernel, out_proj;
         # it caches the last `kernel` inputs per sequence (no per-token KV)

@@ -356,7 +356,7 @@ def _biases(c: ConfigView, tr: Traits, d: Dec) -> None:
     no_bias = c.bool("no_bias", False) if c.has("no_bias") else None
     d.q_bias = d.kv_bias = _bool_of(c, qkv_keys, bool(tr.qkv_bias))
     o_default = bool(tr.o_bias) if no_bias is None else not no_bias
-    d.o_bias = _bool_of(c, o_keys, o_default)
+    d.o_bias = tr.o_bias_always or _bool_of(c, o_keys, o_default)
     mlp_default = bool(tr.mlp_bias) if no_bias is None else not no_bias
     d.mlp_bias = _bool_of(c, mlp_keys, mlp_default)
 
@@ -466,6 +466,12 @@ def _mixers(c: ConfigView, d: Dec, n: Notes) -> None:
             dt_rank=dt_rank,
             bias=c.bool("mamba_proj_bias", False),
             conv_bias=c.bool("mamba_conv_bias", True),
+        )
+    if c.has("lru_width"):  # RecurrentGemma's RG-LRU recurrent blocks
+        d.rglru = (
+            c.int("lru_width", minimum=1),
+            d.heads,
+            c.int("conv1d_width", default=4, minimum=1),
         )
     if d.mla is None and d.linear is None and d.ssm is None and c.has("linear_attn_config"):
         n.unknown("linear_attn_config (no head count)")
@@ -624,7 +630,7 @@ def _moe_layers(c: ConfigView, n: int) -> Callable[[int], bool]:
 def _layer_kinds(c: ConfigView, tr: Traits, d: Dec, n: Notes) -> None:
     """Per-layer mixer kinds (and FFN kinds where one mixer fills a layer) from any list form."""
     layers = d.n_layers
-    window = c.opt_int("sliding_window", minimum=0) or None
+    window = c.opt_int("sliding_window", "attention_window_size", minimum=0) or None
     chunk = c.opt_int("attention_chunk_size", minimum=0) or None
     d.window = window or chunk
     types = c.list("layer_types")
@@ -675,6 +681,16 @@ def _layer_kinds(c: ConfigView, tr: Traits, d: Dec, n: Notes) -> None:
                 )
             kinds[x - 1] = "full"
         lac.mark("kda_layers")
+    elif c.list("block_types") and d.rglru is not None:
+        # RecurrentGemma: block_types repeat over the layers; its attention is always local
+        cycle = [str(x) for x in c.list("block_types") or []]
+        kinds = [
+            "recurrent" if cycle[i % len(cycle)] == "recurrent" else "sliding"
+            for i in range(layers)
+        ]
+        unknown = sorted({x for x in cycle if x not in ("recurrent", "attention")})
+        if unknown:
+            n.unknown(f"block_types values {', '.join(unknown)}")
     elif c.list("full_attn_idxs") is not None:  # LFM2: the attention layers, convs between
         idxs = {x for x in c.list("full_attn_idxs") or [] if isinstance(x, int)}
         kinds = ["full" if i in idxs else "conv" for i in range(layers)]

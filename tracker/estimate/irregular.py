@@ -167,6 +167,15 @@ def _bert(c: ConfigView, t: Tally, n: Notes) -> Result:
     c.mark("tie_word_embeddings")  # read by the head where it has a decoder
     electra = c.str("model_type") == "electra"
     head = task_head_params(c, h, v, e_out, pooler=not electra, embed_width=e_in)
+    if c.str("model_type") == "big_bird":
+        # BigBird's LM heads sit on a BigBirdModel built with its pooler; block-sparse attention
+        # (attention_type, block_size, num_random_blocks) adds no parameters
+        c.mark("attention_type", "block_size", "num_random_blocks", "use_bias")
+        if head and not c.bool("use_bias", True):
+            n.unknown("use_bias false (BigBird's q/k/v without bias)")
+        archs = c.list("architectures") or []
+        if archs and str(archs[0]).endswith(("ForCausalLM", "ForMaskedLM")):
+            head += h * h + h
     if head:
         t.add("head", head)
     return specs, dims_of(
@@ -227,11 +236,13 @@ BERT_LINEAGE = (
     "ernie",
     "electra",
     "rembert",
+    "big_bird",
 )
 """Model types whose modelling code is BERT's (post-norm encoder, learned positions, token types,
 the same heads by class name): RoBERTa's position table of max_position_embeddings rows and its
 LM head (dense, LayerNorm, tied decoder, bias) match BERT's count; ERNIE adds a task-type table
-where `use_task_id` is set."""
+where `use_task_id` is set; ELECTRA and RemBERT embed narrower; BigBird keeps its pooler under
+its LM heads."""
 
 
 def _t5(c: ConfigView, t: Tally, n: Notes) -> Result:

@@ -74,6 +74,7 @@ class Traits:
     beside the second (LongCat-Flash's shortcut-connected MoE): read as twice the layers, the MoE
     on every second one.
     `parallel_ssm`: every layer runs attention and a Mamba2 mixer side by side (Falcon-H1).
+    `o_bias_always`: o_proj has a bias whatever `attention_bias` says (RecurrentGemma).
     """
 
     tie: bool = False
@@ -125,6 +126,7 @@ class Traits:
     cdmoe: bool = False
     paired_layers: bool = False
     parallel_ssm: bool = False
+    o_bias_always: bool = False
 
 
 LLAMA = Traits()
@@ -297,6 +299,11 @@ TRAITS: dict[str, Traits] = {
     ),
     # Falcon-H1: attention and Mamba2 in parallel in every layer, then the MLP.
     "falcon_h1": Traits(parallel_ssm=True),
+    # RecurrentGemma: MLP of intermediate_size / 2 with biases, o_proj with a bias, q/k/v
+    # without, Gemma's tied head.
+    "recurrent_gemma": Traits(
+        tie=True, halved_intermediate=True, mlp_bias=True, o_bias_always=True, qkv_bias=False
+    ),
     # NanoChat: fc1/fc2 MLP (ReLU²), RMSNorms without weights (also on q and k), untied head.
     "nanochat": Traits(gated=False, norm="none"),
     # BERT: post-norm LayerNorm layers (a norm after the embeddings, none at the end), biases on
