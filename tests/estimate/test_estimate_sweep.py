@@ -228,6 +228,8 @@ READ_RIGHT = {
     "gemma4_unified_text": "verified",  # per_layer_config head sizes, Gemma 4's norms
     "big_bird": "verified",  # BERT's reader with the pooler under its LM head
     "recurrent_gemma": "verified",  # block_types cycled, RG-LRU blocks, local attention
+    "xmod": "verified",  # per-language adapters
+    "roc_bert": "verified",  # pronunciation and shape embeddings, map_inputs_layer
 }
 
 

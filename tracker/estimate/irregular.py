@@ -139,9 +139,29 @@ def _bert(c: ConfigView, t: Tally, n: Notes) -> Result:
     if e_in != h:
         t.add("embeddings", lin(e_in, h))
     e_out = c.opt_int("output_embedding_size", "embedding_size")
+    mt = c.str("model_type")
+    if mt == "roc_bert":
+        # RoCBERT: pronunciation and shape tables (always built), and where concat_input is set
+        # a linear from the concatenated enabled embeddings back to hidden
+        pdim, sdim = c.int("pronunciation_embed_dim"), c.int("shape_embed_dim")
+        t.add("embeddings", c.int("pronunciation_vocab_size") * pdim)
+        t.add("embeddings", c.int("shape_vocab_size") * sdim)
+        if c.bool("concat_input", True):
+            width = h + (pdim if c.bool("enable_pronunciation", True) else 0)
+            width += sdim if c.bool("enable_shape", True) else 0
+            t.add("embeddings", lin(width, h))
+    adapters = 0
+    if mt == "xmod":
+        # X-MOD: per layer, one bottleneck adapter (h → h / factor → h, biased) per language,
+        # and an adapter LayerNorm where adapter_layer_norm is set
+        langs = len(c.list("languages") or [])
+        bottleneck = h // c.int("adapter_reduction_factor", default=2, minimum=1)
+        adapters = langs * (lin(h, bottleneck) + lin(bottleneck, h))
+        adapters += 2 * h if c.bool("adapter_layer_norm", False) else 0
+        c.mark("adapter_reuse_layer_norm", "ln_before_adapter")
     # every layer is the same: count one and multiply
     a = 4 * lin(h, h)
-    m = lin(h, inter) + lin(inter, h)
+    m = lin(h, inter) + lin(inter, h) + adapters
     nn = 4 * h
     spec = LayerSpec(
         "mha",
@@ -237,12 +257,14 @@ BERT_LINEAGE = (
     "electra",
     "rembert",
     "big_bird",
+    "roc_bert",
+    "xmod",
 )
 """Model types whose modelling code is BERT's (post-norm encoder, learned positions, token types,
 the same heads by class name): RoBERTa's position table of max_position_embeddings rows and its
 LM head (dense, LayerNorm, tied decoder, bias) match BERT's count; ERNIE adds a task-type table
 where `use_task_id` is set; ELECTRA and RemBERT embed narrower; BigBird keeps its pooler under
-its LM heads."""
+its LM heads; RoCBERT adds pronunciation and shape embeddings, X-MOD per-language adapters."""
 
 
 def _t5(c: ConfigView, t: Tally, n: Notes) -> Result:
