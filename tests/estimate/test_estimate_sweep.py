@@ -230,6 +230,7 @@ READ_RIGHT = {
     "recurrent_gemma": "verified",  # block_types cycled, RG-LRU blocks, local attention
     "xmod": "verified",  # per-language adapters
     "roc_bert": "verified",  # pronunciation and shape embeddings, map_inputs_layer
+    "jetmoe": "verified",  # mixture of attention heads and MoE MLP
 }
 
 

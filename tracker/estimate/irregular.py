@@ -248,6 +248,55 @@ def _rwkv(c: ConfigView, t: Tally, n: Notes) -> Result:
     return [spec] * layers, dims
 
 
+def _jetmoe(c: ConfigView, t: Tally, n: Notes) -> Result:
+    """JetMoE: mixture-of-attention (each of E experts a query-in and an output linear of the
+    KV width `kv_channels × num_key_value_heads`, top-k per token, a shared kv_proj, a bias and a
+    router) and a MoE MLP (E experts of gated width `intermediate_size`, a bias and a router),
+    RMSNorms, the head tied unless the config says otherwise."""
+    h = c.int("hidden_size")
+    layers = c.int("num_hidden_layers", maximum=MAX_LAYERS)
+    v = c.int("vocab_size")
+    heads = c.int("num_attention_heads")
+    kvh = c.int("num_key_value_heads", default=heads)
+    hd = c.int("kv_channels", default=h // heads)
+    e = c.int("num_local_experts", default=8, minimum=1, maximum=1 << 16)
+    k = c.int("num_experts_per_tok", default=2, minimum=1, maximum=e)
+    inter = c.int("intermediate_size")
+    kvw = kvh * hd
+    emb = t.add("embeddings", v * h)
+    moa_expert = 2 * h * kvw
+    attn = 2 * h * kvw + e * moa_expert + h + h * e
+    attn_active = 2 * h * kvw + k * moa_expert + h + h * e
+    mlp_expert = 3 * h * inter
+    t.add("attention", layers * attn, layers * attn_active)
+    t.add("routed_experts", layers * e * mlp_expert, layers * k * mlp_expert)
+    t.add("router", layers * (h * e + h))
+    t.add("norms", layers * 2 * h + h)
+    tied = c.bool("tie_word_embeddings", True)
+    if not tied:
+        t.add("head", v * h)
+    total = attn + e * mlp_expert + h * e + h + 2 * h
+    active = attn_active + k * mlp_expert + h * e + h + 2 * h
+    spec = LayerSpec(
+        "gqa",
+        "moe",
+        total,
+        active,
+        2 * kvw * BF16,
+        lora_dims=(h + 2 * kvw) + e * 2 * (h + kvw) + e * 3 * (h + inter),
+        experts=e,
+        top_k=k,
+        ffn_width=k * inter,
+        q_width=k * kvw,
+        k_width=kvw,
+        v_width=kvw,
+        heads=heads,
+        moe_width=inter,
+    )
+    dims = dims_of(h, v, heads, kvh, hd, inter, tied, emb, c.opt_int("max_position_embeddings"))
+    return [spec] * layers, dims
+
+
 BERT_LINEAGE = (
     "roberta",
     "camembert",
@@ -339,4 +388,5 @@ READERS: dict[str, Callable[[ConfigView, Tally, Notes], Result]] = {
     **dict.fromkeys(BERT_LINEAGE, _bert),
     "t5": _t5,
     "rwkv": _rwkv,
+    "jetmoe": _jetmoe,
 }
