@@ -231,6 +231,7 @@ READ_RIGHT = {
     "xmod": "verified",  # per-language adapters
     "roc_bert": "verified",  # pronunciation and shape embeddings, map_inputs_layer
     "jetmoe": "verified",  # mixture of attention heads and MoE MLP
+    "zamba": "verified",  # Mamba and hybrid layers around one shared attention block
 }
 
 

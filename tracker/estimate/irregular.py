@@ -17,6 +17,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from tracker.errors import EstimateError
 from tracker.estimate.decoder import BF16
 from tracker.estimate.general import task_head_params
 from tracker.estimate.reading import MAX_LAYERS, ConfigView, LayerSpec, Notes, Tally
@@ -297,6 +298,100 @@ def _jetmoe(c: ConfigView, t: Tally, n: Notes) -> Result:
     return [spec] * layers, dims
 
 
+def _zamba(c: ConfigView, t: Tally, n: Notes) -> Result:
+    """Zamba (v1): Mamba layers (one mixer and its RMSNorm each), and "hybrid" layers that run one
+    shared attention + MLP block (its parameters counted once: attention reads the hidden state
+    concatenated with the input embeddings, `attention_hidden_size` = 2·hidden, into heads of
+    `attention_head_dim`) through a layer-own h×h linear, then a Mamba layer of their own.
+    Mamba mixers are Mamba (v1) of width `mamba_expand`·hidden split into `n_mamba_heads`, which
+    changes no count. The head is tied unless the config unties it."""
+    h = c.int("hidden_size")
+    v = c.int("vocab_size")
+    layers = c.int("num_hidden_layers", maximum=MAX_LAYERS)
+    heads = c.int("num_attention_heads")
+    kvh = c.int("num_key_value_heads", default=heads)
+    ah = c.int("attention_hidden_size", default=2 * h)
+    hd = c.int("attention_head_dim", default=2 * h // heads)
+    inter = c.int("intermediate_size")
+    di = c.int("mamba_expand", default=2) * h
+    state = c.int("mamba_d_state", default=16)
+    conv = c.int("mamba_d_conv", default=4)
+    rank_raw = c.raw("mamba_dt_rank", "auto")
+    rank = -(-h // 16) if rank_raw == "auto" else c.int("mamba_dt_rank")
+    conv_bias = c.bool("mamba_conv_bias", True)
+    proj_bias = c.bool("mamba_proj_bias", False)
+    c.mark("n_mamba_heads")
+    listed = c.list("layers_block_type")
+    if listed is None:  # ZambaConfig's own list: two Mamba layers, a hybrid, then the period
+        period = c.int("attn_layer_period", default=6, minimum=1)
+        offset = c.int("attn_layer_offset", default=4, minimum=0)
+        listed = ["mamba", "mamba", "hybrid"] + [
+            "hybrid" if i % period == offset else "mamba" for i in range(layers - 3)
+        ]
+    c.mark("attn_layer_period", "attn_layer_offset")
+    kinds = [str(x) for x in listed]
+    if len(kinds) != layers:
+        raise EstimateError(
+            f"config layers_block_type has {len(kinds)} entries for {layers} layers"
+        )
+    odd = sorted(set(kinds) - {"hybrid", "mamba", "linear_attention"})
+    if odd:
+        n.unknown(f"layers_block_type values {', '.join(odd)}")
+    hybrid = sum(k == "hybrid" for k in kinds)
+    emb = t.add("embeddings", v * h)
+    mamba = lin(h, 2 * di, proj_bias) + di * conv + (di if conv_bias else 0)
+    mamba += di * (rank + 2 * state) + lin(rank, di) + di * state + di + lin(di, h, proj_bias)
+    t.add("ssm", layers * mamba)
+    t.add("norms", layers * h + h)
+    attn = ah * heads * hd + 2 * ah * kvh * hd + heads * hd * h
+    mlp = 3 * h * inter
+    tied = c.bool("tie_word_embeddings", True)
+    # transformers 5.24 builds the block in every hybrid layer and ties the copies to the first
+    # through _tied_weights_keys, which tie_word_embeddings=false switches off: one copy when
+    # tied, one per hybrid layer when not
+    copies = 1 if tied else hybrid
+    if hybrid:  # the shared block, each hybrid layer's own linear
+        t.add("attention", copies * attn)
+        t.add("dense_mlp", copies * mlp)
+        t.add("norms", copies * (ah + h))
+        t.add("attention", hybrid * h * h)
+    if not tied:
+        t.add("head", v * h)
+    ssm_state = di * state * 4 + di * (conv - 1) * BF16
+    mamba_spec = LayerSpec(
+        "ssm",
+        "none",
+        mamba + h,
+        mamba + h,
+        0,
+        state_bytes=ssm_state,
+        lora_dims=(h + 2 * di) + (di + rank + 2 * state) + (rank + di) + (di + h),
+        q_width=di,
+        k_width=di,
+        v_width=di,
+        norms=1,
+    )
+    shared = copies * (attn + mlp + ah + h) // max(hybrid, 1)
+    hybrid_spec = LayerSpec(
+        "gqa" if kvh != heads else "mha",
+        "swiglu",
+        mamba + h + h * h + shared,
+        mamba + h + h * h + shared,
+        2 * kvh * hd * BF16,
+        state_bytes=ssm_state,
+        lora_dims=mamba_spec.lora_dims + 2 * h + (ah + heads * hd) + 2 * (ah + kvh * hd),
+        ffn_width=inter,
+        q_width=heads * hd,
+        k_width=kvh * hd,
+        v_width=kvh * hd,
+        heads=heads,
+        norms=3,
+    )
+    specs = [hybrid_spec if k == "hybrid" else mamba_spec for k in kinds]
+    dims = dims_of(h, v, heads, kvh, hd, inter, tied, emb, c.opt_int("max_position_embeddings"))
+    return specs, dims
+
+
 BERT_LINEAGE = (
     "roberta",
     "camembert",
@@ -389,4 +484,5 @@ READERS: dict[str, Callable[[ConfigView, Tally, Notes], Result]] = {
     "t5": _t5,
     "rwkv": _rwkv,
     "jetmoe": _jetmoe,
+    "zamba": _zamba,
 }
