@@ -232,6 +232,7 @@ READ_RIGHT = {
     "roc_bert": "verified",  # pronunciation and shape embeddings, map_inputs_layer
     "jetmoe": "verified",  # mixture of attention heads and MoE MLP
     "zamba": "verified",  # Mamba and hybrid layers around one shared attention block
+    "xlstm": "verified",  # mLSTM blocks sized by their factors, gated FFN rounded up
 }
 
 

@@ -392,6 +392,62 @@ def _zamba(c: ConfigView, t: Tally, n: Notes) -> Result:
     return specs, dims
 
 
+def _round_up(x: float, multiple: int) -> int:
+    return int(((x + multiple - 1) // multiple) * multiple)
+
+
+def _xlstm(c: ConfigView, t: Tally, n: Notes) -> Result:
+    """xLSTM (7B-style mLSTM blocks): per block a pre-norm, q/k to `qk_dim_factor`·h and v and the
+    output gate to `v_dim_factor`·h (truncated to integers), input and forget gates
+    h→heads with biases, a per-head norm over v, out_proj, then a gated FFN of
+    `ffn_proj_factor`·h rounded up to `ffn_round_up_to_multiple_of`, and its pre-norm; an output
+    norm and an untied head (transformers 5.24 builds both whatever the config says). Fused and single weight modes hold the
+    same parameters. The recurrent state is fixed per sequence."""
+    h = c.int("hidden_size", "embedding_dim")
+    c.mark("embedding_dim")
+    layers = c.int("num_hidden_layers", "num_blocks", maximum=MAX_LAYERS)
+    c.mark("num_blocks")
+    v = c.int("vocab_size")
+    heads = c.int("num_heads")
+    # the layer truncates h × factor (the config's rounded qk_dim / v_dim are not what it builds)
+    qk = int(h * c.float("qk_dim_factor", 0.5))
+    vd = int(h * c.float("v_dim_factor", 1.0))
+    ffn = _round_up(
+        h * c.float("ffn_proj_factor", 2.667), c.int("ffn_round_up_to_multiple_of", default=64)
+    )
+    if c.bool("use_bias", False):
+        n.unknown("use_bias (xLSTM's biased projections and norms)")
+    c.mark("weight_mode", "gate_soft_cap", "chunkwise_kernel", "sequence_kernel", "step_kernel")
+    c.mark("max_inference_chunksize", "return_last_states", "chunk_size")
+    emb = t.add("embeddings", v * h)
+    mixer = 2 * h * qk + 2 * h * vd + 2 * (h * heads + heads) + vd + vd * h
+    mlp = 3 * h * ffn
+    t.add("linear_attention", layers * mixer)
+    t.add("dense_mlp", layers * mlp)
+    t.add("norms", layers * 2 * h)
+    t.add("norms", h)  # out_norm is built whatever add_out_norm says
+    c.mark("add_out_norm", "tie_word_embeddings")
+    tied = False  # xLSTMForCausalLM declares no tied weights: its lm_head is its own
+    t.add("head", v * h)
+    state = (heads * (qk // heads) * (vd // heads) + qk + heads) * 4  # C, n and m in fp32
+    spec = LayerSpec(
+        "linear",
+        "swiglu",
+        mixer + mlp + 2 * h,
+        mixer + mlp + 2 * h,
+        0,
+        state_bytes=state,
+        lora_dims=2 * (h + qk) + 2 * (h + vd) + 2 * (h + heads) + (vd + h) + 3 * (h + ffn),
+        ffn_width=ffn,
+        q_width=qk,
+        k_width=qk,
+        v_width=vd,
+        heads=heads,
+    )
+    dims = dims_of(h, v, heads, heads, qk // heads, ffn, tied, emb, None)
+    return [spec] * layers, dims
+
+
 BERT_LINEAGE = (
     "roberta",
     "camembert",
@@ -485,4 +541,5 @@ READERS: dict[str, Callable[[ConfigView, Tally, Notes], Result]] = {
     "rwkv": _rwkv,
     "jetmoe": _jetmoe,
     "zamba": _zamba,
+    "xlstm": _xlstm,
 }
