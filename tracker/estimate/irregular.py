@@ -392,6 +392,117 @@ def _zamba(c: ConfigView, t: Tally, n: Notes) -> Result:
     return specs, dims
 
 
+def _zamba2(c: ConfigView, t: Tally, n: Notes) -> Result:
+    """Zamba2: Mamba2 layers (mixer and RMSNorm), and hybrid layers that run one of
+    `num_mem_blocks` shared attention + MLP blocks (attention over 2·hidden in heads of
+    2·hidden / heads; a gated MLP with a LoRA-like adapter h→`adapter_rank`→2·intermediate per
+    hybrid layer, and q/k/v adapters where `use_shared_attention_adapter`) through a layer-own
+    h×h linear, then a Mamba2 layer of their own. Zamba2Config fixes the attention sizes and
+    `mamba_headdim` from hidden_size whatever the file says. transformers 5.24 ties the blocks
+    through _tied_weights_keys; with tie_word_embeddings=false they would untie, which is not
+    modelled (named as not understood)."""
+    h = c.int("hidden_size")
+    v = c.int("vocab_size")
+    layers = c.int("num_hidden_layers", maximum=MAX_LAYERS)
+    heads = c.int("num_attention_heads")
+    kvh = c.int("num_key_value_heads", default=heads)
+    inter = c.int("intermediate_size", default=4 * h)
+    # Zamba2Config derives these from hidden_size, but a config file's own values are what
+    # from_pretrained builds
+    ah = c.int("attention_hidden_size", default=2 * h)
+    hd = c.int("attention_head_dim", default=2 * h // heads)
+    di = int(c.float("mamba_expand", 2.0) * h)
+    m_heads = c.int("n_mamba_heads", default=8, minimum=1)
+    groups = c.int("mamba_ngroups", default=1, minimum=1)
+    state = c.int("mamba_d_state", default=64)
+    conv = c.int("mamba_d_conv", default=4)
+    bias = c.bool("add_bias_linear", False)
+    conv_bias = c.bool("use_conv_bias", True)
+    rank = c.int("adapter_rank", default=128, minimum=0)
+    blocks = c.int("num_mem_blocks", default=1, minimum=1)
+    qkv_adapters = c.bool("use_shared_attention_adapter", False)
+    # sizes Zamba2Config derives itself, and switches without parameters
+    c.mark("mamba_headdim", "kv_channels", "num_query_groups", "use_mem_rope", "use_long_context")
+    listed = c.list("layers_block_type")
+    if listed is None:  # Zamba2Config's default layout
+        listed = (
+            ["mamba"]
+            + (["mamba"] * 5 + ["hybrid"]) * 7
+            + ["mamba"] * 4
+            + ["hybrid"]
+            + ["mamba"] * 3
+            + ["hybrid"]
+            + ["mamba"] * 2
+        )
+    kinds = [str(x) for x in listed]
+    if len(kinds) != layers:
+        raise EstimateError(
+            f"config layers_block_type has {len(kinds)} entries for {layers} layers"
+        )
+    odd = sorted(set(kinds) - {"hybrid", "mamba", "linear_attention"})
+    if odd:
+        n.unknown(f"layers_block_type values {', '.join(odd)}")
+    hybrid = sum(k == "hybrid" for k in kinds)
+    tied = c.bool("tie_word_embeddings", True)
+    if hybrid and not tied:
+        n.unknown("tie_word_embeddings false (Zamba2's shared blocks would untie)")
+    emb = t.add("embeddings", v * h)
+    conv_dim = di + 2 * groups * state
+    mamba = lin(h, di + conv_dim + m_heads, bias) + conv_dim * conv
+    mamba += (conv_dim if conv_bias else 0) + 3 * m_heads + di + lin(di, h, bias)
+    t.add("ssm", layers * mamba)
+    t.add("norms", layers * h + h)
+    attn = ah * heads * hd + 2 * ah * kvh * hd + heads * hd * h
+    mlp = lin(h, 2 * inter, bias) + lin(inter, h, bias)
+    adapter = h * rank + rank * 2 * inter + (3 * 2 * ah * rank if qkv_adapters else 0)
+    unique = min(blocks, hybrid)
+    # each block holds an adapter for every forward slot i < len(hybrid_layer_ids) (the config's
+    # list, else the hybrid layers) with i % num_mem_blocks equal to its block id
+    ids = c.list("hybrid_layer_ids")
+    slots = len(ids) if ids is not None else hybrid
+    adapters = sum(len(range(b, slots, blocks)) for b in range(unique))
+    if hybrid:
+        t.add("attention", unique * attn + hybrid * h * h)
+        t.add("dense_mlp", unique * mlp + adapters * adapter)
+        t.add("norms", unique * (ah + h))
+    if not tied:
+        t.add("head", v * h)
+    heads_dim = di // m_heads
+    ssm_state = m_heads * heads_dim * state * 4 + conv_dim * (conv - 1) * BF16
+    mamba_spec = LayerSpec(
+        "ssm",
+        "none",
+        mamba + h,
+        mamba + h,
+        0,
+        state_bytes=ssm_state,
+        lora_dims=(h + di + conv_dim + m_heads) + (di + h),
+        q_width=di,
+        k_width=di,
+        v_width=di,
+        norms=1,
+    )
+    shared = (unique * (attn + mlp + ah + h) + adapters * adapter) // max(hybrid, 1)
+    hybrid_spec = LayerSpec(
+        "gqa" if kvh != heads else "mha",
+        "swiglu",
+        mamba + h + h * h + shared,
+        mamba + h + h * h + shared,
+        2 * kvh * hd * BF16,
+        state_bytes=ssm_state,
+        lora_dims=mamba_spec.lora_dims + 2 * h + (ah + heads * hd) + 2 * (ah + kvh * hd),
+        ffn_width=inter,
+        q_width=heads * hd,
+        k_width=kvh * hd,
+        v_width=kvh * hd,
+        heads=heads,
+        norms=3,
+    )
+    specs = [hybrid_spec if k == "hybrid" else mamba_spec for k in kinds]
+    dims = dims_of(h, v, heads, kvh, hd, inter, tied, emb, c.opt_int("max_position_embeddings"))
+    return specs, dims
+
+
 def _round_up(x: float, multiple: int) -> int:
     return int(((x + multiple - 1) // multiple) * multiple)
 
@@ -542,4 +653,5 @@ READERS: dict[str, Callable[[ConfigView, Tally, Notes], Result]] = {
     "jetmoe": _jetmoe,
     "zamba": _zamba,
     "xlstm": _xlstm,
+    "zamba2": _zamba2,
 }
