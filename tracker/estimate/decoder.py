@@ -110,6 +110,9 @@ class Dec:
     cdmoe: tuple[int, int] | None = None  # Doge's CDMoE: (experts, top-k) beside the dense MLP
     layer_head_dim: Callable[[int], int] | None = None  # per-layer head size (per_layer_config)
     rglru: tuple[int, int, int] | None = None  # RG-LRU blocks: (lru_width, heads, conv width)
+    layer_intermediate: Callable[[int], int] | None = None  # per-layer FFN width (Gemma 3n)
+    altup: int = 0  # AltUp streams (Gemma 3n): per-layer router and coefficients, projections
+    laurel: int = 0  # LAuReL rank (Gemma 3n): a low-rank residual per layer and its norm
     head_gate: bool = False  # attention output gate Linear(h, heads) (LFM3's g_proj)
     norm_weightless: bool = False  # norms without parameters (NanoChat)
     act_params: int = 0  # learned activation parameters per MLP (xIELU's alpha_p, alpha_n)
@@ -339,7 +342,7 @@ def build_decoder(d: Dec, t: Tally) -> list[LayerSpec]:
         t.add("embeddings", (d.per_layer_vocab or d.vocab) * ple)
         t.add("embeddings", h * ple + d.per_layer_input)
     mla_indexer = d.mla is not None and d.mla.indexer is not None and bool(d.mla.q_lora_rank)
-    Key = tuple[str, str, int, bool, bool, int]
+    Key = tuple[str, str, int, bool, bool, int, int]
     kinds: dict[Key, tuple[LayerSpec, list[tuple[str, int, int]]]] = {}
     uses: dict[Key, int] = {}
     specs: list[LayerSpec] = []
@@ -361,7 +364,8 @@ def build_decoder(d: Dec, t: Tally) -> list[LayerSpec]:
         kvh = uniform_kv if uniform_kv is not None else kv_heads_of(d, kind, i)
         shared = shared_from is not None and i >= shared_from
         hd = d.layer_head_dim(i) if d.layer_head_dim is not None else 0
-        key = (kind, ffn, kvh, has_indexer(i) if mla_indexer else True, shared, hd)
+        width = d.layer_intermediate(i) if d.layer_intermediate is not None else 0
+        key = (kind, ffn, kvh, has_indexer(i) if mla_indexer else True, shared, hd, width)
         known = kinds.get(key)
         if known is None:
             known = kinds[key] = _layer(d, kind, ffn, i, norm)
@@ -372,6 +376,8 @@ def build_decoder(d: Dec, t: Tally) -> list[LayerSpec]:
         n = uses[key]
         for component, count, active in adds:
             t.add(component, n * count, n * active)
+    if d.altup > 1:  # AltUp's projections into and out of the extra streams
+        t.add("embeddings", 2 * (d.altup - 1) * h * h)
     if d.attn_res:
         t.add("attention_residuals", 2 * h)  # the output's pseudo-query and its RMSNorm
     if d.final_norm:
@@ -406,6 +412,15 @@ def _layer(
         adds.append(("attention_residuals", res, res))
         layer_total += res
         layer_active += res
+    if d.altup or d.laurel:
+        # AltUp: output scale (built whatever altup_correct_scale says), correction (n×n) and prediction (n×n²) coefficients, a modality
+        # router h→n and its norm; LAuReL: h→rank→h and a post-norm
+        n_in = d.altup
+        side = h + n_in * n_in + n_in**3 + h * n_in + h if n_in else 0
+        side += 2 * h * d.laurel + h if d.laurel else 0
+        adds.append(("dense_mlp", side, side))
+        layer_total += side
+        layer_active += side
     if d.residual_scales:
         res = d.residual_scales * h
         adds.append(("norms", res, res))
@@ -419,9 +434,10 @@ def _layer(
         n_norms += d.moe_beside_dense_norms or 0
         post_norms += d.moe_beside_dense_norms or 0
     shared_kv = d.kv_shared_from is not None and i >= d.kv_shared_from
-    dense_width = (d.dense_intermediate or d.intermediate) * (
-        d.shared_kv_mlp_factor if shared_kv else 1
-    )
+    base_width = d.dense_intermediate or d.intermediate
+    if d.layer_intermediate is not None:
+        base_width = d.layer_intermediate(i)
+    dense_width = base_width * (d.shared_kv_mlp_factor if shared_kv else 1)
     n_params = n_norms * norm
     adds.append(("norms", n_params, n_params))
     layer_total += n_params

@@ -151,7 +151,19 @@ def read_decoder(c: ConfigView, tr: Traits, n: Notes) -> Dec:
         n.flag("kv-heads-not-divisor", f"key/value heads {kv} do not divide heads {heads}")
     hd = c.int(*HEAD_DIM, default=h // heads if h >= heads else 1)
     vocab = c.int(*VOCAB)
-    inter = c.int(*INTERMEDIATE, default=4 * h)
+    widths = c.raw("intermediate_size")
+    per_layer_inter: list[int] | None = None
+    if isinstance(widths, list):  # one FFN width per layer (Gemma 3n)
+        if len(widths) != layers or not all(
+            isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in widths
+        ):
+            raise EstimateError(
+                f"config intermediate_size lists {len(widths)} widths for {layers} layers"
+            )
+        per_layer_inter = [int(x) for x in widths]
+        inter = per_layer_inter[0]
+    else:
+        inter = c.int(*INTERMEDIATE, default=4 * h)
     if tr.halved_intermediate:
         inter //= 2
     if c.bool("block_auto_adjust_ff_dim", False):
@@ -202,6 +214,18 @@ def read_decoder(c: ConfigView, tr: Traits, n: Notes) -> Dec:
     if c.has("conv_L_cache"):  # LFM2's short-convolution mixers: kernel and bias
         d.conv = (c.int("conv_L_cache", minimum=1), c.bool("conv_bias", False))
     d.head_gate = c.bool("use_attention_gate", False)  # a Linear(h, heads) output gate
+    if per_layer_inter is not None:
+        fixed_widths = per_layer_inter
+        d.layer_intermediate = lambda i: fixed_widths[i]
+    # Gemma 3n's AltUp (altup_num_inputs streams) and LAuReL (laurel_rank) blocks
+    d.altup = (
+        c.int("altup_num_inputs", default=0, minimum=0, maximum=64)
+        if c.has("altup_num_inputs")
+        else 0
+    )
+    d.laurel = c.int("laurel_rank", default=0, minimum=0)
+    c.mark("altup_coef_clip", "altup_active_idx", "activation_sparsity_pattern")
+    c.mark("altup_correct_scale")  # applies the scale; the vector is built either way
     d.dynamic_mask = tr.dynamic_mask
     d.residual_scales = tr.residual_scales
     if tr.dynamic_mask:

@@ -178,6 +178,8 @@ TRAITS: dict[str, Traits] = {
     "gemma": _GEMMA,
     "gemma2": _GEMMA2,
     "gemma3_text": _GEMMA3,
+    # Gemma 3n text: Gemma 3's layout with AltUp, LAuReL, per-layer inputs and FFN widths
+    "gemma3n_text": _GEMMA3,
     "gemma4_text": _GEMMA4,
     # Gemma 4 unified: Gemma 4's text stack, head sizes per layer from per_layer_config
     "gemma4_unified_text": _GEMMA4,
