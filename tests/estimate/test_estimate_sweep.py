@@ -58,8 +58,8 @@ def _offenders(results: list[Result]) -> list[str]:
 def test_no_class_of_transformers_is_more_than_1pct_off_while_vouched(rows: list[Row]) -> None:
     """Every class in the table, estimated in-process: none is more than 1% off the meta-device
     count unless marked unverified; the outcome counts are at least what issue 25's item 3
-    reached (625 classes; 120 exact and 243 within 1%; causal-LM classes 161 of the 176 built
-    within 1%, 91%, and only 2 refused)."""
+    reached (625 classes; 121 exact and 244 within 1%; causal-LM classes 162 of the 176 built
+    within 1%, 92%, and only 1 refused)."""
     results = [estimate_row(r) for r in rows]
     assert len(results) == 625
     assert _offenders(results) == []
@@ -67,10 +67,10 @@ def test_no_class_of_transformers_is_more_than_1pct_off_while_vouched(rows: list
     within = counts["all"]["exact"] + counts["all"]["within-1%"]
     causal = counts["causal"]["exact"] + counts["causal"]["within-1%"]
     built = sum(n for k, n in counts["causal"].items() if k != "not-built")
-    assert counts["all"]["exact"] >= 120, counts
-    assert within >= 243 and causal >= 161, counts
+    assert counts["all"]["exact"] >= 121, counts
+    assert within >= 244 and causal >= 162, counts
     assert built == 176 and causal / built >= 0.90, counts
-    assert counts["causal"]["refused"] <= 2, counts
+    assert counts["causal"]["refused"] <= 1, counts
     by_type = {r.row.model_type: r for r in results}
     for model_type in ONCE_SILENTLY_WRONG:  # all exact now
         assert (by_type[model_type].outcome, by_type[model_type].status) == ("exact", "verified")
@@ -239,6 +239,7 @@ READ_RIGHT = {
     "xlstm": "verified",  # mLSTM blocks sized by their factors, gated FFN rounded up
     "zamba2": "verified",  # shared blocks with per-slot adapters, Mamba2 layers
     "gemma3n_text": "verified",  # per-layer FFN widths, AltUp, LAuReL (was refused)
+    "prophetnet": "verified",  # the n-gram decoder alone (was refused)
 }
 
 

@@ -50,8 +50,13 @@ def read_encdec(
     alone = decoder_only and c.first_key(*enc_keys) is None  # a decoder-only config (TrOCR)
     enc = 0 if alone else c.int(*enc_keys, maximum=MAX_LAYERS)
     dec = c.int("decoder_layers", "num_decoder_layers", default=enc, maximum=MAX_LAYERS)
-    eh = c.int("encoder_attention_heads", *HEADS, default=c.opt_int("decoder_attention_heads"))
-    dh = c.int("decoder_attention_heads", default=eh)
+    eh = c.int(
+        "encoder_attention_heads",
+        "num_encoder_attention_heads",
+        *HEADS,
+        default=c.opt_int("decoder_attention_heads", "num_decoder_attention_heads"),
+    )
+    dh = c.int("decoder_attention_heads", "num_decoder_attention_heads", default=eh)
     ef = c.int("encoder_ffn_dim", *INTERMEDIATE, default=4 * d)
     df = c.int("decoder_ffn_dim", default=ef)
     v = c.int(*VOCAB)
@@ -82,6 +87,12 @@ def read_encdec(
     for rows in ((0 if decoder_only else enc_pos), dec_pos):
         if rows:
             emb += t.add("embeddings", (rows + tr.position_offset) * d)
+    rel_buckets = 0
+    if tr.ngram:  # ProphetNet: n-gram stream embeddings and, per decoder self-attention, a
+        # relative-position linear h → num_buckets × heads
+        emb += t.add("embeddings", c.int("ngram", default=2, minimum=1) * d)
+        rel_buckets = c.int("num_buckets", default=32, minimum=1)
+        c.mark("relative_max_distance")
     c.mark("scale_embedding", "encoder_layerdrop", "decoder_layerdrop", "decoder_start_token_id")
     specs: list[LayerSpec] = []
     stacks = (("encoder", enc, eh, ef), ("decoder", dec, dh, df))
@@ -90,6 +101,8 @@ def read_encdec(
         rel = buckets * heads  # a relative position bias table in the stack's first layer
         if stack == "decoder":
             attn *= 2
+            if rel_buckets:
+                attn += _lin(d, rel_buckets * heads, True)
         mlp = (3 if gated else 2) * d * ffn + ((2 if gated else 1) * ffn + d if bias else 0)
         norms = (3 if stack == "decoder" else 2) * norm_p
         t.add("attention", count * attn + (rel if count else 0))

@@ -75,6 +75,7 @@ class Traits:
     on every second one.
     `parallel_ssm`: every layer runs attention and a Mamba2 mixer side by side (Falcon-H1).
     `o_bias_always`: o_proj has a bias whatever `attention_bias` says (RecurrentGemma).
+    `ngram`: ProphetNet's n-gram decoder (stream embeddings, relative-position linears).
     """
 
     tie: bool = False
@@ -127,6 +128,7 @@ class Traits:
     paired_layers: bool = False
     parallel_ssm: bool = False
     o_bias_always: bool = False
+    ngram: bool = False
 
 
 LLAMA = Traits()
@@ -335,6 +337,9 @@ TRAITS |= {
     "marian": Traits(tie=True, final_norm=False),  # sinusoidal tables are (frozen) parameters
     "pegasus": Traits(tie=True),
     "whisper": Traits(tie=True, k_bias=False),  # k_proj alone without bias
+    # ProphetNet: post-norm stacks with a LayerNorm after each stack's embeddings, learned
+    # positions without offset, the n-gram decoder.
+    "prophetnet": Traits(tie=True, embed_norm=True, final_norm=False, ngram=True),
     # TrOCR: BART's decoder alone (post-norm, learned positions from 2, layernorm_embedding)
     "trocr": replace(_BART, final_norm=False),
     # T5: RMSNorm (T5LayerNorm), no bias on any linear, a ReLU two-matrix MLP unless
