@@ -181,9 +181,16 @@ def _bert(c: ConfigView, t: Tally, n: Notes) -> Result:
         layer_norm=True,
         post_norms=1,  # post-norm: the second LayerNorm's output leaves the layer
     )
-    t.add("attention", layers * a)
-    t.add("dense_mlp", layers * m)
-    t.add("norms", layers * nn)
+    # ALBERT shares its layers: num_hidden_groups groups of inner_group_num layers hold all the
+    # parameters, whatever num_hidden_layers runs through them
+    built = layers
+    if mt == "albert":
+        built = c.int("num_hidden_groups", default=1, minimum=1) * c.int(
+            "inner_group_num", default=1, minimum=1
+        )
+    t.add("attention", built * a)
+    t.add("dense_mlp", built * m)
+    t.add("norms", built * nn)
     specs = [spec] * layers
     c.mark("tie_word_embeddings")  # read by the head where it has a decoder
     electra = c.str("model_type") == "electra"
@@ -570,12 +577,14 @@ BERT_LINEAGE = (
     "big_bird",
     "roc_bert",
     "xmod",
+    "albert",
 )
 """Model types whose modelling code is BERT's (post-norm encoder, learned positions, token types,
 the same heads by class name): RoBERTa's position table of max_position_embeddings rows and its
 LM head (dense, LayerNorm, tied decoder, bias) match BERT's count; ERNIE adds a task-type table
 where `use_task_id` is set; ELECTRA and RemBERT embed narrower; BigBird keeps its pooler under
-its LM heads; RoCBERT adds pronunciation and shape embeddings, X-MOD per-language adapters."""
+its LM heads; RoCBERT adds pronunciation and shape embeddings, X-MOD per-language adapters;
+ALBERT embeds narrower and shares its layers across groups."""
 
 
 def _t5(c: ConfigView, t: Tally, n: Notes) -> Result:
