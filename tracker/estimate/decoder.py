@@ -113,6 +113,7 @@ class Dec:
     layer_intermediate: Callable[[int], int] | None = None  # per-layer FFN width (Gemma 3n)
     altup: int = 0  # AltUp streams (Gemma 3n): per-layer router and coefficients, projections
     laurel: int = 0  # LAuReL rank (Gemma 3n): a low-rank residual per layer and its norm
+    lightning: bool = False  # "linear" layers are MiniMax's lightning attention
     head_gate: bool = False  # attention output gate Linear(h, heads) (LFM3's g_proj)
     norm_weightless: bool = False  # norms without parameters (NanoChat)
     act_params: int = 0  # learned activation parameters per MLP (xIELU's alpha_p, alpha_n)
@@ -250,6 +251,14 @@ def mixer_params(d: Dec, kind: str, layer: int) -> Mixer:
         return _linear_attention(h, d.linear)
     if kind == "mamba" and d.ssm is not None:
         return _ssm(h, d.ssm)
+    if kind == "linear" and d.lightning:
+        # MiniMax's lightning attention: qkv_proj h→3q, output_gate h→q, out_proj q→h and an
+        # RMSNorm over q = heads × head size; a fixed heads × d × d fp32 state per sequence
+        q = d.heads * d.head_dim
+        params = 3 * h * q + h * q + q * h + q
+        lora = (h + 3 * q) + (h + q) + (q + h)
+        state = d.heads * d.head_dim * d.head_dim * FP32
+        return Mixer(params, lora, 0, state, "linear", q, q, q)
     if kind == "recurrent" and d.rglru is not None:
         # RecurrentGemma's recurrent block: linear_y, linear_x (h→lru) and linear_out with
         # biases, a depthwise conv with bias, and the RG-LRU (recurrent_param; input and

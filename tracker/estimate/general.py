@@ -249,7 +249,7 @@ def read_decoder(c: ConfigView, tr: Traits, n: Notes) -> Dec:
         n.unknown("asm (XLM's adaptive softmax head)")
     if tr.task_heads:
         d.task_head = task_head_params(c, h, vocab)
-    _mixers(c, d, n)
+    _mixers(c, d, n, tr)
     if pure_ssm:
         _pure_mamba(c, d)
         return d
@@ -400,7 +400,7 @@ def _parallel(c: ConfigView, tr: Traits, d: Dec) -> None:
     d.parallel = parallel
 
 
-def _mixers(c: ConfigView, d: Dec, n: Notes) -> None:
+def _mixers(c: ConfigView, d: Dec, n: Notes, tr: Traits | None = None) -> None:
     """MLA, linear attention and SSM dimensions, wherever their keys appear."""
     h = d.hidden
     if c.has("kv_lora_rank"):
@@ -491,6 +491,11 @@ def _mixers(c: ConfigView, d: Dec, n: Notes) -> None:
             bias=c.bool("mamba_proj_bias", False),
             conv_bias=c.bool("mamba_conv_bias", True),
         )
+    if tr is not None and tr.lightning and d.linear is None:
+        d.lightning = True
+        c.mark("block_size", "full_attn_alpha_factor", "full_attn_beta_factor")
+        c.mark("linear_attn_alpha_factor", "linear_attn_beta_factor")
+        c.mark("mlp_alpha_factor", "mlp_beta_factor")
     if c.has("lru_width"):  # RecurrentGemma's RG-LRU recurrent blocks
         d.rglru = (
             c.int("lru_width", minimum=1),
@@ -775,7 +780,8 @@ def _layer_kinds(c: ConfigView, tr: Traits, d: Dec, n: Notes) -> None:
     if d.linear is None and d.ssm is not None:
         # Hybrids that call their SSM layers "linear attention" (Granite 4): sized by Mamba keys.
         kinds = ["mamba" if k == "linear" else k for k in kinds]
-    for kind, ready in (("linear", d.linear), ("mamba", d.ssm), ("conv", d.conv)):
+    linear_ready = d.linear if d.linear is not None else (True if d.lightning else None)
+    for kind, ready in (("linear", linear_ready), ("mamba", d.ssm), ("conv", d.conv)):
         if kind in kinds and ready is None:
             n.unknown(f"{kind} layers without the keys that size them")
     fixed = kinds

@@ -76,6 +76,8 @@ class Traits:
     `parallel_ssm`: every layer runs attention and a Mamba2 mixer side by side (Falcon-H1).
     `o_bias_always`: o_proj has a bias whatever `attention_bias` says (RecurrentGemma).
     `ngram`: ProphetNet's n-gram decoder (stream embeddings, relative-position linears).
+    `lightning`: "linear_attention" layers are MiniMax's lightning attention (qkv_proj,
+    output_gate, out_proj and a norm over heads × head size).
     """
 
     tie: bool = False
@@ -129,6 +131,7 @@ class Traits:
     parallel_ssm: bool = False
     o_bias_always: bool = False
     ngram: bool = False
+    lightning: bool = False
 
 
 LLAMA = Traits()
@@ -308,6 +311,9 @@ TRAITS: dict[str, Traits] = {
     "recurrent_gemma": Traits(
         tie=True, halved_intermediate=True, mlp_bias=True, o_bias_always=True, qkv_bias=False
     ),
+    # MiniMax (text-01): lightning-attention linear layers between full ones; the alpha/beta
+    # factors scale residuals and block_size chunks the scan (no parameters).
+    "minimax": Traits(lightning=True),
     # NanoChat: fc1/fc2 MLP (ReLU²), RMSNorms without weights (also on q and k), untied head.
     "nanochat": Traits(gated=False, norm="none"),
     # BERT: post-norm LayerNorm layers (a norm after the embeddings, none at the end), biases on
