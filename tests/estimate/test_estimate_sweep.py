@@ -58,7 +58,7 @@ def _offenders(results: list[Result]) -> list[str]:
 def test_no_class_of_transformers_is_more_than_1pct_off_while_vouched(rows: list[Row]) -> None:
     """Every class in the table, estimated in-process: none is more than 1% off the meta-device
     count unless marked unverified; the outcome counts are at least what issue 25's item 3
-    reached (625 classes; 123 exact and 246 within 1%; causal-LM classes 163 of the 176 built
+    reached (625 classes; 124 exact and 247 within 1%; causal-LM classes 164 of the 176 built
     within 1%, 93%, and only 1 refused)."""
     results = [estimate_row(r) for r in rows]
     assert len(results) == 625
@@ -67,8 +67,8 @@ def test_no_class_of_transformers_is_more_than_1pct_off_while_vouched(rows: list
     within = counts["all"]["exact"] + counts["all"]["within-1%"]
     causal = counts["causal"]["exact"] + counts["causal"]["within-1%"]
     built = sum(n for k, n in counts["causal"].items() if k != "not-built")
-    assert counts["all"]["exact"] >= 123, counts
-    assert within >= 246 and causal >= 163, counts
+    assert counts["all"]["exact"] >= 124, counts
+    assert within >= 247 and causal >= 164, counts
     assert built == 176 and causal / built >= 0.90, counts
     assert counts["causal"]["refused"] <= 1, counts
     by_type = {r.row.model_type: r for r in results}
@@ -242,6 +242,7 @@ READ_RIGHT = {
     "prophetnet": "verified",  # the n-gram decoder alone (was refused)
     "albert": "verified",  # embedding_size projection, layers shared across groups
     "minimax": "verified",  # lightning-attention linear layers
+    "xlnet": "verified",  # two-stream relative attention, d_inner, lm_loss bias
 }
 
 

@@ -510,6 +510,52 @@ def _zamba2(c: ConfigView, t: Tally, n: Notes) -> Result:
     return specs, dims
 
 
+def _xlnet(c: ConfigView, t: Tally, n: Notes) -> Result:
+    """XLNet: two-stream relative attention (q, k, v, o and the position projection r, each
+    d_model × n_head·d_head without bias; three bias vectors and a 2-row segment embedding per
+    head), a biased two-matrix FFN of `d_inner`, two LayerNorms per layer, a mask embedding; the
+    LM head is tied to the word embedding with a bias of its own (XLNetLMHeadModel's lm_loss)."""
+    h = c.int("d_model")
+    layers = c.int("n_layer", maximum=MAX_LAYERS)
+    heads = c.int("n_head")
+    hd = c.int("d_head", default=h // heads)
+    inner = c.int("d_inner", default=4 * h)
+    v = c.int("vocab_size")
+    c.mark("attn_type", "mem_len", "clamp_len", "reuse_len", "same_length", "bi_data")
+    q = heads * hd
+    emb = t.add("embeddings", v * h + h)  # word embedding and mask_emb
+    attn = 5 * h * q + 3 * q + 2 * q
+    mlp = lin(h, inner) + lin(inner, h)
+    t.add("attention", layers * attn)
+    t.add("dense_mlp", layers * mlp)
+    t.add("norms", layers * 4 * h)
+    archs = c.list("architectures") or []
+    arch = str(archs[0]) if archs else "XLNetLMHeadModel"
+    tied = c.bool("tie_word_embeddings", True)
+    head = 0
+    if arch.endswith("LMHeadModel"):
+        head = v + (0 if tied else v * h)
+        t.add("head", head)
+    spec = LayerSpec(
+        "mha",
+        "gelu",
+        attn + mlp + 4 * h,
+        attn + mlp + 4 * h,
+        2 * q * BF16,
+        lora_dims=5 * (h + q) + 2 * (h + inner),
+        ffn_width=inner,
+        q_width=q,
+        k_width=q,
+        v_width=q,
+        heads=heads,
+        gated=False,
+        layer_norm=True,
+    )
+    dims = dims_of(h, v, heads, heads, hd, inner, tied, emb, None)
+    dims["head_params"] = head
+    return [spec] * layers, dims
+
+
 def _round_up(x: float, multiple: int) -> int:
     return int(((x + multiple - 1) // multiple) * multiple)
 
@@ -663,4 +709,5 @@ READERS: dict[str, Callable[[ConfigView, Tally, Notes], Result]] = {
     "zamba": _zamba,
     "xlstm": _xlstm,
     "zamba2": _zamba2,
+    "xlnet": _xlnet,
 }
