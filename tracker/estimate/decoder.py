@@ -11,6 +11,7 @@ routed, shared and latent experts.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -102,6 +103,20 @@ class Dec:
     expert_tensors: int = 4  # tensors an expert keeps per routed token at its width
     per_layer_input: int = 0  # width of per-layer input embeddings (`hidden_size_per_layer_input`)
     per_layer_vocab: int = 0  # rows of their table (`vocab_size_per_layer_input`)
+    conv: tuple[int, int] | None = None  # short-convolution mixers: (kernel, bias) (LFM2)
+    dynamic_mask: bool = False  # Doge: A (KV heads) and dt_proj (KV width → KV heads)
+    residual_scales: int = 0  # per-channel residual scale vectors per layer (Doge)
+    zero_experts: int = 0  # zero-computation experts the router also scores (LongCat-Flash)
+    cdmoe: tuple[int, int] | None = None  # Doge's CDMoE: (experts, top-k) beside the dense MLP
+    layer_head_dim: Callable[[int], int] | None = None  # per-layer head size (per_layer_config)
+    rglru: tuple[int, int, int] | None = None  # RG-LRU blocks: (lru_width, heads, conv width)
+    layer_intermediate: Callable[[int], int] | None = None  # per-layer FFN width (Gemma 3n)
+    altup: int = 0  # AltUp streams (Gemma 3n): per-layer router and coefficients, projections
+    laurel: int = 0  # LAuReL rank (Gemma 3n): a low-rank residual per layer and its norm
+    lightning: bool = False  # "linear" layers are MiniMax's lightning attention
+    head_gate: bool = False  # attention output gate Linear(h, heads) (LFM3's g_proj)
+    norm_weightless: bool = False  # norms without parameters (NanoChat)
+    act_params: int = 0  # learned activation parameters per MLP (xIELU's alpha_p, alpha_n)
     attn_res: bool = False  # attention residuals: an RMSNorm and an h→1 pseudo-query per sublayer
 
 
@@ -173,7 +188,8 @@ def _ssm(h: int, m: Mamba2 | Mamba1) -> Mixer:
     conv_dim = di + 2 * m.groups * m.state
     params = _linear(h, 2 * di + 2 * m.groups * m.state + m.heads, m.bias)
     params += conv_dim * m.conv_kernel + (conv_dim if m.conv_bias else 0)
-    params += 3 * m.heads + di + _linear(di, h, m.bias)  # A_log, D, dt_bias, gated norm, out_proj
+    params += 3 * m.heads + _linear(di, h, m.bias)  # A_log, D, dt_bias, out_proj
+    params += di if m.norm else 0  # the gated norm
     lora = (h + 2 * di + 2 * m.groups * m.state + m.heads) + di + h
     state = m.heads * m.head_dim * m.state * FP32 + conv_dim * (m.conv_kernel - 1) * BF16
     return Mixer(params, lora, 0, state, "ssm", di, di, di, act=m.saved_bytes())
@@ -217,14 +233,56 @@ def mixer_params(d: Dec, kind: str, layer: int) -> Mixer:
     h = d.hidden
     if kind == "none":
         return Mixer(0, 0, 0, 0, "none")
+    if kind == "hybrid" and d.ssm is not None:
+        # attention and an SSM side by side on the same input (Falcon-H1): both counted, the
+        # attention's KV cache beside the SSM's fixed state
+        a, m = mixer_params(d, "full", layer), _ssm(h, d.ssm)
+        return Mixer(
+            a.params + m.params,
+            a.lora + m.lora,
+            a.kv_bytes,
+            m.state_bytes,
+            a.kind,
+            a.k_width,
+            a.v_width,
+            a.q_width,
+        )
     if kind == "linear" and d.linear is not None:
         return _linear_attention(h, d.linear)
     if kind == "mamba" and d.ssm is not None:
         return _ssm(h, d.ssm)
+    if kind == "linear" and d.lightning:
+        # MiniMax's lightning attention: qkv_proj h→3q, output_gate h→q, out_proj q→h and an
+        # RMSNorm over q = heads × head size; a fixed heads × d × d fp32 state per sequence
+        q = d.heads * d.head_dim
+        params = 3 * h * q + h * q + q * h + q
+        lora = (h + 3 * q) + (h + q) + (q + h)
+        state = d.heads * d.head_dim * d.head_dim * FP32
+        return Mixer(params, lora, 0, state, "linear", q, q, q)
+    if kind == "recurrent" and d.rglru is not None:
+        # RecurrentGemma's recurrent block: linear_y, linear_x (h→lru) and linear_out with
+        # biases, a depthwise conv with bias, and the RG-LRU (recurrent_param; input and
+        # recurrent gates block-diagonal over the heads, with biases); a fixed state per sequence
+        lru, nh, w = d.rglru
+        block = lru // nh
+        params = 2 * _linear(h, lru, True) + _linear(lru, h, True) + lru * w + lru
+        params += lru + 2 * (nh * block * block + lru)
+        lora = 2 * (h + lru) + (lru + h)
+        state = lru * FP32 + lru * (w - 1) * BF16
+        return Mixer(params, lora, 0, state, "linear", lru, lru, lru)
+    if kind == "conv" and d.conv is not None:
+        # LFM2's ShortConv: in_proj h→3h (B, C, x), a depthwise conv over the kernel, out_proj;
+        # it caches the last `kernel` inputs per sequence (no per-token KV)
+        k, b = d.conv
+        params = _linear(h, 3 * h, bool(b)) + h * k + (h if b else 0) + _linear(h, h, bool(b))
+        lora = (h + 3 * h) + (h + h)
+        return Mixer(params, lora, 0, h * k * BF16, "ssm", h, h, h)
     if d.mla is not None:
         return _mla(d, d.mla, layer)
     kvh = kv_heads_of(d, kind, layer)
     hd = d.full_head_dim if kind == "full" and d.full_head_dim else d.head_dim
+    if d.layer_head_dim is not None:
+        hd = d.layer_head_dim(layer)
     q_out = d.heads * hd * (2 if d.q_gate else 1)
     shared = d.kv_shared_from is not None and layer >= d.kv_shared_from
     kv_mats = 0 if shared else (1 if d.full_k_eq_v and kind == "full" else 2)
@@ -234,6 +292,10 @@ def mixer_params(d: Dec, kind: str, layer: int) -> Mixer:
         params += hd if shared else 2 * hd  # a layer reusing K/V has no k_norm
     if d.sinks:
         params += d.heads
+    if d.head_gate:
+        params += h * d.heads
+    if d.dynamic_mask:
+        params += kvh + _linear(kvh * hd, kvh, d.o_bias)
     if d.fused_qkv:
         lora = (h + q_out + kv_mats * kvh * hd) + (d.heads * hd + h)
     else:
@@ -262,8 +324,8 @@ def kv_heads_of(d: Dec, kind: str, layer: int) -> int:
 def _mlp(d: Dec, h: int, inter: int, gated: bool, bias: bool) -> tuple[int, int]:
     if gated:
         lora = (h + 2 * inter) + (inter + h) if d.fused_gate_up else 3 * (h + inter)
-        return 2 * _linear(h, inter, bias) + _linear(inter, h, bias), lora
-    return _linear(h, inter, bias) + _linear(inter, h, bias), 2 * (h + inter)
+        return 2 * _linear(h, inter, bias) + _linear(inter, h, bias) + d.act_params, lora
+    return _linear(h, inter, bias) + _linear(inter, h, bias) + d.act_params, 2 * (h + inter)
 
 
 def build_decoder(d: Dec, t: Tally) -> list[LayerSpec]:
@@ -274,7 +336,7 @@ def build_decoder(d: Dec, t: Tally) -> list[LayerSpec]:
     arithmetic: the totals are exactly those of a layer-by-layer walk).
     """
     h = d.hidden
-    norm = d.norm_params or h
+    norm = 0 if d.norm_weightless else d.norm_params or h
     t.add("embeddings", d.vocab * h)
     if d.learned_positions:
         t.add("embeddings", d.learned_positions * h)
@@ -289,7 +351,7 @@ def build_decoder(d: Dec, t: Tally) -> list[LayerSpec]:
         t.add("embeddings", (d.per_layer_vocab or d.vocab) * ple)
         t.add("embeddings", h * ple + d.per_layer_input)
     mla_indexer = d.mla is not None and d.mla.indexer is not None and bool(d.mla.q_lora_rank)
-    Key = tuple[str, str, int, bool, bool]
+    Key = tuple[str, str, int, bool, bool, int, int]
     kinds: dict[Key, tuple[LayerSpec, list[tuple[str, int, int]]]] = {}
     uses: dict[Key, int] = {}
     specs: list[LayerSpec] = []
@@ -310,7 +372,9 @@ def build_decoder(d: Dec, t: Tally) -> list[LayerSpec]:
             ffn = "dense"
         kvh = uniform_kv if uniform_kv is not None else kv_heads_of(d, kind, i)
         shared = shared_from is not None and i >= shared_from
-        key = (kind, ffn, kvh, has_indexer(i) if mla_indexer else True, shared)
+        hd = d.layer_head_dim(i) if d.layer_head_dim is not None else 0
+        width = d.layer_intermediate(i) if d.layer_intermediate is not None else 0
+        key = (kind, ffn, kvh, has_indexer(i) if mla_indexer else True, shared, hd, width)
         known = kinds.get(key)
         if known is None:
             known = kinds[key] = _layer(d, kind, ffn, i, norm)
@@ -321,6 +385,8 @@ def build_decoder(d: Dec, t: Tally) -> list[LayerSpec]:
         n = uses[key]
         for component, count, active in adds:
             t.add(component, n * count, n * active)
+    if d.altup > 1:  # AltUp's projections into and out of the extra streams
+        t.add("embeddings", 2 * (d.altup - 1) * h * h)
     if d.attn_res:
         t.add("attention_residuals", 2 * h)  # the output's pseudo-query and its RMSNorm
     if d.final_norm:
@@ -355,6 +421,20 @@ def _layer(
         adds.append(("attention_residuals", res, res))
         layer_total += res
         layer_active += res
+    if d.altup or d.laurel:
+        # AltUp: output scale (built whatever altup_correct_scale says), correction (n×n) and prediction (n×n²) coefficients, a modality
+        # router h→n and its norm; LAuReL: h→rank→h and a post-norm
+        n_in = d.altup
+        side = h + n_in * n_in + n_in**3 + h * n_in + h if n_in else 0
+        side += 2 * h * d.laurel + h if d.laurel else 0
+        adds.append(("dense_mlp", side, side))
+        layer_total += side
+        layer_active += side
+    if d.residual_scales:
+        res = d.residual_scales * h
+        adds.append(("norms", res, res))
+        layer_total += res
+        layer_active += res
     beside = ffn == "moe" and d.moe_beside_dense_norms is not None
     # norms whose output no linear reads: sandwich post-norms and the MoE branch's norms beside
     # the dense MLP (its pre-norm's output is gathered per expert, counted with the experts)
@@ -363,9 +443,10 @@ def _layer(
         n_norms += d.moe_beside_dense_norms or 0
         post_norms += d.moe_beside_dense_norms or 0
     shared_kv = d.kv_shared_from is not None and i >= d.kv_shared_from
-    dense_width = (d.dense_intermediate or d.intermediate) * (
-        d.shared_kv_mlp_factor if shared_kv else 1
-    )
+    base_width = d.dense_intermediate or d.intermediate
+    if d.layer_intermediate is not None:
+        base_width = d.layer_intermediate(i)
+    dense_width = base_width * (d.shared_kv_mlp_factor if shared_kv else 1)
     n_params = n_norms * norm
     adds.append(("norms", n_params, n_params))
     layer_total += n_params
@@ -380,8 +461,12 @@ def _layer(
         if d.expert_bias:
             per_expert += (2 * mi if d.gated_experts else mi) + w
         routed = e * per_expert
+        # transformers 5.24's LongcatFlashExperts allocates gate_up_proj for the zero experts too
+        # (total_experts rows), though they never run: counted, never active
+        routed += d.zero_experts * (2 if d.gated_experts else 1) * w * mi
         adds.append(("routed_experts", routed, k * per_expert))
-        router = _linear(h, e, d.router_bias) + (h + e if d.router_scales else 0)
+        scored = e + d.zero_experts
+        router = _linear(h, scored, d.router_bias) + (h + e if d.router_scales else 0)
         adds.append(("router", router, router))
         layer_total += routed + router
         layer_active += k * per_expert + router
@@ -413,6 +498,15 @@ def _layer(
     elif ffn == "dense":
         width = dense_width
         m_params, m_lora = _mlp(d, h, width, d.gated_mlp, d.mlp_bias)
+        if d.cdmoe is not None:
+            # CDMoE: a product-key router h → 2·⌊√E⌋ and down/up expert embeddings (E × h each),
+            # of which top-k rows per token are read
+            e, k = d.cdmoe
+            keys = math.isqrt(e)
+            adds.append(("router", h * 2 * keys, h * 2 * keys))
+            adds.append(("routed_experts", 2 * e * h, 2 * k * h))
+            layer_total += h * 2 * keys + 2 * e * h
+            layer_active += h * 2 * keys + 2 * k * h
         adds.append(("dense_mlp", m_params, m_params))
         layer_total += m_params
         layer_active += m_params

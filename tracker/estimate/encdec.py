@@ -46,10 +46,17 @@ def read_encdec(
     with its token embeddings, position table and LM head; no encoder, no audio front-end);
     return the layer specs and the dims memory needs."""
     d = c.int(*HIDDEN)
-    enc = c.int("encoder_layers", "num_encoder_layers", *LAYERS, maximum=MAX_LAYERS)
+    enc_keys = ("encoder_layers", "num_encoder_layers", *LAYERS)
+    alone = decoder_only and c.first_key(*enc_keys) is None  # a decoder-only config (TrOCR)
+    enc = 0 if alone else c.int(*enc_keys, maximum=MAX_LAYERS)
     dec = c.int("decoder_layers", "num_decoder_layers", default=enc, maximum=MAX_LAYERS)
-    eh = c.int("encoder_attention_heads", *HEADS)
-    dh = c.int("decoder_attention_heads", default=eh)
+    eh = c.int(
+        "encoder_attention_heads",
+        "num_encoder_attention_heads",
+        *HEADS,
+        default=c.opt_int("decoder_attention_heads", "num_decoder_attention_heads"),
+    )
+    dh = c.int("decoder_attention_heads", "num_decoder_attention_heads", default=eh)
     ef = c.int("encoder_ffn_dim", *INTERMEDIATE, default=4 * d)
     df = c.int("decoder_ffn_dim", default=ef)
     v = c.int(*VOCAB)
@@ -71,6 +78,8 @@ def read_encdec(
         emb += t.add("embeddings", mel * d * 3 + d + d * d * 3 + d)
     enc_pos = c.int("max_source_positions", "max_position_embeddings", default=0, minimum=0)
     dec_pos = c.int("max_target_positions", "max_position_embeddings", default=0, minimum=0)
+    if not c.bool("use_learned_position_embeddings", True):  # sinusoidal: no table
+        dec_pos = 0
     if buckets:  # relative positions: no absolute table (n_positions is only a context size)
         enc_pos = dec_pos = 0
         c.mark("n_positions")
@@ -78,6 +87,12 @@ def read_encdec(
     for rows in ((0 if decoder_only else enc_pos), dec_pos):
         if rows:
             emb += t.add("embeddings", (rows + tr.position_offset) * d)
+    rel_buckets = 0
+    if tr.ngram:  # ProphetNet: n-gram stream embeddings and, per decoder self-attention, a
+        # relative-position linear h → num_buckets × heads
+        emb += t.add("embeddings", c.int("ngram", default=2, minimum=1) * d)
+        rel_buckets = c.int("num_buckets", default=32, minimum=1)
+        c.mark("relative_max_distance")
     c.mark("scale_embedding", "encoder_layerdrop", "decoder_layerdrop", "decoder_start_token_id")
     specs: list[LayerSpec] = []
     stacks = (("encoder", enc, eh, ef), ("decoder", dec, dh, df))
@@ -86,6 +101,8 @@ def read_encdec(
         rel = buckets * heads  # a relative position bias table in the stack's first layer
         if stack == "decoder":
             attn *= 2
+            if rel_buckets:
+                attn += _lin(d, rel_buckets * heads, True)
         mlp = (3 if gated else 2) * d * ffn + ((2 if gated else 1) * ffn + d if bias else 0)
         norms = (3 if stack == "decoder" else 2) * norm_p
         t.add("attention", count * attn + (rel if count else 0))
@@ -110,7 +127,7 @@ def read_encdec(
             cross_kv_width=2 * d if stack == "decoder" else 0,
         )
         specs += [spec] * count
-        if tr.embed_norm:
+        if c.bool("layernorm_embedding", tr.embed_norm):
             t.add("norms", norm_p)
         if tr.final_norm and c.bool("normalize_before", True):
             t.add("norms", norm_p)

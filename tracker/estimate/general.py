@@ -20,12 +20,12 @@ from tracker.estimate.decoder import Dec
 from tracker.estimate.reading import MAX_EXPERTS, MAX_LAYERS, ConfigView, Notes
 from tracker.estimate.traits import Traits
 
-HIDDEN = ("hidden_size", "n_embd", "d_model", "n_embed", "dim", "model_dim")
+HIDDEN = ("hidden_size", "n_embd", "d_model", "n_embed", "dim", "model_dim", "emb_dim")
 LAYERS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
 HEADS = ("num_attention_heads", "n_head", "num_heads", "n_heads", "attention_heads")  # xglm
 KV_HEADS = ("num_key_value_heads", "n_head_kv", "num_kv_heads", "n_kv_heads")
 HEAD_DIM = ("head_dim", "kv_channels", "d_kv", "attention_head_dim")
-INTERMEDIATE = ("intermediate_size", "ffn_hidden_size", "n_inner", "d_ff", "ffn_dim")
+INTERMEDIATE = ("intermediate_size", "ffn_hidden_size", "n_inner", "d_ff", "ffn_dim", "dff")
 VOCAB = ("padded_vocab_size", "vocab_size", "n_vocab")
 CONTEXT = (
     "max_position_embeddings",
@@ -50,8 +50,15 @@ TOP_K = (
     "moe_top_k",
     "top_k_experts",
     "num_selected_experts",
+    "moe_k",
+    "moe_topk",
 )
-MOE_WIDTH = ("moe_intermediate_size", "expert_intermediate_size", "moe_ffn_hidden_size")
+MOE_WIDTH = (
+    "moe_intermediate_size",
+    "expert_intermediate_size",
+    "moe_ffn_hidden_size",
+    "expert_ffn_hidden_size",
+)
 SHARED_COUNT = ("n_shared_experts", "num_shared_experts", "moe_num_shared_experts")
 SHARED_WIDTH = (
     "shared_expert_intermediate_size",
@@ -66,8 +73,11 @@ FULL_NAMES = {"full_attention", "attention", "full", "global", "global_attention
 SLIDING_NAMES = {"sliding_attention", "sliding", "local", "local_attention", "chunked_attention"}
 LINEAR_NAMES = {"linear_attention", "linear", "kda", "gated_deltanet", "deltanet"}
 MAMBA_NAMES = {"mamba", "mamba2", "ssm"}
+CONV_NAMES = {"conv", "short_conv"}
 PATTERN_CHARS = {"M": ("mamba", "none"), "*": ("full", "none"), "-": ("none", "dense")}
 PATTERN_CHARS["E"] = ("none", "moe")
+BLOCK_FFNS = {"mlp": "dense", "moe": "moe"}
+"""Per-layer list values naming a layer that is an FFN alone (Nemotron-H's `layers_block_type`)."""
 
 
 def layer_count(c: ConfigView) -> int:
@@ -134,14 +144,37 @@ def read_decoder(c: ConfigView, tr: Traits, n: Notes) -> Dec:
     pure_ssm = mamba2 or (no_heads and c.has("state_size") and c.has("time_step_rank"))
     heads = c.int(*HEADS, default=1 if pure_ssm else None)
     layers = layer_count(c)
+    if tr.paired_layers:
+        layers = min(2 * layers, MAX_LAYERS)
     kv = _kv_heads(c, heads)
     if heads % kv:
         n.flag("kv-heads-not-divisor", f"key/value heads {kv} do not divide heads {heads}")
     hd = c.int(*HEAD_DIM, default=h // heads if h >= heads else 1)
     vocab = c.int(*VOCAB)
-    inter = c.int(*INTERMEDIATE, default=4 * h)
+    widths = c.raw("intermediate_size")
+    per_layer_inter: list[int] | None = None
+    if isinstance(widths, list):  # one FFN width per layer (Gemma 3n)
+        if len(widths) != layers or not all(
+            isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in widths
+        ):
+            raise EstimateError(
+                f"config intermediate_size lists {len(widths)} widths for {layers} layers"
+            )
+        per_layer_inter = [int(x) for x in widths]
+        inter = per_layer_inter[0]
+    else:
+        inter = c.int(*INTERMEDIATE, default=4 * h)
     if tr.halved_intermediate:
         inter //= 2
+    if c.bool("block_auto_adjust_ff_dim", False):
+        # LFM2: two thirds of intermediate_size (SwiGLU's width), then the multiplier and the
+        # rounding up to block_multiple_of where a multiplier is given (Lfm2MLP)
+        inter = int(2 * inter / 3)
+        if c.raw("block_ffn_dim_multiplier") is not None:
+            inter = int(c.float("block_ffn_dim_multiplier", 1.0) * inter)
+            step = c.int("block_multiple_of", default=256, minimum=1)
+            inter = step * -(-inter // step)
+    c.mark("block_ffn_dim_multiplier", "block_multiple_of")
     norm = norm_kind(c, tr)
     gated = gated_mlp(c, tr, norm)
     d = Dec(
@@ -156,6 +189,8 @@ def read_decoder(c: ConfigView, tr: Traits, n: Notes) -> Dec:
         gated_mlp=gated,
         gated_experts=gated,
         norm_params=2 * h if norm == "layer" else 0,
+        norm_weightless=norm == "none",
+        act_params=tr.act_params,
         norms_per_sublayer=tr.norms_per_sublayer,
         final_norm=tr.final_norm and c.bool("post_layer_norm", True),
         embed_norm=tr.embed_norm,
@@ -176,6 +211,28 @@ def read_decoder(c: ConfigView, tr: Traits, n: Notes) -> Dec:
     )
     _biases(c, tr, d)
     _parallel(c, tr, d)
+    if c.has("conv_L_cache"):  # LFM2's short-convolution mixers: kernel and bias
+        d.conv = (c.int("conv_L_cache", minimum=1), c.bool("conv_bias", False))
+    d.head_gate = c.bool("use_attention_gate", False)  # a Linear(h, heads) output gate
+    if per_layer_inter is not None:
+        fixed_widths = per_layer_inter
+        d.layer_intermediate = lambda i: fixed_widths[i]
+    # Gemma 3n's AltUp (altup_num_inputs streams) and LAuReL (laurel_rank) blocks
+    d.altup = (
+        c.int("altup_num_inputs", default=0, minimum=0, maximum=64)
+        if c.has("altup_num_inputs")
+        else 0
+    )
+    d.laurel = c.int("laurel_rank", default=0, minimum=0)
+    c.mark("altup_coef_clip", "altup_active_idx", "activation_sparsity_pattern")
+    c.mark("altup_correct_scale")  # applies the scale; the vector is built either way
+    d.dynamic_mask = tr.dynamic_mask
+    d.residual_scales = tr.residual_scales
+    if tr.dynamic_mask:
+        c.mark("keep_window_size")  # which positions the mask keeps; no parameter
+    if c.bool("use_sandwich_norm", False):
+        d.norms_per_sublayer = 2
+    c.mark("scale_embedding")  # a factor on the embeddings' output, no parameter
     if (c.str("hidden_act") or c.str("activation_function")) == "gelu_new":
         d.act_tensors = 5  # NewGELUActivation in Python keeps x, tanh, 1 + tanh, x/2 and out
     d.alibi = tr.alibi or c.bool("alibi", False)
@@ -185,21 +242,29 @@ def read_decoder(c: ConfigView, tr: Traits, n: Notes) -> Dec:
         d.learned_positions = c.int(*CONTEXT) + tr.position_offset
     if tr.token_types:
         d.token_types = c.int("type_vocab_size", default=2)
+    langs = c.int("n_langs", default=1, minimum=0)
+    if c.bool("use_lang_emb", False) and langs > 1:  # XLM's language embeddings
+        d.token_types += langs
+    if c.bool("asm", False):
+        n.unknown("asm (XLM's adaptive softmax head)")
     if tr.task_heads:
         d.task_head = task_head_params(c, h, vocab)
-    _mixers(c, d, n)
+    _mixers(c, d, n, tr)
     if pure_ssm:
         _pure_mamba(c, d)
         return d
     _moe(c, tr, d, n)
     _layer_kinds(c, tr, d, n)
+    _per_layer_config(c, d, n)
+    if tr.parallel_ssm and d.ssm is not None:
+        d.layer_kind = lambda i: "hybrid"
     _per_kind_attention(c, tr, d)
     # Attention residuals (Kimi-K3): each sublayer reads a softmax mix of earlier blocks' outputs
     # instead of the plain residual; the block size only groups layers, the weights are per layer.
     d.attn_res = (c.opt_int("attn_res_block_size", minimum=0) or 0) > 0
     mtp = c.int("num_nextn_predict_layers", default=0, minimum=0, maximum=MAX_LAYERS)
     mtp += c.int("mtp_num_hidden_layers", default=0, minimum=0, maximum=MAX_LAYERS)
-    c.mark("mtp_hybrid_override_pattern", "mtp_use_dedicated_embeddings")
+    c.mark("mtp_hybrid_override_pattern", "mtp_layers_block_type", "mtp_use_dedicated_embeddings")
     if mtp:
         n.flag(
             "mtp-not-built",
@@ -246,19 +311,36 @@ def _pure_mamba(c: ConfigView, d: Dec) -> None:
     c.mark("mixer_rms_eps", "layer_norm_epsilon")
 
 
-def task_head_params(c: ConfigView, h: int, v: int) -> int:
-    """BERT's heads, chosen by the architecture name, not by any size key: ForMaskedLM and
-    ForPreTraining add the MLM transform (dense + LayerNorm) and an output bias (the decoder tied),
-    ForPreTraining also the pooler and the next-sentence linear; the base model and the sequence
-    classifiers have a pooler, the classifiers a linear to their labels."""
+def task_head_params(
+    c: ConfigView,
+    h: int,
+    v: int,
+    width: int | None = None,
+    pooler: bool = True,
+    embed_width: int | None = None,
+) -> int:
+    """BERT's heads, chosen by the architecture name, not by any size key: ForMaskedLM,
+    ForCausalLM (LMHeadModel) and ForPreTraining add the MLM transform (dense h→`width` +
+    LayerNorm) and an output bias, the decoder tied to the input embeddings unless the config
+    unties it or `width` is not `embed_width`, the embeddings' (RemBERT's output_embedding_size: a
+    decoder of its own); ForPreTraining also the pooler and the next-sentence linear; the base model and the
+    sequence classifiers have a pooler (`pooler`: ELECTRA has none), the classifiers a linear to
+    their labels."""
     archs = c.list("architectures") or []
     arch = str(archs[0]) if archs else "BertModel"
+    w = width or h
     head = 0
-    if arch.endswith("ForMaskedLM") or arch.endswith("ForPreTraining"):
-        head += h * h + h + 2 * h + v
+    lm = ("ForMaskedLM", "ForPreTraining", "ForCausalLM", "LMHeadModel")
+    if arch.endswith(lm):
+        head += h * w + w + 2 * w + v
+        tied = c.bool("tie_word_embeddings", True)
+        if w != (embed_width or h):
+            head += v * w  # a decoder as wide as the transform, with the bias above
+        elif not tied:
+            head += v * w + v  # an untied decoder keeps its own bias beside the head's
         if arch.endswith("ForPreTraining"):
             head += h * h + h + 2 * h + 2
-    elif arch in ("BertModel", "") or "Classification" in arch:
+    elif pooler and (arch == "" or arch.endswith("Model") or "Classification" in arch):
         head += h * h + h  # pooler
         if "Classification" in arch:
             labels = len(c.raw("id2label", {}) or {}) or 2
@@ -298,7 +380,7 @@ def _biases(c: ConfigView, tr: Traits, d: Dec) -> None:
     no_bias = c.bool("no_bias", False) if c.has("no_bias") else None
     d.q_bias = d.kv_bias = _bool_of(c, qkv_keys, bool(tr.qkv_bias))
     o_default = bool(tr.o_bias) if no_bias is None else not no_bias
-    d.o_bias = _bool_of(c, o_keys, o_default)
+    d.o_bias = tr.o_bias_always or _bool_of(c, o_keys, o_default)
     mlp_default = bool(tr.mlp_bias) if no_bias is None else not no_bias
     d.mlp_bias = _bool_of(c, mlp_keys, mlp_default)
 
@@ -318,7 +400,7 @@ def _parallel(c: ConfigView, tr: Traits, d: Dec) -> None:
     d.parallel = parallel
 
 
-def _mixers(c: ConfigView, d: Dec, n: Notes) -> None:
+def _mixers(c: ConfigView, d: Dec, n: Notes, tr: Traits | None = None) -> None:
     """MLA, linear attention and SSM dimensions, wherever their keys appear."""
     h = d.hidden
     if c.has("kv_lora_rank"):
@@ -378,6 +460,9 @@ def _mixers(c: ConfigView, d: Dec, n: Notes) -> None:
         m_hd = c.int("mamba_head_dim", "mamba_d_head", default=64)
         if m_heads is None:
             m_heads = max(1, (expand or 2) * h // m_hd)
+        d_ssm = c.opt_int("mamba_d_ssm", minimum=1)  # Falcon-H1: the inner width itself
+        if d_ssm is not None and d_ssm != m_heads * m_hd:
+            n.unknown(f"mamba_d_ssm {d_ssm} is not mamba heads × head size {m_heads * m_hd}")
         from tracker.estimate.mixers import Mamba2  # loaded only when used
 
         d.ssm = Mamba2(
@@ -389,7 +474,9 @@ def _mixers(c: ConfigView, d: Dec, n: Notes) -> None:
             bias=_bool_of(c, ("use_bias", "mamba_proj_bias"), False),
             conv_bias=_bool_of(c, ("use_conv_bias", "mamba_conv_bias"), True),
             chunk=c.int("chunk_size", "mamba_chunk_size", default=256, minimum=1),  # Mamba2Config
+            norm=c.bool("mamba_rms_norm", True),
         )
+        c.mark("mamba_norm_before_gate")  # where the gated norm applies, not its size
     elif c.has("mamba_d_state") or c.has("mamba_dt_rank"):
         d_inner = (expand or 2) * h
         rank = c.raw("mamba_dt_rank", "auto")
@@ -404,8 +491,40 @@ def _mixers(c: ConfigView, d: Dec, n: Notes) -> None:
             bias=c.bool("mamba_proj_bias", False),
             conv_bias=c.bool("mamba_conv_bias", True),
         )
+    if tr is not None and tr.lightning and d.linear is None:
+        d.lightning = True
+        c.mark("block_size", "full_attn_alpha_factor", "full_attn_beta_factor")
+        c.mark("linear_attn_alpha_factor", "linear_attn_beta_factor")
+        c.mark("mlp_alpha_factor", "mlp_beta_factor")
+    if c.has("lru_width"):  # RecurrentGemma's RG-LRU recurrent blocks
+        d.rglru = (
+            c.int("lru_width", minimum=1),
+            d.heads,
+            c.int("conv1d_width", default=4, minimum=1),
+        )
     if d.mla is None and d.linear is None and d.ssm is None and c.has("linear_attn_config"):
         n.unknown("linear_attn_config (no head count)")
+
+
+def _per_layer_config(c: ConfigView, d: Dec, n: Notes) -> None:
+    """`per_layer_config` (Gemma 4 unified): overrides keyed by layer index ("05"); a layer's own
+    `head_dim` is read, any other override is named as not understood."""
+    per = c.sub("per_layer_config")
+    if per is None:
+        return
+    dims: dict[int, int] = {}
+    for key in per.data:
+        if not str(key).isdigit() or not 0 <= int(key) < d.n_layers:
+            raise EstimateError(f"config per_layer_config key {key!r} is not a layer index")
+        entry = per.sub(str(key))
+        if entry is None:
+            raise EstimateError(f"config per_layer_config[{key!r}] is not an object")
+        if entry.has("head_dim"):
+            dims[int(key)] = entry.int("head_dim", minimum=1)
+        for other in sorted(set(entry.data) - {"head_dim"}):
+            n.unknown(f"per_layer_config.{key}.{other}")
+    if dims:
+        d.layer_head_dim = lambda i: dims.get(i, d.head_dim)
 
 
 def _per_kind_attention(c: ConfigView, tr: Traits, d: Dec) -> None:
@@ -439,6 +558,14 @@ def _moe(c: ConfigView, tr: Traits, d: Dec, n: Notes) -> None:
     """Routed, shared and latent experts and which layers carry them."""
     key = c.first_key(*EXPERTS)
     if key is None:
+        return
+    if c.has("is_moe") and not c.bool("is_moe", True):  # Doge: the expert keys stay unused
+        c.mark(*EXPERTS, *TOP_K, *MOE_WIDTH, *SHARED_COUNT, *SHARED_WIDTH)
+        return
+    if tr.cdmoe:
+        e = c.int(key, minimum=1, maximum=MAX_EXPERTS * MAX_EXPERTS)
+        d.cdmoe = (e, c.int(*TOP_K, default=1, minimum=1, maximum=e))
+        c.mark("norm_topk_prob")
         return
     if c.has("enable_moe_block") and not c.bool("enable_moe_block", True):
         c.mark(*EXPERTS, *TOP_K, *MOE_WIDTH, *SHARED_COUNT, *SHARED_WIDTH)
@@ -474,16 +601,22 @@ def _moe(c: ConfigView, tr: Traits, d: Dec, n: Notes) -> None:
     if dense is not None:
         d.dense_intermediate = dense
     d.is_moe = _moe_layers(c, d.n_layers)
+    # zero-computation experts (LongCat-Flash): the router scores them beside the routed ones
+    d.zero_experts = c.int("zero_expert_num", default=0, minimum=0, maximum=MAX_EXPERTS)
+    if tr.paired_layers:  # the second of each pair carries the MoE beside its dense MLP
+        d.is_moe = lambda i: i % 2 == 1
     for extra in ("topk_method", "scoring_func", "norm_topk_prob", "routed_scaling_factor"):
         c.mark(extra)
     c.mark("n_group", "topk_group", "num_expert_group", "moe_renormalize", "use_grouped_topk")
     c.mark("moe_router_activation_func", "router_aux_loss_coef", "output_router_logits")
+    c.mark("moe_norm_min", "route_scale")
 
 
 def _moe_layers(c: ConfigView, n: int) -> Callable[[int], bool]:
     """Which layers are MoE, from every form configs use (all of them when none is given)."""
     kinds = c.list("mlp_layer_types")
     c.mark("first_k_dense_replace", "moe_layer_freq", "decoder_sparse_step", "mlp_only_layers")
+    c.mark("num_dense_layers", "moe_layer_start_index", "moe_layer_end_index", "moe_layer_interval")
     if kinds is not None and len(kinds) == n:
         sparse = [k in ("sparse", "moe") for k in kinds]
         return lambda i: sparse[i]
@@ -497,14 +630,24 @@ def _moe_layers(c: ConfigView, n: int) -> Callable[[int], bool]:
         return lambda i: flags[i]
     freq = c.int("moe_layer_freq", default=1) if not isinstance(freq_raw, list) else 1
     only = {int(x) for x in (c.list("mlp_only_layers") or []) if isinstance(x, int)}
-    step = c.int("decoder_sparse_step", default=1)
-    first = c.int("first_k_dense_replace", default=0, minimum=0, maximum=MAX_LAYERS)
+    step = c.int("decoder_sparse_step", "moe_layer_interval", default=1)
+    first = c.int(
+        "first_k_dense_replace",
+        "num_dense_layers",
+        "moe_layer_start_index",
+        default=0,
+        minimum=0,
+        maximum=MAX_LAYERS,
+    )
+    # ERNIE 4.5: MoE from moe_layer_start_index to moe_layer_end_index inclusive (-1: the last)
+    end = c.int("moe_layer_end_index", default=-1, minimum=-1, maximum=MAX_LAYERS)
+    last = n - 1 if end < 0 else end
     inter = c.int("interleave_moe_layer_step", default=1)
     period = c.int("expert_layer_period", default=1)
     offset = c.int("expert_layer_offset", default=0, minimum=0, maximum=MAX_LAYERS)
 
     def moe(i: int) -> bool:
-        if i in only or i < first:
+        if i in only or i < first or i > last:
             return False
         return (
             (i + 1) % step == 0 and i % freq == 0 and (i + 1) % inter == 0 and i % period == offset
@@ -516,7 +659,7 @@ def _moe_layers(c: ConfigView, n: int) -> Callable[[int], bool]:
 def _layer_kinds(c: ConfigView, tr: Traits, d: Dec, n: Notes) -> None:
     """Per-layer mixer kinds (and FFN kinds where one mixer fills a layer) from any list form."""
     layers = d.n_layers
-    window = c.opt_int("sliding_window", minimum=0) or None
+    window = c.opt_int("sliding_window", "attention_window_size", minimum=0) or None
     chunk = c.opt_int("attention_chunk_size", minimum=0) or None
     d.window = window or chunk
     types = c.list("layer_types")
@@ -524,7 +667,21 @@ def _layer_kinds(c: ConfigView, tr: Traits, d: Dec, n: Notes) -> None:
     pattern = c.str("hybrid_override_pattern")
     lac = c.sub("linear_attn_config")
     kinds: list[str] | None = None
-    if types is not None:
+    per_layer = types if types is not None else blocks
+    if per_layer is not None and any(str(v).lower() in BLOCK_FFNS for v in per_layer):
+        # One block per layer (Nemotron-H's `layers_block_type`): an MLP or MoE entry is a layer
+        # of that FFN alone, every other entry a mixer alone, each with its one pre-norm.
+        key = "layer_types" if types is not None else "layers_block_type"
+        ffns = [BLOCK_FFNS.get(str(v).lower(), "none") for v in per_layer]
+        named = _named([v for v in per_layer if str(v).lower() not in BLOCK_FFNS], -1, key, n)
+        alone = iter(named)
+        kinds = ["none" if f != "none" else next(alone) for f in ffns]
+        if len(kinds) != layers:
+            raise EstimateError(f"config {key} has {len(kinds)} entries for {layers} layers")
+        d.ffn_kind = lambda i: ffns[i]
+        if tr.one_norm_per_mixer:
+            d.norms_per_sublayer = 1
+    elif types is not None:
         kinds = _named(types, layers, "layer_types", n)
     elif blocks is not None:
         kinds = _named(blocks, layers, "layers_block_type", n)
@@ -553,6 +710,19 @@ def _layer_kinds(c: ConfigView, tr: Traits, d: Dec, n: Notes) -> None:
                 )
             kinds[x - 1] = "full"
         lac.mark("kda_layers")
+    elif c.list("block_types") and d.rglru is not None:
+        # RecurrentGemma: block_types repeat over the layers; its attention is always local
+        cycle = [str(x) for x in c.list("block_types") or []]
+        kinds = [
+            "recurrent" if cycle[i % len(cycle)] == "recurrent" else "sliding"
+            for i in range(layers)
+        ]
+        unknown = sorted({x for x in cycle if x not in ("recurrent", "attention")})
+        if unknown:
+            n.unknown(f"block_types values {', '.join(unknown)}")
+    elif c.list("full_attn_idxs") is not None:  # LFM2: the attention layers, convs between
+        idxs = {x for x in c.list("full_attn_idxs") or [] if isinstance(x, int)}
+        kinds = ["full" if i in idxs else "conv" for i in range(layers)]
     elif c.has("full_attention_interval"):
         k = c.int("full_attention_interval")
         kinds = ["full" if (i + 1) % k == 0 else "linear" for i in range(layers)]
@@ -598,6 +768,8 @@ def _layer_kinds(c: ConfigView, tr: Traits, d: Dec, n: Notes) -> None:
         "use_sliding_window",
         "full_attention_interval",
         "sliding_window_pattern",
+        "global_attn_every_n_layers",
+        "full_attn_idxs",
     )
     c.mark("layer_types", "layers_block_type", "hybrid_override_pattern")
     if kinds is None:
@@ -608,7 +780,8 @@ def _layer_kinds(c: ConfigView, tr: Traits, d: Dec, n: Notes) -> None:
     if d.linear is None and d.ssm is not None:
         # Hybrids that call their SSM layers "linear attention" (Granite 4): sized by Mamba keys.
         kinds = ["mamba" if k == "linear" else k for k in kinds]
-    for kind, ready in (("linear", d.linear), ("mamba", d.ssm)):
+    linear_ready = d.linear if d.linear is not None else (True if d.lightning else None)
+    for kind, ready in (("linear", linear_ready), ("mamba", d.ssm), ("conv", d.conv)):
         if kind in kinds and ready is None:
             n.unknown(f"{kind} layers without the keys that size them")
     fixed = kinds
@@ -616,7 +789,8 @@ def _layer_kinds(c: ConfigView, tr: Traits, d: Dec, n: Notes) -> None:
 
 
 def _named(values: list[object], layers: int, key: str, n: Notes) -> list[str]:
-    if len(values) != layers:
+    """Mixer kinds of a per-layer list (`layers` -1: any length)."""
+    if layers >= 0 and len(values) != layers:
         raise EstimateError(f"config {key} has {len(values)} entries for {layers} layers")
     out: list[str] = []
     unknown: set[str] = set()
@@ -630,6 +804,8 @@ def _named(values: list[object], layers: int, key: str, n: Notes) -> list[str]:
             out.append("linear")
         elif name in MAMBA_NAMES:
             out.append("mamba")
+        elif name in CONV_NAMES:
+            out.append("conv")
         else:
             unknown.add(str(v))
             out.append("full")

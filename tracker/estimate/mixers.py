@@ -78,6 +78,7 @@ class Mamba2:
     bias: bool = False
     conv_bias: bool = True
     chunk: int = 128  # the scan's chunk length (`chunk_size` / `mamba_chunk_size`)
+    norm: bool = True  # the gated RMSNorm over the inner width (`mamba_rms_norm`)
 
     def saved_bytes(self) -> int:
         """Bytes autograd keeps per token for backward in transformers' Mamba2 mixer on its

@@ -201,7 +201,7 @@ def _drop_lm_head(t: Tally, dims: dict[str, Any], architecture: str, n: Notes) -
 def _head_modelled(architecture: str, model_type: str, traits: Traits) -> bool:
     """Whether a family reader counts the head of `architecture` (role OTHER) exactly: BERT-style
     masked-LM, pre-training and sequence-classification heads, Qwen3-ASR's token classifier."""
-    if traits.task_heads or model_type == "bert":
+    if traits.task_heads or model_type == "bert" or model_type in irregular.BERT_LINEAGE:
         return architecture.endswith(("ForMaskedLM", "ForPreTraining", "ForSequenceClassification"))
     return model_type == "qwen3_asr" and architecture == "Qwen3ASRForTokenClassification"
 
@@ -251,7 +251,9 @@ def _read_text(
             f"model_type {text_type!r} has no family reader: read by the general reader from "
             "what its config says",
         )
-    if is_encoder_decoder(c):
+    # a decoder stack alone, sized by the seq2seq keys (TrOCR's `decoder_layers`)
+    alone = cls_role is Role.DECODER and c.has("decoder_layers") and not c.has("encoder_layers")
+    if is_encoder_decoder(c) or alone:
         specs, dims = read_encdec(c, traits, t, n, decoder_only=cls_role is Role.DECODER)
         return specs, dims, known
     d = read_decoder(c, traits, n)

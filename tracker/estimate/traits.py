@@ -64,6 +64,20 @@ class Traits:
     dtype, experts on grouped_mm), "dense" (Llama 4: every token goes through every expert).
     `expert_tensors`: tensors an expert keeps per routed token at its width (4: gate, act(gate),
     up, product; gpt-oss's clamped SwiGLU keeps 7, see its entry).
+    `act_params`: learned parameters of each MLP's activation (xIELU's alpha_p and alpha_n).
+    `norm` may also be "none": norms without weights (NanoChat's RMSNorm).
+    `dynamic_mask`: Doge's dynamic mask attention (A per KV head, dt_proj KV width → KV heads).
+    `residual_scales`: learned per-channel residual scales per layer (Doge: 2).
+    `cdmoe`: with `is_moe`, Doge's CDMoE: the dense MLP plus a product-key router
+    (h → 2·⌊√E⌋) and two E×h expert embeddings.
+    `paired_layers`: each configured layer holds two attention + dense-MLP sublayers and one MoE
+    beside the second (LongCat-Flash's shortcut-connected MoE): read as twice the layers, the MoE
+    on every second one.
+    `parallel_ssm`: every layer runs attention and a Mamba2 mixer side by side (Falcon-H1).
+    `o_bias_always`: o_proj has a bias whatever `attention_bias` says (RecurrentGemma).
+    `ngram`: ProphetNet's n-gram decoder (stream embeddings, relative-position linears).
+    `lightning`: "linear_attention" layers are MiniMax's lightning attention (qkv_proj,
+    output_gate, out_proj and a norm over heads × head size).
     """
 
     tie: bool = False
@@ -109,6 +123,15 @@ class Traits:
     eager: bool = False
     routing: str = "softmax"
     expert_tensors: int = 4
+    act_params: int = 0
+    dynamic_mask: bool = False
+    residual_scales: int = 0
+    cdmoe: bool = False
+    paired_layers: bool = False
+    parallel_ssm: bool = False
+    o_bias_always: bool = False
+    ngram: bool = False
+    lightning: bool = False
 
 
 LLAMA = Traits()
@@ -160,7 +183,11 @@ TRAITS: dict[str, Traits] = {
     "gemma": _GEMMA,
     "gemma2": _GEMMA2,
     "gemma3_text": _GEMMA3,
+    # Gemma 3n text: Gemma 3's layout with AltUp, LAuReL, per-layer inputs and FFN widths
+    "gemma3n_text": _GEMMA3,
     "gemma4_text": _GEMMA4,
+    # Gemma 4 unified: Gemma 4's text stack, head sizes per layer from per_layer_config
+    "gemma4_unified_text": _GEMMA4,
     # GptOssAttention: q/k/v/o with bias and a sink per head; router and experts with biases.
     # Irregular experts (activations only): GptOssExperts' gate_up output is interleaved
     # (gate = [..., ::2], up = [..., 1::2]) and clamped, glu = gate·sigmoid(1.702·gate), and
@@ -244,6 +271,51 @@ TRAITS: dict[str, Traits] = {
     "falcon_mamba": Traits(tie=True, norm="rms"),
     # Mamba2 (pure SSM): RMSNorm, head untied unless the config ties it (Mamba2Config default).
     "mamba2": Traits(norm="rms"),
+    # Arcee (AFM): the Llama layout with a two-matrix up/down MLP (ReLU²), whatever the activation.
+    "arcee": Traits(gated=False),
+    # Apertus: a two-matrix up/down MLP whose xIELU activation learns alpha_p and alpha_n (one
+    # each), q/k RMSNorms; Apertus 1.5's text model is the same stack.
+    "apertus": Traits(gated=False, qk_norm=True, act_params=2),
+    "apertus1p5": Traits(gated=False, qk_norm=True, act_params=2),
+    # AFMoE: q/k RMSNorms, a sigmoid output gate (gate_proj, as wide as q_proj), pre- and
+    # post-norms around attention and MLP, the router's expert bias.
+    "afmoe": Traits(qk_norm=True, q_gate=True, norms_per_sublayer=2, router_bias=True),
+    # ERNIE 4.5 MoE: the router's moe_statics (one bias per expert).
+    "ernie4_5_moe": Traits(router_bias=True),
+    # XGLM: GPT's layout with separate q/k/v and sinusoidal positions (no table).
+    "xglm": replace(_GPT, fused_qkv=False),
+    # CTRL: separate Wq/Wk/Wv with biases, a biased two-matrix MLP, LayerNorms, sinusoidal
+    # positions, the head tied to `w` with a bias of its own.
+    "ctrl": replace(_GPT, fused_qkv=False, head_bias=True),
+    # LFM2 / LFM3: q/k RMSNorms (q_layernorm, k_layernorm), the head tied by default.
+    "lfm2": Traits(qk_norm=True, tie=True),
+    "lfm3": Traits(qk_norm=True, tie=True),
+    # Doge: dynamic mask attention, q/k norms, per-layer residual scales; CDMoE with is_moe.
+    "doge": Traits(qk_norm=True, dynamic_mask=True, residual_scales=2, cdmoe=True),
+    # LongCat-Flash: two MLA attention + MLP sublayers per layer and one MoE (with zero experts)
+    "longcat_flash": Traits(paired_layers=True, moe_beside_dense_norms=0),
+    # XLM: post-norm LayerNorm layers with biased linears, learned positions, a LayerNorm after
+    # the embeddings and none at the end, the prediction layer tied with a bias.
+    "xlm": replace(
+        _GPT,
+        fused_qkv=False,
+        positions="max_position_embeddings",
+        embed_norm=True,
+        final_norm=False,
+        head_bias=True,
+    ),
+    # Falcon-H1: attention and Mamba2 in parallel in every layer, then the MLP.
+    "falcon_h1": Traits(parallel_ssm=True),
+    # RecurrentGemma: MLP of intermediate_size / 2 with biases, o_proj with a bias, q/k/v
+    # without, Gemma's tied head.
+    "recurrent_gemma": Traits(
+        tie=True, halved_intermediate=True, mlp_bias=True, o_bias_always=True, qkv_bias=False
+    ),
+    # MiniMax (text-01): lightning-attention linear layers between full ones; the alpha/beta
+    # factors scale residuals and block_size chunks the scan (no parameters).
+    "minimax": Traits(lightning=True),
+    # NanoChat: fc1/fc2 MLP (ReLU²), RMSNorms without weights (also on q and k), untied head.
+    "nanochat": Traits(gated=False, norm="none"),
     # BERT: post-norm LayerNorm layers (a norm after the embeddings, none at the end), biases on
     # every linear, a GELU two-matrix MLP, learned positions, token-type embeddings, and task
     # heads by architecture name (MLM transform, pooler).
@@ -271,6 +343,11 @@ TRAITS |= {
     "marian": Traits(tie=True, final_norm=False),  # sinusoidal tables are (frozen) parameters
     "pegasus": Traits(tie=True),
     "whisper": Traits(tie=True, k_bias=False),  # k_proj alone without bias
+    # ProphetNet: post-norm stacks with a LayerNorm after each stack's embeddings, learned
+    # positions without offset, the n-gram decoder.
+    "prophetnet": Traits(tie=True, embed_norm=True, final_norm=False, ngram=True),
+    # TrOCR: BART's decoder alone (post-norm, learned positions from 2, layernorm_embedding)
+    "trocr": replace(_BART, final_norm=False),
     # T5: RMSNorm (T5LayerNorm), no bias on any linear, a ReLU two-matrix MLP unless
     # `feed_forward_proj` says "gated-..."; the head always tied in transformers 5.
     # Its relative position bias (first layer of each stack) comes from the config's
