@@ -193,3 +193,32 @@ def test_a_quantization_method_not_known_serves_bf16_of_the_count() -> None:
     m = estimate(config).memory
     assert (m.serve_weights_source, m.serve_weights_format) == ("derived", "bf16")
     assert m.serve_weights_upcast is None
+
+
+def test_a_quantized_checkpoint_is_the_lora_base_as_shipped_unless_lora_base_says() -> None:
+    """DeepSeek-V3 (FP8 quantization_config): LoRA's frozen base is the FP8 weights as shipped,
+    QLoRA-style (plus one dequantized linear in flight); `lora_base: bf16` upcasts it, and
+    `serve_weights: bf16` serves the count in bf16 (no upcast row then: that is the setting)."""
+    from tracker.estimate import EstimateSettings, estimate
+    from tracker.estimate.memory import compute
+    from tracker.estimate.params import read_config
+
+    config = json.loads((CONFIGS / "deepseek-ai__DeepSeek-V3.json").read_text())
+    shipped = estimate(config).memory
+    assert shipped.lora_base == "as shipped: FP8 e4m3 with 128×128 block scales"
+    upcast = estimate(config, settings=EstimateSettings(lora_base="bf16")).memory
+    assert upcast.lora_base == "bf16"
+    r = read_config(config)
+    s = EstimateSettings()
+    base = shipped.serve_weights * 1e9
+    widest = max(x.moe_width or x.ffn_width for x in r.layer_kinds)
+    adapters = shipped.lora_adapter_params * 16.0
+    want = (base + 2.0 * r.hidden * widest + adapters) * 1.2  # mixed precision's overhead
+    m = compute(r, s, serve_bytes=base, lora_base_bytes=base,
+                adapter_params=shipped.lora_adapter_params)  # fmt: skip
+    assert abs(m.lora_fixed - want) <= 1e-6 * want
+    assert shipped.lora < upcast.lora
+    served = estimate(config, settings=EstimateSettings(serve_weights="bf16")).memory
+    assert served.serve_weights_source == "settings"
+    assert served.serve_weights == shipped.serve_weights_upcast
+    assert served.serve_weights_upcast is None

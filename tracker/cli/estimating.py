@@ -517,6 +517,12 @@ def render(
         Column("serving", priority=1),
     )
     out.append(table(title, cards, fits, at))
+    upcasts = [(c.name, c.serve_upcast.summary) for c in est.cards if c.serve_upcast is not None]
+    if upcasts:
+        out += wrap(
+            "serving upcast to bf16: " + "; ".join(f"{name}: {words}" for name, words in upcasts),
+            at,
+        )
     if not v.vouched:
         out += wrap("card fit: no verdict from an unverified estimate (numbers for reference)", at)
     cost = est.cost
