@@ -35,9 +35,9 @@ from tracker.diff.tokenizer import summarise_tokenizer
 from tracker.domain import RepoId, Sha
 from tracker.errors import TrackerError
 from tracker.estimate import EstimateSettings, estimate, parse_config
+from tracker.estimate.checkpoint import index_total_size as _total_size
 from tracker.preflight import imports as preflight_imports
 from tracker.preflight.census_lora import tensor_names
-from tracker.preflight.report import _total_size
 from tracker.sources.hub import HubSource
 from tracker.sources.safetensors import parse_file_prefix
 from tracker.watchlist import load_watchlist

@@ -88,10 +88,17 @@ class ParamCounts:
 
 @dataclass(frozen=True)
 class MemoryFigures:
-    """Memory in decimal GB at the settings used (ESTIMATES.md §2); `serve_weights_source` is
-    "derived" (our count) or "checkpoint" (stored bytes, used when the count is unverified).
-    `serve_prefill` is the prefill working set of one sequence's prompt (0 when the setting is
-    off), which serving fit adds per sequence next to `kv_cache`."""
+    """Memory in decimal GB at the settings used (ESTIMATES.md §2). Serving holds the weights as
+    shipped (`tracker.estimate.shipped`): `serve_weights_source` is "checkpoint" (the index's
+    total_size or the headers' bytes), "quantization_config" (the config's quantization applied
+    to our count), "derived" (bf16 of our count) or "settings" (re-quantized as `serve_weights`
+    says); `serve_weights_format` says the format in words; `serve_weights_upcast` is the bf16
+    figure of our count for a quantized checkpoint (a user who upcasts; None otherwise).
+    `lora_base` is the frozen base's format; `lora_experts` says whether LoRA on all-linear
+    adapts the routed experts' fused 3-D parameters ("adapted", "not adapted"; None without
+    routed experts or with named targets). `serve_prefill` is the prefill working set of one
+    sequence's prompt (0 when the setting is off), which serving fit adds per sequence next to
+    `kv_cache`."""
 
     full_finetune: float
     full_finetune_states: float
@@ -104,6 +111,10 @@ class MemoryFigures:
     serve_tokens: int
     serve_prefill: float = 0.0
     serve_weights_source: str = "derived"
+    serve_weights_format: str = "bf16"
+    serve_weights_upcast: float | None = None
+    lora_base: str = "bf16"
+    lora_experts: str | None = None
 
 
 @dataclass(frozen=True)
@@ -127,10 +138,15 @@ class CardFit:
     full_finetune: Fit
     lora: Fit
     serve: Fit
+    serve_upcast: Fit | None = None
+    """Serving a quantized checkpoint upcast to bf16 (None where the checkpoint is not quantized)."""
 
     def fit(self, setup: str) -> Fit:
-        """The fit of setup `setup` ("full_finetune", "lora" or "serve")."""
-        return {"full_finetune": self.full_finetune, "lora": self.lora, "serve": self.serve}[setup]
+        """The fit of setup `setup` ("full_finetune", "lora", "serve" or "serve_upcast")."""
+        fits = {"full_finetune": self.full_finetune, "lora": self.lora, "serve": self.serve}
+        if setup == "serve_upcast" and self.serve_upcast is not None:
+            return self.serve_upcast
+        return fits[setup]
 
 
 @dataclass(frozen=True)
@@ -221,8 +237,10 @@ class Estimate:
         out: dict[str, JSONValue] = json.loads(json.dumps(asdict(self)))
         out["memory_gb"] = out.pop("memory")
         for card in out["cards"]:
-            for setup in ("full_finetune", "lora", "serve"):
-                fit = card[setup]
+            for setup in ("full_finetune", "lora", "serve", "serve_upcast"):
+                fit = card.get(setup)
+                if fit is None:
+                    continue
                 split, n = fit.pop("split"), fit.pop("split_cards")
                 fit["split"] = None if split is None else {"cards": n, "layers": split}
         return out
@@ -278,6 +296,7 @@ def _card_from_json(data: Mapping[str, JSONValue]) -> CardFit:
         fit(data["full_finetune"]),
         fit(data["lora"]),
         fit(data["serve"]),
+        None if data.get("serve_upcast") is None else fit(data["serve_upcast"]),
     )
 
 

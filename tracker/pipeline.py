@@ -42,7 +42,7 @@ from tracker.estimate import (
     highest_token_id_from_files,
     parse_config,
 )
-from tracker.estimate.checkpoint import CensusCache, count_shards
+from tracker.estimate.checkpoint import CensusCache, count_shards, index_total_size
 from tracker.ingest import PollReport, poll_all
 from tracker.preflight import (
     Preflight,
@@ -178,7 +178,11 @@ def estimate_snapshot(
         config = parse_config(data)
         max_token_id = highest_token_id_from_files(dict(snapshot.files))
         report = estimate(
-            config, dict(snapshot.headers) or None, settings, max_token_id=max_token_id
+            config,
+            dict(snapshot.headers) or None,
+            settings,
+            max_token_id=max_token_id,
+            total_size=index_total_size(snapshot.files),
         )
         return report, None
     except EstimateError as exc:

@@ -26,7 +26,7 @@ LABELS = load_labels()
 
 
 def test_the_label_table_is_reviewed_and_names_real_rules() -> None:
-    assert len(LABELS) == 187
+    assert len(LABELS) == 192
     names = {r.name for r in DEFAULT_RULES}
     for label in LABELS:
         assert label.rule in names, label
@@ -87,9 +87,11 @@ def test_every_change_in_the_demo_is_classified_as_labelled_and_every_label_is_u
 ) -> None:
     demo = demo_steps(demo_run.app)
     outcomes = classify_steps(demo, LABELS)
-    assert (
-        len(outcomes) == 308
-    )  # bloom-560m: the estimate of the revisions naming BloomModelForCausalLM, a class transformers lacks (issue 25), moves twice more
+    # bloom-560m: the estimate of the revisions naming BloomModelForCausalLM, a class
+    # transformers lacks (issue 25), moves twice more; issue 25's serving as shipped and PEFT's
+    # all-linear: 9 more estimate moves (granite's F32 -> BF16 re-upload moves serving, Mixtral's
+    # HF integration its LoRA figures and what all-linear adapts)
+    assert len(outcomes) == 317
     assert mismatches(outcomes) == []
     used: set[Label] = {o.label for o in outcomes + classify_steps(corpus, LABELS) if o.label}
     assert [lab for lab in LABELS if lab not in used] == []

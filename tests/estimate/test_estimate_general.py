@@ -335,7 +335,12 @@ def test_verification_statuses_and_serving_from_checkpoint_bytes() -> None:
     assert "no checkpoint census" in bare.reasons[0]
     checked = estimate(unseen, _census_of(unseen, 1.0))
     assert checked.verification.status is VerificationStatus.CHECKED
-    assert checked.memory.serve_weights_source == "derived"
+    # serving holds the checkpoint as shipped, whether or not the count is vouched for
+    assert checked.checkpoint is not None
+    assert checked.memory.serve_weights_source == "checkpoint"
+    assert checked.memory.serve_weights == round(checked.checkpoint.bytes / 1e9, 3)
+    assert checked.memory.serve_weights_format == "BF16"
+    assert checked.memory.serve_weights_upcast is None  # nothing to upcast
     off = estimate(unseen, _census_of(unseen, 1.05))
     v = off.verification
     assert v.status is VerificationStatus.UNVERIFIED

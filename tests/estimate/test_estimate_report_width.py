@@ -55,8 +55,9 @@ def test_piped_report_fits_80_columns_with_exact_values() -> None:
     assert A100_AT_80 in text
     assert (
         "memory (GB): full fine-tune 608.454 at batch 1 (586.217\n"
-        "  weights+grads+optimizer), LoRA 111.717, serving weights 61.064 + KV 0.403 +\n"
-        "  prefill working set 0.22 per 4096-token sequence\n"
+        "  weights+grads+optimizer), LoRA 114.648 (base bf16, 996,507,648 adapter\n"
+        "  parameters; the routed experts adapted), serving weights 61.064 as shipped\n"
+        "  (bf16) + KV 0.403 + prefill working set 0.22 per 4096-token sequence\n"
     ) in text
     assert "not shown" not in text
     wide = estimate("Qwen__Qwen3-30B-A3B.json", "200")

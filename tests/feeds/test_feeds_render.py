@@ -141,7 +141,9 @@ def test_limit_and_severity_floor() -> None:
     ten = _demo_feed(limit=10)
     assert [int(e.id.rsplit("-", 1)[1]) for e in ten.entries] == list(range(50, 40, -1))
     high = _demo_feed(floor=Severity.HIGH)
-    assert len(high.entries) == 25  # 21 high + 4 critical (issue 24: 3 measured as low, one merged)
+    # 22 high + 4 critical (issue 24: 3 measured as low, one merged; issue 25: Mixtral's
+    # HF-integration revision changes what LoRA on all-linear adapts)
+    assert len(high.entries) == 26
     assert {t.term for e in high.entries for t in e.tags if t.scheme.endswith("severity")} == {
         "high",
         "critical",

@@ -160,6 +160,6 @@ def test_a_shard_counted_once_is_not_counted_again_and_gives_the_same_answer() -
     ],
 )
 def test_total_size_is_the_metadatas_whatever_else_the_index_holds(index: dict) -> None:  # type: ignore[type-arg]
-    from tracker.preflight.report import _total_size
+    from tracker.estimate.checkpoint import index_total_size as _total_size
 
     assert _total_size({"model.safetensors.index.json": json.dumps(index).encode()}) == 7

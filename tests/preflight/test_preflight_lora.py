@@ -28,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from tracker.estimate.adapters import TAKEN, peft_fused
 from tracker.estimate.params import read_config
 from tracker.preflight.lora import ALL_LINEAR, resolve_targets
 from tracker.preflight.settings import DEFAULT_TARGETS
@@ -38,13 +39,22 @@ META: dict[str, Any] = json.loads(RECORD.read_text())
 RANK = 16
 
 
-def _truth(built: dict[str, Any], target: str) -> tuple[int, int]:
+def _truth(
+    built: dict[str, Any], target: str, taken: frozenset[str] = frozenset()
+) -> tuple[int, int]:
+    """Modules and adapter parameters of `target` among the build's Linears; `taken`: the
+    Linear names PEFT maps onto the fused experts for all-linear (no longer adapted)."""
     modules = params = 0
     for last, i, o, n in built["linears"]:
-        if target == ALL_LINEAR or last == target:
+        if (target == ALL_LINEAR and last not in taken) or last == target:
             modules += n
             params += n * RANK * (i + o)
     return modules, params
+
+
+FUSED_KINDS = ("mlp.experts", "mlp.router")
+"""Where all-linear reaches fused parameters in the families PEFT converts (no Linear modules
+there: tests/estimate/test_estimate_adapters.py checks them against PEFT itself)."""
 
 
 LEFT_OUT = {
@@ -84,7 +94,14 @@ def test_counts_per_target_equal_the_meta_device_build(name: str) -> None:
     config = json.loads((CONFIGS / name).read_text())
     res, why = resolve_targets(read_config(config), config, DEFAULT_TARGETS, RANK)
     assert res is not None, why
+    pattern = peft_fused(config)
     for target in DEFAULT_TARGETS:
+        if target == ALL_LINEAR and pattern is not None:
+            # the Linears all-linear still reaches, beside the fused experts and the router
+            slots = [v for k, v in res.targets[target].items() if k not in FUSED_KINDS]
+            got = (sum(v["modules"] for v in slots), sum(v["adapter_params"] for v in slots))
+            assert got == _truth(META[name], target, TAKEN[pattern] | {"gate"}), target
+            continue
         assert (res.modules(target), res.adapter_params(target)) == _truth(META[name], target), (
             target
         )
@@ -92,7 +109,10 @@ def test_counts_per_target_equal_the_meta_device_build(name: str) -> None:
 
 def test_experts_and_linear_attention_split_the_answer() -> None:
     """Qwen3-Next: q_proj reaches the 12 full-attention layers only (0 in the 36 linear-attention
-    layers), and gate_proj only the shared experts (routed experts are fused parameters)."""
+    layers), and gate_proj only the shared experts (routed experts are fused parameters).
+    all-linear is what PEFT adapts: it maps gate/up/down_proj onto the 48 layers' fused experts
+    (two parameters each) and their routers, so of the shared experts only shared_expert_gate
+    stays a Linear it adapts."""
     config = json.loads((CONFIGS / "Qwen__Qwen3-Next-80B-A3B-Thinking.json").read_text())
     res, _ = resolve_targets(read_config(config), config, DEFAULT_TARGETS, RANK)
     assert res is not None
@@ -101,7 +121,9 @@ def test_experts_and_linear_attention_split_the_answer() -> None:
     assert {k: v["modules"] for k, v in res.targets[ALL_LINEAR].items()} == {
         "attention.full": 48,
         "attention.linear": 108,
-        "mlp.shared": 192,
+        "mlp.shared": 48,
+        "mlp.router": 48,
+        "mlp.experts": 96,
     }
 
 

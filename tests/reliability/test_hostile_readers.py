@@ -42,9 +42,9 @@ from tracker.diff.weights import diff_weights
 from tracker.domain import ChangeKind
 from tracker.errors import TrackerError
 from tracker.estimate import EstimateSettings, estimate, parse_config
+from tracker.estimate.checkpoint import index_total_size as _total_size
 from tracker.preflight import imports as preflight_imports
 from tracker.preflight.census_lora import tensor_names
-from tracker.preflight.report import _total_size
 from tracker.sources.safetensors import parse_file_prefix
 
 MiB = 1024 * 1024

@@ -110,8 +110,8 @@ def test_preflight_reads_auto_map_and_index_files_within_the_bounds() -> None:
     loader: refused at the node bound, nothing built."""
     import tracemalloc
 
+    from tracker.estimate.checkpoint import index_total_size as _total_size
     from tracker.preflight.imports import auto_map_modules
-    from tracker.preflight.report import _total_size
 
     config = json.loads((GPT_OSS / "config.json").read_text())
     wide = json.dumps(config)[:-1].encode() + b', "pad": [' + b"[]," * 2_000_000 + b"[]]}"

@@ -131,10 +131,14 @@ def run(
         config = parse_config(_read(path, cap))
         tokenizer: dict[str, bytes] = {}
         if path.name == "config.json":
-            for name in TOKENIZER_FILES:
+            from tracker.estimate.checkpoint import INDEX_FILES
+
+            for name in (*TOKENIZER_FILES, *INDEX_FILES):
                 sibling = path.with_name(name)
                 if sibling.is_file():
                     tokenizer[name] = _read(sibling, cap)
+            if not no_headers:
+                headers = _local_headers(path.parent) or None
         label = str(path)
     else:
         config, headers, tokenizer, label, base, where = _from_repo(
@@ -156,15 +160,23 @@ def estimate_with(
     where: str,
 ) -> tuple[Estimate, str]:
     """The estimate of `config` under the defaults, `base` (the watchlist's `estimate:`) and
-    `flags`, and `where` its settings came from (the flags appended)."""
+    `flags`, and `where` its settings came from (the flags appended). `tokenizer` holds the
+    revision's tokenizer files and its weight index (`metadata.total_size`: the bytes as
+    shipped) where it has one."""
     from tracker.estimate import estimate, highest_token_id_from_files
+    from tracker.estimate.checkpoint import INDEX_FILES, index_total_size
     from tracker.estimate.settings import EstimateSettings
 
     settings = EstimateSettings.from_mapping({**base, **flags}) if base or flags else None
     if flags:
         where += " + flags " + ", ".join(_flag(k, v) for k, v in flags.items())
+    tokens = {k: v for k, v in tokenizer.items() if k not in INDEX_FILES}
     result = estimate(
-        config, headers, settings, max_token_id=highest_token_id_from_files(dict(tokenizer))
+        config,
+        headers,
+        settings,
+        max_token_id=highest_token_id_from_files(tokens),
+        total_size=index_total_size(tokenizer),
     )
     return result, where
 
@@ -312,6 +324,7 @@ def stored_inputs(
     `show`); StoreNotFoundError when the repo or revision is not stored, EstimateError when
     config.json was not stored or cannot be read."""
     from tracker.estimate import TOKENIZER_FILES, parse_config
+    from tracker.estimate.checkpoint import INDEX_FILES
 
     sha = store.resolve(repo_id, rev)
     snap = store.snapshot(repo_id, sha)
@@ -322,7 +335,7 @@ def stored_inputs(
     data = snap.files.get("config.json")
     if data is None:
         raise EstimateError(f"{repo_id}@{sha[:12]}: no config.json at this revision")
-    tokenizer = {n: snap.files[n] for n in TOKENIZER_FILES if n in snap.files}
+    tokenizer = {n: snap.files[n] for n in (*TOKENIZER_FILES, *INDEX_FILES) if n in snap.files}
     label = f"{repo_id}@{sha[:12]} (ingested revision {sha}, read from the store)"
     return parse_config(data), dict(snap.headers), tokenizer, label
 
@@ -369,6 +382,27 @@ def _from_hub(
     return config, headers, tokenizer, label, est_settings
 
 
+def _local_headers(root: Path) -> dict[str, SafetensorsHeader]:
+    """The headers of the .safetensors files beside a local config.json (never the weights), as
+    preflight reads a local directory: a model directory estimates like its revision would."""
+    shards = sorted(p for p in root.glob("*.safetensors") if p.is_file())
+    if not shards:
+        return {}
+    from tracker.artifacts import MAX_HEADER_BYTES
+    from tracker.errors import TrackerError
+    from tracker.sources.safetensors import header_length, parse_header
+
+    headers: dict[str, SafetensorsHeader] = {}
+    for p in shards[:MAX_SHARDS]:
+        try:
+            with p.open("rb") as fh:
+                n = header_length(fh.read(8), MAX_HEADER_BYTES)
+                headers[p.name] = parse_header(fh.read(n), file_size=p.stat().st_size)
+        except (OSError, TrackerError) as exc:
+            raise EstimateError(f"cannot read the header of {p.name}: {exc}") from exc
+    return headers
+
+
 def _read(path: Path, cap: int) -> bytes:
     """The bytes of `path`, or EstimateError (one line) when unreadable or over `cap`."""
     try:
@@ -391,13 +425,14 @@ def fetch_from_source(
     """
     from tracker.artifacts import is_header_only
     from tracker.estimate import TOKENIZER_FILES, parse_config
+    from tracker.estimate.checkpoint import INDEX_FILES
 
     sha = source.resolve_ref(repo_id, rev)
     config = parse_config(source.read_file(repo_id, sha, "config.json", limits.max_file_bytes))
     paths = {e.path for e in source.list_tree(repo_id, sha)}
     tokenizer = {
         name: source.read_file(repo_id, sha, name, limits.max_file_bytes)
-        for name in TOKENIZER_FILES
+        for name in (*TOKENIZER_FILES, *(INDEX_FILES if with_headers else ()))
         if name in paths
     }
     headers: dict[str, SafetensorsHeader] = {}
@@ -453,12 +488,21 @@ def render(
         Column("share", keep=True, right=True),
     ]
     out.append(table("where the parameters live", components, rows, at))
-    source = " (checkpoint bytes)" if m.serve_weights_source == "checkpoint" else ""
+    shipped = "as set" if m.serve_weights_source == "settings" else "as shipped"
+    upcast = (
+        f" (upcast to bf16: {m.serve_weights_upcast})" if m.serve_weights_upcast is not None else ""
+    )
+    experts = {
+        "adapted": "; the routed experts adapted",
+        "not adapted": "; the routed experts not adapted",
+    }.get(m.lora_experts or "", "")
     out += wrap(
         f"memory (GB): full fine-tune {m.full_finetune} at batch 1 "
-        f"({m.full_finetune_states} weights+grads+optimizer), LoRA {m.lora}, "
-        f"serving weights {m.serve_weights}{source} + KV {m.kv_cache} + prefill working set "
-        f"{m.serve_prefill} per {m.serve_tokens}-token sequence",
+        f"({m.full_finetune_states} weights+grads+optimizer), LoRA {m.lora} (base "
+        f"{m.lora_base}, {m.lora_adapter_params:,} adapter parameters{experts}), "
+        f"serving weights {m.serve_weights} {shipped} ({m.serve_weights_format}){upcast} + KV "
+        f"{m.kv_cache} + prefill working set {m.serve_prefill} per {m.serve_tokens}-token "
+        "sequence",
         at,
     )
     out.append("")
@@ -473,6 +517,12 @@ def render(
         Column("serving", priority=1),
     )
     out.append(table(title, cards, fits, at))
+    upcasts = [(c.name, c.serve_upcast.summary) for c in est.cards if c.serve_upcast is not None]
+    if upcasts:
+        out += wrap(
+            "serving upcast to bf16: " + "; ".join(f"{name}: {words}" for name, words in upcasts),
+            at,
+        )
     if not v.vouched:
         out += wrap("card fit: no verdict from an unverified estimate (numbers for reference)", at)
     cost = est.cost

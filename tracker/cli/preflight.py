@@ -20,7 +20,8 @@ from tracker.errors import (
     TrackerError,
 )
 from tracker.estimate import EstimateSettings
-from tracker.preflight.report import INDEX_FILES, Preflight
+from tracker.estimate.checkpoint import INDEX_FILES
+from tracker.preflight.report import Preflight
 from tracker.preflight.settings import PreflightSettings
 from tracker.settings import Settings
 from tracker.sources import RepoSource

@@ -58,16 +58,21 @@ def estimate(
     settings: EstimateSettings | None = None,
     *,
     max_token_id: int | None = None,
+    total_size: int | None = None,
 ) -> Estimate:
     """The estimate of `config` (with safetensors `headers` when given) under `settings`.
 
     `max_token_id`, the tokenizer's highest token id when the caller knows it, enables the
-    `vocab-too-small` finding. Raises EstimateError (one line) on an unreadable config.
+    `vocab-too-small` finding; `total_size`, the weight index's `metadata.total_size`
+    (`checkpoint.index_total_size`), is the checkpoint's bytes as shipped (serving holds them).
+    Raises EstimateError (one line) on an unreadable config.
     """
     s = settings or DEFAULT_SETTINGS
     try:
         reading = read_config(config)
-        return build_report(config, reading, headers, s, max_token_id=max_token_id)
+        return build_report(
+            config, reading, headers, s, max_token_id=max_token_id, total_size=total_size
+        )
     except RecursionError as exc:
         raise EstimateError("config is nested too deeply (cyclic?)") from exc
 

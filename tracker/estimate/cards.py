@@ -66,12 +66,12 @@ def _parts(
         fixed = r.per_layer(
             lambda spec: spec.params * k + adapter * (spec.lora_dims / total_dims) * per_adapter
         )
-        bf16 = s.lora_base_bytes_per_param
-        return pre_params * bf16, fixed, r.head_params * bf16, 0.0, m.layer_act, m.logits_act
+        rest = m.lora_rest_bytes_per_param
+        return pre_params * rest, fixed, r.head_params * rest, 0.0, m.layer_act, m.logits_act
     k = m.serve_bytes_per_param
     fixed = r.per_layer(lambda spec: spec.params * k)
-    bf16 = s.serve_bytes_per_param
-    return pre_params * bf16, fixed, r.head_params * bf16, 0.0, m.layer_kv, 0.0
+    rest = m.serve_rest_bytes_per_param
+    return pre_params * rest, fixed, r.head_params * rest, 0.0, m.layer_kv, 0.0
 
 
 def _totals(m: Memory, setup: str) -> tuple[float, float]:
@@ -218,13 +218,24 @@ def _balanced_cut_scan(
     return best
 
 
-def card_table(r: Reading, m: Memory, s: EstimateSettings) -> tuple[CardFit, ...]:
-    """The §5 `cards` list: one entry per configured card with each setup's fit."""
+def card_table(
+    r: Reading, m: Memory, s: EstimateSettings, upcast: Memory | None = None
+) -> tuple[CardFit, ...]:
+    """The §5 `cards` list: one entry per configured card with each setup's fit; `upcast`, the
+    memory of a quantized checkpoint served upcast to bf16, adds that serving row."""
     out: list[CardFit] = []
     best_cuts: dict[str, tuple[float, int] | None] = {}
+    upcast_cuts: dict[str, tuple[float, int] | None] = {}
     for card in s.all_cards:
         fits = {setup: fit(r, m, s, card, setup, best_cuts) for setup in SETUPS}
         out.append(
-            CardFit(card.name, card.vram_gb, fits["full_finetune"], fits["lora"], fits["serve"])
+            CardFit(
+                card.name,
+                card.vram_gb,
+                fits["full_finetune"],
+                fits["lora"],
+                fits["serve"],
+                None if upcast is None else fit(r, upcast, s, card, "serve", upcast_cuts),
+            )
         )
     return tuple(out)

@@ -21,6 +21,8 @@ from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
+from tracker.bounded import bounds_for, load_json
+from tracker.errors import UnreadableArtifactError
 from tracker.estimate_values import CheckpointCensus, SafetensorsHeader
 
 PACKED_DTYPES = frozenset({"U8", "I8", "U4", "I4"})
@@ -41,6 +43,8 @@ BUFFER_PATTERN = re.compile(
     r"rotary_emb\.|\.cos_cached$|\.sin_cached$)"
 )
 LAYER_INDEX = re.compile(r"(?:^|\.)layers\.(\d+)\.")
+INDEX_FILES = ("model.safetensors.index.json",)
+_TOTAL_SIZE = re.compile(rb'"total_size"\s*:\s*([0-9]{1,20})\b')
 
 
 def _elements(shape: tuple[int, ...]) -> int:
@@ -242,3 +246,26 @@ def count_shards(
             cache[key] = header_census(header)
         elif _CENSUS not in header.__dict__:
             object.__setattr__(header, _CENSUS, known)  # what header_census reads first
+
+
+def index_total_size(files: Mapping[str, bytes]) -> int | None:
+    """The index's `metadata.total_size`. An index is megabytes of `weight_map` (string values):
+    a single numeric `"total_size"` in it can only be the metadata's, read without parsing the
+    rest; anything else is parsed in full."""
+    for name in INDEX_FILES:
+        data = files.get(name)
+        if data is None:
+            continue
+        found = _TOTAL_SIZE.findall(data)
+        if len(found) == 1 and int(found[0]) > 0:
+            return int(found[0])
+        try:  # bounded, like every reader of upstream JSON (issue 10)
+            meta = load_json(data, name, bounds_for(name)).get("metadata") or {}
+            size = meta.get("total_size")
+        except (
+            ValueError, AttributeError, UnicodeDecodeError, RecursionError, UnreadableArtifactError
+        ):  # fmt: skip
+            return None
+        if isinstance(size, int | float) and not isinstance(size, bool) and size > 0:
+            return int(size)
+    return None

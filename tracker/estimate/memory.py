@@ -79,6 +79,10 @@ class Memory:
     lora_bytes_per_param: float = 0.0
     serve_bytes_per_param: float = 0.0
     prefill_per_sequence: float = 0.0
+    serve_rest_bytes_per_param: float = 2.0
+    """Bytes per parameter of what serving holds outside the layers (embeddings, head, towers)."""
+    lora_rest_bytes_per_param: float = 2.0
+    """The same for LoRA's frozen base."""
     shards: int = 1
     serve_shards: int = 1
 
@@ -300,14 +304,20 @@ def _base_bytes(r: Reading, s: EstimateSettings, kind: str, bf16: float) -> tupl
     return layers * per + (r.total - layers) * bf16, per
 
 
-def _lora_fixed(r: Reading, s: EstimateSettings, adapter: int) -> tuple[float, float]:
-    """(bytes per card, bytes per layer parameter) of LoRA's fixed part: the frozen base (bf16 or
-    quantized, plus one dequantized layer in flight when quantized), the adapters (and trained
-    embeddings and head) with their gradients and optimizer state, sharded as set."""
+def _lora_fixed(
+    r: Reading, s: EstimateSettings, adapter: int, shipped_base: float | None = None
+) -> tuple[float, float]:
+    """(bytes per card, bytes per layer parameter) of LoRA's fixed part: the frozen base (bf16,
+    quantized, or a quantized checkpoint as shipped, `shipped_base` bytes, QLoRA-style; plus one
+    dequantized layer in flight when quantized), the adapters (and trained embeddings and head)
+    with their gradients and optimizer state, sharded as set."""
     base, per = _base_bytes(r, s, s.lora_base, s.lora_base_bytes_per_param)
+    if shipped_base is not None:
+        base, per = shipped_base, shipped_base / max(1, r.total)
     dw, _, do = _sharded(s)
     largest = r.largest_layer
-    if s.lora_base in QUANT_BYTES:  # one dequantized bf16 linear in flight
+    if s.lora_base in QUANT_BYTES or shipped_base is not None:
+        # one dequantized bf16 linear in flight
         widest = max((x.moe_width or x.ffn_width for x in r.layer_kinds), default=0)
         base += 2.0 * r.hidden * widest
     trained = adapter * (s.lora_adapter_bytes_per_param if s.precision != "bf16" else 8.0)
@@ -342,11 +352,20 @@ def prefill_bytes(r: Reading, tokens: int, a: float) -> float:
     return (worst + 2 * a * r.hidden) * tokens
 
 
-def compute(r: Reading, s: EstimateSettings, serve_bytes: float | None = None) -> Memory:
+def compute(
+    r: Reading,
+    s: EstimateSettings,
+    serve_bytes: float | None = None,
+    *,
+    lora_base_bytes: float | None = None,
+    adapter_params: int | None = None,
+) -> Memory:
     """All memory figures of `r` under settings `s`, per card where `s.shards` (training) or
-    `s.serve_shards` (serving) > 1;
-    `serve_bytes` replaces the derived serving weights (the checkpoint's bytes, when the count
-    cannot be vouched for)."""
+    `s.serve_shards` (serving) > 1.
+    `serve_bytes` replaces the derived serving weights (the weights as shipped,
+    `tracker.estimate.shipped`); `lora_base_bytes` the frozen LoRA base (a quantized
+    checkpoint as shipped); `adapter_params` the LoRA adapter count (the module tree's,
+    `tracker.estimate.adapters`, where it is known)."""
     ctx = r.max_context or s.train_seq_len
     train_tokens = min(s.train_seq_len, ctx)
     serve_tokens = s.serve_seq_len
@@ -361,15 +380,23 @@ def compute(r: Reading, s: EstimateSettings, serve_bytes: float | None = None) -
         act = kept + max(layer_act, default=0.0) + logits
     else:
         act = sum(layer_act) + logits
-    adapter = lora_adapter_params(r, s.lora_rank, s.lora_targets)
+    adapter = (
+        adapter_params
+        if adapter_params is not None
+        else lora_adapter_params(r, s.lora_rank, s.lora_targets)
+    )
     kv_scale = s.kv_bytes_per_value / 2.0
     layer_kv = r.per_layer(lambda spec: layer_kv_bytes(spec, serve_tokens, kv_scale))
     full_fixed, full_per = _full_fixed(r, s)
-    lora_fixed, lora_per = _lora_fixed(r, s, adapter)
+    lora_fixed, lora_per = _lora_fixed(r, s, adapter, lora_base_bytes)
+    lora_rest = s.lora_base_bytes_per_param if lora_base_bytes is None else lora_per
     shards = max(1, s.shards)
     serve_w, serve_per = _base_bytes(r, s, s.serve_weights, s.serve_bytes_per_param)
+    serve_rest = s.serve_bytes_per_param
     if serve_bytes is not None:
+        # as shipped: spread evenly over the parameters for the layer split
         serve_w = serve_bytes
+        serve_per = serve_rest = serve_bytes / max(1, r.total)
     prompt = min(s.serve_prompt_tokens or serve_tokens, serve_tokens)
     prefill = prefill_bytes(r, prompt, s.activation_bytes) if s.serve_prefill else 0.0
     return Memory(
@@ -387,6 +414,8 @@ def compute(r: Reading, s: EstimateSettings, serve_bytes: float | None = None) -
         full_bytes_per_param=full_per,
         lora_bytes_per_param=lora_per,
         serve_bytes_per_param=serve_per,
+        serve_rest_bytes_per_param=serve_rest,
+        lora_rest_bytes_per_param=lora_rest / (overhead(s) if lora_base_bytes is not None else 1),
         prefill_per_sequence=prefill,
         shards=shards,
         serve_shards=max(1, s.serve_shards),

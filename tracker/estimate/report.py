@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
-from tracker.estimate import cards, checkpoint, cost, findings, memory, structure
+from tracker.estimate import adapters, cards, checkpoint, cost, findings, memory, shipped, structure
 from tracker.estimate.memory import GB
 from tracker.estimate.reading import Reading
 from tracker.estimate.settings import EstimateSettings
@@ -15,7 +16,6 @@ from tracker.estimate_values import (
     MemoryFigures,
     ParamCounts,
     SafetensorsHeader,
-    VerificationStatus,
 )
 
 
@@ -30,16 +30,53 @@ def build_report(
     s: EstimateSettings,
     *,
     max_token_id: int | None = None,
+    total_size: int | None = None,
 ) -> Estimate:
     """The estimate of reading `r`: counts, memory, cards, cost, structure, findings, census and
-    verification. An unverified count with a census serves from the checkpoint's bytes."""
+    verification. Serving holds the weights as shipped (`shipped`: the checkpoint's bytes,
+    `total_size` from its index where known, else its `quantization_config`, else bf16),
+    verified or not; a quantized checkpoint adds a bf16 upcast row and is LoRA's frozen base as
+    shipped (unless the settings name the base). LoRA on all-linear counts the adapters PEFT
+    creates (`adapters`), as preflight's target resolution does."""
     built = sum(n for spec, n in r.layer_runs if spec.kind != "encoder") or len(r.layers)
     ck = checkpoint.compare(
         headers or {}, r.total, layers=built, bits=checkpoint.quant_bits(config)
     )
     check = verify(r, ck)
-    fallback = check.status is VerificationStatus.UNVERIFIED and ck is not None and ck.bytes > 0
-    m = memory.compute(r, s, serve_bytes=float(ck.bytes) if fallback and ck else None)
+    ship = shipped.shipped(config, r, ck, total_size)
+    as_shipped = s.serve_weights == "shipped"
+    qlora = s.lora_base == "shipped" and ship.quantized
+    found = (
+        adapters.all_linear_params(r, config, s.lora_rank)
+        if s.lora_targets.strip() in ("all-linear", "all", "")
+        else None
+    )
+    experts: str | None = None
+    if found is None and s.lora_targets.strip() in ("all-linear", "all", ""):
+        experts = "adapted" if any(x.ffn == "moe" and x.experts for x in r.layers) else None
+    elif found is not None:
+        experts = found[1]
+    m = memory.compute(
+        r,
+        s,
+        serve_bytes=ship.bytes if as_shipped else None,
+        lora_base_bytes=ship.bytes if qlora else None,
+        adapter_params=None if found is None else found[0],
+    )
+    upcast = None
+    if as_shipped and ship.quantized:
+        # the bf16 row: our count upcast, everything else as shipped
+        upcast = memory.compute(r, replace(s, serve_weights="bf16"))
+    if as_shipped:
+        source, fmt = ship.source, ship.format
+    else:
+        source, fmt = "settings", f"{s.serve_weights} (re-quantized from our count)"
+    if qlora:
+        base = f"as shipped: {ship.format}"
+    elif s.lora_base == "shipped":
+        base = "bf16"
+    else:
+        base = s.lora_base
     total = r.total
     by_component = {k: v for k, v in r.by_component.items() if v}
     return Estimate(
@@ -68,9 +105,13 @@ def build_report(
             serve_prefill=_gb(m.prefill_per_sequence),
             train_tokens=m.train_tokens,
             serve_tokens=m.serve_tokens,
-            serve_weights_source="checkpoint" if fallback else "derived",
+            serve_weights_source=source,
+            serve_weights_format=fmt,
+            serve_weights_upcast=None if upcast is None else _gb(upcast.serve_fixed),
+            lora_base=base,
+            lora_experts=experts,
         ),
-        cards=cards.card_table(r, m, s),
+        cards=cards.card_table(r, m, s, upcast),
         cost=cost.training_cost(r, s),
         structure=structure.structure(r),
         findings=tuple(findings.findings(config, r, s, ck, max_token_id)),

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_origin, get_type_hints
 
 Precision = Literal["bf16-mixed", "fp16-mixed", "bf16", "fp32"]
 Optimizer = Literal["adamw", "adamw-8bit", "paged-adamw", "paged-adamw-8bit"]
-BaseWeights = Literal["bf16", "nf4", "int4", "int8", "fp8"]
+BaseWeights = Literal["shipped", "bf16", "nf4", "int4", "int8", "fp8"]
 Sharding = Literal["none", "zero1", "zero2", "zero3", "fsdp"]
 MAX_INT = 10**12
 MAX_FLOAT = 1e6
@@ -69,14 +69,18 @@ class EstimateSettings:
     one layer's gradients are held. `grad_checkpointing`: each layer keeps only its input; one
     layer's activations are recomputed at a time. `chunked_loss`: the loss upcasts the logits
     chunk by chunk (no full fp32 copy besides the saved one). `lora_base`: the frozen base of
-    LoRA, "bf16" or quantized (QLoRA: "nf4" with double-quantized constants, "int4" GPTQ with
-    group-128 scales and zeros, "int8", "fp8"; embeddings and head stay bf16).
+    LoRA: "shipped" (the default: a quantized checkpoint as shipped, QLoRA-style, any other in
+    bf16; `tracker.estimate.shipped`), "bf16" (a quantized checkpoint upcast) or quantized
+    (QLoRA: "nf4" with double-quantized constants, "int4" GPTQ with group-128 scales and zeros,
+    "int8", "fp8"; embeddings and head stay bf16).
     `lora_trainable_embeddings`: embeddings and head trained besides the adapters. `sharding`
     across `shards` cards: "zero1" shards optimizer state, "zero2" also gradients, "zero3" /
     "fsdp" also weights (plus two unsharded layers in flight); `shards` is training's only.
     `serve_shards`: serving splits weights, KV cache and prefill over that many cards (tensor
-    parallel; ZeRO and FSDP are training schemes and leave serving weights whole). `serve_weights`: the serving weight dtype
-    (quantized linears, bf16 embeddings and head). `serve_prefill`: add the prefill working set
+    parallel; ZeRO and FSDP are training schemes and leave serving weights whole).
+    `serve_weights`: "shipped" (the default: the checkpoint as shipped, its bytes, else its
+    config's `quantization_config`, else bf16; `tracker.estimate.shipped`) or a serving weight
+    dtype our count is re-quantized to (quantized linears, bf16 embeddings and head). `serve_prefill`: add the prefill working set
     of a `serve_prompt_tokens`-token prompt (0: the whole `serve_seq_len`).
     """
 
@@ -107,12 +111,12 @@ class EstimateSettings:
     optimizer_in_backward: bool = False
     grad_checkpointing: bool = False
     chunked_loss: bool = False
-    lora_base: BaseWeights = "bf16"
+    lora_base: BaseWeights = "shipped"
     lora_trainable_embeddings: bool = False
     sharding: Sharding = "none"
     shards: int = 1
     serve_shards: int = 1
-    serve_weights: BaseWeights = "bf16"
+    serve_weights: BaseWeights = "shipped"
     serve_prefill: bool = True
     serve_prompt_tokens: int = 0
 

@@ -12,11 +12,15 @@ import re
 from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 
-from tracker.bounded import bounds_for, load_json
 from tracker.domain import JSONValue, SafetensorsHeader, TreeEntry
-from tracker.errors import EstimateError, UnreadableArtifactError
+from tracker.errors import EstimateError
 from tracker.estimate import EstimateSettings, parse_config
-from tracker.estimate.checkpoint import QUANTIZED_DTYPES, header_census, quant_bits
+from tracker.estimate.checkpoint import (
+    QUANTIZED_DTYPES,
+    header_census,
+    index_total_size,
+    quant_bits,
+)
 from tracker.estimate.params import read_config
 from tracker.preflight.capacity import Capacity, capacity
 from tracker.preflight.census_lora import resolve_census
@@ -31,9 +35,6 @@ from tracker.preflight.imports import remote_code_imports
 from tracker.preflight.lora import LoraResolution, resolve_targets
 from tracker.preflight.settings import PreflightSettings
 from tracker.preflight.symbols import SymbolTable
-
-INDEX_FILES = ("model.safetensors.index.json",)
-_TOTAL_SIZE = re.compile(rb'"total_size"\s*:\s*([0-9]{1,20})\b')
 
 ShardCache = MutableMapping[
     tuple[str, str, int | None, int], tuple[dict[str, int], int, frozenset[str]]
@@ -210,29 +211,6 @@ def remote_code(files: Mapping[str, bytes], tables: Mapping[str, SymbolTable | s
     )
 
 
-def _total_size(files: Mapping[str, bytes]) -> int | None:
-    """The index's `metadata.total_size`. An index is megabytes of `weight_map` (string values):
-    a single numeric `"total_size"` in it can only be the metadata's, read without parsing the
-    rest; anything else is parsed in full."""
-    for name in INDEX_FILES:
-        data = files.get(name)
-        if data is None:
-            continue
-        found = _TOTAL_SIZE.findall(data)
-        if len(found) == 1 and int(found[0]) > 0:
-            return int(found[0])
-        try:  # bounded, like every reader of upstream JSON (issue 10)
-            meta = load_json(data, name, bounds_for(name)).get("metadata") or {}
-            size = meta.get("total_size")
-        except (
-            ValueError, AttributeError, UnicodeDecodeError, RecursionError, UnreadableArtifactError
-        ):  # fmt: skip
-            return None
-        if isinstance(size, int | float) and not isinstance(size, bool) and size > 0:
-            return int(size)
-    return None
-
-
 def run_preflight(
     *,
     files: Mapping[str, bytes],
@@ -300,7 +278,7 @@ def run_preflight(
         cap = capacity(
             params_by_dtype=by_dtype,
             census_bytes=census_bytes,
-            total_size=_total_size(files),
+            total_size=index_total_size(files),
             file_bytes=file_bytes or None,
             quantized=bool(dtypes & QUANTIZED_DTYPES),
             cards=[(c.name, c.vram_gb) for c in est.all_cards],

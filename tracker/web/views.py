@@ -352,10 +352,13 @@ def headline(repo_id: str, est: Estimate) -> list[str]:
         f"{_gb(m.full_finetune)} ({_gb(m.full_finetune_states)} of it weights, gradients and "
         f"AdamW state), and {_gb(m.lora)} with LoRA r={lora_rank}"
     )
+    shipped = "as shipped" if m.serve_weights_source != "settings" else "as set"
     serve = (
-        f"Serving its {_gb(m.serve_weights)} of bf16 weights with {m.kv_cache * 1000:,.0f} MB "
-        f"of KV cache per {m.serve_tokens:,}-token sequence"
+        f"Serving its {_gb(m.serve_weights)} of weights {shipped} ({m.serve_weights_format}) "
+        f"with {m.kv_cache * 1000:,.0f} MB of KV cache per {m.serve_tokens:,}-token sequence"
     )
+    if m.serve_weights_upcast is not None:
+        serve += f" (upcast to bf16: {_gb(m.serve_weights_upcast)})"
     if not est.verification.vouched:
         return [first + ".", serve + ".", "No card-fit verdict: the estimate is unverified."]
     return [
