@@ -2,7 +2,8 @@
 corpus histories (../shared/corpus/histories) classified twice, as the analysis worker does
 (`judge` over the step's diff): with the inferred rules only (today's classification without
 transformers), and with the pinned transformers run on both sides of each config.json and
-generation_config.json change (`tracker.advisories.execute.Executor`).
+generation_config.json change, and `AutoTokenizer` on both sides of each tokenizer_config.json,
+special_tokens_map.json and tokenizer.json change (`tracker.advisories.execute.Executor`).
 
 Warm caches: transformers and torch imported (`Executor.warm`, paid once per worker, before the first revision that changes config.json or generation_config.json and outside its budget) and
 every model type's modeling module imported by a first pass with another executor; the measured
@@ -94,6 +95,34 @@ def run() -> str:
         for i, (_, _, changes) in enumerate(steps)
         if any(c.file in ("config.json", "generation_config.json") and c.key for c in changes)
     ]
+    tokenizer_files = ("tokenizer_config.json", "special_tokens_map.json", "tokenizer.json")
+    tokenizer_steps = [
+        i
+        for i, (_, _, changes) in enumerate(steps)
+        if any(c.file in tokenizer_files and c.key for c in changes)
+    ]
+    # one AutoTokenizer comparison with a real vocabulary: Llama-2's 1.8 MB tokenizer.json
+    # (../shared/corpus/pairs) with its tokenizer_config.json with and without `use_fast`
+    llama = CORPUS / "meta-llama__Llama-2-7b-hf"
+    vocab = (CORPUS.parent / "pairs" / "meta-llama__Llama-2-7b-hf" / "rev-e469318").joinpath(
+        "tokenizer.json"
+    )
+    real = {
+        "tokenizer_config.json": (llama / "02_e4693182_tokenizer_config.json").read_bytes(),
+        "special_tokens_map.json": (llama / "02_e4693182_special_tokens_map.json").read_bytes(),
+        "tokenizer.json": vocab.read_bytes(),
+    }
+    unused = {
+        **real,
+        "tokenizer_config.json": (llama / "03_25bd8085_tokenizer_config.json").read_bytes(),
+    }
+    real_s = []
+    for _ in range(5):
+        probe = Executor()
+        probe.warm()
+        t = time.perf_counter()
+        probe.tokenizer_effect(real, unused, "use_fast")
+        real_s.append(time.perf_counter() - t)
 
     def row(name: str, values: list[float], sel: list[int] | None = None) -> str:
         vals = [values[i] * 1000 for i in (sel if sel is not None else range(len(values)))]
@@ -122,7 +151,14 @@ def run() -> str:
             row("inferred (today's rules, no transformers)", inferred),
             row("executed, warm caches", warm),
             row("executed, warm caches, revisions with a config/generation change", warm, relevant),
+            row("executed, warm caches, revisions with a tokenizer change", warm, tokenizer_steps),
             row("executed, cold (first build of each model type)", cold),
+            "",
+            "The corpus histories hold no tokenizer.json, so their tokenizers are built around "
+            "an empty vocabulary; with a real one (Llama-2's 1.8 MB tokenizer.json, both sides "
+            "loaded uncached, `use_fast` removed): median "
+            f"{statistics.median(real_s) * 1000:.0f} ms, max {max(real_s) * 1000:.0f} ms over "
+            f"{len(real_s)} runs.",
             "",
             f"The slowest warm revision: {slow_step.repo_id}@{slow_step.sha[:8]} "  # type: ignore[attr-defined]
             f"({warm[slowest]:.1f} s: {len(steps[slowest][2])} changes, each a build of the "

@@ -20,7 +20,7 @@ from typing import Any
 import structlog
 
 from tracker.advisories.classify import Overrides, parse_overrides
-from tracker.advisories.effects import Context
+from tracker.advisories.effects import TOKENIZER_CHANGE_FILES, Context
 from tracker.advisories.execute import Executor
 from tracker.advisories.service import (
     Judgement,
@@ -289,12 +289,13 @@ class Analyst:
 
     @staticmethod
     def needs_executor(before: Snapshot | None, after: Snapshot) -> bool:
-        """Whether analysing `before` → `after` may execute transformers: config.json or
-        generation_config.json differs (`tracker.advisories.effects`); the analysis worker then
-        imports transformers and torch ahead of the request's budget."""
+        """Whether analysing `before` → `after` may execute transformers: config.json,
+        generation_config.json or a tokenizer file (tokenizer_config.json,
+        special_tokens_map.json, tokenizer.json) differs (`tracker.advisories.effects`); the
+        analysis worker then imports transformers and torch ahead of the request's budget."""
         if before is None:
             return False
-        names = (CONFIG_FILE, GENERATION_CONFIG_FILE)
+        names = (CONFIG_FILE, GENERATION_CONFIG_FILE, *TOKENIZER_CHANGE_FILES)
         return any(before.files.get(n) != after.files.get(n) for n in names)
 
     def compute(

@@ -282,6 +282,11 @@ CASES = [
         "tokenizer-settings:padding_side",
     ),
     (
+        ch(A.TOKENIZER, K.REMOVED, "use_fast", False, None, file="tokenizer_config.json"),
+        S.LOW,
+        "tokenizer-ignored:use_fast",
+    ),
+    (
         ch(A.ESTIMATE, K.CHANGED, "params.total", 7_241_732_096, 46_702_792_704, file=""),
         S.MODERATE,
         "parameter-count",
@@ -804,6 +809,69 @@ EXECUTED_CASES = [
         S.LOW,
         "executed-no-effect",
         "(`temperature` unused by greedy decoding)",
+    ),
+]
+
+
+# tokenizers, as AutoTokenizer builds them (stand-ins: Llama-2's tokenizer_config.json keys, and a
+# three-word WordLevel tokenizer.json with a Whitespace pre-tokenizer)
+_TOK = {
+    "tokenizer_class": "LlamaTokenizer",
+    "bos_token": "<s>",
+    "eos_token": "</s>",
+    "unk_token": "<unk>",
+    "add_bos_token": True,
+    "use_fast": False,
+}
+_WORDS = {
+    "version": "1.0",
+    "added_tokens": [{"id": 2, "content": "[UNK]", "single_word": False, "lstrip": False,
+                      "rstrip": False, "normalized": False, "special": True}],
+    "normalizer": None,
+    "pre_tokenizer": {"type": "Whitespace"},
+    "post_processor": None,
+    "decoder": None,
+    "model": {"type": "WordLevel", "vocab": {"hello": 0, "world": 1, "[UNK]": 2},
+              "unk_token": "[UNK]"},
+}  # fmt: skip
+_SWAPPED = {"hello": 1, "world": 0, "[UNK]": 2}
+_WORDS_CONF = {"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "[UNK]"}
+EXECUTED_CASES += [
+    (
+        {"tokenizer_config.json": _TOK},
+        {"tokenizer_config.json": {k: v for k, v in _TOK.items() if k != "use_fast"}},
+        ch(A.TOKENIZER, K.REMOVED, "use_fast", False, None, file="tokenizer_config.json"),
+        S.LOW,
+        "executed-no-effect",
+        "AutoTokenizer builds LlamaTokenizer, and what it makes is the same with and without "
+        "this change",
+    ),
+    (
+        {"tokenizer_config.json": _TOK},
+        {"tokenizer_config.json": {**_TOK, "padding_side": "right"}},
+        ch(A.TOKENIZER, K.ADDED, "padding_side", None, "right", file="tokenizer_config.json"),
+        S.MODERATE,
+        "executed-tokenizer-settings",
+        'padding_side "left" → "right"',
+    ),
+    (
+        {"tokenizer_config.json": _TOK},
+        {"tokenizer_config.json": {**_TOK, "add_bos_token": False}},
+        ch(A.TOKENIZER, K.CHANGED, "add_bos_token", True, False, file="tokenizer_config.json"),
+        S.HIGH,
+        "executed-tokenizer-special",
+        '"Hello world" encodes to [1] → []',
+    ),
+    (
+        {"tokenizer_config.json": _WORDS_CONF, "tokenizer.json": _WORDS},
+        {
+            "tokenizer_config.json": _WORDS_CONF,
+            "tokenizer.json": {**_WORDS, "model": {**_WORDS["model"], "vocab": _SWAPPED}},
+        },
+        ch(A.TOKENIZER, K.CHANGED, "vocab", None, None, file="tokenizer.json"),
+        S.CRITICAL,
+        "executed-tokenizer-text",
+        '"Hello world" encodes to [2, 1] → [2, 0]',
     ),
 ]
 

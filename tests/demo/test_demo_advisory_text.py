@@ -94,7 +94,7 @@ def test_a_restore_names_the_earlier_advisory() -> None:
     assert rec["database_specific"]["restores"] == ["x_TRACKER-2026-14"]
 
 
-@pytest.mark.parametrize("n", [27, 33, 36, 49, 50])
+@pytest.mark.parametrize("n", [27, 33, 36])
 def test_the_commit_calling_it_a_fix_is_not_evidence_of_a_defect(n: int) -> None:
     """bloom's "Fix architecture" commits and others whose only evidence is their words: a change
     the commit calls a fix, never "a fix of an earlier defect" nor advice that says so."""
@@ -107,14 +107,26 @@ def test_the_commit_calling_it_a_fix_is_not_evidence_of_a_defect(n: int) -> None
     assert "The commit calls this a fix; nothing tracker checks shows the previous revision " in d
 
 
-def test_bloom_fix_architecture_is_a_claimed_fix_with_both_directions() -> None:
+def test_bloom_fix_architecture_is_a_regression_then_its_fix() -> None:
+    """bloom's "Fix architecture (#46)" names `BloomModelForCausalLM`, a class transformers does
+    not define (a consistency finding, issue 24): a regression whatever the title says; "Fix
+    architecture (#50)" resolves it, and its advice does not claim the fixing revision still has
+    the finding."""
     d = _details(49)
-    assert "the commit title calls it a fix: “Fix architecture (#46)”; tracker found no " in d
     assert (
-        "To take the change, upgrade to `aa345fefe36b` or later once you check that your code, "
-        "adapters and serving configuration match the new config. To keep the old behaviour, "
-        "pin `42afc9a66a46`" in d
+        "**Kind: a regression**: `architectures` names `BloomModelForCausalLM`, a class "
+        "transformers 5.24.0 does not define: AutoModelForCausalLM.from_pretrained builds "
+        "`BloomForCausalLM` and works" in d
     )
+    assert "Stay on the previous revision: pin `42afc9a66a46`" in d
+    d = _details(50)
+    assert (
+        "**Kind: a fix of an earlier defect**: it resolves a finding of the previous revision: "
+        "`architectures` names `BloomModelForCausalLM`" in d
+    )
+    todo = d.split("## What to do\n\n", 1)[1]
+    assert todo.startswith("To take the fix, upgrade to `83af66228031` or later")
+    assert "as does this revision" not in todo
 
 
 def test_broken_as_first_seen_is_its_own_advisory() -> None:

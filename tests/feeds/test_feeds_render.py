@@ -266,7 +266,8 @@ def test_text_xml_cannot_hold_becomes_a_replacement_character() -> None:
         )
     )
     assert parsed.bozo == 0
-    assert parsed.entries[0].title == "MODERATE: bad\ufffdkey\ufffd[31m <script>x</script> [fixed]"
+    # x_TRACKER-2026-2 (use_fast, ignored by AutoTokenizer) is low since tokenizers are executed
+    assert parsed.entries[0].title == "LOW: bad\ufffdkey\ufffd[31m <script>x</script> [fixed]"
 
 
 def test_an_empty_feed_is_valid_and_dated_at_the_epoch() -> None:

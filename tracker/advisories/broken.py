@@ -38,6 +38,7 @@ _GROUPS = {
 }
 _SHORT = {
     "token-id-out-of-vocab": "a special-token id outside the vocabulary",
+    "architecture-class-unknown": "`architectures` names a class transformers does not define",
     "token-id-undefined": "a special-token id the tokenizer does not define",
     "special-token-mismatch": "a special-token id other than the tokenizer's",
     "token-id-disagrees": "config.json and generation_config.json disagree on a special-token id",

@@ -52,7 +52,13 @@ class Overrides:
     suppress: tuple[Suppression, ...] = ()
 
 
-EFFECT_FILES = ("config.json", "generation_config.json")
+EFFECT_FILES = (
+    "config.json",
+    "generation_config.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "tokenizer.json",
+)
 """The files whose changes' effects transformers is run on (`tracker.advisories.execute`)."""
 
 
@@ -116,8 +122,15 @@ def classify(
     notes = [_alias_note(rule, names, knowledge), evidence]
     rationale = rule.rationale.replace("{key}", change.key or change.file)
     rationale = ": ".join([rationale, *(n for n in notes if n)])
-    if not executed and not own and change.file in EFFECT_FILES:
-        rationale = f"inferred (transformers {knowledge.version} not run on it): {rationale}"
+    if (
+        not executed
+        and not own
+        and change.file in EFFECT_FILES
+        and change.artifact is not Artifact.CHAT_TEMPLATE  # rendered, not inferred
+    ):
+        unrun = context.executed(change) if context is not None else None
+        why = f": {unrun.evidence}" if unrun is not None and unrun.kind == "unexecuted" else ""
+        rationale = f"inferred (transformers {knowledge.version} not run on it{why}): {rationale}"
     reason = next((s.reason for s in overrides.suppress if s.match.matches(change, names)), None)
     measured = context.executed(change) if executed and context is not None else None
     decided = f"transformers {measured.version}" if measured is not None else "inferred"

@@ -22,6 +22,12 @@ not have, and every finding of a first ingested revision is new. Checks:
 - `dtype-disagrees-with-checkpoint`: `torch_dtype` (or `dtype`) is not the dtype most of the
   checkpoint's floating-point tensors are stored in (not checked for a quantized checkpoint, one
   whose config has a `quantization_config`);
+- `architecture-class-unknown`: `architectures[0]` names a class transformers 5.24.0 does not
+  define, in a config without `auto_map` (with one, the classes are the repo's own code):
+  `AutoModelForCausalLM` / `AutoModel` still pick the class from `model_type` (and `pipeline()`
+  skips names it cannot find), but code that takes the class by this name
+  (`getattr(transformers, architectures[0])`: `transformers serve`; serving engines that pick
+  their implementation by it, e.g. vLLM) fails;
 - `template-token-undefined`: the chat template writes a special-token literal the tokenizer
   does not define, so it is encoded as ordinary text: `<|name|>` or DeepSeek's `<｜name｜>`, or a
   literal in the style of the tokenizer's own special tokens (`<s>`, `[INST]`, `<start_of_turn>`:
@@ -34,6 +40,7 @@ BROKEN change, and a regression in the advisory's kind.
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -41,8 +48,10 @@ from dataclasses import dataclass
 from weakref import WeakKeyDictionary
 
 from tracker.advisories.effects import Context, Side
+from tracker.advisories.knowledge import load
 from tracker.advisories.tokenizer_view import TokenizerView, read_tokenizer
 from tracker.domain import JSONValue, Severity
+from tracker.estimate.classes import PINNED, known
 
 TOKEN_KEYS = ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id")
 _DTYPES = {
@@ -324,6 +333,53 @@ def _dtype_findings(side: Side) -> list[Finding]:
     ]
 
 
+def _class_findings(side: Side) -> list[Finding]:
+    """`architectures[0]` against the classes transformers defines (`tracker.estimate.classes`)."""
+    config = side.config.value if side.config.state == "ok" else None
+    arch = config.get("architectures") if config is not None else None
+    if config is None or not isinstance(arch, list) or not arch or not isinstance(arch[0], str):
+        return []
+    name = arch[0]
+    if known(name) or isinstance(config.get("auto_map"), Mapping):
+        return []  # with an auto_map the classes are the repo's own code (trust_remote_code)
+    model_type = config.get("model_type")
+    cls = load().classes.get(model_type) if isinstance(model_type, str) else None
+    by_name = "code that takes the class by this name fails: `transformers serve` " \
+        "(`getattr(transformers, architectures[0])`) and serving engines that pick their " \
+        "implementation by it (vLLM)"  # fmt: skip
+    if cls is None:
+        return [
+            Finding(
+                "architecture-class-unknown",
+                Severity.HIGH,
+                "architectures",
+                f"`architectures` names `{name}`, a class transformers {PINNED} does not define, "
+                f"and `model_type` {show_json(model_type)} is not one it has either: "
+                f"AutoConfig, AutoModelForCausalLM and `pipeline()` cannot load it, and {by_name}",
+                "config.json",
+            )
+        ]
+    family = cls.name.removesuffix("Config")
+    causal = f"{family}ForCausalLM"
+    builds = f" builds `{causal}` and" if known(causal) else ""
+    return [
+        Finding(
+            "architecture-class-unknown",
+            Severity.MODERATE,
+            "architectures",
+            f"`architectures` names `{name}`, a class transformers {PINNED} does not define: "
+            f"AutoModelForCausalLM.from_pretrained{builds} works (it picks the class from "
+            f'`model_type` "{model_type}", {cls.name}), and `pipeline()` skips the name, but '
+            f"{by_name}",
+            "config.json",
+        )
+    ]
+
+
+def show_json(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
 _SPECIAL = re.compile(r"<\|[A-Za-z0-9_.:/-]{1,64}\|>|<\uff5c[^<>\n]{1,64}\uff5c>")
 """The `<|name|>` and DeepSeek's `<｜name｜>` literals: special tokens in any tokenizer that uses them."""
 _OPENERS = "<[|\uff5c/"
@@ -433,6 +489,7 @@ _CHECKS = (
     (_mislabelled_findings, lambda p: p in _TOKEN_FILES),
     (_size_findings, lambda p: p in _TOKEN_FILES or p.endswith(".safetensors")),
     (_dtype_findings, lambda p: p == "config.json" or p.endswith(".safetensors")),
+    (_class_findings, lambda p: p == "config.json" or p.endswith(".py")),
     (
         _template_findings,
         lambda p: p in _TOKEN_FILES or "chat_template" in p or p.endswith(".jinja"),

@@ -41,6 +41,23 @@ GENERATION_FILE = "generation_config.json"
 TOKENIZER_FILE = "tokenizer.json"
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 VOCAB_FILE = "vocab.json"
+SPECIAL_TOKENS_MAP_FILE = "special_tokens_map.json"
+TOKENIZER_CHANGE_FILES = (TOKENIZER_CONFIG_FILE, SPECIAL_TOKENS_MAP_FILE, TOKENIZER_FILE)
+"""The tokenizer files whose changes are executed with AutoTokenizer."""
+TOKENIZER_INPUTS = (
+    TOKENIZER_CONFIG_FILE,
+    SPECIAL_TOKENS_MAP_FILE,
+    TOKENIZER_FILE,
+    VOCAB_FILE,
+    "merges.txt",
+    "added_tokens.json",
+    "chat_template.jinja",
+    "chat_template.json",
+    CONFIG_FILE,
+)
+"""What AutoTokenizer reads of a repo (config.json: the model type, when tokenizer_config.json
+names no tokenizer class); tokenizer.model is never fetched, so a sentencepiece vocabulary is not
+among them."""
 DECODER_CONFIG_KEYS = ("decoder", "generator", "text_config")
 """Sub-configs transformers reads generation keys from when the top level leaves them unset
 (`GenerationConfig.from_model_config`), first present wins."""
@@ -146,8 +163,13 @@ class Executed:
     model reads as a limit differs), `model` (the module tree differs, or
     the model's code reads a differing attribute when it runs), `generation` / `generation-ids`
     (the effective GenerationConfig differs; -ids: in a token id), `generation-same` (it does
-    not). `evidence` says what was measured; `attributes` names the effective attributes that
-    differ."""
+    not); for a tokenizer file, `tokenizer-same` (AutoTokenizer makes the same tokenizer),
+    `tokenizer-settings` (only padding/truncation side, `model_max_length` or decoding differ),
+    `tokenizer-special` (special tokens, their ids, added tokens or the ids of text around
+    special tokens differ), `tokenizer-text` (ordinary text encodes to other ids),
+    `tokenizer-broken` / `tokenizer-loads` (it no longer / now loads), and `unexecuted` (not
+    run, e.g. the tokenizer class is the repo's own: `evidence` says why). `evidence` says what
+    was measured; `attributes` names the effective attributes that differ."""
 
     kind: str
     evidence: str
@@ -173,6 +195,10 @@ class Executing(Protocol):
         before: tuple[Mapping[str, Any], Mapping[str, Any] | None],
         after: tuple[Mapping[str, Any], Mapping[str, Any] | None],
         key: str,
+    ) -> Executed | None: ...
+
+    def tokenizer_effect(
+        self, before: Mapping[str, bytes], changed: Mapping[str, bytes], key: str
     ) -> Executed | None: ...
 
 
@@ -722,6 +748,11 @@ def _execute(change: Change, ctx: Context) -> Executed | None:
         return None
     if change.kind not in _KEYED_KINDS:
         return None
+    if change.file in TOKENIZER_CHANGE_FILES and change.artifact in (
+        Artifact.TOKENIZER,
+        Artifact.SPECIAL_TOKENS,
+    ):
+        return _execute_tokenizer(change, ctx, runner)
     path = path_of(change.key)
     b_conf, a_conf = _ok(ctx.before.config), _ok(ctx.after.config)
     if SideState.UNTRACKED in (ctx.before.generation.state, ctx.after.generation.state):
@@ -771,6 +802,51 @@ def _execute(change: Change, ctx: Context) -> Executed | None:
     return None
 
 
+def _tokenizer_files(snapshot: Snapshot) -> dict[str, bytes] | None:
+    """The files AutoTokenizer reads at `snapshot` (None: one of them is in the tree but its
+    bytes are not known, so what it builds cannot be)."""
+    out: dict[str, bytes] = {}
+    for name in TOKENIZER_INPUTS:
+        if name in snapshot.files:
+            out[name] = snapshot.files[name]
+        elif name in snapshot.paths or name in snapshot.unreadable:
+            return None
+    return out
+
+
+def _execute_tokenizer(change: Change, ctx: Context, runner: Executing) -> Executed | None:
+    """AutoTokenizer on the previous revision's tokenizer files, and on them with only this
+    change applied: a key of tokenizer_config.json or special_tokens_map.json set (or removed)
+    as the revision has it, or the revision's whole tokenizer.json."""
+    assert ctx.before is not None and ctx.after is not None
+    before = _tokenizer_files(ctx.before.snapshot)
+    after = _tokenizer_files(ctx.after.snapshot)
+    if before is None or after is None:
+        return None
+    changed = dict(before)
+    name = change.file
+    if name == TOKENIZER_FILE or name not in before or name not in after:
+        if name in after:
+            changed[name] = after[name]
+        else:
+            changed.pop(name, None)
+    else:
+        old_doc, new_doc = (
+            _ok(_read_json(ctx.before.snapshot, name)),
+            _ok(_read_json(ctx.after.snapshot, name)),
+        )
+        if old_doc is None or new_doc is None:
+            return None
+        path = path_of(change.key)
+        value = get_path(new_doc, path)
+        parent = get_path(new_doc, path[:-1])
+        if value is MISSING and not isinstance(parent, Mapping):
+            changed[name] = after[name]  # the key's place is gone: the file as it is now
+        else:
+            changed[name] = json.dumps(_with(old_doc, path, value)).encode()
+    return runner.tokenizer_effect(before, changed, change.key or change.file)
+
+
 def _executed_kinds(*kinds: str) -> Effect:
     def check(change: Change, ctx: Context | None) -> str | None:
         found = ctx.executed(change) if ctx is not None else None
@@ -780,7 +856,7 @@ def _executed_kinds(*kinds: str) -> Effect:
     return check
 
 
-executed_no_effect = _executed_kinds("same", "unread", "generation-same")
+executed_no_effect = _executed_kinds("same", "unread", "generation-same", "tokenizer-same")
 """Executed: no attribute the model reads, and no effective generation default, changed."""
 executed_model = _executed_kinds("model")
 """Executed: the model built from the config, or what its code reads when it runs, changed."""
@@ -788,6 +864,14 @@ executed_generation_ids = _executed_kinds("generation-ids")
 """Executed: the effective GenerationConfig's token ids (eos, bos, pad, decoder start) changed."""
 executed_generation = _executed_kinds("generation")
 executed_limit = _executed_kinds("limit")
+executed_tokenizer_text = _executed_kinds("tokenizer-text")
+"""Executed: ordinary text encodes to other ids with the tokenizer AutoTokenizer builds."""
+executed_tokenizer_special = _executed_kinds("tokenizer-special", "tokenizer-broken")
+"""Executed: the tokenizer's special tokens, their ids or added tokens differ, or it no longer
+loads."""
+executed_tokenizer_settings = _executed_kinds("tokenizer-settings", "tokenizer-loads")
+"""Executed: only padding or truncation side, model_max_length or decoding differ (or a
+tokenizer that failed to load now loads)."""
 """Executed: only a position limit changed; the model and its computation within it are the same."""
 """Executed: the effective GenerationConfig's other defaults changed."""
 

@@ -16,6 +16,17 @@ never weights:
 - the effective `GenerationConfig`: generation_config.json when it can be read, else
   `GenerationConfig.from_model_config` of the config (transformers' precedence).
 
+For a tokenizer change (tokenizer_config.json, special_tokens_map.json, tokenizer.json and the
+files beside them) it runs `AutoTokenizer.from_pretrained` (never remote code:
+`trust_remote_code=False`, `local_files_only=True`) on a temporary directory holding each side's
+tokenizer files, and compares what users meet (`TokenizerView`): the named special tokens and their
+ids, the added tokens, the padding and truncation sides, `model_max_length`,
+`clean_up_tokenization_spaces`, the ids of a fixed set of texts (and of the texts naming each
+special token) and their decoded text, and the ids of the chat template's rendered canonical
+conversation where the tokenizer has a template. A tokenizer class that is the repo's own
+(`auto_map.AutoTokenizer`, or a `tokenizer_class` transformers does not define) is never run:
+the effect is "unexecuted", with that reason. Views are cached by the digest of the files.
+
 Nothing is executed for a `model_type` transformers does not have or for a config whose
 `auto_map` names a remote `AutoConfig` (None: the caller falls back to the inferred rules).
 Structures are cached per (model class, effective config digest); one build runs under
@@ -37,8 +48,10 @@ import importlib
 import importlib.metadata
 import inspect
 import json
+import os
 import re
 import signal
+import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -47,6 +60,7 @@ from types import FrameType
 from typing import Any
 
 from tracker.advisories.effects import Executed, show
+from tracker.diff.conversations import CONVERSATIONS
 
 BUILD_LIMIT_S = 5.0
 """The longest one model build on the meta device may take before execution is given up."""
@@ -85,6 +99,28 @@ _ROPE_CACHE_ATTRIBUTES = frozenset({"max_seq_len_cached", "original_max_seq_len"
 _POSITION_LIMITS = frozenset({"max_position_embeddings"})
 """Read by the model only as a limit (rotary caches of dynamic rope, cache sizing): within both
 limits the computation is the same."""
+
+
+TOKENIZER_TEXTS = (
+    "Hello world",
+    " The quick brown fox jumps over the lazy dog.",
+    "def f(x):\n    return x  # 42",
+    "Ünïcödé: 日本語のテキスト, émojis 🙂",
+)
+"""The fixed texts every tokenizer encodes (with and without special tokens); each side's special
+tokens are also encoded inside a sentence ("Hi <s> there")."""
+CHAT_CONVERSATION = "generation_prompt"
+"""The canonical conversation (`tracker.diff.conversations`) whose rendered ids are compared."""
+VOCABULARY_FILES = ("tokenizer.json", "vocab.json")
+_ROLES = ("bos", "eos", "unk", "sep", "pad", "cls", "mask")
+_SETTINGS = (
+    "padding_side",
+    "truncation_side",
+    "model_max_length",
+    "clean_up_tokenization_spaces",
+    "decoded",
+)
+"""View fields that change what users meet, but not the ids a text encodes to."""
 
 
 class _Overrun(Exception):
@@ -160,6 +196,7 @@ class Executor:
         self._failed = False
         self._built: dict[str, _Built] = {}
         self._sources: dict[str, frozenset[str]] = {}
+        self._tokenizers: dict[str, Any] = {}
         self.timings: list[float] = []
         self.builds = 0
 
@@ -234,6 +271,102 @@ class Executor:
                 return self._generation_verdict(old, new, key, before[1] is not None)
         finally:
             self.timings.append(time.perf_counter() - start)
+
+    def tokenizer_effect(
+        self, before: Mapping[str, bytes], changed: Mapping[str, bytes], key: str
+    ) -> Executed | None:
+        """The effect on the tokenizer `AutoTokenizer` builds of the tokenizer files `before` →
+        `changed` (file name → bytes: the previous revision's, with only this change applied)."""
+        start = time.perf_counter()
+        try:
+            with self._lock:
+                if not self.warm():
+                    return None
+                return self._tokenizer_effect(before, changed, key)
+        finally:
+            self.timings.append(time.perf_counter() - start)
+
+    # -- tokenizers ---------------------------------------------------------------------------
+    def _remote_tokenizer(self, files: Mapping[str, bytes]) -> str | None:
+        """Why AutoTokenizer would need the repo's own code for these files (None: it does not)."""
+        try:
+            conf = json.loads(files["tokenizer_config.json"]) if "tokenizer_config.json" in files \
+                else {}  # fmt: skip
+        except ValueError:
+            return None
+        if not isinstance(conf, dict):
+            return None
+        auto_map = conf.get("auto_map")
+        remote = auto_map.get("AutoTokenizer") if isinstance(auto_map, dict) else None
+        if remote:
+            shown = remote if isinstance(remote, str) else next((r for r in remote if r), "")
+            return (
+                f"the tokenizer class is the repo's own (`auto_map.AutoTokenizer` = "
+                f"{show(shown, 80)}), which tracker never runs"
+            )
+        name = conf.get("tokenizer_class")
+        if isinstance(name, str) and name:
+            from transformers.models.auto.tokenization_auto import tokenizer_class_from_name
+
+            if tokenizer_class_from_name(name) is None:  # AutoTokenizer's own resolution
+                return (
+                    f"`tokenizer_class` {show(name)} is not a class transformers {self.version} "
+                    "defines (it would be the repo's own code)"
+                )
+        return None
+
+    def _tokenizer(self, files: Mapping[str, bytes]) -> Any:
+        """The tokenizer AutoTokenizer builds from `files`, or why it cannot (a line)."""
+        key = _digest({k: hashlib.sha256(v).hexdigest() for k, v in sorted(files.items())})
+        if key in self._tokenizers:
+            return self._tokenizers[key]
+        with tempfile.TemporaryDirectory(prefix="tracker-tokenizer-") as where:
+            for name, data in files.items():
+                with open(os.path.join(where, name), "wb") as fh:
+                    fh.write(data)
+            try:
+                with _time_limit(BUILD_LIMIT_S):
+                    made: Any = self.tf.AutoTokenizer.from_pretrained(
+                        where, trust_remote_code=False, local_files_only=True
+                    )
+            except _Overrun:
+                return None
+            except Exception as exc:
+                said = " ".join(str(exc).replace(where, "<repo>").split())
+                said = said if len(said) <= 200 else said[:199] + "…"
+                made = f"AutoTokenizer.from_pretrained fails ({type(exc).__name__}: {said})"
+        if len(self._tokenizers) >= CACHE_SIZE:
+            self._tokenizers.pop(next(iter(self._tokenizers)))
+        self._tokenizers[key] = made
+        return made
+
+    def _tokenizer_effect(
+        self, before: Mapping[str, bytes], changed: Mapping[str, bytes], key: str
+    ) -> Executed | None:
+        where = f"checked with transformers {self.version}"
+        remote = self._remote_tokenizer(before) or self._remote_tokenizer(changed)
+        if remote is not None:
+            return Executed("unexecuted", remote, self.version)
+        old, new = self._tokenizer(before), self._tokenizer(changed)
+        if old is None or new is None:
+            return None
+        if isinstance(old, str) and isinstance(new, str):
+            return Executed("unexecuted", f"at both sides {new}", self.version)
+        if isinstance(new, str):
+            return Executed(
+                "tokenizer-broken", f"{where}: with only `{key}` changed, {new}", self.version
+            )
+        if isinstance(old, str):
+            return Executed(
+                "tokenizer-loads",
+                f"{where}: with only `{key}` changed, AutoTokenizer builds {type(new).__name__} "
+                f"(before: {old})",
+                self.version,
+            )
+        vocab = any(f in before or f in changed for f in VOCABULARY_FILES)
+        probes = _probes(old, new)
+        a, b = _tokenizer_view(old, probes), _tokenizer_view(new, probes)
+        return _tokenizer_verdict(a, b, where, self.version, vocab)
 
     # -- configs ------------------------------------------------------------------------------
     def _config_class(self, doc: Mapping[str, Any]) -> Any:
@@ -526,6 +659,191 @@ class Executor:
 
 
 _ABSENT = object()
+
+
+def _probes(*tokenizers: Any) -> tuple[str, ...]:
+    """The fixed texts, then a sentence around each special token either tokenizer has."""
+    special: set[str] = set()
+    for tok in tokenizers:
+        special.update(str(t) for t in tok.all_special_tokens)
+    return (*TOKENIZER_TEXTS, *(f"Hi {t} there" for t in sorted(special)))
+
+
+def _tokenizer_view(tok: Any, probes: Sequence[str]) -> dict[str, Any]:
+    """What users meet of a tokenizer (plain values): its named special tokens and their ids,
+    the other special tokens, the added tokens, its settings, the ids `probes` encode to (and
+    the fixed texts' decoded ids) and the chat template's rendered canonical conversation."""
+    view: dict[str, Any] = {"class": type(tok).__name__}
+    for role in _ROLES:
+        token = getattr(tok, f"{role}_token", None)
+        view[f"{role}_token"] = None if token is None else str(token)
+        view[f"{role}_token_id"] = getattr(tok, f"{role}_token_id", None) if token else None
+    named = {view[f"{r}_token"] for r in _ROLES}
+    view["other_special_tokens"] = sorted(str(t) for t in tok.all_special_tokens if t not in named)
+    view["added_tokens"] = {
+        str(i): [str(t.content), bool(t.special)]
+        for i, t in sorted(tok.added_tokens_decoder.items())
+    }
+    view["size"] = len(tok)
+    for setting in _SETTINGS[:-1]:
+        value = getattr(tok, setting, None)
+        view[setting] = value if _plain(value) else str(value)
+    texts: dict[str, list[int]] = {}
+    for text in probes:
+        try:
+            texts[text] = [int(i) for i in tok(text)["input_ids"]]
+        except Exception as exc:
+            texts[text] = [f"{type(exc).__name__}: {_line(exc)}"]  # type: ignore[list-item]
+    view["texts"] = texts
+    view["decoded"] = {
+        t: tok.decode(texts[t]) if all(isinstance(i, int) for i in texts[t]) else None
+        for t in TOKENIZER_TEXTS
+    }
+    view["chat"] = _chat(tok)
+    plain: dict[str, Any] = json.loads(json.dumps(view, default=str))
+    return plain
+
+
+def _chat(tok: Any) -> Any:
+    """The canonical conversation as the tokenizer's chat template renders and encodes it."""
+    if not getattr(tok, "chat_template", None):
+        return None
+    conv = next(c for c in CONVERSATIONS if c.id == CHAT_CONVERSATION)
+    messages = [dict(m) for m in conv.messages]
+    try:
+        text = tok.apply_chat_template(
+            messages, add_generation_prompt=conv.add_generation_prompt, tokenize=False
+        )
+        ids = tok.apply_chat_template(
+            messages, add_generation_prompt=conv.add_generation_prompt, tokenize=True
+        )
+    except Exception as exc:
+        return f"does not render ({type(exc).__name__}: {_line(exc)})"
+    if isinstance(ids, Mapping):
+        ids = ids["input_ids"]
+    return {"text": str(text), "ids": [int(i) for i in ids]}
+
+
+def _ordinary(view: Mapping[str, Any], ids: Sequence[Any]) -> list[Any]:
+    special = {view[f"{r}_token_id"] for r in _ROLES} | {
+        int(i) for i, (_, is_special) in view["added_tokens"].items() if is_special
+    }
+    return [i for i in ids if i not in special]
+
+
+def _limit(value: object) -> str:
+    """A setting's value; transformers' "no limit" length (int(1e30)) in words."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 10**29:
+        return "unlimited (1e30)"
+    return show(value, 40)
+
+
+def _token(view: Mapping[str, Any], role: str, vocab: bool) -> str:
+    token = view[f"{role}_token"]
+    if token is None:
+        return "none"
+    return show(token, 40) + (f" ({view[f'{role}_token_id']})" if vocab else "")
+
+
+def _tokenizer_verdict(
+    old: Mapping[str, Any], new: Mapping[str, Any], where: str, version: str, vocab: bool
+) -> Executed:
+    texts = [t for t in TOKENIZER_TEXTS if old["texts"][t] != new["texts"][t]]
+    ordinary = [
+        t for t in texts if _ordinary(old, old["texts"][t]) != _ordinary(new, new["texts"][t])
+    ]
+    parts: list[str] = []
+    for role in _ROLES:
+        if (old[f"{role}_token"], old[f"{role}_token_id"]) != (
+            new[f"{role}_token"],
+            new[f"{role}_token_id"],
+        ):
+            parts.append(f"{role} token {_token(old, role, vocab)} → {_token(new, role, vocab)}")
+    if old["other_special_tokens"] != new["other_special_tokens"]:
+        gone = sorted(set(old["other_special_tokens"]) - set(new["other_special_tokens"]))
+        came = sorted(set(new["other_special_tokens"]) - set(old["other_special_tokens"]))
+        parts.append(
+            "other special tokens"
+            + (f" lose {show(gone, 60)}" if gone else "")
+            + (f" gain {show(came, 60)}" if came else "")
+        )
+    if old["added_tokens"] != new["added_tokens"]:
+        moved = [
+            i for i in sorted(set(old["added_tokens"]) | set(new["added_tokens"]), key=int)
+            if old["added_tokens"].get(i) != new["added_tokens"].get(i)
+        ]  # fmt: skip
+        parts.append(
+            "added tokens differ at "
+            + ", ".join(
+                f"{i}: {show(old['added_tokens'].get(i), 40)} → "
+                f"{show(new['added_tokens'].get(i), 40)}"
+                for i in moved[:2]
+            )
+            + (f" (+{len(moved) - 2} more)" if len(moved) > 2 else "")
+        )
+    if old["size"] != new["size"]:
+        parts.append(f"len(tokenizer) {old['size']} → {new['size']}")
+    if texts:
+        parts.append(
+            f"{show(texts[0], 30)} encodes to {show(old['texts'][texts[0]], 40)} → "
+            f"{show(new['texts'][texts[0]], 40)}"
+            + (f" (and {len(texts) - 1} more of the {len(TOKENIZER_TEXTS)} fixed texts)"
+               if len(texts) > 1 else "")
+        )  # fmt: skip
+    inside = [
+        t
+        for t in old["texts"]
+        if t not in TOKENIZER_TEXTS and old["texts"][t] != new["texts"].get(t)
+    ]
+    if inside:
+        parts.append(
+            f"{show(inside[0], 40)} encodes to {show(old['texts'][inside[0]], 40)} → "
+            f"{show(new['texts'][inside[0]], 40)}"
+            + (f" (+{len(inside) - 1} more such sentences)" if len(inside) > 1 else "")
+        )
+    if old["chat"] != new["chat"]:
+        parts.append(f"the chat template's rendered {CHAT_CONVERSATION} conversation differs")
+    special = bool(parts)
+    settings = [
+        f"{s} {_limit(old[s])} → {_limit(new[s])}" for s in _SETTINGS[:-1] if old[s] != new[s]
+    ]
+    if old["decoded"] != new["decoded"]:
+        t = next(x for x in TOKENIZER_TEXTS if old["decoded"][x] != new["decoded"][x])
+        settings.append(
+            f"the ids of {show(t, 30)} decode to {show(old['decoded'][t], 40)} → "
+            f"{show(new['decoded'][t], 40)}"
+        )
+    note = (
+        ""
+        if vocab
+        else " (no vocabulary file among the tracked files: transformers builds the tokenizer "
+        "around an empty vocabulary, so only special tokens have ids)"
+    )
+    cls = new["class"] if old["class"] == new["class"] else f"{old['class']} → {new['class']}"
+    if not special and not settings:
+        return Executed(
+            "tokenizer-same",
+            f"{where}: AutoTokenizer builds {cls}, and what it makes is the same with and without "
+            "this change: special tokens "
+            + ", ".join(f"{r} {_token(new, r, vocab)}" for r in _ROLES if new[f"{r}_token"])
+            + f"; padding side {new['padding_side']}; model_max_length "
+            f"{_limit(new['model_max_length'])}; {len(new['texts'])} texts encode to the same "
+            f"ids{'; the chat template renders the same' if new['chat'] else ''}{note}",
+            version,
+        )
+    kind = (
+        "tokenizer-text" if ordinary else "tokenizer-special" if special else "tokenizer-settings"
+    )
+    shown = "; ".join((parts + settings)[:4])
+    more = len(parts) + len(settings) - 4
+    return Executed(
+        kind,
+        f"{where}: AutoTokenizer builds {cls}: {shown}"
+        + (f" (+{more} more)" if more > 0 else "")
+        + note,
+        version,
+        tuple(dict.fromkeys(s.split(" ", 1)[0] for s in settings)),
+    )
 
 
 def _val(attrs: Mapping[str, Any], key: str) -> str:

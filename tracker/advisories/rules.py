@@ -33,6 +33,9 @@ from tracker.advisories.effects import (
     executed_limit,
     executed_model,
     executed_no_effect,
+    executed_tokenizer_settings,
+    executed_tokenizer_special,
+    executed_tokenizer_text,
     generation_governs,
     generation_shadowed,
     no_classifier_head,
@@ -390,12 +393,14 @@ _TOKENIZER_MODERATE: Mapping[str, str] = {
     "model needs left padding, so batched outputs can change",
     "truncation_side": "long inputs are cut on the other side: a different part of the text is kept",
     "model_max_length": "the length the tokenizer truncates to (or warns at) changed",
-    "use_fast": "which tokenizer implementation AutoTokenizer picks (fast or slow) changed; they can "
-    "encode some text differently",
     "tokenizer_class": "which tokenizer class AutoTokenizer builds changed",
     "clean_up_tokenization_spaces": "decoded text is cleaned up differently (spaces before punctuation)",
     "spaces_between_special_tokens": "decoded text spaces special tokens differently",
     "model_input_names": "which inputs the tokenizer returns changed",
+}
+_TOKENIZER_IGNORED: Mapping[str, str] = {
+    "use_fast": "transformers 5.24.0's AutoTokenizer always builds the tokenizers-backed class and "
+    'ignores `use_fast` (AutoTokenizer.from_pretrained: "V5: Always use fast tokenizers")',
 }
 _TOKENIZER_HIGH: Mapping[str, str] = {
     "do_lower_case": "text is lower-cased before tokenizing (or no longer): the same text encodes differently",
@@ -507,10 +512,33 @@ DEFAULT_RULES: tuple[Rule, ...] = (
     # changed (`executed-*` rules decide before every inferred rule they can speak for)
     Rule(
         EXECUTED_PREFIX + "no-effect",
-        _m((A.CONFIG, A.SPECIAL_TOKENS, A.GENERATION_CONFIG), _KEYED),
+        _m((A.CONFIG, A.SPECIAL_TOKENS, A.GENERATION_CONFIG, A.TOKENIZER), _KEYED),
         S.LOW,
         "no effective change",
         executed_no_effect,
+    ),
+    # executed: the tokenizer AutoTokenizer builds differs (before the inferred tokenizer rules)
+    Rule(
+        EXECUTED_PREFIX + "tokenizer-text",
+        _m((A.TOKENIZER, A.SPECIAL_TOKENS), _KEYED),
+        S.CRITICAL,
+        "the same text encodes to different ids than the weights expect",
+        executed_tokenizer_text,
+    ),
+    Rule(
+        EXECUTED_PREFIX + "tokenizer-special",
+        _m((A.TOKENIZER, A.SPECIAL_TOKENS), _KEYED),
+        S.HIGH,
+        "the tokenizer's special tokens or their ids changed (or it no longer loads): prompts "
+        "start, stop or pad on different tokens",
+        executed_tokenizer_special,
+    ),
+    Rule(
+        EXECUTED_PREFIX + "tokenizer-settings",
+        _m((A.TOKENIZER, A.SPECIAL_TOKENS), _KEYED),
+        S.MODERATE,
+        "how the tokenizer pads, truncates or decodes changed; texts encode to the same ids",
+        executed_tokenizer_settings,
     ),
     # the value the model reads did not change
     Rule(
@@ -852,6 +880,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         _PIPELINE_WHY,
     ),
     *_each("tokenizer-pipeline", A.TOKENIZER, _TOKENIZER_HIGH, S.HIGH, nested=False),
+    *_each("tokenizer-ignored", A.TOKENIZER, _TOKENIZER_IGNORED, S.LOW, nested=False),
     *_each("tokenizer-settings", A.TOKENIZER, _TOKENIZER_MODERATE, S.MODERATE, nested=False),
     Rule(
         "processor",

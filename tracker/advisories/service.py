@@ -288,14 +288,17 @@ def _publish(
         if groups and previous is not None
         else []
     )
-    # open advisories with findings that stay open here: the previous revision has their defects,
-    # so no advice of this revision pins it
+    # open advisories with findings this revision does not resolve: the previous revision has
+    # their defects and so does this one, so no advice of this revision pins it
+    resolved_here = {(f.check, f.text) for f in judgement.resolved}
     subject = replace(
         subject,
         broken_before=tuple(
             s.advisory.id
             for s in earlier
-            if s.state is AdvisoryState.OPEN and _has_findings(s.advisory.record)
+            if s.state is AdvisoryState.OPEN
+            and _has_findings(s.advisory.record)
+            and not _findings_of(s.advisory.record) <= resolved_here
         ),
     )
     if alone:
@@ -464,6 +467,17 @@ def _has_findings(record: Mapping[str, JSONValue]) -> bool:
     """Whether an advisory's record carries consistency findings (of its revision's own)."""
     extra = record.get("database_specific")
     return isinstance(extra, Mapping) and bool(extra.get("findings"))
+
+
+def _findings_of(record: Mapping[str, JSONValue]) -> set[tuple[str, str]]:
+    """(check, text) of the consistency findings an advisory's record carries."""
+    extra = record.get("database_specific")
+    found = extra.get("findings") if isinstance(extra, Mapping) else None
+    return {
+        (str(f.get("check")), str(f.get("text")))
+        for f in (found if isinstance(found, list) else [])
+        if isinstance(f, Mapping)
+    }
 
 
 def _dump_pending(pending: Sequence[PendingChange]) -> str:
