@@ -58,6 +58,7 @@ from tracker.sources import RepoSource
 from tracker.store import AnalysisOverrun, EventKind, RepoStatus, Store
 from tracker.store.advisories import AdvisoryStore
 from tracker.store.analysis import AnalysisStore, StoredEstimate
+from tracker.store.outage import unreachable
 from tracker.store.preflight import PreflightStore, StoredPreflight
 from tracker.watchlist import WatchedRepo, Watchlist
 
@@ -367,6 +368,8 @@ class Analyst:
         except MemoryError:
             raise  # the analysis budget's (`tracker.analysis_worker`)
         except Exception as exc:
+            if unreachable(exc):
+                raise  # the store went away: no property of the revision
             log.exception("preflight.failed", repo=snapshot.repo_id, sha=snapshot.sha)
             return None, f"preflight failed: {exc.__class__.__name__}: {exc}"
 
@@ -654,6 +657,8 @@ class Pipeline:
                     self._record_overrun(rid, sha, exc)
                     overran.append((sha, str(exc)))
         except Exception as exc:  # one repo's bad revision must not stop the daemon or other repos
+            if unreachable(exc):  # the store went away: nothing about the repo can be recorded
+                raise  # (the daemon's `StoreOutage` logs it once per backoff step)
             where = f"analysis of {sha}" if sha else "analysis"
             if isinstance(exc, RetryLaterError):  # not a property of the revision
                 error = f"{where} deferred (retry later): {exc}"
