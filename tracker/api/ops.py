@@ -36,7 +36,6 @@ from prometheus_client.metrics_core import (
     Metric,
 )
 from prometheus_client.registry import Collector
-from starlette.concurrency import run_in_threadpool
 
 from tracker.api.auth import require_read
 from tracker.api.limits import ASGIApp, Message, Receive, Scope, Send
@@ -97,8 +96,11 @@ async def readyz(request: Request) -> Response:
     """Ready: the store is reachable and at the migration head (200), else 503 with why."""
     reader: OpsReader = request.app.state.ops_reader()
     try:
+        # a thread of the loop's executor, not anyio's: a cancelled anyio thread call waits
+        # for the thread, so a store that never answers would hold the probe past the timeout
+        loop = asyncio.get_running_loop()
         problem, current, head = await asyncio.wait_for(
-            run_in_threadpool(_readiness, reader), READY_TIMEOUT_S
+            loop.run_in_executor(None, _readiness, reader), READY_TIMEOUT_S
         )
     except TimeoutError:
         problem, current, head = f"the store did not answer within {READY_TIMEOUT_S:g} s", None, "?"
