@@ -94,6 +94,13 @@ class App:
         """Webhook subscriptions, the delivery outbox and log, and the poll-request queue."""
         return WebhookStore(self.store.engine)
 
+    def abandon_analysis(self) -> None:
+        """SIGTERM: hand back the analysis under way, if a pipeline was built (`tracker.pipeline.
+        Pipeline.abandon_analysis`)."""
+        pipeline = self.__dict__.get("pipeline")
+        if pipeline is not None:
+            pipeline.abandon_analysis()
+
     def close(self) -> None:
         pipeline = self.__dict__.get("pipeline")
         if pipeline is not None:

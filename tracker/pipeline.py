@@ -29,7 +29,12 @@ from tracker.advisories.service import (
     restore_revived,
     withdraw_rewritten,
 )
-from tracker.analysis_worker import AnalysisLimits, AnalysisOverrunError, AnalysisWorker
+from tracker.analysis_worker import (
+    AnalysisHandedBackError,
+    AnalysisLimits,
+    AnalysisOverrunError,
+    AnalysisWorker,
+)
 from tracker.diff import SideState, diff_snapshots, load_json_object, read_side
 from tracker.diff.config import CONFIG_FILE, GENERATION_CONFIG_FILE
 from tracker.diff.sandbox import RenderLimits
@@ -433,6 +438,12 @@ class Pipeline:
         # one: a repo whose answer is never had (an unregistered model type) walks the store once.
         self._known: dict[RepoId, tuple[Sha, Known]] = {}
 
+    def abandon_analysis(self) -> None:
+        """The daemon stops: the analysis under way, and any later one, is handed back
+        (`AnalysisWorker.abandon`); its revision stays pending."""
+        if self.worker is not None:
+            self.worker.abandon()
+
     def close(self) -> None:
         """Stop the analysis worker (a later analysis starts a new one)."""
         if self.worker is not None:
@@ -656,6 +667,9 @@ class Pipeline:
                 except AnalysisOverrunError as exc:
                     self._record_overrun(rid, sha, exc)
                     overran.append((sha, str(exc)))
+                except AnalysisHandedBackError:  # SIGTERM: pending, for the next run
+                    log.info("revision.analysis_handed_back", repo=rid, sha=sha)
+                    break
         except Exception as exc:  # one repo's bad revision must not stop the daemon or other repos
             if unreachable(exc):  # the store went away: nothing about the repo can be recorded
                 raise  # (the daemon's `StoreOutage` logs it once per backoff step)

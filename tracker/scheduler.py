@@ -16,9 +16,10 @@ watchlist re-read (also on SIGHUP) and the poll-request queue (a Hub webhook or 
 makes the repo due now, so that poll too goes through a lease). Due webhook deliveries are sent by
 their own thread, each subscription's on a slot of a pool (`webhook_concurrency`), each attempt
 bounded by `webhook_timeout_s`. SIGTERM/SIGINT: nothing new starts; webhook attempts in flight are
-abandoned (handed back, due again at once); a poll under way finishes the revision it is on (each
-revision is stored, and analysed, in its own transactions) and stops before the next one, its
-repo due again at once (the revisions left go to the next run, or another worker); claims not yet
+abandoned (handed back, due again at once); the analysis under way is handed back (its worker is
+killed and the revision stays pending, nothing recorded: the stop never waits for the analysis
+budget); a poll under way finishes storing the revision it is on (each revision is stored, and
+analysed, in its own transactions) and stops before the next one, its repo due again at once (the revisions left go to the next run, or another worker); claims not yet
 started are handed back and every lease is released; `poll.stopped` is the last event. The signal
 handlers only write the signal's number to a pipe and a thread of its own acts on it
 (`Daemon.on_signal`): a handler runs in the main thread, which may hold a lock it would wait on.
@@ -523,6 +524,7 @@ class Daemon:
                     if self.stopping.is_set():
                         continue  # a second SIGTERM: the stop is under way
                     self.stopping.set()
+                    self.app.abandon_analysis()  # the stop never waits for an analysis budget
                     self.wake_claims.set()
                     self.wake_deliveries.set()
                     log.info("poll.stopping", signal=signal.Signals(signum).name)
