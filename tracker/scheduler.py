@@ -261,9 +261,12 @@ class Daemon:
     # -- polls ------------------------------------------------------------------------------
 
     def claim(self) -> None:
-        """Claim due repos for the free places of the pool (and as many again queued behind)."""
+        """Claim due repos for the free places of the pool, no more: a claim is a repo being
+        polled, so a worker that dies (SIGKILL) strands at most `poll_concurrency` repos for a
+        lease while the other workers take the rest (a poll ending wakes the loop at once, so
+        nothing queued is needed to keep the pool busy)."""
         with self._lock:
-            free = 2 * self.settings.poll_concurrency - len(self.claimed)
+            free = self.settings.poll_concurrency - len(self.claimed)
             clock = time.monotonic()
             if clock < self.budget_until:
                 return  # the rate budget allows nothing yet: every repo keeps its place
@@ -437,7 +440,7 @@ class Daemon:
             log.warning("worker.reregistered", worker=self.id)
             self.work.register(self.id, socket.gethostname(), os.getpid(), now)
             self.work.heartbeat(self.id, jobs, now, self.lease)
-        self.work.forget_dead_workers(now - max(10 * self.lease, timedelta(hours=1)))
+        self.work.forget_dead_workers(now - timedelta(seconds=self.settings.forget_workers_after_s))
 
     def poll_requests(self) -> None:
         """Poll requests (Hub webhooks, manual triggers) make their repos due now."""
