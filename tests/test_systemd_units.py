@@ -116,3 +116,19 @@ def test_the_daemon_speaks_sd_notify(tmp_path: Path) -> None:
     mean = (pings[-1] - pings[0]) / (len(pings) - 1)  # as received: a busy test reads late
     # every 0.1 s, never a busy loop; the upper bound leaves room for a loaded machine's late reads
     assert 0.05 <= mean <= 1.0, [b - a for a, b in itertools.pairwise(pings)]
+
+
+def test_the_stop_timeout_covers_a_hub_call_and_not_the_analysis_budget() -> None:
+    """SIGTERM hands the analysis under way back (tests/reliability/
+    test_stop_hands_back_analysis.py), so the stop timeout need not cover the analysis budget;
+    it covers the Hub call a revision's fetch is on (`request_deadline_s`)."""
+    from tracker.settings import Settings
+
+    fields = Settings.model_fields
+    for name in ["tracker-poll.service", "tracker-poll@.service"]:
+        [timeout] = [
+            float(line.removeprefix("TimeoutStopSec="))
+            for line in (UNITS / name).read_text().splitlines()
+            if line.startswith("TimeoutStopSec=")
+        ]
+        assert timeout >= fields["request_deadline_s"].default

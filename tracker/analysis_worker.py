@@ -33,10 +33,12 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import os
 import pickle
 import signal
 import struct
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -75,6 +77,14 @@ class AnalysisLimits:
         return self.timeout_s > other.timeout_s or self.memory_mib > other.memory_mib
 
 
+class AnalysisHandedBackError(RetryLaterError):
+    """The daemon is stopping (SIGTERM): the analysis under way was killed, or one waiting for
+    the worker never started; the revision stays pending for the next run (nothing recorded)."""
+
+    def __init__(self) -> None:
+        super().__init__("the daemon is stopping: the analysis is handed back to the next run")
+
+
 class AnalysisOverrunError(TrackerError):
     """The analysis of a revision exceeded its budget (`kind`: `time`, `memory` or `died`)."""
 
@@ -98,6 +108,7 @@ class AnalysisWorker:
         # its own process group: a kill takes its render worker too
         self._worker = WorkerProcess("tracker.analysis_serve", own_group=True, quiet=False)
         self._lock = self._worker.lock
+        self._abandoned = threading.Event()
         atexit.register(self.close)
 
     @property
@@ -115,7 +126,11 @@ class AnalysisWorker:
         AnalysisOverrunError, RetryLaterError or AnalysisWorkerError."""
         payload = pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL)
         limits = self.limits
+        if self._abandoned.is_set():
+            raise AnalysisHandedBackError
         with self._lock:
+            if self._abandoned.is_set():  # it waited for another thread's analysis
+                raise AnalysisHandedBackError
             proc = self._ensure()
             try:
                 # two writes: joining them would copy the payload (a fresh-clone run under a
@@ -123,15 +138,18 @@ class AnalysisWorker:
                 self._worker.send(HEADER.pack(len(payload)))
                 self._worker.send(payload)
             except OSError:
+                self._handed_back()
                 why = self._why_dead(proc, limits)
                 raise AnalysisOverrunError(why, kind="died", limits=limits) from None
             frame = self._worker.read(time.monotonic() + limits.timeout_s, _frame_of)
             if frame == WARMING:  # imports first, outside the budget
                 if self._worker.read(time.monotonic() + STARTUP_S, _frame_of) != READY:
+                    self._handed_back()
                     self._kill()
                     raise RetryLaterError("the analysis worker could not import transformers")
                 frame = self._worker.read(time.monotonic() + limits.timeout_s, _frame_of)
             if frame is None:
+                self._handed_back()
                 if proc.poll() is None:
                     self._kill()
                     raise AnalysisOverrunError(
@@ -157,6 +175,23 @@ class AnalysisWorker:
         if status == "retry":
             raise RetryLaterError(str(value))
         raise AnalysisWorkerError(str(value))
+
+    def abandon(self) -> None:
+        """Hand the analyses back (the daemon's SIGTERM; from any thread): the one under way
+        is killed (the worker's process group; the thread waiting for it reaps it) and ends in
+        AnalysisHandedBackError, as does every later `run`. Nothing is recorded about the
+        revision: it stays pending, so the stop never waits for an analysis budget."""
+        self._abandoned.set()
+        pid = self._worker.pid
+        if pid is not None:
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)
+
+    def _handed_back(self) -> None:
+        """AnalysisHandedBackError (the worker reaped) when `abandon` ended the request."""
+        if self._abandoned.is_set():
+            self._kill()
+            raise AnalysisHandedBackError
 
     def close(self) -> None:
         """Stop the worker (a later request starts a new one)."""

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tracker.domain import Clock
-from tracker.errors import ConfigError
+from tracker.errors import ConfigError, StoreError
 from tracker.settings import Settings
 from tracker.sources import RepoSource, Sources
 from tracker.store import Store
@@ -94,6 +94,13 @@ class App:
         """Webhook subscriptions, the delivery outbox and log, and the poll-request queue."""
         return WebhookStore(self.store.engine)
 
+    def abandon_analysis(self) -> None:
+        """SIGTERM: hand back the analysis under way, if a pipeline was built (`tracker.pipeline.
+        Pipeline.abandon_analysis`)."""
+        pipeline = self.__dict__.get("pipeline")
+        if pipeline is not None:
+            pipeline.abandon_analysis()
+
     def close(self) -> None:
         pipeline = self.__dict__.get("pipeline")
         if pipeline is not None:
@@ -125,6 +132,7 @@ def build(
     stages: Stages | None = None,
     sources: Sources | None = None,
     read_only: bool = False,
+    store_may_be_down: bool = False,
 ) -> App:
     """Open (and migrate) the store named by `settings` and wire the App; ConfigError when the
     state dir cannot be created, StoreError when the store cannot be opened.
@@ -134,6 +142,10 @@ def build(
     PostgreSQL alike: a store that does not exist yet, or a database without a schema, is a
     NoStoreError (a StoreNotFoundError, exit 3); one behind on migrations a StoreError (exit 6)
     that says `tracker poll --once` migrates it.
+
+    `store_may_be_down` (`tracker serve`): a store that cannot be reached now
+    (`tracker.store.outage.unreachable`) is not an error; the App is wired to it unopened and
+    unmigrated, each request tries it again (`/readyz` says 503 until it answers at the head).
     """
     from tracker.logs import configure
 
@@ -147,7 +159,19 @@ def build(
             raise ConfigError(
                 f"TRACKER_STATE_DIR {settings.state_dir}: cannot create it: {exc.strerror or exc}"
             ) from exc
-    store = Store.open(settings.effective_database_url, migrate=not read_only)
+    try:
+        store = Store.open(settings.effective_database_url, migrate=not read_only)
+    except StoreError as exc:
+        from tracker.store.outage import first_line, unreachable
+
+        if not (store_may_be_down and unreachable(exc)):
+            raise
+        import structlog
+
+        structlog.get_logger(__name__).error(
+            "store.unreachable_at_start", error=first_line(exc.__cause__ or exc)
+        )
+        store = Store.unopened(settings.effective_database_url)
     budget = None
     if sources is None:
         from tracker.ratebudget import RateBudget, budget_enabled

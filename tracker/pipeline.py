@@ -29,7 +29,12 @@ from tracker.advisories.service import (
     restore_revived,
     withdraw_rewritten,
 )
-from tracker.analysis_worker import AnalysisLimits, AnalysisOverrunError, AnalysisWorker
+from tracker.analysis_worker import (
+    AnalysisHandedBackError,
+    AnalysisLimits,
+    AnalysisOverrunError,
+    AnalysisWorker,
+)
 from tracker.diff import SideState, diff_snapshots, load_json_object, read_side
 from tracker.diff.config import CONFIG_FILE, GENERATION_CONFIG_FILE
 from tracker.diff.sandbox import RenderLimits
@@ -58,6 +63,7 @@ from tracker.sources import RepoSource
 from tracker.store import AnalysisOverrun, EventKind, RepoStatus, Store
 from tracker.store.advisories import AdvisoryStore
 from tracker.store.analysis import AnalysisStore, StoredEstimate
+from tracker.store.outage import unreachable
 from tracker.store.preflight import PreflightStore, StoredPreflight
 from tracker.watchlist import WatchedRepo, Watchlist
 
@@ -372,6 +378,8 @@ class Analyst:
         except MemoryError:
             raise  # the analysis budget's (`tracker.analysis_worker`)
         except Exception as exc:
+            if unreachable(exc):
+                raise  # the store went away: no property of the revision
             log.exception("preflight.failed", repo=snapshot.repo_id, sha=snapshot.sha)
             return None, f"preflight failed: {exc.__class__.__name__}: {exc}"
 
@@ -434,6 +442,12 @@ class Pipeline:
         # last had (`_since`). Like `_last`, it stands only for the revision right before the next
         # one: a repo whose answer is never had (an unregistered model type) walks the store once.
         self._known: dict[RepoId, tuple[Sha, Known]] = {}
+
+    def abandon_analysis(self) -> None:
+        """The daemon stops: the analysis under way, and any later one, is handed back
+        (`AnalysisWorker.abandon`); its revision stays pending."""
+        if self.worker is not None:
+            self.worker.abandon()
 
     def close(self) -> None:
         """Stop the analysis worker (a later analysis starts a new one)."""
@@ -658,7 +672,12 @@ class Pipeline:
                 except AnalysisOverrunError as exc:
                     self._record_overrun(rid, sha, exc)
                     overran.append((sha, str(exc)))
+                except AnalysisHandedBackError:  # SIGTERM: pending, for the next run
+                    log.info("revision.analysis_handed_back", repo=rid, sha=sha)
+                    break
         except Exception as exc:  # one repo's bad revision must not stop the daemon or other repos
+            if unreachable(exc):  # the store went away: nothing about the repo can be recorded
+                raise  # (the daemon's `StoreOutage` logs it once per backoff step)
             where = f"analysis of {sha}" if sha else "analysis"
             if isinstance(exc, RetryLaterError):  # not a property of the revision
                 error = f"{where} deferred (retry later): {exc}"

@@ -16,9 +16,10 @@ watchlist re-read (also on SIGHUP) and the poll-request queue (a Hub webhook or 
 makes the repo due now, so that poll too goes through a lease). Due webhook deliveries are sent by
 their own thread, each subscription's on a slot of a pool (`webhook_concurrency`), each attempt
 bounded by `webhook_timeout_s`. SIGTERM/SIGINT: nothing new starts; webhook attempts in flight are
-abandoned (handed back, due again at once); a poll under way finishes the revision it is on (each
-revision is stored, and analysed, in its own transactions) and stops before the next one, its
-repo due again at once (the revisions left go to the next run, or another worker); claims not yet
+abandoned (handed back, due again at once); the analysis under way is handed back (its worker is
+killed and the revision stays pending, nothing recorded: the stop never waits for the analysis
+budget); a poll under way finishes storing the revision it is on (each revision is stored, and
+analysed, in its own transactions) and stops before the next one, its repo due again at once (the revisions left go to the next run, or another worker); claims not yet
 started are handed back and every lease is released; `poll.stopped` is the last event. The signal
 handlers only write the signal's number to a pipe and a thread of its own acts on it
 (`Daemon.on_signal`): a handler runs in the main thread, which may hold a lock it would wait on.
@@ -49,6 +50,7 @@ from tracker.domain import RepoId
 from tracker.errors import ConfigError, WorkerConflictError
 from tracker.settings import Settings
 from tracker.store import RepoStatus
+from tracker.store.outage import StoreOutage, unreachable
 from tracker.store.workers import Claim, WorkStore
 from tracker.watchlist import WatchedRepo
 from tracker.webhooks.deliver import Deliverer
@@ -190,6 +192,9 @@ class Daemon:
         self.budget_until = 0.0
         self.budget_short_until = 0.0
         self.pool = ThreadPoolExecutor(self.settings.poll_concurrency, "poll")
+        # every loop's store calls go through it: a store outage is tried again after a
+        # growing step and logged once per step (`tracker.store.outage`)
+        self.outage = StoreOutage(app.store.engine)
         self.notifier = Notifier(self.settings)
 
     # -- bookkeeping ------------------------------------------------------------------------
@@ -256,9 +261,12 @@ class Daemon:
     # -- polls ------------------------------------------------------------------------------
 
     def claim(self) -> None:
-        """Claim due repos for the free places of the pool (and as many again queued behind)."""
+        """Claim due repos for the free places of the pool, no more: a claim is a repo being
+        polled, so a worker that dies (SIGKILL) strands at most `poll_concurrency` repos for a
+        lease while the other workers take the rest (a poll ending wakes the loop at once, so
+        nothing queued is needed to keep the pool busy)."""
         with self._lock:
-            free = 2 * self.settings.poll_concurrency - len(self.claimed)
+            free = self.settings.poll_concurrency - len(self.claimed)
             clock = time.monotonic()
             if clock < self.budget_until:
                 return  # the rate budget allows nothing yet: every repo keeps its place
@@ -287,6 +295,11 @@ class Daemon:
                 return  # handed back by `stop`
             try:
                 self._poll(claim)
+            except Exception as exc:  # recording the outcome failed: the lease runs out
+                if unreachable(exc):
+                    self.outage.failed(exc, "poll.record")
+                else:
+                    log.exception("poll.record_failed", repo=claim.repo_id)
             finally:
                 with self._lock:
                     self.claimed.pop(claim.job, None)
@@ -310,10 +323,11 @@ class Daemon:
             ok, error, retry_after, stopped = False, None, None, False
             try:
                 report = self.app.pipeline.run_cycle([watched], stop=self.stopping.is_set)
-            except (
-                Exception
-            ) as exc:  # keep the daemon alive; the error is logged with its traceback
-                log.exception("poll.crashed")
+            except Exception as exc:  # keep the daemon alive
+                if unreachable(exc):  # the store went away: no outcome can be recorded
+                    self.outage.failed(exc, "poll")
+                    raise
+                log.exception("poll.crashed")  # with its traceback
                 error = f"unexpected {exc.__class__.__name__}: {exc}"
             else:
                 [cycle] = report.repos
@@ -405,51 +419,51 @@ class Daemon:
                 end = min(end, budget_until) if budget_until > start else end
             self.notifier.watchdog()
 
-    @staticmethod
-    def _guarded(fn: Any, event: str) -> None:
-        try:
-            fn()
-        except Exception:  # a database hiccup: logged, tried again next time
-            log.exception(event)
+    def _guarded(self, fn: Any, event: str) -> None:
+        """`fn` unless the store is down and not due for a try (`StoreOutage.call`): an outage
+        is logged once per backoff step, any other error with its traceback."""
+        self.outage.call(fn, event)
 
     # -- periodic jobs ----------------------------------------------------------------------
 
     def heartbeat(self) -> None:
         """Renew this worker's row and the leases of its claims (by job id)."""
         with self.counted() as started:
-            if not started:
-                return
-            with self._lock:
-                jobs = list(self.claimed)
-            now = self.now()
-            if self.work.heartbeat(self.id, jobs, now, self.lease) < 0:
-                log.warning("worker.reregistered", worker=self.id)
-                self.work.register(self.id, socket.gethostname(), os.getpid(), now)
-                self.work.heartbeat(self.id, jobs, now, self.lease)
-            self.work.forget_dead_workers(now - max(10 * self.lease, timedelta(hours=1)))
+            if started:
+                self._guarded(self._heartbeat, "heartbeat.failed")
+
+    def _heartbeat(self) -> None:
+        with self._lock:
+            jobs = list(self.claimed)
+        now = self.now()
+        if self.work.heartbeat(self.id, jobs, now, self.lease) < 0:
+            log.warning("worker.reregistered", worker=self.id)
+            self.work.register(self.id, socket.gethostname(), os.getpid(), now)
+            self.work.heartbeat(self.id, jobs, now, self.lease)
+        self.work.forget_dead_workers(now - timedelta(seconds=self.settings.forget_workers_after_s))
 
     def poll_requests(self) -> None:
         """Poll requests (Hub webhooks, manual triggers) make their repos due now."""
         with self.counted() as started:
-            if not started:
-                return
-            hooks = self.app.webhooks
-            requests = hooks.claim_poll_requests(
-                self.now(), lease=timedelta(seconds=REQUEST_LEASE_S)
-            )
-            for req in requests:
-                try:
-                    with self._lock:
-                        watched = req.repo_id in self.watched
-                    if watched:
-                        log.info("poll_request.due", repo=req.repo_id, reason=req.reason)
-                        self.work.make_due(req.repo_id, self.now())
-                    else:
-                        log.info("poll_request.unwatched", repo=req.repo_id, reason=req.reason)
-                finally:
-                    hooks.finish_poll_request(req)
-            if requests:
-                self.wake_claims.set()
+            if started:
+                self._guarded(self._poll_requests, "poll_requests.failed")
+
+    def _poll_requests(self) -> None:
+        hooks = self.app.webhooks
+        requests = hooks.claim_poll_requests(self.now(), lease=timedelta(seconds=REQUEST_LEASE_S))
+        for req in requests:
+            try:
+                with self._lock:
+                    watched = req.repo_id in self.watched
+                if watched:
+                    log.info("poll_request.due", repo=req.repo_id, reason=req.reason)
+                    self.work.make_due(req.repo_id, self.now())
+                else:
+                    log.info("poll_request.unwatched", repo=req.repo_id, reason=req.reason)
+            finally:
+                hooks.finish_poll_request(req)
+        if requests:
+            self.wake_claims.set()
 
     def deliveries(self) -> None:
         """Send due webhook deliveries until the stop, each subscription's on a slot of its own
@@ -464,11 +478,13 @@ class Daemon:
                 with self.counted() as started:
                     if not started:
                         return
-                    try:
+
+                    def start() -> None:
+                        nonlocal due
                         deliverer.start_due(on_done=self.wake_deliveries.set)
                         due = deliverer.seconds_until_due()
-                    except Exception:
-                        log.exception("webhooks.crashed")
+
+                    self._guarded(start, "webhooks.crashed")
                 wait = check * 4 if due is None else due
                 self.wake_deliveries.wait(min(max(wait, 0.01), check * 4))
         finally:
@@ -511,6 +527,7 @@ class Daemon:
                     if self.stopping.is_set():
                         continue  # a second SIGTERM: the stop is under way
                     self.stopping.set()
+                    self.app.abandon_analysis()  # the stop never waits for an analysis budget
                     self.wake_claims.set()
                     self.wake_deliveries.set()
                     log.info("poll.stopping", signal=signal.Signals(signum).name)

@@ -191,8 +191,17 @@ class Settings(BaseSettings):
         le=86400,
         description="How long a worker's claim on a repo lasts without renewal; its heartbeat renews the claims of running polls every third of it, and a dead worker's repos are taken over once it runs out.",
     )
+    worker_forget_s: float = Field(
+        default=600.0,
+        gt=0,
+        le=86400,
+        description="A worker without a heartbeat for this long (or a lease, when that is longer) leaves `tracker status` and the workers table (its leases ran out long before).",
+    )
     poll_concurrency: int = Field(
-        default=4, ge=1, le=256, description="Repos one polling daemon polls at the same time."
+        default=4,
+        ge=1,
+        le=256,
+        description="Repos one polling daemon polls at the same time; it claims (leases) no more than it is polling, so a worker that dies strands at most this many repos for a lease.",
     )
     poll_jitter: float = Field(
         default=0.1,
@@ -382,6 +391,13 @@ class Settings(BaseSettings):
     @classmethod
     def _present(cls, value: object) -> bool:
         return bool(value) and value not in ("0", "false", "False")
+
+    @property
+    def forget_workers_after_s(self) -> float:
+        """How long after its last heartbeat a worker leaves `tracker status` and the workers
+        table: `worker_forget_s`, or a lease when that is longer (its repos are taken over
+        first)."""
+        return max(self.worker_forget_s, self.worker_lease_s)
 
     @property
     def limits(self) -> Limits:

@@ -97,6 +97,19 @@ def create_app(app: PagesApp, *, page_size: int = DEFAULT_PAGE_SIZE) -> FastAPI:
     statements = StatementCount(store.engine) if store is not None else None
     api.state.statements = statements
     # /healthz, /readyz, /metrics
-    ops.install(api, lambda: OpsReader(app.store.engine), statements=statements)
+    settings = getattr(app, "settings", None)
+    load = getattr(app, "load_watchlist", None)
+
+    def intervals() -> dict[str, float]:  # the watchlist read at each scrape
+        assert load is not None
+        return {str(r.repo_id): r.poll_interval_s for r in load().repos}
+
+    ops.install(
+        api,
+        lambda: OpsReader(app.store.engine),
+        statements=statements,
+        worker_lease_s=settings.worker_lease_s if settings is not None else 120.0,
+        intervals=intervals if load is not None and settings is not None else None,
+    )
 
     return api

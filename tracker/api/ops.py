@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 
 import structlog
@@ -36,7 +36,6 @@ from prometheus_client.metrics_core import (
     Metric,
 )
 from prometheus_client.registry import Collector
-from starlette.concurrency import run_in_threadpool
 
 from tracker.api.auth import require_read
 from tracker.api.limits import ASGIApp, Message, Receive, Scope, Send
@@ -97,8 +96,11 @@ async def readyz(request: Request) -> Response:
     """Ready: the store is reachable and at the migration head (200), else 503 with why."""
     reader: OpsReader = request.app.state.ops_reader()
     try:
+        # a thread of the loop's executor, not anyio's: a cancelled anyio thread call waits
+        # for the thread, so a store that never answers would hold the probe past the timeout
+        loop = asyncio.get_running_loop()
         problem, current, head = await asyncio.wait_for(
-            run_in_threadpool(_readiness, reader), READY_TIMEOUT_S
+            loop.run_in_executor(None, _readiness, reader), READY_TIMEOUT_S
         )
     except TimeoutError:
         problem, current, head = f"the store did not answer within {READY_TIMEOUT_S:g} s", None, "?"
@@ -163,9 +165,18 @@ class ServingCollector(Collector):
 class StoreCollector(Collector):
     """The store's counts, read at each scrape (`tracker.store.ops.OpsReader.counts`)."""
 
-    def __init__(self, reader: Callable[[], OpsReader], clock: Clock) -> None:
+    def __init__(
+        self,
+        reader: Callable[[], OpsReader],
+        clock: Clock,
+        *,
+        worker_lease_s: float = 120.0,
+        intervals: Callable[[], Mapping[str, float]] | None = None,
+    ) -> None:
         self.reader = reader
         self.clock = clock
+        self.worker_lease_s = worker_lease_s
+        self.intervals = intervals
 
     def describe(self) -> list[Metric]:
         return []  # collected only at scrape time: registering must not read the store
@@ -175,7 +186,7 @@ class StoreCollector(Collector):
             "tracker_store_up", "1 when this scrape read the store, 0 when the store failed."
         )
         try:
-            counts = self.reader().counts(self.clock())
+            counts = self.reader().counts(self.clock(), worker_lease_s=self.worker_lease_s)
         except TrackerError as exc:
             log.warning("metrics.store_failed", error=str(exc).splitlines()[0])
             up.add_metric([], 0)
@@ -184,6 +195,20 @@ class StoreCollector(Collector):
         up.add_metric([], 1)
         yield up
         yield from _store_metrics(counts)
+        if self.intervals is not None:
+            try:
+                intervals = self.intervals()
+            except (TrackerError, OSError) as exc:  # no watchlist here: no intervals
+                log.info("metrics.no_watchlist", error=str(exc).splitlines()[0])
+                intervals = {}
+            family = GaugeMetricFamily(
+                "tracker_repo_poll_interval_seconds",
+                "Each watched repo's poll interval (the watchlist this server reads).",
+                labels=["repo"],
+            )
+            for repo, seconds in sorted(intervals.items()):
+                family.add_metric([repo], seconds)
+            yield family
 
 
 def _store_metrics(c: OpsCounts) -> Iterator[Metric]:
@@ -234,7 +259,48 @@ def _store_metrics(c: OpsCounts) -> Iterator[Metric]:
         consecutive.add_metric([r.repo_id], r.consecutive_failures)
         for s in RepoStatus:
             state.add_metric([r.repo_id, s.value], 1 if r.state == s.value else 0)
-    yield from (polls, failures, ingest, revisions, pending, overrun, consecutive, state)
+    last_ok = GaugeMetricFamily(
+        "tracker_repo_last_success_timestamp_seconds",
+        "Unix time of each repo's last poll that ended ok (absent before the first).",
+        labels=["repo"],
+    )
+    for r in c.repos:
+        if r.last_success is not None:
+            last_ok.add_metric([r.repo_id], r.last_success.timestamp())
+    yield from (polls, failures, ingest, revisions, pending, overrun, consecutive, state, last_ok)
+
+    workers = GaugeMetricFamily(
+        "tracker_workers",
+        "Polling workers registered in the store: alive (a heartbeat within a lease) or "
+        "no_heartbeat (dead or hung; dropped after TRACKER_WORKER_FORGET_S).",
+        labels=["state"],
+    )
+    for name in ("alive", "no_heartbeat"):
+        workers.add_metric([name], c.workers.get(name, 0))
+    yield workers
+    leases = GaugeMetricFamily(
+        "tracker_leases",
+        "Repo leases: held (a worker is polling the repo) or expired (run out unreleased: its "
+        "worker died or hung; another worker takes the repo over).",
+        labels=["state"],
+    )
+    for name in ("held", "expired"):
+        leases.add_metric([name], c.leases.get(name, 0))
+    yield leases
+    used = GaugeMetricFamily(
+        "tracker_rate_budget_used",
+        "Requests counted against each Hub bucket's rate budget in its current window.",
+        labels=["bucket"],
+    )
+    quota = GaugeMetricFamily(
+        "tracker_rate_budget_quota",
+        "Each Hub bucket's quota per window.",
+        labels=["bucket"],
+    )
+    for bucket, (n, q) in sorted(c.rate_budget.items()):
+        used.add_metric([bucket], n)
+        quota.add_metric([bucket], q)
+    yield from (used, quota)
 
     advisories = GaugeMetricFamily(
         "tracker_advisories", "Advisories in the store.", labels=["severity", "state"]
@@ -326,13 +392,18 @@ def install(
     reader: Callable[[], OpsReader],
     clock: Clock = _now,
     statements: StatementCount | None = None,
+    *,
+    worker_lease_s: float = 120.0,
+    intervals: Callable[[], Mapping[str, float]] | None = None,
 ) -> None:
     """Add the operations routes and the metrics registry (per app) to `api`; `reader` gives
     the store's reader when a probe or a scrape needs it (never at install time); `statements`
     counts what the store ran for this app."""
     registry = CollectorRegistry()
     ProcessCollector(registry=registry)
-    registry.register(StoreCollector(reader, clock))
+    registry.register(
+        StoreCollector(reader, clock, worker_lease_s=worker_lease_s, intervals=intervals)
+    )
     registry.register(ServingCollector(api.state, statements))
     api.state.metrics = registry
     api.state.ops_reader = reader

@@ -218,7 +218,7 @@ def serve_pages(console: Console, app: App, host: str, port: int) -> None:
     sock.listen(2048)  # listening before the URL is printed: a client that comes at once waits
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if family == socket.AF_INET6 else host
-    server = uvicorn.Server(uvicorn.Config(create_app(app), log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(create_app(app), log_level="warning", log_config=None))
     console.print(f"serving the results: open http://{shown}:{bound}/ in a browser (Ctrl-C stops)")
     try:
         server.run(sockets=[sock])

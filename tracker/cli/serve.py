@@ -10,9 +10,11 @@ from __future__ import annotations
 import socket
 from typing import Annotated
 
+import structlog
 import typer
 
 from tracker.errors import ConfigError
+from tracker.logs import wants_json
 from tracker.settings import load_settings
 
 
@@ -45,7 +47,12 @@ def register(app: typer.Typer) -> None:
             int, typer.Option(help="Port (0: any free port).", min=0, max=65535)
         ] = 8080,
     ) -> None:
-        """Serve the OSV API (/v1/query, /v1/querybatch, /v1/vulns/ID) until interrupted."""
+        """Serve the OSV API (/v1/query, /v1/querybatch, /v1/vulns/ID) until interrupted.
+
+        It starts even while the store (PostgreSQL) cannot be reached: /readyz answers 503
+        naming the store until it answers, /healthz 200 throughout. Logs (uvicorn's access and
+        error records included) are JSON lines on stderr under systemd or when stderr is not a
+        terminal."""
         import uvicorn
 
         from tracker.api import create_app
@@ -54,12 +61,20 @@ def register(app: typer.Typer) -> None:
         settings = load_settings()
         sock = bind(host, port)
         try:
-            built = build(settings)
+            # a store that cannot be reached now is asked again at each request: /readyz says
+            # 503 (naming it) until it answers, /healthz 200 all along
+            built = build(settings, store_may_be_down=True)
             try:
                 bound = sock.getsockname()
                 shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
-                typer.echo(f"serving http://{shown}:{bound[1]} (Ctrl-C stops)", err=True)
-                config = uvicorn.Config(create_app(built), log_level="info")
+                url = f"http://{shown}:{bound[1]}"
+                if wants_json(under_systemd=settings.under_systemd):  # a log line like the rest
+                    structlog.get_logger(__name__).info("serve.listening", url=url)
+                else:
+                    typer.echo(f"serving {url} (Ctrl-C stops)", err=True)
+                # log_config=None: uvicorn's records (access and error) go through
+                # `tracker.logs` like every other library's, JSON on stderr under systemd
+                config = uvicorn.Config(create_app(built), log_level="info", log_config=None)
                 uvicorn.Server(config).run(sockets=[sock])
             finally:
                 built.close()

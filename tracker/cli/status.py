@@ -2,14 +2,16 @@
 
 Per repo: last poll, last ingested revision, next due time, consecutive failures and last error,
 lease owner. Per worker: id, host, pid, started, last heartbeat (and whether its heartbeat is
-older than a lease: a dead worker whose repos are being taken over). The rate budget of each Hub
+older than a lease: a dead worker whose repos are being taken over). A worker without a
+heartbeat for `TRACKER_WORKER_FORGET_S` (600 s; a lease when that is longer) is not shown: it is
+gone, and the live workers delete its row. The rate budget of each Hub
 bucket in its current window.
 """
 
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import typer
@@ -26,7 +28,11 @@ def _short(at: datetime | None) -> str:
 def status_command(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """Repos (last poll, revision, next due, failures, lease), workers and the rate budget."""
+    """Repos (last poll, revision, next due, failures, lease), workers and the rate budget.
+
+    A worker shows as "no heartbeat" once a lease (TRACKER_WORKER_LEASE_S) has passed since its
+    last heartbeat, and is no longer listed once TRACKER_WORKER_FORGET_S (600 s by default, or a
+    lease when that is longer) has."""
     from tracker.app import build
     from tracker.cli.tables import Col, console, print_table
     from tracker.settings import load_settings
@@ -38,7 +44,8 @@ def status_command(
         work = WorkStore(app.store.engine)
         now = app.clock()
         repos = work.schedule()
-        workers = work.workers()
+        forget = timedelta(seconds=settings.forget_workers_after_s)
+        workers = [w for w in work.workers() if now - w.heartbeat <= forget]
         budget = work.budget(now)
     finally:
         app.close()

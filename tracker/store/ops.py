@@ -12,7 +12,7 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 from sqlmodel import col
@@ -21,6 +21,12 @@ from tracker.store.advisories.tables import AdvisoryRow
 from tracker.store.engine import current_revision, head_revision, transaction
 from tracker.store.tables import IngestionStateRow, RepoRow, RevisionRow
 from tracker.store.webhooks.tables import DeliveryAttemptRow, DeliveryRow, PollRequestRow
+from tracker.store.workers import (
+    RateBudgetRow,
+    RepoScheduleRow,
+    WorkerRow,
+    window_start,
+)
 
 INGEST_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 """Upper bounds (seconds) of the ingest histogram's buckets; `+Inf` is the poll count."""
@@ -53,6 +59,7 @@ class RepoCounts:
     ingest_sum: float
     ingest_buckets: tuple[tuple[float, int], ...]  # (upper bound, cumulative count), +Inf last
     could_not_analyse: int = 0  # pending revisions recorded as over the analysis budget
+    last_success: datetime | None = None  # the last poll that ended ok
 
 
 @dataclass(frozen=True)
@@ -64,6 +71,10 @@ class OpsCounts:
     deliveries: Mapping[str, int]  # delivery state → count
     attempts: Mapping[str, int]  # attempt outcome → count
     poll_requests: Mapping[str, int] = field(default_factory=dict)  # waiting / claimed → count
+    workers: Mapping[str, int] = field(default_factory=dict)  # alive / no_heartbeat → count
+    leases: Mapping[str, int] = field(default_factory=dict)  # held / expired → count
+    # bucket → (requests used in the current window, quota)
+    rate_budget: Mapping[str, tuple[int, int]] = field(default_factory=dict)
 
 
 def _buckets(raw: str, polls: int) -> tuple[tuple[float, int], ...]:
@@ -83,9 +94,11 @@ class OpsReader:
         that cannot be reached (SQLAlchemy's error)."""
         return current_revision(self.engine), head_revision()
 
-    def counts(self, now: datetime) -> OpsCounts:
+    def counts(self, now: datetime, *, worker_lease_s: float = 120.0) -> OpsCounts:
         """Every count `/metrics` exposes at `now` (StoreError when the store fails). A poll
-        request is claimed while a daemon's lease on it runs, waiting otherwise."""
+        request is claimed while a daemon's lease on it runs, waiting otherwise; a worker is
+        alive while its last heartbeat is under `worker_lease_s` old; a repo's lease is held
+        while it runs, expired once it has run out unreleased (its worker died)."""
         with transaction(self.engine, "read operations counts") as s:
             if s.get_bind().dialect.name == "postgresql":
                 s.execute(sa.text("SET LOCAL statement_timeout = 5000"))
@@ -123,6 +136,7 @@ class OpsReader:
                     sa.func.coalesce(revs.c.n, 0),
                     sa.func.coalesce(revs.c.pending, 0),
                     sa.func.coalesce(revs.c.overrun, 0),
+                    col(st.last_success_at),
                 )
                 .join(st, col(st.repo_pk) == col(RepoRow.id))
                 .outerjoin(revs, revs.c.repo_pk == col(RepoRow.id))
@@ -140,6 +154,7 @@ class OpsReader:
                     could_not_analyse=int(r[9]),
                     ingest_sum=float(r[5]),
                     ingest_buckets=_buckets(r[6], int(r[2])),
+                    last_success=r[10],
                 )
                 for r in rows
             )
@@ -165,10 +180,31 @@ class OpsReader:
                     sa.func.count().filter(sa.not_(claimed)), sa.func.count().filter(claimed)
                 ).select_from(PollRequestRow)
             ).one()
+            alive_since = now - timedelta(seconds=worker_lease_s)
+            live = col(WorkerRow.heartbeat) >= alive_since
+            wk = s.execute(
+                sa.select(sa.func.count().filter(live), sa.func.count().filter(sa.not_(live)))
+            ).one()
+            leased = col(RepoScheduleRow.lease_owner).is_not(None)
+            running = col(RepoScheduleRow.lease_expires) > now
+            ls = s.execute(
+                sa.select(
+                    sa.func.count().filter(leased, running),
+                    sa.func.count().filter(leased, sa.not_(running)),
+                ).select_from(RepoScheduleRow)
+            ).one()
+            budget = {  # a window that has ended reads as unused
+                r.bucket: (r.used if r.window_start == window_start(now, r.window_s) else 0,
+                           r.quota)
+                for r in s.scalars(sa.select(RateBudgetRow)).all()
+            }  # fmt: skip
         return OpsCounts(
             repos=repos,
             advisories={(sev, state): int(n) for sev, state, n in adv},
             deliveries={state: int(n) for state, n in dels},
             attempts={outcome: int(n) for outcome, n in atts},
             poll_requests={"waiting": int(reqs[0]), "claimed": int(reqs[1])},
+            workers={"alive": int(wk[0]), "no_heartbeat": int(wk[1])},
+            leases={"held": int(ls[0]), "expired": int(ls[1])},
+            rate_budget=budget,
         )

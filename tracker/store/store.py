@@ -117,6 +117,12 @@ class Store:
             raise StoreError(f"cannot open store at {sa.make_url(url)!r}: {exc}") from exc
         return cls(engine)
 
+    @classmethod
+    def unopened(cls, url: str) -> Store:
+        """The store at `url` without connecting (nothing checked or migrated): for a server that
+        starts while its database is down and asks again at each request."""
+        return cls(create_engine(url))
+
     def close(self) -> None:
         self.engine.dispose()
 

@@ -35,6 +35,7 @@ import structlog
 
 from tracker.domain import Clock
 from tracker.settings import Settings
+from tracker.store.outage import first_line, unreachable
 from tracker.store.webhooks import Attempt, Delivery, Outcome, Subscription, WebhookStore
 from tracker.webhooks.exchange import (
     Answer,
@@ -200,8 +201,16 @@ class Deliverer:
     def _attempt_in_slot(self, delivery: Delivery, sub: Subscription) -> Attempt | None:
         try:
             return self.attempt(delivery, sub)
-        except Exception:
-            log.exception("webhooks.crashed", subscription=sub.id, webhook_id=delivery.msg_id)
+        except Exception as exc:
+            if unreachable(exc):  # one line: the daemon logs the outage itself
+                log.error(
+                    "webhooks.store_unreachable",
+                    subscription=sub.id,
+                    webhook_id=delivery.msg_id,
+                    error=first_line(exc),
+                )
+            else:
+                log.exception("webhooks.crashed", subscription=sub.id, webhook_id=delivery.msg_id)
             raise
         finally:
             with self._lock:
