@@ -97,6 +97,7 @@ def _register_all() -> None:
         serve,
         status,
         subscribe,
+        team,
         verify,
         watch,
     )
@@ -109,6 +110,7 @@ def _register_all() -> None:
         preflight.register,
         advisories.register,
         scan.register,
+        team.register,
         serve.register,
         subscribe.register,
         replica.register,

@@ -73,6 +73,7 @@ def as_json(report: ScanReport) -> dict[str, Any]:
                 "revision": p.pin.revision,
                 "role": p.pin.role,
                 "via": p.pin.via,
+                "settings": dict(p.pin.settings),
                 "watched": p.watched,
                 "state": p.state.value,
                 "pinned_sha": p.pinned,
@@ -148,6 +149,14 @@ def scan_command(
             "low) affects a pin or comes between it and HEAD.",
         ),
     ] = None,
+    draft_team: Annotated[
+        str | None,
+        typer.Option(
+            "--draft-team",
+            metavar="NAME",
+            help="Print a watchlist `teams:` entry drafted from the pins and versions found.",
+        ),
+    ] = None,
 ) -> None:
     """Find model pins in a codebase (Python, YAML/JSON/TOML configs, shell scripts,
     Dockerfiles; transformers/vLLM versions from requirements, pyproject and lockfiles) and report
@@ -158,7 +167,14 @@ def scan_command(
     report, note = scan_report(path)
     if note:
         typer.echo(f"note: {note}", err=True)
-    if fmt == "json":
+    if draft_team is not None:
+        from tracker.teams.draft import draft_yaml
+
+        try:
+            typer.echo(draft_yaml(draft_team, report), nl=False)
+        except ValueError as exc:
+            raise ConfigError(f"--draft-team {draft_team}: {exc}") from exc
+    elif fmt == "json":
         typer.echo(json.dumps(as_json(report), indent=2, sort_keys=True))
     elif fmt == "sarif":
         from tracker.scan.sarif import to_sarif

@@ -63,6 +63,16 @@ _TOKENIZER_FLAGS = frozenset({"--tokenizer", "--tokenizer_name", "--tokenizer-na
 _REVISION_FLAGS = frozenset({"--revision", "--model-revision", "--model_revision"})
 _TOKENIZER_REVISION_FLAGS = frozenset({"--tokenizer-revision", "--tokenizer_revision"})
 
+_CALL_SETTINGS = (
+    ("tensor_parallel_size", "tensor_parallel"),
+    ("max_model_len", "context"),
+    ("trust_remote_code", "trust_remote_code"),
+)
+_COMMAND_SETTINGS = {
+    "--tensor-parallel-size": "tensor_parallel",
+    "-tp": "tensor_parallel",
+    "--max-model-len": "context",
+}
 _DOWNLOADS = frozenset({"hf_hub_download", "snapshot_download", "hf_hub_url"})
 _ENGINES = frozenset({"LLM", "AsyncLLMEngine", "LLMEngine", "EngineArgs", "AsyncEngineArgs"})
 
@@ -90,6 +100,9 @@ class Pin:
     revision: str | None
     role: str
     via: str
+    settings: tuple[tuple[str, str], ...] = ()
+    """What the same call or command line says of the workload: `tensor_parallel`, `context`
+    (vLLM's max model length), `trust_remote_code`, `lora_rank` (a LoraConfig in the file)."""
 
 
 @dataclass(frozen=True)
@@ -312,11 +325,27 @@ def python_pins(text: str, path: str) -> list[Pin]:
     consts = _Constants(tree)
     out: list[Pin] = []
 
+    lora_ranks = {
+        str(r.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and _call_name(node.func) == "LoraConfig"
+        for r in [_kw(node, "r")]
+        if isinstance(r, ast.Constant) and isinstance(r.value, int)
+    }
+
     def add(node: ast.AST, model: str | None, revision: str | None, role: str, via: str) -> None:
         rid = repo_id_or_none(model)
         if rid is not None:
             where = Location(path, getattr(node, "lineno", 1), getattr(node, "col_offset", 0) + 1)
-            out.append(Pin(where, rid, _revision(revision), role, via))
+            found: list[tuple[str, str]] = []
+            if isinstance(node, ast.Call):
+                for key, name in _CALL_SETTINGS:
+                    value = _kw(node, key)
+                    if isinstance(value, ast.Constant) and isinstance(value.value, int | bool):
+                        found.append((name, str(value.value).lower()))
+            if role == "model" and len(lora_ranks) == 1 and via.endswith("from_pretrained"):
+                found.append(("lora_rank", next(iter(lora_ranks))))
+            out.append(Pin(where, rid, _revision(revision), role, via, tuple(sorted(found))))
 
     flag_defaults: dict[str, tuple[ast.Call, str]] = {}
     for node in ast.walk(tree):
@@ -581,12 +610,20 @@ def command_pins(tokens: Sequence[tuple[str, Location]]) -> list[Pin]:
     """The pins of one command line's tokens (each with its place): `vllm serve ORG/NAME`,
     `huggingface-cli download ORG/NAME`, `--model`, `--tokenizer` and their revisions."""
     values: dict[str, tuple[str, Location]] = {}
+    settings: dict[str, str] = {}
     words = [t for t, _ in tokens]
     i = 0
     while i < len(tokens):
         word, where = tokens[i]
         flag, eq, inline = word.partition("=")
-        if flag.startswith("--") and flag in (
+        if word == "--trust-remote-code":
+            settings["trust_remote_code"] = "true"
+        elif flag in _COMMAND_SETTINGS and (eq or i + 1 < len(tokens)):
+            value = inline if eq else tokens[i + 1][0]
+            if value.isdigit():
+                settings[_COMMAND_SETTINGS[flag]] = value
+            i += 0 if eq else 1
+        elif flag.startswith("--") and flag in (
             _MODEL_FLAGS | _TOKENIZER_FLAGS | _REVISION_FLAGS | _TOKENIZER_REVISION_FLAGS
         ):
             if eq:
@@ -612,7 +649,9 @@ def command_pins(tokens: Sequence[tuple[str, Location]]) -> list[Pin]:
         value, where = values[flag]
         rid = repo_id_or_none(value)
         if rid is not None:
-            out.append(Pin(where, rid, _revision(revision), "model", via))
+            out.append(
+                Pin(where, rid, _revision(revision), "model", via, tuple(sorted(settings.items())))
+            )
     for flag in sorted(_TOKENIZER_FLAGS & values.keys()):
         value, where = values[flag]
         rid = repo_id_or_none(value)

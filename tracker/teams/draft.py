@@ -1,0 +1,88 @@
+"""A team profile drafted from a code scan (`tracker scan --draft-team NAME`): the repos the code
+pins (with the revision), the workloads its engine flags and LoRA configs show, whether it runs
+remote code, and the transformers/vLLM versions it pins exactly. What a scan cannot see (cards,
+the generation settings it passes, chat template, padding, classification head) is left out, so
+it stays unknown until someone says it; the YAML's comment names it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from tracker.scan.pins import Pin
+from tracker.scan.report import ScanReport
+from tracker.teams.profile import TeamFields
+
+ENGINES = ("vllm serve", "LLM", "AsyncLLMEngine", "LLMEngine", "EngineArgs", "AsyncEngineArgs")
+UNSEEN = "cards, generation, chat_template, padding, classification_head"
+
+
+def _engine(pin: Pin) -> bool:
+    return pin.via in ENGINES or pin.via.startswith("vllm.entrypoints")
+
+
+def draft(name: str, report: ScanReport) -> tuple[dict[str, Any], list[str]]:
+    """The `teams:` item for `name`, and notes (conflicting pins, where things came from)."""
+    notes: list[str] = []
+    repos: dict[str, dict[str, Any]] = {}
+    for p in report.pins:
+        if p.pin.role != "model":
+            continue
+        pin = p.pin
+        entry = repos.setdefault(pin.repo_id, {"id": pin.repo_id})
+        if pin.revision is not None:
+            if "revision" not in entry:
+                entry["revision"] = pin.revision
+                notes.append(f"{pin.repo_id}: revision {pin.revision} from {pin.location}")
+            elif entry["revision"] != pin.revision:
+                notes.append(
+                    f"{pin.repo_id}: {pin.location} pins {pin.revision}, another pin "
+                    f"{entry['revision']}: check which one runs"
+                )
+        settings = dict(pin.settings)
+        workloads: list[dict[str, Any]] = entry.setdefault("workloads", [])
+        if _engine(pin):
+            serve: dict[str, Any] = {"kind": "serve", "engine": "vllm"}
+            if "context" in settings:
+                serve["context"] = int(settings["context"])
+            if "tensor_parallel" in settings:
+                serve["tensor_parallel"] = int(settings["tensor_parallel"])
+            if serve not in workloads:
+                workloads.append(serve)
+        if "lora_rank" in settings:
+            lora = {"kind": "lora", "rank": int(settings["lora_rank"])}
+            if lora not in workloads:
+                workloads.append(lora)
+        if settings.get("trust_remote_code") == "true":
+            entry["trust_remote_code"] = True
+    for entry in repos.values():
+        if not entry["workloads"]:
+            del entry["workloads"]
+    team: dict[str, Any] = {"name": name}
+    for package in ("transformers", "vllm"):
+        exact = sorted(
+            {v.version for v in report.found.versions if v.package == package and v.version}
+        )
+        if len(exact) == 1:
+            team[package] = exact[0]
+            where = next(v.location for v in report.found.versions if v.version == exact[0])
+            notes.append(f"{package} {exact[0]} from {where}")
+        elif len(exact) > 1:
+            notes.append(f"{package}: several versions pinned ({', '.join(exact)}): say which runs")
+    team["repos"] = list(repos.values())
+    return team, notes
+
+
+def draft_yaml(name: str, report: ScanReport) -> str:
+    """The drafted `teams:` block as YAML, validated as the watchlist validates it, with comments
+    saying where each value came from and what a scan cannot see."""
+    team, notes = draft(name, report)
+    if not team["repos"]:
+        raise ValueError("no model pins found: nothing to draft a team from")
+    TeamFields.model_validate(team)
+    head = [f"# team {name}, drafted by `tracker scan` from the pins found:"]
+    head += [f"#   {n}" for n in notes]
+    head.append(f"# not seen in code (unknown until you add them): {UNSEEN}")
+    body = yaml.safe_dump({"teams": [team]}, sort_keys=False, allow_unicode=True)
+    return "\n".join(head) + "\n" + body
