@@ -264,3 +264,94 @@ def test_scan_drafts_a_team_that_loads_back(store: SmallStore, tmp_path: Path) -
         "not affected",
         "the team does not generate with it (fine-tuning only)",
     )
+
+
+def test_upgrade_report_of_a_pinned_llama2_names_exactly_what_applies(store: SmallStore) -> None:
+    llama = store.revisions[LLAMA]
+    done = store.run("team", "report", "support-bot", LLAMA, "--json")
+    assert done.returncode == 0, done.stderr
+    r = json.loads(done.stdout)
+    assert (r["pinned"], r["head"], r["behind"]) == (llama[3], llama[-1], 11)
+    assert r["verdict"] == "upgrade with these changes"
+    # between the pin and HEAD: x-5 … x-13; for this profile only these three apply
+    assert [(a["id"], a["severity"]) for a in r["applies"]] == [
+        (x(5), "moderate"),
+        (x(9), "high"),
+        (x(10), "moderate"),
+    ]
+    assert r["unknown"] == []
+    assert [a["id"] for a in r["fixed_by_upgrade"]] == [x(1)]
+    assert [a["id"] for a in r["stays"]] == [x(3)]
+    assert r["fits"] == [
+        {
+            "workload": "LoRA r=8, 4096 tokens, batch 1 on 2 × L4 24 GB",
+            "batch": 1,
+            "largest_batch_at_pin": 0,
+            "largest_batch_at_head": 0,
+            "note": None,
+        },
+        {
+            "workload": "serve (vllm), tensor parallel 2, 4096 tokens, batch 8 on 2 × L4 24 GB",
+            "batch": 8,
+            "largest_batch_at_pin": 11,
+            "largest_batch_at_head": 11,
+            "note": None,
+        },
+    ]
+    text = store.run("team", "report", "support-bot", LLAMA).stdout.splitlines()
+    assert text[:2] == [
+        f"team support-bot on {LLAMA}: {llama[3][:12]} → HEAD {llama[-1][:12]} (11 revisions)",
+        "verdict: upgrade with these changes",
+    ]
+    # the remote-code team on chatglm2: critical advisories apply after its pin
+    glm = json.loads(store.run("team", "report", "research", GLM, "--json").stdout)
+    assert glm["verdict"] == "do not upgrade yet"
+    assert [a["id"] for a in glm["applies"]] == [x(19), x(20), x(21), x(22)]
+    assert glm["remote_code"] == {
+        "transformers": "5.24.0",
+        "imports_at_pin": False,
+        "imports_at_head": False,
+    }
+    # the eval team pinned three revisions from HEAD: nothing between applies
+    ev = json.loads(store.run("team", "report", "eval", LLAMA, "--json").stdout)
+    assert (ev["verdict"], ev["why"]) == (
+        "safe",
+        ["no advisory between the pin and HEAD applies to this profile"],
+    )
+    unused = store.run("team", "report", "eval", GLM)
+    assert (unused.returncode, unused.stderr.strip()) == (
+        3,
+        f"error: team eval does not use {GLM}",
+    )
+
+
+def test_the_api_answers_as_the_cli(store: SmallStore) -> None:
+    from fastapi.testclient import TestClient
+
+    from tracker.api import create_app
+    from tracker.app import build
+    from tracker.settings import load_settings
+
+    app = build(load_settings(state_dir=store.state, watchlist=store.watchlist), read_only=True)
+    try:
+        with TestClient(create_app(app)) as client:
+            for team in ("support-bot", "research", "eval"):
+                got = client.get(f"/v1/teams/{team}/affected")
+                assert got.status_code == 200
+                cli = json.loads(store.run("team", "affected", team, "--json").stdout)
+                assert got.json() == cli
+            only = client.get(
+                "/v1/teams/research/affected", params={"impact": "affects your next upgrade"}
+            ).json()
+            assert [r["advisory"] for r in only] == [x(19), x(20), x(21), x(22)]
+            report = client.get(f"/v1/teams/support-bot/report/{LLAMA}").json()
+            assert [a["id"] for a in report["applies"]] == [x(5), x(9), x(10)]
+            listed = client.get("/v1/teams").json()
+            assert [t["name"] for t in listed] == ["support-bot", "research", "eval"]
+            missing = client.get("/v1/teams/nobody")
+            assert missing.status_code == 404
+            assert missing.headers["content-type"].startswith("application/problem+json")
+            bad = client.get("/v1/teams/eval/affected", params={"impact": "sometimes"})
+            assert bad.status_code == 400
+    finally:
+        app.close()

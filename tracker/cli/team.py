@@ -11,8 +11,14 @@ import typer
 from tracker.cli.tables import Col, console, print_table
 
 if TYPE_CHECKING:
-    from tracker.teams.impact import Verdict
-    from tracker.teams.profile import Team, TeamRepo
+    from tracker.teams.profile import Team
+
+
+def _built() -> Any:
+    from tracker.app import build
+    from tracker.settings import load_settings
+
+    return build(load_settings(), read_only=True)
 
 
 def _watchlist() -> Any:
@@ -20,59 +26,6 @@ def _watchlist() -> Any:
     from tracker.watchlist import load_watchlist
 
     return load_watchlist(load_settings().watchlist)
-
-
-def repo_json(r: TeamRepo) -> dict[str, Any]:
-    return {
-        "repo": r.repo_id,
-        "revision": r.revision,
-        "follows": r.follows,
-        "workloads": None
-        if r.workloads is None
-        else [
-            {
-                "kind": w.kind,
-                "rank": w.rank,
-                "context": w.context,
-                "batch": w.batch,
-                "sharding": w.sharding,
-                "engine": w.engine,
-                "tensor_parallel": w.tensor_parallel,
-            }
-            for w in r.workloads
-        ],
-        "generation": r.generation if r.generation in (None, "all") else list(r.generation or ()),
-        "chat_template": r.chat_template,
-        "padding": r.padding,
-        "classification_head": r.classification_head,
-        "trust_remote_code": r.trust_remote_code,
-    }
-
-
-def team_json(t: Team) -> dict[str, Any]:
-    return {
-        "name": t.name,
-        "description": t.description,
-        "cards": None
-        if t.cards is None
-        else {"name": t.cards.name, "count": t.cards.count, "vram_gb": t.cards.vram_gb},
-        "transformers": t.transformers,
-        "vllm": t.vllm,
-        "repos": [repo_json(r) for r in t.repos],
-    }
-
-
-def verdict_json(v: Verdict, severity: str, summary: str) -> dict[str, Any]:
-    return {
-        "advisory": v.advisory_id,
-        "repo": v.repo_id,
-        "team": v.team,
-        "severity": severity,
-        "summary": summary,
-        "impact": v.impact.value,
-        "reason": v.reason,
-        "missing": list(v.missing),
-    }
 
 
 def _said(value: object) -> str:
@@ -104,34 +57,6 @@ def show_lines(t: Team) -> list[str]:
     return lines
 
 
-def affected_rows(team: Team, *, every: bool) -> list[dict[str, Any]]:
-    """Every advisory of the team's repos (`every`: of all repos) judged for `team`."""
-    from tracker.app import build
-    from tracker.settings import load_settings
-    from tracker.teams.facts import StoreFacts
-    from tracker.teams.impact import judge
-
-    app = build(load_settings(), read_only=True)
-    try:
-        facts = StoreFacts(app.store, app.preflight)
-        if every:
-            advisories = app.advisories.list_advisories()
-        else:
-            advisories = [
-                a for r in team.repos for a in app.advisories.list_advisories(repo_id=r.repo_id)
-            ]
-        from tracker.store.advisories.values import id_key
-
-        advisories.sort(key=lambda a: id_key(a.id))
-        rows = []
-        for a in advisories:
-            summary = str(a.record.get("summary", "")).removeprefix(f"{a.repo_id}: ")
-            rows.append(verdict_json(judge(a, team, facts), a.severity.value, summary))
-        return rows
-    finally:
-        app.close()
-
-
 def register(app: typer.Typer) -> None:
     """Add the `team` command group to `app`."""
     group = typer.Typer(
@@ -145,6 +70,8 @@ def register(app: typer.Typer) -> None:
         """The teams of the watchlist: repos, cards, versions."""
         teams = _watchlist().teams
         if as_json:
+            from tracker.teams.service import team_json
+
             typer.echo(json.dumps([team_json(t) for t in teams], indent=2, sort_keys=True))
             return
         if not teams:
@@ -180,6 +107,8 @@ def register(app: typer.Typer) -> None:
         """One team's profile; what it leaves out is shown as unknown."""
         team = _watchlist().team(name)
         if as_json:
+            from tracker.teams.service import team_json
+
             typer.echo(json.dumps(team_json(team), indent=2, sort_keys=True))
             return
         for line in show_lines(team):
@@ -196,7 +125,13 @@ def register(app: typer.Typer) -> None:
         """Every advisory of the team's repos: affected, affects the next upgrade, not affected
         or unknown, each with the reason."""
         team = _watchlist().team(name)
-        rows = affected_rows(team, every=every)
+        from tracker.teams.service import affected_rows
+
+        built = _built()
+        try:
+            rows = affected_rows(built, team, every=every)
+        finally:
+            built.close()
         if as_json:
             typer.echo(json.dumps(rows, indent=2, sort_keys=True))
             return
@@ -212,3 +147,62 @@ def register(app: typer.Typer) -> None:
             f"team {team.name}: {len(rows)} advisories: "
             + ", ".join(f"{counts.get(k, 0)} {k}" for k in order)
         )
+
+    @group.command("report")
+    def report(
+        name: Annotated[str, typer.Argument(metavar="NAME")],
+        repo: Annotated[str, typer.Argument(metavar="ORG/NAME")],
+        as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    ) -> None:
+        """The upgrade report of a team on one repo: from its pinned revision to HEAD, the
+        advisories that apply to its profile, its workloads' fit on its cards and the remote
+        code's import on its transformers version at both ends, and a verdict."""
+        from tracker.errors import StoreNotFoundError
+        from tracker.teams.service import report_json, report_of
+
+        team = _watchlist().team(name)
+        built = _built()
+        try:
+            got = report_of(built, team, repo)
+        finally:
+            built.close()
+        if isinstance(got, str):
+            raise StoreNotFoundError(f"{repo}: team {name}'s place in the history: {got}")
+        if as_json:
+            typer.echo(json.dumps(report_json(got), indent=2, sort_keys=True))
+            return
+        for line in report_lines(got):
+            typer.echo(line)
+
+
+def report_lines(r: Any) -> list[str]:
+    """The upgrade report as text."""
+    lines = [
+        f"team {r.team} on {r.repo_id}: {r.pinned[:12]} → HEAD {r.head[:12]} "
+        f"({r.behind} revision{'s' if r.behind != 1 else ''})",
+        f"verdict: {r.decision.value}",
+    ]
+    lines += [f"  - {w}" for w in r.why]
+    sections = (
+        ("applies to this profile after the upgrade", r.applies),
+        ("unknown for this profile", r.unknown),
+        ("fixed by the upgrade", r.fixed),
+        ("affects the pin and HEAD alike", r.stays),
+    )
+    for title, items in sections:
+        if items:
+            lines.append(f"{title}:")
+            lines += [f"  {i.id} {i.severity.value}: {i.summary}" for i in items]
+
+    def at(b: int | None) -> str:
+        return "no estimate" if b is None else f"largest batch {b}"
+
+    for f in r.fits:
+        lines.append(f"fit: {f.workload}: {at(f.at_pin)} at the pin, {at(f.at_head)} at HEAD")
+    if r.imports is not None:
+        said = {True: "imports", False: "does not import", None: "not checked"}
+        lines.append(
+            f"remote code on transformers {r.imports.version}: {said[r.imports.at_pin]} at the "
+            f"pin, {said[r.imports.at_head]} at HEAD"
+        )
+    return lines

@@ -222,7 +222,7 @@ def _settings(team: Team, w: Workload) -> EstimateSettings:
     return s
 
 
-def _batch(config: Mapping[str, Any], team: Team, w: Workload) -> int:
+def largest_batch(config: Mapping[str, Any], team: Team, w: Workload) -> int:
     assert team.cards is not None
     est = estimate(config, None, _settings(team, w))
     fit = est.card(team.cards.name)
@@ -253,7 +253,7 @@ def _fit(adv: Advisory, team: Team, use: TeamRepo, facts: Facts) -> Relevance:
     crossed, kept = [], []
     for w in use.workloads:
         try:
-            b, a = _batch(before, team, w), _batch(after, team, w)
+            b, a = largest_batch(before, team, w), largest_batch(after, team, w)
         except EstimateError as exc:
             return None, f"no estimate for {w}: {exc}", ()
         fits_b, fits_a = b >= w.batch, a >= w.batch
@@ -316,7 +316,7 @@ def relevance_of_keys(
     return True, f"the team loads {group.value.replace('_', ' ')}: {what} changed", ()
 
 
-def _versions(adv: Advisory) -> set[str]:
+def versions_of(adv: Advisory) -> set[str]:
     out: set[str] = set()
     affected = adv.record.get("affected")
     for aff in affected if isinstance(affected, list) else []:
@@ -344,7 +344,7 @@ def judge(adv: Advisory, team: Team, facts: Facts) -> Verdict:
         )
     pinned, intro = pos.seq(pos.pinned), pos.seq(adv.introduced)
     where = "its pinned revision" if use.revision else "HEAD"
-    if pos.pinned in _versions(adv):
+    if pos.pinned in versions_of(adv):
         when = Impact.AFFECTED
     elif intro is not None and pinned is not None and intro > pinned:
         if state is not AdvisoryState.OPEN:
