@@ -355,3 +355,41 @@ def test_the_api_answers_as_the_cli(store: SmallStore) -> None:
             assert bad.status_code == 400
     finally:
         app.close()
+
+
+def test_team_feeds_hold_what_affects_each_team(store: SmallStore) -> None:
+    import feedparser
+    from fastapi.testclient import TestClient
+
+    from tests.feeds.feedkit import check_json_feed
+    from tracker.api import create_app
+    from tracker.app import build
+    from tracker.settings import load_settings
+
+    app = build(load_settings(state_dir=store.state, watchlist=store.watchlist), read_only=True)
+    try:
+        with TestClient(create_app(app)) as client:
+            expected = {
+                "support-bot": [1, 3, 5, 9, 10],
+                "research": [5, 9, 14, 15, 19, 20, 21, 22],
+                "eval": [5],
+            }
+            for team, numbers in expected.items():
+                got = client.get(f"/v1/teams/{team}/feed.atom")
+                assert got.status_code == 200
+                parsed = feedparser.parse(got.content)
+                assert not parsed.bozo, parsed.get("bozo_exception")
+                assert parsed.feed.title == f"tracker: advisories that affect team {team}"
+                ids = sorted(int(e.link.rsplit("-", 1)[1]) for e in parsed.entries)
+                assert ids == numbers, team
+                doc = client.get(f"/v1/teams/{team}/feed.json").json()
+                check_json_feed(doc)
+                assert sorted(int(i["url"].rsplit("-", 1)[1]) for i in doc["items"]) == numbers
+            atom = feedparser.parse(client.get("/v1/teams/support-bot/feed.atom").content)
+            by_id = {e.link.rsplit("/", 1)[1]: e for e in atom.entries}
+            assert by_id[x(10)].summary.startswith(
+                "affects your next upgrade (team support-bot): introduced after its pinned revision"
+            )
+            assert client.get("/v1/teams/nobody/feed.atom").status_code == 404
+    finally:
+        app.close()

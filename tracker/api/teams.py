@@ -96,3 +96,84 @@ def report(team: str, org: Org, name: Name, request: Request) -> Response:
     if isinstance(got, str):
         raise Problem(404, "no-position", f"{repo_id}: team {team}'s place in the history: {got}")
     return cached_json(request, report_json(got), LIST)
+
+
+FEED_IMPACTS = ("affected", "affects your next upgrade")
+
+
+def team_feed(app: Any, profile: Team, limit: int) -> Any:
+    """The feed of the advisories that affect `profile` today or at its next upgrade, each
+    entry's summary and content led by the verdict and its reason; the newest `limit`."""
+    from dataclasses import replace
+
+    from tracker.api.feeds import tag_prefix
+    from tracker.feeds import advisory_entry, feed
+    from tracker.teams.facts import StoreFacts
+    from tracker.teams.impact import judge
+
+    tag = tag_prefix(app.settings.public_url)
+    facts = StoreFacts(app.store, app.preflight)
+    entries = []
+    for use in profile.repos:
+        for adv, updated in app.advisories.newest_shown(limit, repo_id=use.repo_id):
+            v = judge(adv, profile, facts)
+            if v.impact.value not in FEED_IMPACTS:
+                continue
+            entry = advisory_entry(adv, tag, updated)
+            said = f"{v.impact.value} (team {profile.name}): {v.reason}"
+            entries.append(
+                replace(
+                    entry,
+                    summary=f"{said}. {entry.summary}",
+                    content=f"**{said}**\n\n{entry.content}",
+                )
+            )
+    checked = max(
+        (t for t in (app.store.last_ingested_at(r.repo_id) for r in profile.repos) if t),
+        default=None,
+    )
+    base = feed(repo_id=None, floor=None, entries=entries, limit=limit, tag=tag, checked=checked)
+    path = f"/v1/teams/{profile.name}"
+    return replace(
+        base,
+        id=f"{tag}feed/team/{profile.name}",
+        title=f"tracker: advisories that affect team {profile.name}",
+        subtitle="Advisories that affect the team now or at its next upgrade, newest first",
+        self_path=f"{path}/feed.atom",
+        json_path=f"{path}/feed.json",
+        page_path="/",
+    )
+
+
+def _feed(request: Request, team: str, limit: int, atom: bool) -> Response:
+    from tracker.api.caching import cached_response
+    from tracker.feeds import ATOM_TYPE, JSON_FEED_TYPE, render_atom, render_json_feed
+    from tracker.web.markdown import render_markdown
+
+    app = request.app.state.app
+    built = team_feed(app, _team(request, team), limit)
+    public = app.settings.public_url
+    base = f"{public}/" if public else str(request.base_url)
+    if atom:
+        body = render_atom(built, base, html=render_markdown)
+    else:
+        body = render_json_feed(built, base, html=render_markdown)
+    return cached_response(request, body, ATOM_TYPE if atom else JSON_FEED_TYPE, LIST)
+
+
+@router.get(
+    "/v1/teams/{team}/feed.atom",
+    responses=NOT_MODIFIED,
+    summary="Atom feed of the advisories that affect the team (now or at its next upgrade)",
+)
+def team_feed_atom(team: str, request: Request, limit: int = Query(100, ge=1, le=500)) -> Response:
+    return _feed(request, team, limit, atom=True)
+
+
+@router.get(
+    "/v1/teams/{team}/feed.json",
+    responses=NOT_MODIFIED,
+    summary="JSON Feed of the advisories that affect the team (now or at its next upgrade)",
+)
+def team_feed_json(team: str, request: Request, limit: int = Query(100, ge=1, le=500)) -> Response:
+    return _feed(request, team, limit, atom=False)
