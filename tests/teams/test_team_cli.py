@@ -393,3 +393,39 @@ def test_team_feeds_hold_what_affects_each_team(store: SmallStore) -> None:
             assert client.get("/v1/teams/nobody/feed.atom").status_code == 404
     finally:
         app.close()
+
+
+def test_scan_updates_an_existing_team_from_the_code(store: SmallStore, tmp_path: Path) -> None:
+    llama = store.revisions[LLAMA]
+    tree = write_tree(
+        tmp_path / "code",
+        {
+            "infer.py": "from vllm import LLM\n"
+            f'llm = LLM(model="{LLAMA}", revision="{llama[-1][:12]}", tensor_parallel_size=2)\n',
+            "requirements.txt": "transformers==4.57.2\n",
+        },
+    )
+    done = store.run("scan", str(tree), "--draft-team", "support-bot")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[:3] == [
+        "# team support-bot, updated by `tracker scan` from the pins found:",
+        "#   transformers: 4.57.1 → 4.57.2",
+        f"#   {LLAMA}: revision {llama[3][:12]} → {llama[-1][:12]}",
+    ]
+    (updated,) = yaml.safe_load(done.stdout)["teams"]
+    assert updated["transformers"] == "4.57.2"
+    assert updated["repos"][0]["revision"] == llama[-1][:12]
+    # what the profile said and code cannot see is kept
+    assert updated["cards"] == {"name": "L4 24 GB", "count": 2}
+    assert updated["repos"][0]["padding"] is True
+    assert updated["repos"][0]["generation"] == [
+        "do_sample", "temperature", "top_p", "max_length", "max_new_tokens"
+    ]  # fmt: skip
+    wl = tmp_path / "wl.yaml"
+    wl.write_text(WATCHLIST + done.stdout)
+    report = store.run(
+        "team", "report", "support-bot", LLAMA, "--json", env={"TRACKER_WATCHLIST": str(wl)}
+    )
+    assert report.returncode == 0, report.stderr
+    r = json.loads(report.stdout)
+    assert (r["behind"], r["verdict"], r["applies"]) == (0, "safe", [])

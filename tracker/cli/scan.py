@@ -168,10 +168,14 @@ def scan_command(
     if note:
         typer.echo(f"note: {note}", err=True)
     if draft_team is not None:
+        from tracker.settings import load_settings
         from tracker.teams.draft import draft_yaml
+        from tracker.watchlist import load_watchlist
 
+        teams = load_watchlist(load_settings().watchlist).teams
+        existing = next((t for t in teams if t.name == draft_team), None)
         try:
-            typer.echo(draft_yaml(draft_team, report), nl=False)
+            typer.echo(draft_yaml(draft_team, report, existing), nl=False)
         except ValueError as exc:
             raise ConfigError(f"--draft-team {draft_team}: {exc}") from exc
     elif fmt == "json":

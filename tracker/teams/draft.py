@@ -12,7 +12,7 @@ import yaml
 
 from tracker.scan.pins import Pin
 from tracker.scan.report import ScanReport
-from tracker.teams.profile import TeamFields
+from tracker.teams.profile import CARD_NAMES, Team, TeamFields
 
 ENGINES = ("vllm serve", "LLM", "AsyncLLMEngine", "LLMEngine", "EngineArgs", "AsyncEngineArgs")
 UNSEEN = "cards, generation, chat_template, padding, classification_head"
@@ -74,12 +74,92 @@ def draft(name: str, report: ScanReport) -> tuple[dict[str, Any], list[str]]:
     return team, notes
 
 
-def draft_yaml(name: str, report: ScanReport) -> str:
-    """The drafted `teams:` block as YAML, validated as the watchlist validates it, with comments
-    saying where each value came from and what a scan cannot see."""
+def fields_of(team: Team) -> dict[str, Any]:
+    """A team profile as the watchlist writes it (unknown fields left out)."""
+    out: dict[str, Any] = {"name": team.name}
+    if team.description:
+        out["description"] = team.description
+    if team.cards is not None:
+        cards: dict[str, Any] = {"name": team.cards.name, "count": team.cards.count}
+        if team.cards.name not in CARD_NAMES:
+            cards["vram_gb"] = team.cards.vram_gb
+        out["cards"] = cards
+    for key in ("transformers", "vllm"):
+        if getattr(team, key) is not None:
+            out[key] = getattr(team, key)
+    repos = []
+    for r in team.repos:
+        entry: dict[str, Any] = {"id": r.repo_id}
+        for key in ("revision", "follows"):
+            if getattr(r, key) is not None:
+                entry[key] = getattr(r, key)
+        if r.workloads is not None:
+            entry["workloads"] = [
+                {
+                    k: v
+                    for k, v in vars(w).items()
+                    if v is not None and not (k == "batch" and v == 1)
+                }
+                for w in r.workloads
+            ]
+        if r.generation is not None:
+            entry["generation"] = r.generation if r.generation == "all" else list(r.generation)
+        for key in ("chat_template", "padding", "classification_head", "trust_remote_code"):
+            if getattr(r, key) is not None:
+                entry[key] = getattr(r, key)
+        repos.append(entry)
+    out["repos"] = repos
+    return out
+
+
+def update(existing: Team, found: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """`existing` updated from a drafted entry: revisions and exact versions from the code, repos
+    the code pins that the profile lacks added; what the profile says otherwise kept."""
+    out = fields_of(existing)
+    notes: list[str] = []
+    for key in ("transformers", "vllm"):
+        if key in found and out.get(key) != found[key]:
+            notes.append(f"{key}: {out.get(key, 'unknown')} → {found[key]}")
+            out[key] = found[key]
+    by_id = {r["id"]: r for r in out["repos"]}
+    for repo in found["repos"]:
+        mine = by_id.get(repo["id"])
+        if mine is None:
+            out["repos"].append(repo)
+            notes.append(f"{repo['id']}: added (pinned in the code, not in the profile)")
+            continue
+        if "revision" in repo and mine.get("revision") != repo["revision"]:
+            was = mine.get("revision") or mine.get("follows") or "the watched ref"
+            notes.append(f"{repo['id']}: revision {was} → {repo['revision']}")
+            mine.pop("follows", None)
+            mine["revision"] = repo["revision"]
+        for key in ("workloads", "trust_remote_code"):
+            if key in repo and key not in mine:
+                mine[key] = repo[key]
+                notes.append(f"{repo['id']}: {key} from the code")
+    in_code = {r["id"] for r in found["repos"]}
+    for rid in by_id:
+        if rid not in in_code:
+            notes.append(f"{rid}: in the profile, not pinned in the code scanned (kept)")
+    return out, notes
+
+
+def draft_yaml(name: str, report: ScanReport, existing: Team | None = None) -> str:
+    """The drafted `teams:` block as YAML (or `existing` updated from the code), validated as the
+    watchlist validates it, with comments saying where each value came from and what a scan
+    cannot see."""
     team, notes = draft(name, report)
     if not team["repos"]:
         raise ValueError("no model pins found: nothing to draft a team from")
+    if existing is not None:
+        team, changes = update(existing, team)
+        TeamFields.model_validate(team)
+        head = [f"# team {name}, updated by `tracker scan` from the pins found:"]
+        head += [f"#   {n}" for n in changes or ["nothing to change"]]
+        conflicts = [n for n in notes if n.endswith(("check which one runs", "say which runs"))]
+        head += [f"#   {n}" for n in conflicts]
+        body = yaml.safe_dump({"teams": [team]}, sort_keys=False, allow_unicode=True)
+        return "\n".join(head) + "\n" + body
     TeamFields.model_validate(team)
     head = [f"# team {name}, drafted by `tracker scan` from the pins found:"]
     head += [f"#   {n}" for n in notes]
