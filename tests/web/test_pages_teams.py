@@ -108,6 +108,10 @@ def test_team_and_report_pages_say_what_the_cli_says(demo_run: Any, served_demo:
                 assert shown == listed, (team, repo)
                 reports += 1
         assert reports >= 3
+        home = client.get("/").text
+        links = re.search(r'<ul id="team-links">(.*?)</ul>', home, re.S)
+        assert links is not None
+        assert re.findall(r'<a href="/teams/([^"]+)">', links[1]) == list(TEAMS)
         gone = client.get("/teams/nobody", headers={"Accept": "text/html"})
         assert gone.status_code == 404
         assert "text/html" in gone.headers["content-type"]
@@ -117,7 +121,7 @@ def test_team_and_report_pages_say_what_the_cli_says(demo_run: Any, served_demo:
 
 
 def test_team_pages_pass_axe_the_html_checker_and_a_phone(browser: Any, served_demo: Any) -> None:
-    pages = {f"team-{t}": f"/teams/{t}" for t in TEAMS}
+    pages = {"home": "/", **{f"team-{t}": f"/teams/{t}" for t in TEAMS}}
     pages["report-support-bot-llama"] = "/teams/support-bot/report/meta-llama/Llama-2-7b-hf"
     pages["report-research-chatglm2"] = "/teams/research/report/THUDM/chatglm2-6b"
     texts = {}

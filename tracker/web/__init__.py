@@ -259,7 +259,13 @@ def mount(api: FastAPI, app: views.PagesApp) -> None:
                 view = views.home(app, names, problem)
             except StoreError:
                 raise _Answer(unavailable()) from None
-            return kept_page(request, "home.html", view=view, alternates=alternates("home"))
+            return kept_page(
+                request,
+                "home.html",
+                view=view,
+                teams=views.team_names(app.load_watchlist),
+                alternates=alternates("home"),
+            )
 
         return answer(request, render)
 
