@@ -1,8 +1,9 @@
 """The model pages: server-rendered HTML on the same FastAPI app as the API (`mount(api, app)`).
 
 Routes: `/` (watched repos, latest advisories), `/repos/{org}/{name}` (the model page at the head
-or `?rev=`), `/advisories/{id}` (one OSV record for a person), `/static/style.css`. jinja2
-templates with autoescaping; no JavaScript (a Content-Security-Policy forbids scripts); advisory
+or `?rev=`), `/advisories/{id}` (one OSV record for a person), `/teams/{team}` and
+`/teams/{team}/report/{org}/{name}` (a team's verdicts and upgrade report, from
+`tracker.teams.service`), `/static/style.css`. jinja2 templates with autoescaping; no JavaScript (a Content-Security-Policy forbids scripts); advisory
 Markdown through `tracker.web.markdown`. Views read the App's stores (`tracker.web.views`).
 """
 
