@@ -113,6 +113,18 @@ class Settings(BaseSettings):
     max_file_bytes: int = Field(
         default=MAX_FILE_BYTES, gt=0, le=GiB, description="Cap on one tracked file's size."
     )
+    scan_max_file_bytes: int = Field(
+        default=2_000_000,
+        gt=0,
+        le=GiB,
+        description="`tracker scan` skips (and lists) a file larger than this.",
+    )
+    scan_max_files: int = Field(
+        default=50_000,
+        ge=1,
+        le=10_000_000,
+        description="`tracker scan` reads at most this many candidate files under its PATH.",
+    )
     max_safetensors_header_bytes: int = Field(
         default=MAX_HEADER_BYTES,
         gt=0,

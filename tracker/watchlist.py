@@ -25,10 +25,11 @@ from tracker.advisories.classify import OverridesBlock
 from tracker.artifacts import DEFAULT_TRACKED
 from tracker.bounded import CONFIG_YAML, BoundsError, load_yaml
 from tracker.domain import JSONValue, RepoId, is_ref_name, parse_repo_id
-from tracker.errors import InvalidRepoIdError, NotWatchedError, WatchlistError
+from tracker.errors import InvalidRepoIdError, NotFoundError, NotWatchedError, WatchlistError
 from tracker.estimate.settings import EstimateBlock
 from tracker.preflight.settings import PreflightBlock
 from tracker.problems import collect, validate
+from tracker.teams.profile import Team, TeamFields, team_of, team_problems
 
 _INTERVAL = re.compile(r"^\s*(\d+)\s*(s|m|h|d)\s*$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -57,9 +58,17 @@ class WatchedRepo:
 
 @dataclass(frozen=True)
 class Watchlist:
-    """All watched repos, in file order."""
+    """All watched repos, in file order, and the teams' profiles (`teams:`)."""
 
     repos: tuple[WatchedRepo, ...]
+    teams: tuple[Team, ...] = ()
+
+    def team(self, name: str) -> Team:
+        for t in self.teams:
+            if t.name == name:
+                return t
+        known = ", ".join(t.name for t in self.teams) or "none"
+        raise NotFoundError(f"no team {name!r} in the watchlist (teams: {known})")
 
     def get(self, repo_id: str) -> WatchedRepo:
         for r in self.repos:
@@ -167,6 +176,7 @@ class WatchlistFile(BaseModel):
     defaults: RepoFields | None = None
     rules: list[RuleFields] | None = None
     repos: list[Annotated[EntryFields, BeforeValidator(_entry)]] | None = None
+    teams: list[TeamFields] | None = None
 
 
 def _merge(base: dict[str, Any], layer: Mapping[str, Any]) -> dict[str, Any]:
@@ -214,6 +224,8 @@ def parse_watchlist(data: Any, source: str = "watchlist") -> Watchlist:
     model = collect(WatchlistFile, data, "", problems, name=source)
     if isinstance(data, dict):
         problems.extend(_duplicates(data))
+    if model is not None and model.teams:
+        problems.extend(team_problems(model.teams))
     if model is None or problems:
         raise WatchlistError(f"{source} is invalid", tuple(problems))
     defaults = model.defaults.layer(data["defaults"]) if model.defaults else {}
@@ -242,7 +254,7 @@ def parse_watchlist(data: Any, source: str = "watchlist") -> Watchlist:
                 preflight=merged.get("preflight", {}),
             )
         )
-    return Watchlist(tuple(repos))
+    return Watchlist(tuple(repos), tuple(team_of(t) for t in model.teams or ()))
 
 
 MAX_WATCHLIST_BYTES = CONFIG_YAML.max_bytes

@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi_offline import FastAPIOffline
 
-from tracker.api import advisories, feeds, hooks, ops, preflight, problem, repos
+from tracker.api import advisories, feeds, hooks, ops, preflight, problem, repos, teams
 from tracker.api.auth import optional_reads
 from tracker.api.head import HeadAsGet
 from tracker.api.limits import BodyLimit
@@ -74,6 +74,7 @@ def create_app(app: PagesApp, *, page_size: int = DEFAULT_PAGE_SIZE) -> FastAPI:
     api.include_router(repos.router)
     api.include_router(advisories.router)
     api.include_router(preflight.router)
+    api.include_router(teams.router)
     api.include_router(hooks.router)
     api.include_router(feeds.router)
     mount_pages(api, app)

@@ -1,8 +1,9 @@
 """The model pages: server-rendered HTML on the same FastAPI app as the API (`mount(api, app)`).
 
 Routes: `/` (watched repos, latest advisories), `/repos/{org}/{name}` (the model page at the head
-or `?rev=`), `/advisories/{id}` (one OSV record for a person), `/static/style.css`. jinja2
-templates with autoescaping; no JavaScript (a Content-Security-Policy forbids scripts); advisory
+or `?rev=`), `/advisories/{id}` (one OSV record for a person), `/teams/{team}` and
+`/teams/{team}/report/{org}/{name}` (a team's verdicts and upgrade report, from
+`tracker.teams.service`), `/static/style.css`. jinja2 templates with autoescaping; no JavaScript (a Content-Security-Policy forbids scripts); advisory
 Markdown through `tracker.web.markdown`. Views read the App's stores (`tracker.web.views`).
 """
 
@@ -102,6 +103,8 @@ def environment() -> Environment:
     env.globals.update(
         repo_href=repo_href,
         advisory_href=advisory_href,
+        team_href=team_href,
+        team_report_href=team_report_href,
         commit_href=commit_href,
         diff_lines=views.diff_lines,
         side_by_side=views.side_by_side,
@@ -141,6 +144,28 @@ def alternates(page: str, **params: str) -> list[dict[str, str]]:
     if page == "repo":
         return feeds_of(params["repo_id"])
     return feeds_of(None)
+
+
+TEAM_IMPACTS = ("affected", "affects your next upgrade", "unknown", "not affected")
+
+
+def team_href(team: str) -> str:
+    return "/teams/" + quote(team, safe="")
+
+
+def team_report_href(team: str, repo_id: str) -> str:
+    return team_href(team) + "/report/" + quote(repo_id, safe="/")
+
+
+def team_alternates(team: str) -> list[dict[str, str]]:
+    """A team's feeds (the advisories that affect it now or at its next upgrade) and its
+    verdicts as JSON."""
+    base = "/v1" + team_href(team)
+    return [
+        {"type": ATOM, "href": f"{base}/feed.atom", "title": f"Atom feed: team {team}"},
+        {"type": JSON_FEED, "href": f"{base}/feed.json", "title": f"JSON Feed: team {team}"},
+        {"type": "application/json", "href": f"{base}/affected", "title": "Verdicts as JSON"},
+    ]
 
 
 class _Answer(Exception):
@@ -235,7 +260,13 @@ def mount(api: FastAPI, app: views.PagesApp) -> None:
                 view = views.home(app, names, problem)
             except StoreError:
                 raise _Answer(unavailable()) from None
-            return kept_page(request, "home.html", view=view, alternates=alternates("home"))
+            return kept_page(
+                request,
+                "home.html",
+                view=view,
+                teams=views.team_names(app.load_watchlist),
+                alternates=alternates("home"),
+            )
 
         return answer(request, render)
 
@@ -328,6 +359,83 @@ def mount(api: FastAPI, app: views.PagesApp) -> None:
                 states=index.STATES,
                 first_query=urlencode(first),
                 alternates=alternates("home"),
+            )
+
+        return answer(request, render)
+
+    def team_of(name: str) -> Any:
+        from tracker.errors import NotFoundError
+
+        try:
+            return app.load_watchlist().team(name)
+        except NotFoundError as exc:
+            raise _Answer(missing(str(exc))) from None
+
+    @api.get("/teams/{team}", response_class=HTMLResponse, include_in_schema=False)
+    def team_page(request: Request, team: str) -> Response:
+        """A team's profile and every advisory of its repos judged for it, with the reason
+        (`tracker team show|affected`'s rows, `tracker.teams.service`)."""
+        from tracker.teams.service import affected_rows, team_json
+
+        if (denied := gate(request)) is not None:
+            return denied
+
+        def render() -> Kept:
+            profile = team_of(team)
+            try:
+                rows = affected_rows(app, profile, every=False)
+            except StoreError:
+                raise _Answer(unavailable()) from None
+            groups = [(i, [r for r in rows if r["impact"] == i]) for i in TEAM_IMPACTS]
+            return kept_page(
+                request,
+                "team.html",
+                team=team_json(profile),
+                positions={r.repo_id: r.position for r in profile.repos},
+                rows=rows,
+                groups=groups,
+                alternates=team_alternates(profile.name),
+            )
+
+        return answer(request, render)
+
+    @api.get(
+        "/teams/{team}/report/{org}/{name}", response_class=HTMLResponse, include_in_schema=False
+    )
+    def team_report_page(request: Request, team: str, org: str, name: str) -> Response:
+        """A team's upgrade report on one repo (`tracker team report`'s, from
+        `tracker.teams.service.report_of`): its pin → HEAD, the advisories that apply, the
+        verdict."""
+        from tracker.errors import InvalidRepoIdError, NotWatchedError
+        from tracker.teams.service import report_json, report_of
+
+        if (denied := gate(request)) is not None:
+            return denied
+        repo_id = f"{org}/{name}"
+
+        def render() -> Kept:
+            profile = team_of(team)
+            try:
+                got = report_of(app, profile, repo_id)
+            except (NotWatchedError, InvalidRepoIdError) as exc:
+                raise _Answer(missing(str(exc))) from None
+            except StoreError:
+                raise _Answer(unavailable()) from None
+            if isinstance(got, str):
+                said = f"{repo_id}: team {team}'s place in the history: {got}"
+                raise _Answer(missing(said)) from None
+            return kept_page(
+                request,
+                "team_report.html",
+                report=report_json(got),
+                alternates=[
+                    {
+                        "type": "application/json",
+                        "href": "/v1" + team_report_href(profile.name, repo_id),
+                        "title": "The report as JSON",
+                    },
+                    *team_alternates(profile.name),
+                ],
             )
 
         return answer(request, render)

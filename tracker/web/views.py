@@ -512,5 +512,13 @@ def watchlist_names(load: Callable[[], Watchlist]) -> tuple[list[str] | None, st
     return [r.repo_id for r in wl.repos], None
 
 
+def team_names(load: Callable[[], Watchlist]) -> list[str]:
+    """The watchlist's team names (none where it cannot be read: the home page says why)."""
+    try:
+        return [t.name for t in load().teams]
+    except TrackerError:
+        return []
+
+
 def sha_list(shas: Sequence[Sha]) -> list[str]:
     return [str(s) for s in shas]
