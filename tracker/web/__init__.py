@@ -165,7 +165,10 @@ def mount(api: FastAPI, app: views.PagesApp) -> None:
     failed poll moves the generation). With a read token set, a page needs it
     (`tracker.web.access`: the bearer header, or the cookie the 401 page's form sets through
     `POST /session`), checked before a kept page is served (`Kept.access`); such a page is
-    `private` and varies by `Authorization, Cookie`. 404 and 503 pages are not kept."""
+    `private` and varies by `Authorization, Cookie`. 404 and 503 pages are not kept. A kept page
+    holds its gzip form too (`tracker.api.encoding`: `Vary: Accept-Encoding`, the ETag suffixed
+    `-gzip`), compressed once per render; an advisory page says `Last-Modified` (the record's
+    `modified`)."""
     # Imported here: tracker.api imports this package (its app mounts the pages).
     from tracker.api.caching import LIST, Kept, keep
     from tracker.api.memo import kept_response
@@ -177,7 +180,9 @@ def mount(api: FastAPI, app: views.PagesApp) -> None:
     def may_read(request: Request) -> bool:
         return access.allowed(request, app.settings)
 
-    def kept_page(request: Request, name: str, **ctx: Any) -> Kept:
+    def kept_page(
+        request: Request, name: str, last_modified: datetime | None = None, **ctx: Any
+    ) -> Kept:
         ctx.setdefault("alternates", [])
         body = env.get_template(name).render(**ctx).encode()
         return keep(
@@ -188,6 +193,7 @@ def mount(api: FastAPI, app: views.PagesApp) -> None:
             headers=_headers(),
             vary="Authorization, Cookie",
             access=may_read,
+            last_modified=last_modified,
         )
 
     def page(name: str, status: int = 200, **ctx: Any) -> Response:
@@ -283,6 +289,7 @@ def mount(api: FastAPI, app: views.PagesApp) -> None:
                 "advisory.html",
                 view=view,
                 details_html=render_markdown(view.details),
+                last_modified=view.row.modified,
                 alternates=alternates(
                     "advisory", advisory_id=advisory_id, repo_id=view.advisory.repo_id
                 ),
