@@ -1,7 +1,8 @@
 """The model pages: server-rendered HTML on the same FastAPI app as the API (`mount(api, app)`).
 
 Routes: `/` (watched repos, latest advisories), `/repos/{org}/{name}` (the model page at the head
-or `?rev=`), `/advisories/{id}` (one OSV record for a person), `/static/style.css`. jinja2
+or `?rev=`), `/repos/{org}/{name}/compare?from=&to=` (the diff between two revisions),
+`/advisories/{id}` (one OSV record for a person), `/static/style.css`. jinja2
 templates with autoescaping; no JavaScript (a Content-Security-Policy forbids scripts); advisory
 Markdown through `tracker.web.markdown`. Views read the App's stores (`tracker.web.views`).
 """
@@ -12,10 +13,10 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import quote, urlencode
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
@@ -267,6 +268,54 @@ def mount(api: FastAPI, app: views.PagesApp) -> None:
                 view=view,
                 headline=views.headline(repo_id, est) if est is not None else [],
                 charts=charts(view.points),
+                alternates=alternates("repo", repo_id=repo_id),
+            )
+
+        return answer(request, render)
+
+    @api.get("/repos/{org}/{name}/compare", response_class=HTMLResponse, include_in_schema=False)
+    def compare_page(
+        request: Request,
+        org: str,
+        name: str,
+        from_: Annotated[str | None, Query(alias="from")] = None,
+        to: str | None = None,
+    ) -> Response:
+        """The diff between two stored revisions, rendered: the same changes as
+        `GET /v1/repos/ORG/NAME/diff?from=&to=`. A missing or malformed revision is a 400, an
+        unknown repo or revision a 404: a page for a browser, a problem document for a client
+        that does not ask for HTML (`tracker.api.problem.wants_page`)."""
+        from tracker.api.problem import respond, wants_page
+
+        if (denied := gate(request)) is not None:
+            return denied
+        repo_id = f"{org}/{name}"
+
+        def refused(status: int, slug: str, title: str, message: str) -> _Answer:
+            if wants_page(request):
+                return _Answer(page("error.html", status, title=title, message=message))
+            return _Answer(respond(status, slug, message, request.url.path))
+
+        def render() -> Kept:
+            try:
+                view = views.compare(app, repo_id, from_, to)
+            except views.BadCompare as exc:
+                raise refused(400, "invalid-request", "Bad comparison", str(exc)) from None
+            except views.PageNotFound as exc:
+                raise refused(404, "not-found", "Not found", str(exc)) from None
+            except StoreError:
+                raise _Answer(unavailable()) from None
+            api_href = (
+                "/v1"
+                + repo_href(repo_id)
+                + "/diff?"
+                + urlencode({"from": view.base.sha, "to": view.head.sha})
+            )
+            return kept_page(
+                request,
+                "compare.html",
+                view=view,
+                api_href=api_href,
                 alternates=alternates("repo", repo_id=repo_id),
             )
 
