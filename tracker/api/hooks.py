@@ -1,7 +1,8 @@
 """The push side's routes: webhook subscriptions, the Hub's webhook, and a manual poll trigger.
 
 - `/v1/subscriptions` (list, create), `/v1/subscriptions/{id}` (read, delete), its `deliveries`
-  (the delivery log), `rotate` (a new signing secret) and `enable`: every one needs a write token
+  (the delivery log; `deliveries/{webhook_id}/redeliver` sends one again), `rotate` (a new
+  signing secret), `enable` and `ping` (a signed test event now): every one needs a write token
   (`tracker.api.auth.require_write`), reads included, since they show where deliveries go.
   Errors are problem documents (`tracker.api.problem`; 401 carries `WWW-Authenticate: Bearer`).
 - `POST /v1/repos/{org}/{name}/poll`: queue a poll of a watched repo now (write token).
@@ -146,6 +147,17 @@ class DeliveryOut(BaseModel):
     last_error: str | None
 
 
+class PingOut(BaseModel):
+    """What a ping's receiver answered."""
+
+    webhook_id: str
+    subscription: int
+    url: str
+    status: int | None
+    error: str | None
+    delivered: bool
+
+
 class Queued(BaseModel):
     """The answer to a poll request or a Hub webhook."""
 
@@ -271,6 +283,41 @@ def enable(subscription_id: SubscriptionId, c: Ctx = Depends(ctx)) -> Any:
     except ConfigError as exc:
         raise _bad(exc) from None
     return subs.subscription_json(store.set_enabled(subscription_id, True, None, c.app.clock()))
+
+
+@router.post(
+    "/v1/subscriptions/{subscription_id}/ping",
+    dependencies=write,
+    response_model=PingOut,
+    summary="Send a signed test event (webhook.ping) now; the receiver's answer (not logged)",
+)
+def ping(subscription_id: SubscriptionId, c: Ctx = Depends(ctx)) -> Any:
+    return _found(
+        lambda i: subs.ping(c.app.webhooks, c.app.settings, c.app.clock, i), subscription_id
+    )
+
+
+@router.post(
+    "/v1/subscriptions/{subscription_id}/deliveries/{webhook_id}/redeliver",
+    dependencies=write,
+    response_model=DeliveryOut,
+    summary="Send a past delivery again now (same webhook-id and body, signed anew)",
+    responses={409: {"description": "Still pending, or the subscription is disabled"}},
+)
+def redeliver(
+    subscription_id: SubscriptionId,
+    webhook_id: Annotated[str, Path(min_length=1, max_length=64, pattern=r"^msg_[a-z0-9]+$")],
+    c: Ctx = Depends(ctx),
+) -> Any:
+    app = c.app
+    try:
+        return subs.redeliver(
+            app.webhooks, app.settings, app.clock, webhook_id, subscription_id=subscription_id
+        )
+    except StoreNotFoundError as exc:
+        raise Problem(404, "not-found", str(exc)) from None
+    except ConfigError as exc:
+        raise Problem(409, "conflict", str(exc)) from None
 
 
 def _queue(c: Ctx, repo_id: RepoId, reason: str) -> Queued:

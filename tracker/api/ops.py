@@ -258,7 +258,7 @@ def _store_metrics(c: OpsCounts) -> Iterator[Metric]:
     deliveries = GaugeMetricFamily(
         "tracker_webhook_deliveries",
         "Webhook deliveries (outbox rows) by state: pending, delivered, failed (given up or "
-        "410 Gone), cancelled (their subscription was disabled).",
+        "410 Gone), cancelled (earlier releases cancelled a disabled subscription's; now held).",
         labels=["state"],
     )
     for ds in DeliveryState:

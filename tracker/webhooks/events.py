@@ -8,6 +8,7 @@ Two events, each one delivery per (subscription, revision) carrying every matchi
   introduced them: the advisories, now withdrawn (`withdrawn` set in each record), and why;
   `advisory.reopened` (`REOPENED`): it removed the revision that fixed them; `advisory.restored`
   (`RESTORED`): a later push brought their introducing revision back (`LifecycleEvent`).
+- `webhook.ping` (`PING`): a test event on request, sent at once outside the outbox.
 Pure: no I/O.
 """
 
@@ -29,6 +30,9 @@ REOPENED = "advisory.reopened"
 """A history rewrite dropped the revision that fixed these advisories: open again."""
 RESTORED = "advisory.restored"
 """The revision that introduced these withdrawn advisories is on the ref again: live again."""
+
+PING = "webhook.ping"
+"""A test event sent on request (`tracker subscribe ping`), outside the outbox: no advisory."""
 
 RANK = {Severity.LOW: 0, Severity.MODERATE: 1, Severity.HIGH: 2, Severity.CRITICAL: 3}
 
@@ -111,6 +115,18 @@ def lifecycle_body(event: LifecycleEvent, f: Filter) -> str | None:
         "advisories": [dict(a.record) for a in matched],
     }
     return encode({"type": event.kind, "timestamp": rfc3339(event.at), "data": data})
+
+
+def ping_body(subscription_id: int, f: Filter, at: datetime) -> str:
+    """The body of a ping: which subscription it tests and what it would receive."""
+    data = {
+        "subscription": subscription_id,
+        "repos": list(f.repos),
+        "min_severity": f.min_severity.value,
+        "kinds": list(f.kinds),
+        "note": "a test event: no advisory changed",
+    }
+    return encode({"type": PING, "timestamp": rfc3339(at), "data": data})
 
 
 def encode(payload: object) -> str:
