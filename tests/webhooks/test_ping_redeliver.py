@@ -19,13 +19,14 @@ from standardwebhooks import Webhook
 
 from tracker.api import create_app
 from tracker.app import build
-from tracker.domain import Artifact
+from tracker.domain import Artifact, RepoId, Sha
 from tracker.settings import load_settings
 from tracker.store.webhooks import WebhookStore
 from tracker.webhooks.deliver import Deliverer
 
 TRACKER = Path(sys.executable).with_name("tracker")
 EOS = change(Artifact.CONFIG, "eos_token_id", 2, 32000, "config.json")
+TEMP = change(Artifact.GENERATION_CONFIG, "temperature", 0.7, 0.6, "generation_config.json")
 WRITE = "write-token-ping-redeliver-0123"
 
 
@@ -148,10 +149,11 @@ def test_ping_and_redeliver_through_the_cli_and_the_api(tmp_path: Path) -> None:
             assert len(rx.received) == 6  # nothing else was sent
     finally:
         app.close()
-    assert REPO.startswith("mistralai/")
 
 
-def test_an_event_while_disabled_is_delivered_after_subscribe_enable(tmp_path: Path) -> None:
+def test_an_event_while_disabled_is_delivered_after_subscribe_enable_in_sequence(
+    tmp_path: Path,
+) -> None:
     """A receiver's 410 disables its subscription; the event that happens then is held, not
     dropped; `tracker subscribe enable` (the installed executable) releases it, and the next
     delivery pass sends it, verified."""
@@ -169,9 +171,15 @@ def test_an_event_while_disabled_is_delivered_after_subscribe_enable(tmp_path: P
     app = build(settings)
     try:
         with Receiver(reply=reply) as rx:
-            added = _run(env, "add", rx.url, "--json")
+            bad = _run(env, "add", rx.url, "--event", "advisory.deleted")
+            assert (bad.returncode, bad.stderr) == (
+                2, "error: event type 'advisory.deleted' is not one of revision.advisories, "
+                "advisory.withdrawn, advisory.reopened, advisory.restored\n",
+            )  # fmt: skip
+            added = _run(env, "add", rx.url, "--event", "revision.advisories", "--json")
             assert added.returncode == 0, added.stderr
             sub = json.loads(added.stdout)
+            assert sub["events"] == ["revision.advisories"]
             deliverer = Deliverer(WebhookStore(app.store.engine), settings, app.clock)
             publish(app.store, SHAS[0], None, [])
             [eos] = publish(app.store, SHAS[1], SHAS[0], [EOS])
@@ -201,6 +209,24 @@ def test_an_event_while_disabled_is_delivered_after_subscribe_enable(tmp_path: P
             log = json.loads(_run(env, "log", str(sub["id"]), "--json").stdout)
             assert [(d["commit"], d["state"]) for d in log] == [
                 (SHAS[2], "delivered"), (SHAS[1], "failed"),
+            ]  # fmt: skip
+            # the repo's events are numbered for the receiver: 1, then 2; another repo's start
+            # at 1 (real commit ids of Qwen/Qwen-72B's config.json history, shared corpus)
+            first = _verified(sub["secret"], rx.received[0])
+            assert (first["data"]["sequence"], payload["data"]["sequence"]) == (1, 2)
+            other = RepoId("Qwen/Qwen-72B")
+            qwen = Sha("3334bfe3d6d9d445cbe54185cd6aaef7e1e3c068")
+            qwen2 = Sha("46228648f2385edaa89e8f1dcb9ec502db18aeb4")
+            publish(app.store, qwen, None, [], repo=other)
+            publish(app.store, SHAS[3], SHAS[2], [TEMP])
+            publish(app.store, qwen2, qwen, [EOS], repo=other)
+            deliverer = Deliverer(WebhookStore(app.store.engine), settings, app.clock)
+            while deliverer.run_once():
+                pass
+            deliverer.close()
+            numbered = [_verified(sub["secret"], r)["data"] for r in rx.wait_for(4)[2:]]
+            assert sorted((d["repo"], d["sequence"]) for d in numbered) == [
+                (str(other), 1), (REPO, 3),
             ]  # fmt: skip
     finally:
         app.close()

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
-from typing import Annotated, Any, Protocol
+from typing import Annotated, Any, Literal, Protocol
 
 from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
@@ -36,6 +36,10 @@ from tracker.webhooks import subscriptions as subs
 from tracker.webhooks.hub import BadHubPayload, HubEvent, read_event, secret_matches
 
 MAX_HOOK_BODY = 1_000_000
+EventType = Literal[
+    "revision.advisories", "advisory.withdrawn", "advisory.reopened", "advisory.restored"
+]
+"""`tracker.webhooks.events.EVENT_TYPES`, for the schema."""
 
 
 class HooksApp(Protocol):
@@ -93,6 +97,9 @@ class NewSubscription(BaseModel):
     kinds: list[Artifact] = Field(
         default_factory=list, description="Change kinds (advisory groups); empty: all."
     )
+    events: list[EventType] = Field(
+        default_factory=list, description="Event types it receives; empty: all."
+    )
     secret: str | None = Field(
         default=None, description="Your own whsec_ secret (default: a new one, answered once)."
     )
@@ -114,6 +121,7 @@ class SubscriptionOut(BaseModel):
     repos: list[str]
     min_severity: str
     kinds: list[str]
+    events: list[str]
     description: str
     enabled: bool
     disabled_reason: str | None
@@ -204,6 +212,7 @@ def create_subscription(body: NewSubscription, c: Ctx = Depends(ctx)) -> Any:
             repos=body.repos,
             min_severity=body.min_severity.value,
             kinds=[k.value for k in body.kinds],
+            events=list(body.events),
             secret=body.secret,
             description=body.description,
             now=c.app.clock(),

@@ -39,6 +39,14 @@ def add(
             help="Change kind (advisory group), e.g. chat_template (repeatable; default: all).",
         ),
     ] = None,
+    event: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--event",
+            help="Event type, e.g. advisory.withdrawn (repeatable; default: all): "
+            "revision.advisories, advisory.withdrawn, advisory.reopened, advisory.restored.",
+        ),
+    ] = None,
     secret: Annotated[
         str | None, typer.Option("--secret", help="Your own whsec_ secret (default: a new one).")
     ] = None,
@@ -55,6 +63,7 @@ def add(
             repos=repo or [],
             min_severity=min_severity,
             kinds=kind or [],
+            events=event or [],
             secret=secret,
             description=description,
             now=app.clock(),
@@ -80,7 +89,7 @@ def list_(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] =
         typer.echo(json.dumps(rows, indent=2))
         return
     table = Table(title="subscriptions")
-    for col in ("id", "url", "repos", "min severity", "kinds", "state"):
+    for col in ("id", "url", "repos", "min severity", "kinds", "events", "state"):
         table.add_column(col)
     for r in rows:
         state = "enabled" if r["enabled"] else f"disabled: {r['disabled_reason'] or ''}"
@@ -90,6 +99,7 @@ def list_(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] =
             " ".join(r["repos"]),
             r["min_severity"],
             " ".join(r["kinds"]) or "all",
+            " ".join(r["events"]) or "all",
             state,
         )
     Console(width=200).print(table)

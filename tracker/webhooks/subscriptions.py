@@ -12,7 +12,7 @@ from tracker.errors import ConfigError
 from tracker.settings import Settings
 from tracker.store.webhooks import Attempt, Delivery, Subscription, WebhookStore, new_msg_id
 from tracker.webhooks.deliver import Deliverer
-from tracker.webhooks.events import Filter, ping_body
+from tracker.webhooks.events import EVENT_TYPES, Filter, ping_body
 from tracker.webhooks.signing import new_secret, secret_key
 from tracker.webhooks.ssrf import TargetRefused, parse_networks, resolve
 
@@ -37,6 +37,13 @@ def _kinds(values: Sequence[str]) -> tuple[Artifact, ...]:
             names = ", ".join(a.value for a in Artifact)
             raise ConfigError(f"change kind {v!r} is not one of {names}") from None
     return tuple(dict.fromkeys(out))
+
+
+def _events(values: Sequence[str]) -> tuple[str, ...]:
+    for v in values:
+        if v not in EVENT_TYPES:
+            raise ConfigError(f"event type {v!r} is not one of {', '.join(EVENT_TYPES)}")
+    return tuple(dict.fromkeys(values))
 
 
 def _secret(value: str | None) -> str:
@@ -68,6 +75,7 @@ def add(
     secret: str | None,
     description: str,
     now: datetime,
+    events: Sequence[str] = (),
 ) -> tuple[Subscription, str]:
     """Check and add a subscription; returns it with its secret (made here unless given)."""
     globs = tuple(dict.fromkeys(g.strip() for g in repos if g.strip())) or ("*",)
@@ -75,6 +83,7 @@ def add(
         raise ConfigError("a repo glob is at most 200 characters")
     severity = _severity(min_severity)
     kind_list = _kinds(kinds)
+    event_list = _events(events)
     check_target(url, settings)
     chosen = _secret(secret)
     sub = store.add_subscription(
@@ -85,6 +94,7 @@ def add(
         secret=chosen,
         description=description,
         now=now,
+        events=event_list,
     )
     return sub, chosen
 
@@ -114,6 +124,7 @@ def subscription_json(sub: Subscription, *, secret: str | None = None) -> dict[s
         "repos": list(sub.repos),
         "min_severity": sub.min_severity.value,
         "kinds": [k.value for k in sub.kinds],
+        "events": list(sub.events),
         "description": sub.description,
         "enabled": sub.enabled,
         "disabled_reason": sub.disabled_reason,
@@ -187,7 +198,7 @@ def ping(
     recorded. StoreNotFoundError for an unknown subscription."""
     sub = store.subscription(subscription_id)
     at = clock()
-    f = Filter(sub.repos, sub.min_severity, tuple(k.value for k in sub.kinds))
+    f = Filter(sub.repos, sub.min_severity, tuple(k.value for k in sub.kinds), sub.events)
     msg_id = new_msg_id()
     deliverer = Deliverer(store, settings, clock)
     try:

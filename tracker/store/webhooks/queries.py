@@ -41,6 +41,7 @@ from tracker.store.webhooks.values import (
     Subscription,
 )
 from tracker.webhooks.events import EVENT as PUBLICATION_EVENT
+from tracker.webhooks.events import with_sequence
 
 
 def _dump(value: object) -> str:
@@ -73,6 +74,7 @@ def _subscription(row: SubscriptionRow) -> Subscription:
         disabled_reason=row.disabled_reason,
         created_at=row.created_at,
         updated_at=row.updated_at,
+        events=tuple(json.loads(row.events or "[]")),
     )
 
 
@@ -130,14 +132,25 @@ class OutboxTx:
     ) -> bool:
         """Queue `body` for `subscription_id`, due now. A publication (`revision.advisories`)
         is queued once per revision: False when it already was (the publish ran before); any
-        other event is queued each time (its transaction changes the advisories' state once)."""
+        other event is queued each time (its transaction changes the advisories' state once).
+        The body gets its `data.sequence`: one more than the deliveries of this repo queued for
+        this subscription before it (`tracker.webhooks.events.with_sequence`)."""
+        repo_pk = self._repo_pk(repo_id)
+        before = self._s.scalar(
+            sa.select(sa.func.count())
+            .select_from(DeliveryRow)
+            .where(
+                col(DeliveryRow.subscription_id) == subscription_id,
+                col(DeliveryRow.repo_pk) == repo_pk,
+            )
+        )
         values = {
             "msg_id": new_msg_id(),
             "subscription_id": subscription_id,
-            "repo_pk": self._repo_pk(repo_id),
+            "repo_pk": repo_pk,
             "sha": sha,
             "event": event,
-            "body": body,
+            "body": with_sequence(body, int(before or 0) + 1),
             "state": DeliveryState.PENDING.value,
             "attempts": 0,
             "next_attempt_at": now,
@@ -174,8 +187,10 @@ class WebhookStore:
         secret: str,
         description: str,
         now: datetime,
+        events: Sequence[str] = (),
     ) -> Subscription:
         row = SubscriptionRow(
+            events=_dump(list(events)),
             url=url,
             repos=_dump(list(repos)),
             min_severity=min_severity.value,
