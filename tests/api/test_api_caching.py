@@ -24,8 +24,11 @@ from tracker.app import App
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[TestClient, App]]:
+    """The app over one advisory, read by a client that accepts no coding (the identity bytes
+    and their tag; the gzip form: tests/web/test_pages_gzip.py)."""
     app = app_with_advisory(tmp_path / "state")
-    with TestClient(create_app(app), raise_server_exceptions=False) as client:
+    identity = {"Accept-Encoding": "identity"}
+    with TestClient(create_app(app), raise_server_exceptions=False, headers=identity) as client:
         yield client, app
     app.close()
 
@@ -95,7 +98,9 @@ def test_cache_control_is_private_when_reads_need_a_token(tmp_path: Path) -> Non
             assert r.status_code == 200
             assert (r.headers["cache-control"], r.headers["vary"]) == (
                 "private, no-cache",
-                "Authorization, Origin",  # Origin: CORS (an Origin adds Access-Control-*)
+                # Accept-Encoding: the record has a gzip form; Origin: CORS (an Origin adds
+                # Access-Control-*)
+                "Authorization, Accept-Encoding, Origin",
             )
     finally:
         app.close()

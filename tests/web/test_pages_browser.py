@@ -380,6 +380,7 @@ def test_every_page_passes_axe_phone_width_and_the_html_checker(
         "advisory": f"{served_demo.url}/advisories/{fix.id}",
         "advisory-index": f"{served_demo.url}/advisories?severity=high&state=open",
         "org": f"{served_demo.url}/repos/meta-llama",
+        "compare": f"{served_demo.url}/repos/{GRANITE}/compare?from=HEAD~2&to=HEAD",
         "missing": f"{served_demo.url}/advisories/x_NOPE-1",
         "hostile-repo": f"{hostile.url}/repos/{HOSTILE_REPO}",
     }
@@ -420,6 +421,8 @@ def test_on_a_phone_no_table_cell_breaks_a_word_and_no_column_is_cut(
     pages = ["/", f"/advisories/{fix.id}"]
     for st in app.store.repo_states():
         pages += [f"/repos/{st.repo_id}", f"/repos/{st.repo_id}?rev=HEAD~1"]
+        first = app.store.revisions(st.repo_id)[0].sha
+        pages.append(f"/repos/{st.repo_id}/compare?from={first}&to=HEAD")
     pages.append(f"/advisories/{app.advisories.list_advisories()[0].id}")
     found = {}
     for path in pages:

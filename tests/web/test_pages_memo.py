@@ -99,7 +99,7 @@ def _ok(answers: dict[str, httpx.Response]) -> dict[str, httpx.Response]:
     for r in answers.values():
         assert r.headers["etag"].startswith('"')
         assert (r.headers["cache-control"], r.headers["vary"]) == (
-            "private, no-cache", "Authorization, Cookie, Origin",
+            "private, no-cache", "Authorization, Cookie, Accept-Encoding, Origin",
         )  # fmt: skip
     return answers
 

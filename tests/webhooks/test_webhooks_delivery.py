@@ -216,18 +216,25 @@ def test_retry_after_is_honoured(store: Store) -> None:
     assert rx.received[1].at - rx.received[0].at >= 1.0
 
 
-def test_410_gone_disables_the_subscription_and_cancels_its_queue(store: Store) -> None:
+def test_410_gone_disables_the_subscription_and_holds_its_queue_until_enabled(
+    store: Store,
+) -> None:
+    """A 410 disables the subscription: its pending delivery and the event that happens while it
+    is disabled are held (never sent, nothing lost; they were cancelled and dropped before), and
+    go out in order, verified, once it is enabled again."""
     settings = _settings()
     w = WebhookStore(store.engine)
-    with Receiver(reply=lambda n, r: (410, {})) as rx:
-        sub_id, _ = _subscribe(store, rx.url, settings)
+    replies = [410]
+    with Receiver(reply=lambda n, r: ((replies.pop(0) if replies else 204), {})) as rx:
+        sub_id, secret = _subscribe(store, rx.url, settings)
         publish(store, SHAS[0], None, [])
         publish(store, SHAS[1], SHAS[0], [EOS])
         publish(store, SHAS[2], SHAS[1], [TEMP])
         deliverer = Deliverer(w, settings, _now)
         deliverer.attempt(*w.claim_due(_now(), lease=timedelta(seconds=30), limit=1)[0])
         for _ in range(3):
-            deliverer.run_once()
+            assert deliverer.run_once() == 0
+        assert w.next_due() is None  # held: the daemon does not wake for them
         time.sleep(0.2)
         assert len(rx.received) == 1
         publish(
@@ -236,12 +243,27 @@ def test_410_gone_disables_the_subscription_and_cancels_its_queue(store: Store) 
             SHAS[2],
             [change(Artifact.CONFIG, "eos_token_id", 32000, 7, "config.json")],
         )
-    sub = w.subscription(sub_id)
-    assert not sub.enabled and "410 Gone" in (sub.disabled_reason or "")
-    states = sorted((d.sha, d.state) for d in w.deliveries(subscription_id=sub_id))
-    assert states == sorted([(SHAS[1], DeliveryState.FAILED), (SHAS[2], DeliveryState.CANCELLED)])
-    [log] = [d for d in subs.log_json(w, sub_id, 10) if d["commit"] == SHAS[1]]
-    assert [a["outcome"] for a in log["attempts"]] == [Outcome.GONE.value]
+        assert deliverer.run_once() == 0
+        sub = w.subscription(sub_id)
+        assert not sub.enabled and "410 Gone" in (sub.disabled_reason or "")
+        states = {d.sha: d.state for d in w.deliveries(subscription_id=sub_id)}
+        assert states == {
+            SHAS[1]: DeliveryState.FAILED,
+            SHAS[2]: DeliveryState.PENDING,
+            SHAS[3]: DeliveryState.PENDING,
+        }
+        [log] = [d for d in subs.log_json(w, sub_id, 10) if d["commit"] == SHAS[1]]
+        assert [a["outcome"] for a in log["attempts"]] == [Outcome.GONE.value]
+        w.set_enabled(sub_id, True, None, _now())
+        _deliver_until(deliverer, rx, 3)
+    commits = [_verify(secret, r)["data"]["commit"] for r in rx.received[1:]]  # type: ignore[index]
+    assert commits == [SHAS[2], SHAS[3]]
+    states = {d.sha: d.state for d in w.deliveries(subscription_id=sub_id)}
+    assert states == {
+        SHAS[1]: DeliveryState.FAILED,
+        SHAS[2]: DeliveryState.DELIVERED,
+        SHAS[3]: DeliveryState.DELIVERED,
+    }
 
 
 def test_rotation_signs_with_both_secrets_until_the_grace_ends(store: Store) -> None:

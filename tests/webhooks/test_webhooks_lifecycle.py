@@ -51,7 +51,7 @@ def test_fix_withdrawal_reopening_and_restoring_are_delivered(store: Store) -> N
     settings = load_settings(webhook_allow_networks="127.0.0.0/8", webhook_timeout_s=5.0)
     hooks = WebhookStore(store.engine)
     advisories = AdvisoryStore(store.engine)
-    with Receiver() as everything, Receiver() as configs:
+    with Receiver() as everything, Receiver() as configs, Receiver() as rewrites_only:
         sub_all, secret_all = subs.add(
             hooks, settings, url=everything.url, repos=["mistralai/*"], min_severity="low",
             kinds=[], secret=None, description="", now=NOW,
@@ -60,6 +60,12 @@ def test_fix_withdrawal_reopening_and_restoring_are_delivered(store: Store) -> N
             hooks, settings, url=configs.url, repos=["*"], min_severity="low",
             kinds=["config"], secret=None, description="", now=NOW,
         )  # fmt: skip
+        sub_rw, secret_rw = subs.add(
+            hooks, settings, url=rewrites_only.url, repos=["*"], min_severity="low",
+            kinds=[], secret=None, description="", now=NOW,
+            events=[WITHDRAWN, RESTORED],
+        )  # fmt: skip
+        assert sub_rw.events == (WITHDRAWN, RESTORED)
         publish(store, SHAS[0], None, [])
         [eos] = publish(store, SHAS[1], SHAS[0], [EOS])  # config advisory
         [temp] = publish(store, SHAS[2], SHAS[1], [TEMP])  # generation_config advisory
@@ -83,6 +89,7 @@ def test_fix_withdrawal_reopening_and_restoring_are_delivered(store: Store) -> N
         deliverer = Deliverer(hooks, settings, lambda: datetime.now(UTC))
         _deliver_all(deliverer, everything, 7)
         _deliver_all(deliverer, configs, 3)
+        _deliver_all(deliverer, rewrites_only, 3)
         deliverer.close()
 
     got = [(Webhook(secret_all).verify(r.body, r.headers), r.id) for r in everything.received]
@@ -132,3 +139,13 @@ def test_fix_withdrawal_reopening_and_restoring_are_delivered(store: Store) -> N
     assert [d.event for d in reversed(log)] == [k for k, _ in kinds]
     assert {d.state for d in log} == {DeliveryState.DELIVERED}
     assert len(hooks.deliveries(subscription_id=sub_cfg.id)) == 3
+
+    # The event-type filter: withdrawals and restorings only, numbered 1, 2, 3 for the repo
+    # (issue 27: a per-repo sequence a receiver can order by); the first subscriber's 1..7.
+    rw = [Webhook(secret_rw).verify(r.body, r.headers) for r in rewrites_only.received]
+    assert [(p["type"], p["data"]["commit"], p["data"]["sequence"]) for p in rw] == [  # type: ignore[index]
+        (WITHDRAWN, SHAS[2], 1),
+        (RESTORED, SHAS[2], 2),
+        (WITHDRAWN, SHAS[2], 3),
+    ]
+    assert [p["data"]["sequence"] for p in payloads] == [1, 2, 3, 4, 5, 6, 7]

@@ -386,7 +386,7 @@ def _enqueue_deliveries(
 
 def _filters(subscriptions: Sequence[Subscription]) -> list[tuple[int, Filter]]:
     return [
-        (s.id, Filter(s.repos, s.min_severity, tuple(k.value for k in s.kinds)))
+        (s.id, Filter(s.repos, s.min_severity, tuple(k.value for k in s.kinds), s.events))
         for s in subscriptions
     ]
 

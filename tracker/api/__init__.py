@@ -12,6 +12,7 @@ from fastapi_offline import FastAPIOffline
 
 from tracker.api import advisories, feeds, hooks, ops, preflight, problem, repos, teams
 from tracker.api.auth import optional_reads
+from tracker.api.encoding import Compress
 from tracker.api.head import HeadAsGet
 from tracker.api.limits import BodyLimit
 from tracker.api.memo import MemoHits
@@ -79,6 +80,7 @@ def create_app(app: PagesApp, *, page_size: int = DEFAULT_PAGE_SIZE) -> FastAPI:
     api.include_router(feeds.router)
     mount_pages(api, app)
     api.add_middleware(MemoHits)  # inside BodyLimit, HeadAsGet and the metrics
+    api.add_middleware(Compress)  # what MemoHits and the routes answer uncoded and untagged
     api.add_middleware(BodyLimit)
     api.add_middleware(HeadAsGet)
     origins = cors_list(app.settings.cors_origins)

@@ -12,6 +12,8 @@ Cache-Control, by what a response is addressed by (`cached_response(..., cache_c
   a withdrawal), so caches keep it but revalidate every time: a 304 costs one hash, and a
   withdrawal reaches every reader at once instead of after a max-age.
 - `LIST` (`public, no-cache`): lists, and anything named by a ref (`main`, `HEAD~2`) or a short sha.
+A compressible answer also has a gzip form, its tag suffixed `-gzip` inside the quotes
+(`tracker.api.encoding`); `If-None-Match` with either tag is a 304.
 When reads need a token (`TRACKER_API_READ_TOKEN`), `public` becomes `private` (a shared cache
 must not hand an authorised answer to anyone) and `Vary: Authorization` is added (the pages, which
 also take the token from a cookie: `Vary: Authorization, Cookie`).
@@ -24,10 +26,22 @@ import hashlib
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import format_datetime, parsedate_to_datetime
 from typing import Any
 
 from fastapi import Request
 from starlette.responses import Response
+
+from tracker.api.encoding import (
+    COMPRESSIONS,
+    GZIP,
+    accepts_gzip,
+    add_vary,
+    coded_etag,
+    compressible,
+    gzipped,
+)
 
 IMMUTABLE = "public, max-age=31536000, immutable"
 ADVISORY = "public, no-cache"
@@ -70,12 +84,25 @@ def _gated(request: Request) -> bool:
 
 
 @dataclass(frozen=True)
+class Form:
+    """One coding of a kept answer: its body, ETag and the raw header lists of its 200 and its
+    bodiless 304."""
+
+    body: bytes
+    etag: str
+    ok_headers: tuple[tuple[bytes, bytes], ...]
+    not_modified_headers: tuple[tuple[bytes, bytes], ...]
+
+
+@dataclass(frozen=True)
 class Kept:
-    """A 200 answer made once and served as often as asked: its body, its ETag, and the raw
-    header lists of its two forms (the 200 with the body, the bodiless 304). `route` is the
-    route that made it (the metrics label its hits with it). `access` is who may be served it
+    """A 200 answer made once and served as often as asked: its identity form (body, ETag, the
+    raw header lists of its 200 and 304) and, for a compressible answer, its gzip form made with
+    it (`tracker.api.encoding`), served to a request that accepts gzip. `route` is the route that
+    made it (the metrics label its hits with it). `access` is who may be served it
     (`tracker.api.memo.MemoHits` asks it before serving a kept answer; None: the API's rule,
-    `tracker.api.auth.read_allowed`)."""
+    `tracker.api.auth.read_allowed`). `last_modified`: when its content last changed, where the
+    route knows it (`Last-Modified`, and `If-Modified-Since` when no `If-None-Match` is sent)."""
 
     body: bytes
     etag: str
@@ -83,16 +110,51 @@ class Kept:
     not_modified_headers: tuple[tuple[bytes, bytes], ...]
     route: Any = None
     access: Callable[[Request], bool] | None = None
+    gzip: Form | None = None
+    last_modified: datetime | None = None
 
-    def answer(self, if_none_match: str | None) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
-        """Status, headers and body for a request sending `if_none_match`."""
-        if none_match(if_none_match, self.etag):
-            return 304, list(self.not_modified_headers), b""
-        return 200, list(self.ok_headers), self.body
+    @property
+    def identity(self) -> Form:
+        return Form(self.body, self.etag, self.ok_headers, self.not_modified_headers)
+
+    def answer(
+        self,
+        if_none_match: str | None,
+        accept_encoding: str | None = None,
+        if_modified_since: str | None = None,
+    ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+        """Status, headers and body for a request sending these headers: the gzip form when
+        the request accepts it; a 304 when `If-None-Match` names either form's tag (with the
+        tag it named), or, without `If-None-Match`, when `If-Modified-Since` is not before
+        `last_modified`."""
+        chosen = self.identity
+        if self.gzip is not None and accepts_gzip(accept_encoding):
+            chosen = self.gzip
+        if if_none_match is not None:
+            forms = [chosen, *(f for f in (self.identity, self.gzip) if f and f is not chosen)]
+            for form in forms:
+                if none_match(if_none_match, form.etag):
+                    return 304, list(form.not_modified_headers), b""
+        elif if_modified_since is not None and self.last_modified is not None:
+            since = _http_date(if_modified_since)
+            if since is not None and self.last_modified.replace(microsecond=0) <= since:
+                return 304, list(chosen.not_modified_headers), b""
+        return 200, list(chosen.ok_headers), chosen.body
 
     def response(self, request: Request) -> Response:
-        status, headers, body = self.answer(request.headers.get("if-none-match"))
+        h = request.headers
+        status, headers, body = self.answer(
+            h.get("if-none-match"), h.get("accept-encoding"), h.get("if-modified-since")
+        )
         return _Raw(status, headers, body)
+
+
+def _http_date(value: str) -> datetime | None:
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 
 
 class _Raw(Response):
@@ -105,6 +167,16 @@ class _Raw(Response):
         self.raw_headers = raw_headers
 
 
+def _form(
+    body: bytes, etag: str, media_type: str, headers: Mapping[str, str], coding: str | None = None
+) -> Form:
+    out = {"ETag": etag, **headers}
+    coded = {**out, "Content-Encoding": coding} if coding else out
+    ok = Response(body, media_type=media_type, headers=coded).raw_headers
+    not_modified = Response(status_code=304, headers=out).raw_headers  # no body: no coding
+    return Form(body, etag, tuple(ok), tuple(not_modified))
+
+
 def keep(
     request: Request,
     body: bytes,
@@ -114,19 +186,37 @@ def keep(
     headers: Mapping[str, str] | None = None,
     vary: str = "Authorization",
     access: Callable[[Request], bool] | None = None,
+    last_modified: datetime | None = None,
 ) -> Kept:
     """`body` with its ETag and `cache_control` (and `headers`, e.g. `Link`, digests, on both
-    forms), made into a `Kept` answer served to whom `access` allows. When reads need a token
-    the answer is private and varies by `vary` (the request headers a token comes in)."""
+    forms), made into a `Kept` answer served to whom `access` allows, with its gzip form when
+    it is `compressible` (both forms, whoever asks: either tag is a 304 to any client). When
+    reads need a token the answer is private and varies by `vary` (the request headers a token
+    comes in)."""
     etag = etag_of(body)
-    out = {"ETag": etag, "Cache-Control": cache_control, **(headers or {})}
+    out = {"Cache-Control": cache_control, **(headers or {})}
+    if last_modified is not None:
+        out["Last-Modified"] = format_datetime(last_modified.astimezone(UTC), usegmt=True)
     if _gated(request):
         out["Cache-Control"] = cache_control.replace("public", "private")
         out["Vary"] = vary
-    ok = Response(body, media_type=media_type, headers=out).raw_headers
-    not_modified = Response(status_code=304, headers=out).raw_headers
+    gz: Form | None = None
+    if compressible(media_type, len(body)):
+        out["Vary"] = add_vary(out.get("Vary"))
+        COMPRESSIONS["tagged"] += 1
+        gz = _form(gzipped(body), coded_etag(etag), media_type, out, GZIP)
+    plain = _form(body, etag, media_type, out)
     route = request.scope.get("route")
-    return Kept(body, etag, tuple(ok), tuple(not_modified), route, access)
+    return Kept(
+        body,
+        etag,
+        plain.ok_headers,
+        plain.not_modified_headers,
+        route,
+        access,
+        gz,
+        last_modified,
+    )
 
 
 def cached_response(
@@ -138,7 +228,8 @@ def cached_response(
     headers: Mapping[str, str] | None = None,
 ) -> Response:
     """`body` with its ETag and `cache_control`, or a bodiless 304 when the request's
-    `If-None-Match` matches. `headers` go on both (e.g. `Link`, digests)."""
+    `If-None-Match` matches. `headers` go on both (e.g. `Link`, digests). Gzipped when the
+    request accepts it and the body is worth it (`tracker.api.encoding`)."""
     return keep(request, body, media_type, cache_control, headers=headers).response(request)
 
 
@@ -163,6 +254,8 @@ __all__ = [
     "IMMUTABLE",
     "LIST",
     "NOT_MODIFIED",
+    "Form",
+    "Kept",
     "cached_json",
     "cached_response",
     "etag_of",

@@ -1,7 +1,8 @@
 """The push side's routes: webhook subscriptions, the Hub's webhook, and a manual poll trigger.
 
 - `/v1/subscriptions` (list, create), `/v1/subscriptions/{id}` (read, delete), its `deliveries`
-  (the delivery log), `rotate` (a new signing secret) and `enable`: every one needs a write token
+  (the delivery log; `deliveries/{webhook_id}/redeliver` sends one again), `rotate` (a new
+  signing secret), `enable` and `ping` (a signed test event now): every one needs a write token
   (`tracker.api.auth.require_write`), reads included, since they show where deliveries go.
   Errors are problem documents (`tracker.api.problem`; 401 carries `WWW-Authenticate: Bearer`).
 - `POST /v1/repos/{org}/{name}/poll`: queue a poll of a watched repo now (write token).
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
-from typing import Annotated, Any, Protocol
+from typing import Annotated, Any, Literal, Protocol
 
 from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
@@ -35,6 +36,10 @@ from tracker.webhooks import subscriptions as subs
 from tracker.webhooks.hub import BadHubPayload, HubEvent, read_event, secret_matches
 
 MAX_HOOK_BODY = 1_000_000
+EventType = Literal[
+    "revision.advisories", "advisory.withdrawn", "advisory.reopened", "advisory.restored"
+]
+"""`tracker.webhooks.events.EVENT_TYPES`, for the schema."""
 
 
 class HooksApp(Protocol):
@@ -92,6 +97,9 @@ class NewSubscription(BaseModel):
     kinds: list[Artifact] = Field(
         default_factory=list, description="Change kinds (advisory groups); empty: all."
     )
+    events: list[EventType] = Field(
+        default_factory=list, description="Event types it receives; empty: all."
+    )
     secret: str | None = Field(
         default=None, description="Your own whsec_ secret (default: a new one, answered once)."
     )
@@ -113,6 +121,7 @@ class SubscriptionOut(BaseModel):
     repos: list[str]
     min_severity: str
     kinds: list[str]
+    events: list[str]
     description: str
     enabled: bool
     disabled_reason: str | None
@@ -144,6 +153,17 @@ class DeliveryOut(BaseModel):
     finished_at: str | None
     last_status: int | None
     last_error: str | None
+
+
+class PingOut(BaseModel):
+    """What a ping's receiver answered."""
+
+    webhook_id: str
+    subscription: int
+    url: str
+    status: int | None
+    error: str | None
+    delivered: bool
 
 
 class Queued(BaseModel):
@@ -192,6 +212,7 @@ def create_subscription(body: NewSubscription, c: Ctx = Depends(ctx)) -> Any:
             repos=body.repos,
             min_severity=body.min_severity.value,
             kinds=[k.value for k in body.kinds],
+            events=list(body.events),
             secret=body.secret,
             description=body.description,
             now=c.app.clock(),
@@ -271,6 +292,41 @@ def enable(subscription_id: SubscriptionId, c: Ctx = Depends(ctx)) -> Any:
     except ConfigError as exc:
         raise _bad(exc) from None
     return subs.subscription_json(store.set_enabled(subscription_id, True, None, c.app.clock()))
+
+
+@router.post(
+    "/v1/subscriptions/{subscription_id}/ping",
+    dependencies=write,
+    response_model=PingOut,
+    summary="Send a signed test event (webhook.ping) now; the receiver's answer (not logged)",
+)
+def ping(subscription_id: SubscriptionId, c: Ctx = Depends(ctx)) -> Any:
+    return _found(
+        lambda i: subs.ping(c.app.webhooks, c.app.settings, c.app.clock, i), subscription_id
+    )
+
+
+@router.post(
+    "/v1/subscriptions/{subscription_id}/deliveries/{webhook_id}/redeliver",
+    dependencies=write,
+    response_model=DeliveryOut,
+    summary="Send a past delivery again now (same webhook-id and body, signed anew)",
+    responses={409: {"description": "Still pending, or the subscription is disabled"}},
+)
+def redeliver(
+    subscription_id: SubscriptionId,
+    webhook_id: Annotated[str, Path(min_length=1, max_length=64, pattern=r"^msg_[a-z0-9]+$")],
+    c: Ctx = Depends(ctx),
+) -> Any:
+    app = c.app
+    try:
+        return subs.redeliver(
+            app.webhooks, app.settings, app.clock, webhook_id, subscription_id=subscription_id
+        )
+    except StoreNotFoundError as exc:
+        raise Problem(404, "not-found", str(exc)) from None
+    except ConfigError as exc:
+        raise Problem(409, "conflict", str(exc)) from None
 
 
 def _queue(c: Ctx, repo_id: RepoId, reason: str) -> Queued:

@@ -54,8 +54,11 @@ Stamp = tuple[str, tuple[int, int, int] | None]
 def _size(value: Any) -> int:
     """The bytes a kept value holds (a `Kept` answer's body and headers, or bytes)."""
     if isinstance(value, Kept):
-        heads = sum(len(k) + len(v) for k, v in value.ok_headers + value.not_modified_headers)
-        return len(value.body) + heads
+        forms = [value.identity] + ([value.gzip] if value.gzip is not None else [])
+        return sum(
+            len(f.body) + sum(len(k) + len(v) for k, v in f.ok_headers + f.not_modified_headers)
+            for f in forms
+        )
     if isinstance(value, bytes):
         return len(value)
     return 0
@@ -235,7 +238,12 @@ class MemoHits:
                 if isinstance(kept, Kept):
                     request = Request(scope)
                     if (kept.access or read_allowed)(request):
-                        status, headers, body = kept.answer(request.headers.get("if-none-match"))
+                        h = request.headers
+                        status, headers, body = kept.answer(
+                            h.get("if-none-match"),
+                            h.get("accept-encoding"),
+                            h.get("if-modified-since"),
+                        )
                         if kept.route is not None:
                             scope["route"] = kept.route  # the metrics label the hit with it
                         await send(

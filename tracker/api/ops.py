@@ -38,6 +38,7 @@ from prometheus_client.metrics_core import (
 from prometheus_client.registry import Collector
 
 from tracker.api.auth import require_read
+from tracker.api.encoding import COMPRESSIONS
 from tracker.api.limits import ASGIApp, Message, Receive, Scope, Send
 from tracker.api.problem import respond
 from tracker.domain import AdvisoryState, Clock, Severity
@@ -131,9 +132,10 @@ def metrics(request: Request) -> Response:
 
 
 class ServingCollector(Collector):
-    """What this process rendered and read to answer: the answers the memo made, by route
-    (`tracker.api.memo.Memo.renders_by`; a kept answer served again, or a 304 from it, is not a
-    render), and the SQL statements it ran on the store (`tracker.store.statements`)."""
+    """What this process rendered, compressed and read to answer: the answers the memo made, by
+    route (`tracker.api.memo.Memo.renders_by`; a kept answer served again, or a 304 from it, is
+    not a render), the bodies it gzipped (`tracker.api.encoding.COMPRESSIONS`), and the SQL
+    statements it ran on the store (`tracker.store.statements`)."""
 
     def __init__(self, state: object, statements: StatementCount | None) -> None:
         self.state = state
@@ -152,6 +154,15 @@ class ServingCollector(Collector):
         for route, n in sorted(dict(getattr(memo, "renders_by", {})).items()):
             renders.add_metric([route], n)
         yield renders
+        compressions = CounterMetricFamily(
+            "tracker_http_compressions",
+            "Bodies this process gzipped: tagged (an answer's gzip form, made once with it), "
+            "passing (an answer compressed on its way out).",
+            labels=["kind"],
+        )
+        for kind in ("tagged", "passing"):
+            compressions.add_metric([kind], COMPRESSIONS[kind])
+        yield compressions
         if self.statements is not None:
             statements = CounterMetricFamily(
                 "tracker_store_statements",
@@ -313,7 +324,7 @@ def _store_metrics(c: OpsCounts) -> Iterator[Metric]:
     deliveries = GaugeMetricFamily(
         "tracker_webhook_deliveries",
         "Webhook deliveries (outbox rows) by state: pending, delivered, failed (given up or "
-        "410 Gone), cancelled (their subscription was disabled).",
+        "410 Gone), cancelled (earlier releases cancelled a disabled subscription's; now held).",
         labels=["state"],
     )
     for ds in DeliveryState:

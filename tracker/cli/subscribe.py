@@ -1,4 +1,5 @@
-"""CLI commands: `tracker subscribe add|list|remove|log|rotate|enable`, the webhook subscriptions."""
+"""CLI commands: `tracker subscribe add|list|remove|log|rotate|enable|ping|redeliver`, the webhook
+subscriptions."""
 
 from __future__ import annotations
 
@@ -38,6 +39,14 @@ def add(
             help="Change kind (advisory group), e.g. chat_template (repeatable; default: all).",
         ),
     ] = None,
+    event: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--event",
+            help="Event type, e.g. advisory.withdrawn (repeatable; default: all): "
+            "revision.advisories, advisory.withdrawn, advisory.reopened, advisory.restored.",
+        ),
+    ] = None,
     secret: Annotated[
         str | None, typer.Option("--secret", help="Your own whsec_ secret (default: a new one).")
     ] = None,
@@ -54,6 +63,7 @@ def add(
             repos=repo or [],
             min_severity=min_severity,
             kinds=kind or [],
+            events=event or [],
             secret=secret,
             description=description,
             now=app.clock(),
@@ -79,7 +89,7 @@ def list_(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] =
         typer.echo(json.dumps(rows, indent=2))
         return
     table = Table(title="subscriptions")
-    for col in ("id", "url", "repos", "min severity", "kinds", "state"):
+    for col in ("id", "url", "repos", "min severity", "kinds", "events", "state"):
         table.add_column(col)
     for r in rows:
         state = "enabled" if r["enabled"] else f"disabled: {r['disabled_reason'] or ''}"
@@ -89,6 +99,7 @@ def list_(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] =
             " ".join(r["repos"]),
             r["min_severity"],
             " ".join(r["kinds"]) or "all",
+            " ".join(r["events"]) or "all",
             state,
         )
     Console(width=200).print(table)
@@ -190,6 +201,54 @@ def enable(subscription_id: Annotated[int, typer.Argument(help="The subscription
     finally:
         app.close()
     typer.echo(f"enabled subscription {subscription_id}")
+
+
+@subscribe_app.command("ping")
+def ping(
+    subscription_id: Annotated[int, typer.Argument(help="The subscription's id.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Send a signed test event (webhook.ping) to the subscription's URL now; exit 1 unless
+    it answers 2xx. Nothing is queued or logged."""
+    app = build(load_settings())
+    try:
+        out = subs.ping(app.webhooks, app.settings, app.clock, subscription_id)
+    finally:
+        app.close()
+    if as_json:
+        typer.echo(json.dumps(out, indent=2))
+    else:
+        said = out["error"] or f"HTTP {out['status']}"
+        typer.echo(f"ping {out['webhook_id']} to {out['url']}: {said}")
+    if not out["delivered"]:
+        raise typer.Exit(1)
+
+
+@subscribe_app.command("redeliver")
+def redeliver(
+    webhook_id: Annotated[
+        str, typer.Argument(help="The delivery's webhook-id (msg_…, from `subscribe log`).")
+    ],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Send a past delivery again now, with the same webhook-id and body, signed anew; the
+    attempt joins its log. Exit 1 unless it is delivered (a failed attempt is retried by the
+    daemon)."""
+    app = build(load_settings())
+    try:
+        out = subs.redeliver(app.webhooks, app.settings, app.clock, webhook_id)
+    finally:
+        app.close()
+    if as_json:
+        typer.echo(json.dumps(out, indent=2))
+    else:
+        last = out["attempts"][-1]
+        said = last["error"] or f"HTTP {last['status']}"
+        typer.echo(
+            f"delivery {webhook_id} sent again (attempt {last['n']}): {said}; {out['state']}"
+        )
+    if out["state"] != "delivered":
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:

@@ -1,9 +1,11 @@
 """The model pages: server-rendered HTML on the same FastAPI app as the API (`mount(api, app)`).
 
 Routes: `/` (watched repos, latest advisories), `/repos/{org}/{name}` (the model page at the head
-or `?rev=`), `/advisories/{id}` (one OSV record for a person), `/teams/{team}` and
+or `?rev=`), `/repos/{org}/{name}/compare?from=&to=` (the diff between two revisions),
+`/advisories/{id}` (one OSV record for a person), `/teams/{team}` and
 `/teams/{team}/report/{org}/{name}` (a team's verdicts and upgrade report, from
-`tracker.teams.service`), `/static/style.css`. jinja2 templates with autoescaping; no JavaScript (a Content-Security-Policy forbids scripts); advisory
+`tracker.teams.service`), `/static/style.css`. jinja2 templates with autoescaping; no
+JavaScript (a Content-Security-Policy forbids scripts); advisory
 Markdown through `tracker.web.markdown`. Views read the App's stores (`tracker.web.views`).
 """
 
@@ -13,10 +15,10 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import quote, urlencode
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
@@ -190,7 +192,10 @@ def mount(api: FastAPI, app: views.PagesApp) -> None:
     failed poll moves the generation). With a read token set, a page needs it
     (`tracker.web.access`: the bearer header, or the cookie the 401 page's form sets through
     `POST /session`), checked before a kept page is served (`Kept.access`); such a page is
-    `private` and varies by `Authorization, Cookie`. 404 and 503 pages are not kept."""
+    `private` and varies by `Authorization, Cookie`. 404 and 503 pages are not kept. A kept page
+    holds its gzip form too (`tracker.api.encoding`: `Vary: Accept-Encoding`, the ETag suffixed
+    `-gzip`), compressed once per render; an advisory page says `Last-Modified` (the record's
+    `modified`)."""
     # Imported here: tracker.api imports this package (its app mounts the pages).
     from tracker.api.caching import LIST, Kept, keep
     from tracker.api.memo import kept_response
@@ -202,7 +207,9 @@ def mount(api: FastAPI, app: views.PagesApp) -> None:
     def may_read(request: Request) -> bool:
         return access.allowed(request, app.settings)
 
-    def kept_page(request: Request, name: str, **ctx: Any) -> Kept:
+    def kept_page(
+        request: Request, name: str, last_modified: datetime | None = None, **ctx: Any
+    ) -> Kept:
         ctx.setdefault("alternates", [])
         body = env.get_template(name).render(**ctx).encode()
         return keep(
@@ -213,6 +220,7 @@ def mount(api: FastAPI, app: views.PagesApp) -> None:
             headers=_headers(),
             vary="Authorization, Cookie",
             access=may_read,
+            last_modified=last_modified,
         )
 
     def page(name: str, status: int = 200, **ctx: Any) -> Response:
@@ -297,6 +305,54 @@ def mount(api: FastAPI, app: views.PagesApp) -> None:
 
         return answer(request, render)
 
+    @api.get("/repos/{org}/{name}/compare", response_class=HTMLResponse, include_in_schema=False)
+    def compare_page(
+        request: Request,
+        org: str,
+        name: str,
+        from_: Annotated[str | None, Query(alias="from")] = None,
+        to: str | None = None,
+    ) -> Response:
+        """The diff between two stored revisions, rendered: the same changes as
+        `GET /v1/repos/ORG/NAME/diff?from=&to=`. A missing or malformed revision is a 400, an
+        unknown repo or revision a 404: a page for a browser, a problem document for a client
+        that does not ask for HTML (`tracker.api.problem.wants_page`)."""
+        from tracker.api.problem import respond, wants_page
+
+        if (denied := gate(request)) is not None:
+            return denied
+        repo_id = f"{org}/{name}"
+
+        def refused(status: int, slug: str, title: str, message: str) -> _Answer:
+            if wants_page(request):
+                return _Answer(page("error.html", status, title=title, message=message))
+            return _Answer(respond(status, slug, message, request.url.path))
+
+        def render() -> Kept:
+            try:
+                view = views.compare(app, repo_id, from_, to)
+            except views.BadCompare as exc:
+                raise refused(400, "invalid-request", "Bad comparison", str(exc)) from None
+            except views.PageNotFound as exc:
+                raise refused(404, "not-found", "Not found", str(exc)) from None
+            except StoreError:
+                raise _Answer(unavailable()) from None
+            api_href = (
+                "/v1"
+                + repo_href(repo_id)
+                + "/diff?"
+                + urlencode({"from": view.base.sha, "to": view.head.sha})
+            )
+            return kept_page(
+                request,
+                "compare.html",
+                view=view,
+                api_href=api_href,
+                alternates=alternates("repo", repo_id=repo_id),
+            )
+
+        return answer(request, render)
+
     @api.get("/advisories/{advisory_id}", response_class=HTMLResponse, include_in_schema=False)
     def advisory_page(request: Request, advisory_id: str) -> Response:
         if (denied := gate(request)) is not None:
@@ -314,6 +370,7 @@ def mount(api: FastAPI, app: views.PagesApp) -> None:
                 "advisory.html",
                 view=view,
                 details_html=render_markdown(view.details),
+                last_modified=view.row.modified,
                 alternates=alternates(
                     "advisory", advisory_id=advisory_id, repo_id=view.advisory.repo_id
                 ),

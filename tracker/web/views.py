@@ -228,6 +228,18 @@ class RepoView:
     preflight: StoredPreflight | None = None
 
 
+def change_groups(changes: Sequence[Change]) -> tuple[ChangeGroupView, ...]:
+    """`changes` grouped by artifact, in the pages' artifact order, each group labelled."""
+    grouped: dict[Artifact, list[Change]] = defaultdict(list)
+    for c in changes:
+        grouped[c.artifact].append(c)
+    return tuple(
+        ChangeGroupView(art.value, GROUP_LABELS.get(art, art.value), tuple(grouped[art]))
+        for art in ARTIFACT_ORDER
+        if grouped.get(art)
+    )
+
+
 def repo_url(app: PagesApp, st: RepoState) -> str | None:
     """The public URL of the repo (commit links hang off it); None for a local git source."""
     if st.source_kind == "git":
@@ -265,19 +277,10 @@ def repo(app: PagesApp, repo_id: str, rev: str | None) -> RepoView:
     for r in revisions:
         est = app.analysis.estimate(st.repo_id, r.sha)
         diff = diffs.get(r.sha)
-        groups: list[ChangeGroupView] = []
-        if diff is not None:
-            grouped: dict[Artifact, list[Change]] = defaultdict(list)
-            for c in diff.changes:
-                grouped[c.artifact].append(c)
-            for art in ARTIFACT_ORDER:
-                if grouped.get(art):
-                    label = GROUP_LABELS.get(art, art.value)
-                    groups.append(ChangeGroupView(art.value, label, tuple(grouped[art])))
         timeline.append(
             TimelineEntry(
                 revision=r,
-                groups=tuple(groups),
+                groups=change_groups(diff.changes) if diff is not None else (),
                 analysed=r.analysed,
                 diffed=diff is not None,
                 advisories=tuple(by_intro.get(r.sha, ())),
@@ -309,6 +312,61 @@ def repo(app: PagesApp, repo_id: str, rev: str | None) -> RepoView:
         repo_url=repo_url(app, st),
         open_by_severity=tuple((s.value, counts[s.value]) for s in SEVERITIES),
         preflight=app.preflight.get(st.repo_id, selected.sha) if selected else None,
+    )
+
+
+# -- compare page ----------------------------------------------------------------------------
+
+
+class BadCompare(ValueError):
+    """A compare query that names no revision, or one no revision can have (the page answers
+    400)."""
+
+
+@dataclass(frozen=True)
+class CompareView:
+    """The diff between two stored revisions of one repo, as the API's `/diff` computes it."""
+
+    state: RepoState
+    revisions: tuple[StoredRevision, ...]
+    base: StoredRevision
+    head: StoredRevision
+    groups: tuple[ChangeGroupView, ...]
+    count: int
+    repo_url: str | None
+
+
+def _compare_arg(name: str, value: str | None) -> str:
+    if value is None or not value.strip():
+        raise BadCompare(f"Choose two revisions to compare: {name} is missing.")
+    if len(value) > 200:
+        raise BadCompare(f"{name}: a revision is at most 200 characters.")
+    return value.strip()
+
+
+def compare(app: PagesApp, repo_id: str, a: str | None, b: str | None) -> CompareView:
+    """The diff from revision `a` to `b` (each a full or short sha, `HEAD`, the ref, `~n`), made
+    by `tracker.queries.diff_revisions` as `GET /v1/repos/ORG/NAME/diff` makes it. BadCompare
+    for a missing or malformed revision, PageNotFound for a repo or revision not stored."""
+    from tracker.errors import InvalidRevisionError
+    from tracker.queries import diff_revisions
+
+    base, head = _compare_arg("from", a), _compare_arg("to", b)
+    try:
+        st = app.store.repo_state(RepoId(repo_id))
+        found = diff_revisions(app.store, app.settings, st.repo_id, base, head)
+    except InvalidRevisionError as exc:
+        raise BadCompare(str(exc)) from exc
+    except StoreNotFoundError as exc:
+        raise PageNotFound(str(exc)) from exc
+    return CompareView(
+        state=st,
+        revisions=tuple(app.store.revisions(st.repo_id)),
+        base=app.store.revision(st.repo_id, found.before or found.after),
+        head=app.store.revision(st.repo_id, found.after),
+        groups=change_groups(found.changes),
+        count=len(found.changes),
+        repo_url=repo_url(app, st),
     )
 
 

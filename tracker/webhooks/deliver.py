@@ -4,8 +4,8 @@ Each pass claims due deliveries (`WebhookStore.claim_due`: the oldest due one of
 subscription that has no attempt in flight, up to `webhook_concurrency` subscriptions at once),
 POSTs each body to its subscription's URL with the Standard Webhooks headers
 (`tracker.webhooks.signing`) on a pool of that many threads, and records the attempt: a 2xx
-delivers; `410 Gone` fails the delivery and disables the subscription (its other pending
-deliveries are cancelled); anything else (another status, the attempt's deadline, a refused or
+delivers; `410 Gone` fails the delivery and disables the subscription (its other deliveries
+are held until it is enabled again); anything else (another status, the attempt's deadline, a refused or
 unreachable target) is retried after an exponential backoff with jitter, or after the receiver's
 `Retry-After` when that is later, until `webhook_max_attempts`. Redirects are not followed (a
 redirect could lead past the SSRF guard): a 3xx is a failed attempt. Each attempt is bounded
@@ -216,27 +216,21 @@ class Deliverer:
             with self._lock:
                 self._busy.discard(sub.id)
 
-    def attempt(self, delivery: Delivery, sub: Subscription) -> Attempt | None:
-        """One HTTP attempt of `delivery`, bounded (`tracker.webhooks.exchange`) and recorded;
-        returns the attempt, or None when the stop abandoned it (the delivery is handed back
-        unattempted, due again at once for the next run)."""
-        with self._warm:  # once, before the first attempt's deadline starts
-            if not self._warmed:
-                warm_up(self.tls)
-                self._warmed = True
-        n = delivery.attempts + 1
-        started = self.clock()
-        t0 = time.monotonic()
+    def exchange(
+        self, msg_id: str, text: str, sub: Subscription, started: datetime
+    ) -> tuple[int | None, str | None, float | None]:
+        """POST `text` signed as message `msg_id` at `started` to `sub`'s URL, bounded
+        (`tracker.webhooks.exchange`): (status or None, the attempt's one-line error or None,
+        the seconds a `Retry-After` asks). ExchangeStopped when the stop abandoned it."""
+        self._warm_up()
         status: int | None = None
         error: str | None = None
         retry_after: float | None = None
-        body = delivery.body.encode()
+        body = text.encode()
         try:
             target = resolve(sub.url, self.allow)
             url, host, ext = _pinned(target, sub.url)
-            signed = headers(
-                delivery.msg_id, int(started.timestamp()), body, sub.signing_secrets(started)
-            )
+            signed = headers(msg_id, int(started.timestamp()), body, sub.signing_secrets(started))
             answer = post(
                 url,
                 body,
@@ -250,10 +244,6 @@ class Deliverer:
             if not 200 <= status < 300:
                 error = error_line(answer)
                 retry_after = parse_retry_after(answer.headers.get("retry-after"), self.clock())
-        except ExchangeStopped:
-            self.store.release(delivery)
-            log.info("webhook.abandoned", subscription=sub.id, webhook_id=delivery.msg_id)
-            return None
         except TargetRefused as exc:
             error = f"refused: {exc}"
         except DeadlineExceeded as exc:
@@ -262,6 +252,35 @@ class Deliverer:
             error = _one_line(
                 f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__, 300
             )
+        return status, error, retry_after
+
+    def _warm_up(self) -> None:
+        with self._warm:  # once, before the first attempt's deadline starts
+            if not self._warmed:
+                warm_up(self.tls)
+                self._warmed = True
+
+    def ping(self, sub: Subscription, msg_id: str, text: str) -> tuple[int | None, str | None]:
+        """Send a ping (`tracker.webhooks.events.ping_body`) to `sub` now, signed like every
+        delivery, once, outside the outbox: (status, error). Nothing is recorded."""
+        status, error, _ = self.exchange(msg_id, text, sub, self.clock())
+        log.info("webhook.ping", subscription=sub.id, webhook_id=msg_id, status=status, error=error)
+        return status, error
+
+    def attempt(self, delivery: Delivery, sub: Subscription) -> Attempt | None:
+        """One HTTP attempt of `delivery`, bounded (`tracker.webhooks.exchange`) and recorded;
+        returns the attempt, or None when the stop abandoned it (the delivery is handed back
+        unattempted, due again at once for the next run)."""
+        self._warm_up()  # not counted in the attempt's duration
+        n = delivery.attempts + 1
+        started = self.clock()
+        t0 = time.monotonic()
+        try:
+            status, error, retry_after = self.exchange(delivery.msg_id, delivery.body, sub, started)
+        except ExchangeStopped:
+            self.store.release(delivery)
+            log.info("webhook.abandoned", subscription=sub.id, webhook_id=delivery.msg_id)
+            return None
         duration_ms = int((time.monotonic() - t0) * 1000)
         answered = self.clock()  # waits (backoff, Retry-After) count from the answer
         next_at: datetime | None = None

@@ -8,6 +8,10 @@ Two events, each one delivery per (subscription, revision) carrying every matchi
   introduced them: the advisories, now withdrawn (`withdrawn` set in each record), and why;
   `advisory.reopened` (`REOPENED`): it removed the revision that fixed them; `advisory.restored`
   (`RESTORED`): a later push brought their introducing revision back (`LifecycleEvent`).
+- `webhook.ping` (`PING`): a test event on request, sent at once outside the outbox.
+Every queued event's `data.sequence` counts the events of its repo queued for that subscription
+(1, 2, ...; `with_sequence`): deliveries may arrive out of order (a retry waits while a later one
+is due), so a receiver orders a repo's events by it and sees a gap as one still to come.
 Pure: no I/O.
 """
 
@@ -30,6 +34,12 @@ REOPENED = "advisory.reopened"
 RESTORED = "advisory.restored"
 """The revision that introduced these withdrawn advisories is on the ref again: live again."""
 
+PING = "webhook.ping"
+"""A test event sent on request (`tracker subscribe ping`), outside the outbox: no advisory."""
+
+EVENT_TYPES = (EVENT, WITHDRAWN, REOPENED, RESTORED)
+"""The event types a subscription can choose (`Filter.events`); a ping is always sent."""
+
 RANK = {Severity.LOW: 0, Severity.MODERATE: 1, Severity.HIGH: 2, Severity.CRITICAL: 3}
 
 
@@ -40,6 +50,10 @@ class Filter:
     repos: tuple[str, ...]
     min_severity: Severity
     kinds: tuple[str, ...]
+    events: tuple[str, ...] = ()  # event types; empty: all
+
+    def wants_event(self, event: str) -> bool:
+        return not self.events or event in self.events
 
     def wants_repo(self, repo_id: str) -> bool:
         return any(fnmatchcase(repo_id, glob) for glob in self.repos)
@@ -67,6 +81,8 @@ class RevisionEvent:
 
 def body_for(event: RevisionEvent, f: Filter) -> str | None:
     """The JSON body `f`'s subscriber gets for `event`, or None when nothing in it matches."""
+    if not f.wants_event(EVENT):
+        return None
     new = [a for a in event.introduced if f.wants(a)]
     fixed = [a for a in event.fixed if f.wants(a)]
     if not new and not fixed:
@@ -100,6 +116,8 @@ class LifecycleEvent:
 
 def lifecycle_body(event: LifecycleEvent, f: Filter) -> str | None:
     """The JSON body `f`'s subscriber gets for `event`, or None when nothing in it matches."""
+    if not f.wants_event(event.kind):
+        return None
     matched = [a for a in event.advisories if f.wants(a)]
     if not matched:
         return None
@@ -111,6 +129,29 @@ def lifecycle_body(event: LifecycleEvent, f: Filter) -> str | None:
         "advisories": [dict(a.record) for a in matched],
     }
     return encode({"type": event.kind, "timestamp": rfc3339(event.at), "data": data})
+
+
+def ping_body(subscription_id: int, f: Filter, at: datetime) -> str:
+    """The body of a ping: which subscription it tests and what it would receive."""
+    data = {
+        "subscription": subscription_id,
+        "repos": list(f.repos),
+        "min_severity": f.min_severity.value,
+        "kinds": list(f.kinds),
+        "note": "a test event: no advisory changed",
+    }
+    return encode({"type": PING, "timestamp": rfc3339(at), "data": data})
+
+
+def with_sequence(body: str, sequence: int) -> str:
+    """`body` with `data.sequence` set: the how-manieth event of its repo this subscription is
+    sent (1, 2, ...; `OutboxTx.enqueue`), so a receiver can order them and see a gap."""
+    payload = json.loads(body)
+    data = payload.get("data") if isinstance(payload, dict) else None
+    if not isinstance(data, dict):
+        return body  # not an event body (nothing to number)
+    data["sequence"] = sequence
+    return encode(payload)
 
 
 def encode(payload: object) -> str:

@@ -7,10 +7,12 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from tracker.domain import Artifact, Severity
+from tracker.domain import Artifact, Clock, Severity
 from tracker.errors import ConfigError
 from tracker.settings import Settings
-from tracker.store.webhooks import Attempt, Delivery, Subscription, WebhookStore
+from tracker.store.webhooks import Attempt, Delivery, Subscription, WebhookStore, new_msg_id
+from tracker.webhooks.deliver import Deliverer
+from tracker.webhooks.events import EVENT_TYPES, Filter, ping_body
 from tracker.webhooks.signing import new_secret, secret_key
 from tracker.webhooks.ssrf import TargetRefused, parse_networks, resolve
 
@@ -35,6 +37,13 @@ def _kinds(values: Sequence[str]) -> tuple[Artifact, ...]:
             names = ", ".join(a.value for a in Artifact)
             raise ConfigError(f"change kind {v!r} is not one of {names}") from None
     return tuple(dict.fromkeys(out))
+
+
+def _events(values: Sequence[str]) -> tuple[str, ...]:
+    for v in values:
+        if v not in EVENT_TYPES:
+            raise ConfigError(f"event type {v!r} is not one of {', '.join(EVENT_TYPES)}")
+    return tuple(dict.fromkeys(values))
 
 
 def _secret(value: str | None) -> str:
@@ -66,6 +75,7 @@ def add(
     secret: str | None,
     description: str,
     now: datetime,
+    events: Sequence[str] = (),
 ) -> tuple[Subscription, str]:
     """Check and add a subscription; returns it with its secret (made here unless given)."""
     globs = tuple(dict.fromkeys(g.strip() for g in repos if g.strip())) or ("*",)
@@ -73,6 +83,7 @@ def add(
         raise ConfigError("a repo glob is at most 200 characters")
     severity = _severity(min_severity)
     kind_list = _kinds(kinds)
+    event_list = _events(events)
     check_target(url, settings)
     chosen = _secret(secret)
     sub = store.add_subscription(
@@ -83,6 +94,7 @@ def add(
         secret=chosen,
         description=description,
         now=now,
+        events=event_list,
     )
     return sub, chosen
 
@@ -112,6 +124,7 @@ def subscription_json(sub: Subscription, *, secret: str | None = None) -> dict[s
         "repos": list(sub.repos),
         "min_severity": sub.min_severity.value,
         "kinds": [k.value for k in sub.kinds],
+        "events": list(sub.events),
         "description": sub.description,
         "enabled": sub.enabled,
         "disabled_reason": sub.disabled_reason,
@@ -150,6 +163,55 @@ def delivery_json(d: Delivery, attempts: Sequence[Attempt]) -> dict[str, Any]:
         "finished_at": _iso(d.finished_at),
         "last_status": d.last_status,
         "last_error": d.last_error,
+    }
+
+
+def redeliver(
+    store: WebhookStore,
+    settings: Settings,
+    clock: Clock,
+    webhook_id: str,
+    *,
+    subscription_id: int | None = None,
+) -> dict[str, Any]:
+    """Send a past delivery again at once (`WebhookStore.redeliver`: the same `webhook-id` and
+    body, signed anew), one attempt recorded in its log; a failed attempt is retried by the
+    daemon as any other. The delivery as `delivery_json` after the attempt. StoreNotFoundError
+    for an unknown webhook-id, ConfigError for one that cannot be sent again now."""
+    deliverer = Deliverer(store, settings, clock)
+    try:
+        delivery, sub = store.redeliver(
+            webhook_id, clock(), deliverer.lease, subscription_id=subscription_id
+        )
+        deliverer.attempt(delivery, sub)
+    finally:
+        deliverer.close()
+    (after,) = [d for d in store.deliveries(subscription_id=sub.id) if d.msg_id == webhook_id]
+    return delivery_json(after, store.attempts([after.id])[after.id])
+
+
+def ping(
+    store: WebhookStore, settings: Settings, clock: Clock, subscription_id: int
+) -> dict[str, Any]:
+    """Send a `webhook.ping` to the subscription now (enabled or not: a receiver can be tested
+    before `enable`), signed like a delivery with a fresh `webhook-id`; nothing is queued or
+    recorded. StoreNotFoundError for an unknown subscription."""
+    sub = store.subscription(subscription_id)
+    at = clock()
+    f = Filter(sub.repos, sub.min_severity, tuple(k.value for k in sub.kinds), sub.events)
+    msg_id = new_msg_id()
+    deliverer = Deliverer(store, settings, clock)
+    try:
+        status, error = deliverer.ping(sub, msg_id, ping_body(sub.id, f, at))
+    finally:
+        deliverer.close()
+    return {
+        "webhook_id": msg_id,
+        "subscription": sub.id,
+        "url": sub.url,
+        "status": status,
+        "error": error,
+        "delivered": status is not None and 200 <= status < 300,
     }
 
 

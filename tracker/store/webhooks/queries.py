@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 from sqlmodel import col
 
 from tracker.domain import Artifact, RepoId, Severity, Sha
-from tracker.errors import StoreNotFoundError
+from tracker.errors import ConfigError, StoreNotFoundError
 from tracker.store.engine import insert_ignore, transaction
 from tracker.store.tables import RepoRow
 from tracker.store.webhooks.tables import (
@@ -41,6 +41,7 @@ from tracker.store.webhooks.values import (
     Subscription,
 )
 from tracker.webhooks.events import EVENT as PUBLICATION_EVENT
+from tracker.webhooks.events import with_sequence
 
 
 def _dump(value: object) -> str:
@@ -73,6 +74,7 @@ def _subscription(row: SubscriptionRow) -> Subscription:
         disabled_reason=row.disabled_reason,
         created_at=row.created_at,
         updated_at=row.updated_at,
+        events=tuple(json.loads(row.events or "[]")),
     )
 
 
@@ -103,6 +105,14 @@ def new_msg_id() -> str:
     return "msg_" + base64.b32encode(secrets.token_bytes(16)).decode().rstrip("=").lower()
 
 
+_ENABLED = (
+    sa.select(col(SubscriptionRow.id))
+    .where(col(SubscriptionRow.enabled).is_(True))
+    .scalar_subquery()
+)
+"""The ids of the enabled subscriptions (a disabled one's deliveries are held)."""
+
+
 class OutboxTx:
     """The outbox inside another store transaction (the advisory publish one): the enabled
     subscriptions, and `enqueue` of one delivery per (subscription, revision)."""
@@ -112,12 +122,9 @@ class OutboxTx:
         self._repo_pk = repo_pk
 
     def subscriptions(self) -> list[Subscription]:
-        """The enabled subscriptions, by id."""
-        rows = self._s.scalars(
-            sa.select(SubscriptionRow)
-            .where(col(SubscriptionRow.enabled).is_(True))
-            .order_by(col(SubscriptionRow.id))
-        ).all()
+        """Every subscription, by id: a disabled one's deliveries are queued too and held until
+        it is enabled again (`WebhookStore.set_enabled`)."""
+        rows = self._s.scalars(sa.select(SubscriptionRow).order_by(col(SubscriptionRow.id))).all()
         return [_subscription(r) for r in rows]
 
     def enqueue(
@@ -125,14 +132,25 @@ class OutboxTx:
     ) -> bool:
         """Queue `body` for `subscription_id`, due now. A publication (`revision.advisories`)
         is queued once per revision: False when it already was (the publish ran before); any
-        other event is queued each time (its transaction changes the advisories' state once)."""
+        other event is queued each time (its transaction changes the advisories' state once).
+        The body gets its `data.sequence`: one more than the deliveries of this repo queued for
+        this subscription before it (`tracker.webhooks.events.with_sequence`)."""
+        repo_pk = self._repo_pk(repo_id)
+        before = self._s.scalar(
+            sa.select(sa.func.count())
+            .select_from(DeliveryRow)
+            .where(
+                col(DeliveryRow.subscription_id) == subscription_id,
+                col(DeliveryRow.repo_pk) == repo_pk,
+            )
+        )
         values = {
             "msg_id": new_msg_id(),
             "subscription_id": subscription_id,
-            "repo_pk": self._repo_pk(repo_id),
+            "repo_pk": repo_pk,
             "sha": sha,
             "event": event,
-            "body": body,
+            "body": with_sequence(body, int(before or 0) + 1),
             "state": DeliveryState.PENDING.value,
             "attempts": 0,
             "next_attempt_at": now,
@@ -169,8 +187,10 @@ class WebhookStore:
         secret: str,
         description: str,
         now: datetime,
+        events: Sequence[str] = (),
     ) -> Subscription:
         row = SubscriptionRow(
+            events=_dump(list(events)),
             url=url,
             repos=_dump(list(repos)),
             min_severity=min_severity.value,
@@ -241,13 +261,23 @@ class WebhookStore:
     def set_enabled(
         self, subscription_id: int, enabled: bool, reason: str | None, now: datetime
     ) -> Subscription:
-        """Enable or disable a subscription; disabling cancels its pending deliveries."""
+        """Enable or disable a subscription. A disabled one's pending deliveries, and those of
+        the events that happen while it is disabled, are held (never claimed); enabling it makes
+        them due at once, oldest first."""
         with transaction(self.engine, "enable subscription", write=True) as s:
             row = self._disable(s, subscription_id, reason, now) if not enabled else None
             if row is None:
                 row = self._sub_row(s, subscription_id)
                 row.enabled, row.disabled_reason, row.updated_at = True, None, now
                 s.add(row)
+                s.execute(
+                    sa.update(DeliveryRow)
+                    .where(
+                        col(DeliveryRow.subscription_id) == subscription_id,
+                        col(DeliveryRow.state) == DeliveryState.PENDING.value,
+                    )
+                    .values(next_attempt_at=now, claimed_until=None)
+                )
                 s.flush()
             return _subscription(row)
 
@@ -257,14 +287,6 @@ class WebhookStore:
         row = self._sub_row(s, subscription_id)
         row.enabled, row.disabled_reason, row.updated_at = False, reason, now
         s.add(row)
-        s.execute(
-            sa.update(DeliveryRow)
-            .where(
-                col(DeliveryRow.subscription_id) == subscription_id,
-                col(DeliveryRow.state) == DeliveryState.PENDING.value,
-            )
-            .values(state=DeliveryState.CANCELLED.value, finished_at=now, claimed_until=None)
-        )
         s.flush()
         return row
 
@@ -288,13 +310,14 @@ class WebhookStore:
         """Take up to `limit` due deliveries for this worker until `now + lease`, oldest first,
         with their subscriptions, none of a subscription in `exclude`; `one_per_subscription`:
         only the oldest due one of each subscription that has no delivery under a live claim (so
-        each subscription's deliveries go one at a time, in order, across workers). Deliveries of a disabled subscription are
-        cancelled instead."""
+        each subscription's deliveries go one at a time, in order, across workers). Deliveries
+        of a disabled subscription are held: not claimed."""
         d = DeliveryRow
         is_due = sa.and_(
             col(d.state) == DeliveryState.PENDING.value,
             col(d.next_attempt_at) <= now,
             sa.or_(col(d.claimed_until).is_(None), col(d.claimed_until) <= now),
+            col(d.subscription_id).in_(_ENABLED),
         )
         if exclude:
             is_due = sa.and_(is_due, col(d.subscription_id).not_in(sorted(exclude)))
@@ -326,12 +349,10 @@ class WebhookStore:
                 sub = subs.get(row.subscription_id) or s.get(SubscriptionRow, row.subscription_id)
                 assert sub is not None  # a foreign key
                 subs[row.subscription_id] = sub
-                if not sub.enabled:
-                    row.state, row.finished_at = DeliveryState.CANCELLED.value, now
-                else:
+                if sub.enabled:  # else disabled meanwhile: held
                     row.claimed_until = now + lease
                     out.append((_delivery(row, repo_id), _subscription(sub)))
-                s.add(row)
+                    s.add(row)
         return out
 
     def record_attempt(
@@ -377,6 +398,38 @@ class WebhookStore:
                 reason = f"the receiver answered 410 Gone to {delivery.msg_id} at {now.isoformat()}"
                 self._disable(s, delivery.subscription_id, reason, now)
 
+    def redeliver(
+        self, msg_id: str, now: datetime, lease: timedelta, *, subscription_id: int | None = None
+    ) -> tuple[Delivery, Subscription]:
+        """Send the past delivery whose `webhook-id` is `msg_id` again (delivered, failed or
+        cancelled): pending and due `now`, with the same `webhook-id` and body (a receiver that
+        has it already deduplicates on the id, as Standard Webhooks asks), its attempts
+        continuing its log, and one attempt more than the retries it had left; claimed by the caller until `now + lease` (it sends the
+        attempt at once; no worker takes it meanwhile). StoreNotFoundError when there is no such
+        delivery (of `subscription_id`, when given), ConfigError when it is still pending (it goes out by itself) or its
+        subscription is disabled (`enable` first)."""
+        with transaction(self.engine, "redeliver", write=True) as s:
+            row = s.scalar(sa.select(DeliveryRow).where(col(DeliveryRow.msg_id) == msg_id))
+            if row is None or subscription_id not in (None, row.subscription_id):
+                where = f" of subscription {subscription_id}" if subscription_id else ""
+                raise StoreNotFoundError(f"no delivery {msg_id}{where}")
+            sub = s.get(SubscriptionRow, row.subscription_id)
+            if sub is None or not sub.enabled:
+                raise ConfigError(
+                    f"delivery {msg_id}: subscription {row.subscription_id} is disabled; "
+                    "enable it first"
+                )
+            if row.state == DeliveryState.PENDING.value:
+                raise ConfigError(f"delivery {msg_id} is still pending: it goes out by itself")
+            row.state, row.finished_at = DeliveryState.PENDING.value, None
+            row.next_attempt_at, row.claimed_until = now, now + lease
+            s.add(row)
+            s.flush()
+            repo_id = s.scalar(
+                sa.select(col(RepoRow.repo_id)).where(col(RepoRow.id) == row.repo_pk)
+            )
+            return _delivery(row, str(repo_id)), _subscription(sub)
+
     def release(self, delivery: Delivery) -> None:
         """Give a claimed delivery back unattempted (the worker is stopping)."""
         with transaction(self.engine, "release delivery", write=True) as s:
@@ -390,7 +443,8 @@ class WebhookStore:
         """When the earliest pending delivery (of a subscription not in `exclude`) is due
         (None: nothing pending)."""
         q = sa.select(sa.func.min(col(DeliveryRow.next_attempt_at))).where(
-            col(DeliveryRow.state) == DeliveryState.PENDING.value
+            col(DeliveryRow.state) == DeliveryState.PENDING.value,
+            col(DeliveryRow.subscription_id).in_(_ENABLED),
         )
         if exclude:
             q = q.where(col(DeliveryRow.subscription_id).not_in(sorted(exclude)))

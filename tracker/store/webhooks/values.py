@@ -38,7 +38,7 @@ class Secret:
 @dataclass(frozen=True)
 class Subscription:
     """A webhook subscription: where, which repos (globs), from which severity, which change kinds
-    (advisory groups; empty: all), its secrets (newest first) and whether it is enabled."""
+    (advisory groups; empty: all), which event types (empty: all), its secrets (newest first) and whether it is enabled."""
 
     id: int
     url: str
@@ -51,6 +51,7 @@ class Subscription:
     disabled_reason: str | None
     created_at: datetime
     updated_at: datetime
+    events: tuple[str, ...] = ()  # the event types it receives; empty: all
 
     def signing_secrets(self, now: datetime) -> tuple[str, ...]:
         """The secrets a delivery at `now` is signed with: the current one and any retired one
