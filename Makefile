@@ -27,13 +27,15 @@ test: $(STAMP) web-tools
 	bash .ci/pg-ensure
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist worksteal
 
-# The page tests' tools: Debian's chromium and chromium-driver (never a downloaded browser), Java for
-# the Nu Html Checker, and tests/web's npm checkers (axe-core, vnu-jar) as package-lock.json pins
-# them (install scripts off: vnu-jar's would download a Java runtime).
+# The tests' system tools: Debian's chromium and chromium-driver (never a downloaded browser), Java
+# for the Nu Html Checker, Debian's prometheus for promtool (tests/test_alert_rules.py), and
+# tests/web's npm packages (axe-core, vnu-jar, @huggingface/gguf) as package-lock.json pins them
+# (install scripts off: vnu-jar's would download a Java runtime).
 web-tools:
-	@command -v chromium >/dev/null && command -v chromedriver >/dev/null && command -v java >/dev/null || { \
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null && command -v java >/dev/null \
+	  && command -v promtool >/dev/null || { \
 	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
-	    chromium chromium-driver default-jre-headless; }
+	    chromium chromium-driver default-jre-headless prometheus; }
 	@test tests/web/node_modules/.package-lock.json -nt tests/web/package-lock.json || \
 	  npm ci --prefix tests/web --no-audit --no-fund --ignore-scripts
 
