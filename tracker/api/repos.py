@@ -276,6 +276,9 @@ def file_at(org: Org, name: Name, rev: Rev, path: str, request: Request) -> Resp
     if fv.kind is FileKind.HEADER:
         headers["X-Tracker-Stored"] = "safetensors-header"
         media = "application/json"
+    elif fv.kind is FileKind.GGUF_HEADER:
+        headers["X-Tracker-Stored"] = "gguf-header"
+        media = "application/json"
     policy = IMMUTABLE if _full(rev) else LIST
     return cached_response(request, data, media, policy, headers=headers)
 
