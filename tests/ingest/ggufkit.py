@@ -153,35 +153,63 @@ def stand_in_vocab(n: int) -> list[str]:
     return out
 
 
+QWEN25_ADDED = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>",
+                "<|object_ref_end|>", "<|box_start|>", "<|box_end|>", "<|quad_start|>",
+                "<|quad_end|>", "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>",
+                "<|image_pad|>", "<|video_pad|>", "<tool_call>", "</tool_call>", "<|fim_prefix|>",
+                "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>", "<|repo_name|>",
+                "<|file_sep|>"]  # fmt: skip
+
+
 def write_qwen25(path: Path, *, template: str | None = None, version: int = 3) -> list[Path]:
     """Qwen2.5-7B-Instruct as convert_hf_to_gguf writes it (gpt2 tokenizer, qwen2 pre-tokenizer):
     real config, template and special ids; stand-in base tokens and merges (see the module
     docstring). `version` 2 rewrites the version field (v2 and v3 differ only in v3's
     big-endian support, so the bytes are otherwise the same)."""
-    cfg = json.loads(QWEN25_CONFIG.read_text())
+    return write_qwen_like(
+        path,
+        config=QWEN25_CONFIG,
+        name="Qwen2.5 7B Instruct",
+        template=template if template is not None else QWEN25_TEMPLATE.read_text(),
+        added=QWEN25_ADDED,
+        specials={"eos": 151645, "pad": 151643, "bos": 151643},
+        version=version,
+    )
+
+
+def write_qwen_like(
+    path: Path,
+    *,
+    config: Path,
+    name: str,
+    template: str,
+    added: list[str],
+    specials: dict[str, int],
+    quant: Q = Q.Q4_K,
+    version: int = 3,
+) -> list[Path]:
+    """A qwen2-architecture GGUF from `config` (a real config.json) with `template`, the stand-in
+    151,643 base tokens followed by `added`, and `specials` (`eos`: id …)."""
+    cfg = json.loads(config.read_text())
     base = stand_in_vocab(151_643)
-    added = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>",
-             "<|object_ref_end|>", "<|box_start|>", "<|box_end|>", "<|quad_start|>",
-             "<|quad_end|>", "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>",
-             "<|image_pad|>", "<|video_pad|>", "<tool_call>", "</tool_call>", "<|fim_prefix|>",
-             "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>"]  # fmt: skip
     w = gguf.GGUFWriter(path, "qwen2")
     w.add_type(gguf.GGUFType.MODEL)
-    w.add_name("Qwen2.5 7B Instruct")
-    w.add_file_type(gguf.LlamaFileType.MOSTLY_Q4_K_M)
+    w.add_name(name)
+    w.add_file_type(
+        gguf.LlamaFileType.MOSTLY_Q4_K_M if quant is Q.Q4_K else gguf.LlamaFileType.MOSTLY_Q8_0
+    )
     _arch_keys(w, cfg)
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("qwen2")
     w.add_token_list(base + added)
     w.add_token_types([gguf.TokenType.NORMAL] * len(base) + [gguf.TokenType.CONTROL] * len(added))
     w.add_token_merges([f"{base[i]} {base[(7 * i + 1) % len(base)]}" for i in range(151_387)])
-    w.add_eos_token_id(151645)
-    w.add_pad_token_id(151643)
-    w.add_bos_token_id(151643)
+    for kind, token_id in specials.items():
+        getattr(w, f"add_{kind}_token_id")(token_id)
     w.add_add_bos_token(False)
-    w.add_chat_template(template if template is not None else QWEN25_TEMPLATE.read_text())
+    w.add_chat_template(template)
     w.add_quantization_version(gguf.GGML_QUANT_VERSION)
-    _tensors(w, 2)
+    _tensors(w, 2, quant)
     files = _finish(w, path)
     if version != 3:
         with open(path, "r+b") as fh:
