@@ -29,7 +29,7 @@ from tracker.domain import GGUFArray, GGUFHeader, RepoId
 from tracker.ingest import poll_repo
 from tracker.replica import Replica
 from tracker.replica.repos import commit, init_repo
-from tracker.sources.gguf import TYPE_NAMES
+from tracker.sources.gguf import TYPE_NAMES, parse_gguf_bytes
 from tracker.sources.hub import HubSource
 from tracker.store import RepoStatus
 from tracker.watchlist import WatchedRepo
@@ -183,3 +183,31 @@ def test_gguf_repo_by_range_both_oracles_hostile_file_and_restart(tmp_path: Path
         again = store.snapshot(RID, second)
         assert again.gguf == snap.gguf and again.unreadable == snap.unreadable
         store.close()
+
+
+def test_answers_that_are_not_the_bytes_asked_for_are_read_again(tmp_path: Path) -> None:
+    """A server that ignores Range (the whole file from byte 0 for a read at 1 MiB), and a body
+    cut short of its Content-Length, are the transport's faults: read again, the same header."""
+    root, work = tmp_path / "hub", tmp_path / "work"
+    root.mkdir()
+    work.mkdir()
+    (local,) = write_llama2(work / "l.gguf", work, layers=1)  # a 1.7 MB header: two reads
+    data = local.read_bytes()
+    sha = commit(init_repo(root, RID), {"model.gguf": data}, "upload", date=T0)
+    expected = parse_gguf_bytes(data, max_bytes=100_000_000, file_size=len(data))
+    with Replica(root) as hub:
+        src = HubSource(hub.url, None, timeout_s=30, retry_attempts=3, retry_base_s=0.01)
+        (entry,) = [e for e in src.list_tree(RID, sha) if e.path == "model.gguf"]
+
+        def read() -> GGUFHeader:
+            return src.read_gguf_header(RID, sha, "model.gguf", 100_000_000, expect=entry)
+
+        hub.inject_fault(r"/resolve/.*model\.gguf$", status=200, body=data, times=2)
+        hub.reset_requests()
+        assert read() == expected
+        ranges = [r.range for r in hub.requests if r.path.endswith("model.gguf")]
+        rest = f"bytes=1048576-{len(data) - 1}"  # the second read stops at the file's end
+        assert ranges == ["bytes=0-1048575", rest, rest]  # the whole-file answer read again
+        cut = {"Content-Length": str(1 << 20), "Content-Range": f"bytes 0-1048575/{len(data)}"}
+        hub.inject_fault(r"/resolve/.*model\.gguf$", status=206, body=data[:1000], headers=cut)
+        assert read() == expected
