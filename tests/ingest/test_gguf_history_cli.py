@@ -101,6 +101,22 @@ def test_gguf_history_shows_template_fix_eos_change_and_quant_set(tmp_path: Path
         ]  # fmt: skip
         assert ids[0]["file"] == Q4 and "eos_token_id 151643" in ids[0]["summary"]
 
+        # the stored header, as `tracker show` prints it: canonical JSON, lists as digests
+        shown = run("show", f"{RID}@{shas[3][:12]}", Q8)
+        assert shown.returncode == 0, shown.stderr
+        header = json.loads(shown.stdout)
+        assert header["format"] == "gguf" and header["version"] == 3
+        assert header["metadata"]["tokenizer.ggml.eos_token_id"] == {
+            "type": "uint32",
+            "value": 151647,
+        }
+        tokens = header["metadata"]["tokenizer.ggml.tokens"]
+        assert tokens["type"] == "array[string]" and tokens["digest"]["count"] == 151_650
+        assert tokens["digest"]["special"] == {"151643": "<｜end▁of▁sentence｜>",
+                                               "151646": "<｜begin▁of▁sentence｜>",
+                                               "151647": "<|EOT|>"}  # fmt: skip
+        assert header["tensors"]["blk.0.attn_q.weight"]["type"] == "Q8_0"
+
         quants = _changes(run, shas[2], shas[3])
         files = sorted((c["kind"], c["file"]) for c in quants if c["artifact"] == "weights")
         assert ("added", Q8) in files and ("removed", Q4) in files

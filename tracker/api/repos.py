@@ -239,7 +239,8 @@ def media_type_of(path: str, data: bytes) -> str:
     responses={
         200: {
             "description": "The file's stored bytes (a safetensors file: its parsed header as "
-            "JSON, `X-Tracker-Stored: safetensors-header`)",
+            "JSON, `X-Tracker-Stored: safetensors-header`; a GGUF file likewise, "
+            "`X-Tracker-Stored: gguf-header`)",
             "content": {
                 media.split(";")[0]: {"schema": {"type": "string"}}
                 for media in ("application/octet-stream", *TEXT_MEDIA.values())
