@@ -114,8 +114,19 @@ def test_a_short_read_is_the_transport_and_a_short_file_is_the_content(tmp_path:
     data = path.read_bytes()
     with pytest.raises(IntegrityError, match="cut in transit"):
         parse_gguf(lambda o, n: data[o : o + n // 2], max_bytes=CAP, file_size=len(data))
-    cut = data[:500_000]
-    with pytest.raises(UnreadableArtifactError, match="runs past the end of the 500,000-byte file"):
+    cut = data[:300_000]  # inside the token list: its count fits, its strings do not
+    with pytest.raises(UnreadableArtifactError) as short:
         parse_gguf_bytes(cut, max_bytes=CAP, file_size=len(cut))
-    with pytest.raises(UnreadableArtifactError, match="leaves"):  # the pointer says longer
+    assert str(short.value) == "the header runs past the end of the 300,000-byte file (truncated)"
+    cut = data[:500_000]  # past the tokens: the scores' count cannot fit
+    with pytest.raises(UnreadableArtifactError) as short:
+        parse_gguf_bytes(cut, max_bytes=CAP, file_size=len(cut))
+    assert str(short.value) == (
+        "tokenizer.ggml.scores: array length: declares 32,000 of at least 4 bytes each, more "
+        "than the file holds (32,194 bytes left)"
+    )
+    longer = data + bytes(4096)  # a file longer than its tensors (and their padding) fill
+    with pytest.raises(UnreadableArtifactError, match="the file's size .* leaves"):
+        parse_gguf_bytes(longer, max_bytes=CAP, file_size=len(longer))
+    with pytest.raises(IntegrityError, match="cut in transit"):  # the tree says longer: a cut
         parse_gguf_bytes(data, max_bytes=CAP, file_size=len(data) + 4096)
