@@ -126,7 +126,7 @@ def test_a_short_read_is_the_transport_and_a_short_file_is_the_content(tmp_path:
         "than the file holds (32,194 bytes left)"
     )
     longer = data + bytes(4096)  # a file longer than its tensors (and their padding) fill
-    with pytest.raises(UnreadableArtifactError, match="the file's size .* leaves"):
+    with pytest.raises(UnreadableArtifactError, match=r"the file.s size .* leaves"):
         parse_gguf_bytes(longer, max_bytes=CAP, file_size=len(longer))
     with pytest.raises(IntegrityError, match="cut in transit"):  # the tree says longer: a cut
         parse_gguf_bytes(data, max_bytes=CAP, file_size=len(data) + 4096)
