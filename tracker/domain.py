@@ -233,6 +233,17 @@ class GGUFModel:
                 out.update(header.tensors)
         return out
 
+    @property
+    def quant_census(self) -> dict[str, tuple[int, int]]:
+        """Per ggml type (`Q4_K`, `F32` …), sorted by name: how many of the model's tensors have
+        it and their bytes (every shard's tensors; a tensor's bytes are whole blocks of its type,
+        as the header declares them)."""
+        out: dict[str, tuple[int, int]] = {}
+        for t in self.tensors.values():
+            n, size = out.get(t.ggml_type, (0, 0))
+            out[t.ggml_type] = (n + 1, size + t.nbytes)
+        return dict(sorted(out.items()))
+
 
 def gguf_shard(path: str) -> tuple[str, int, int]:
     """(the model's path, this shard's number from 1, the number of shards) of a .gguf path:

@@ -128,7 +128,7 @@ def test_gguf_history_shows_template_fix_eos_change_and_quant_set(tmp_path: Path
         assert got == [
             ("chat_template", "high", shas[1], "open"),
             ("special_tokens", "high", shas[2], "open"),
-            ("weights", "critical", shas[3], "open"),
+            ("weights", "high", shas[3], "open"),
         ]
         summary = json.loads(adv.stdout)[1]["summary"]
         assert summary == (

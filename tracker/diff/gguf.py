@@ -14,6 +14,8 @@ side's files):
 - the embedded chat template (`tokenizer.chat_template`, named ones `tokenizer.chat_template.X`)
   → chat_template: its source and how it renders the canonical conversations, in the same
   sandbox as `chat_template.jinja` (the special tokens it renders with are the file's own);
+- the quant census (per ggml type, the model's tensor count and bytes): a re-quantization under
+  the same file name → weights, key `quant_census`, the values `{type: {"tensors", "bytes"}}`;
 - a model added or removed (the repo's set of quant files), or that cannot be read (a shard
   unreadable or missing) → weights, key "".
 
@@ -175,8 +177,40 @@ def _metadata(
             out.append(Change(Artifact.CONFIG, kind, file, key, short_value(before),
                               short_value(after), f"{key} {_shown(before)} → {_shown(after)} in {path}"))  # fmt: skip
     out.extend(_renamed_specials(path, file, old, new))
+    out.extend(_census(path, file, old, new))
     out.extend(_templates(file, old, new, limits, render))
     return out
+
+
+def census(model: GGUFModel) -> dict[str, JSONValue]:
+    """A model's quant census as JSON: `{"Q4_K": {"tensors": 196, "bytes": 17_179_869_184}, …}`."""
+    return {t: {"tensors": n, "bytes": size} for t, (n, size) in model.quant_census.items()}
+
+
+def _census(path: str, file: str, old: GGUFModel, new: GGUFModel) -> list[Change]:
+    """A re-quantization under the same name: the census of ggml types moved."""
+    a, b = old.quant_census, new.quant_census
+    if a == b:
+        return []
+    lines = [
+        f"- {t}: {n:,} tensors, {size:,} bytes"
+        for t, (n, size) in a.items()
+        if b.get(t) != (n, size)
+    ]
+    lines += [
+        f"+ {t}: {n:,} tensors, {size:,} bytes"
+        for t, (n, size) in b.items()
+        if a.get(t) != (n, size)
+    ]
+    return [
+        Change(Artifact.WEIGHTS, ChangeKind.CHANGED, file, "quant_census", census(old), census(new),
+               f"GGUF model {path} re-quantized: {_census_text(a)} → {_census_text(b)}",
+               "\n".join(lines))
+    ]  # fmt: skip
+
+
+def _census_text(counts: Mapping[str, tuple[int, int]]) -> str:
+    return ", ".join(f"{n:,} {t}" for t, (n, _) in counts.items()) or "no tensors"
 
 
 def _renamed_specials(path: str, file: str, old: GGUFModel, new: GGUFModel) -> list[Change]:
@@ -232,4 +266,4 @@ def _shown(value: JSONValue) -> str:
     return "unset" if value is None else repr(short_value(value))
 
 
-__all__ = ["diff_gguf", "special_tokens"]
+__all__ = ["census", "diff_gguf", "special_tokens"]
