@@ -14,6 +14,7 @@ SpecialVocab), from real corpus files, the way `convert_hf_to_gguf.py` writes th
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import shutil
@@ -139,7 +140,13 @@ def write_llama2(
 
 
 def stand_in_vocab(n: int) -> list[str]:
-    """`n` distinct byte-level-BPE-like token strings of Qwen's typical lengths (STAND-IN)."""
+    """`n` distinct byte-level-BPE-like token strings of Qwen's typical lengths (STAND-IN;
+    computed once per process)."""
+    return list(_stand_in_vocab(n))
+
+
+@functools.cache
+def _stand_in_vocab(n: int) -> tuple[str, ...]:
     alphabet = "abcdefghijklmnopqrstuvwxyzĠĊ"
     out = []
     for i in range(n):
@@ -150,7 +157,7 @@ def stand_in_vocab(n: int) -> list[str]:
             if k == 0:
                 break
         out.append("".join(s) + alphabet[i % 7] * (i % 5))
-    return out
+    return tuple(out)
 
 
 QWEN25_ADDED = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>",
@@ -274,9 +281,21 @@ def element_bytes(values: list[Any], item_type: str) -> bytes:
     return np.array(values, dtype=_NP[item_type]).tobytes()
 
 
+def gguf_reader(path: Path) -> gguf.GGUFReader:
+    """gguf-py's GGUFReader of `path`, made once per file content (a 150k-token file takes
+    seconds to read; each oracle check reads the same file several times)."""
+    stat = path.stat()
+    return _reader(path, stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=16)
+def _reader(path: Path, size: int, mtime_ns: int) -> gguf.GGUFReader:
+    return gguf.GGUFReader(path)
+
+
 def reader_fields(path: Path) -> Iterator[tuple[str, str, Any]]:
     """(key, type name as tracker writes it, value) of every key/value GGUFReader reads."""
-    reader = gguf.GGUFReader(path)
+    reader = gguf_reader(path)
     for key, field in reader.fields.items():
         if key.startswith("GGUF."):
             continue
@@ -294,7 +313,7 @@ def reader_fields(path: Path) -> Iterator[tuple[str, str, Any]]:
 def nested_digest(path: Path, key: str) -> tuple[int, str]:
     """(count, sha256 of the element bytes) of a nested array, from the file's raw bytes at the
     offsets GGUFReader found the field."""
-    reader = gguf.GGUFReader(path)
+    reader = gguf_reader(path)
     field = reader.fields[key]
     start = field.offset + 8 + len(key.encode()) + 4 + 4 + 8  # key, value type, item type, count
     end = field.offset + sum(int(p.nbytes) for p in field.parts)
@@ -308,7 +327,7 @@ def assert_agrees_with_gguf_py(path: Path, header: Any) -> None:
     from the reader's values, and the special entries; nested arrays by count and bytes."""
     from tracker.domain import GGUFArray
 
-    reader = gguf.GGUFReader(path)
+    reader = gguf_reader(path)
     assert header.version == reader.fields["GGUF.version"].contents()
     assert header.data_offset == reader.data_offset
     assert header.alignment == reader.alignment

@@ -10,6 +10,7 @@ import json
 import shutil
 import struct
 import subprocess
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ import pytest
 from ggufkit import (
     assert_agrees_with_gguf_py,
     element_bytes,
+    gguf_reader,
     write_kinds,
     write_llama2,
     write_qwen25,
@@ -54,14 +56,29 @@ def _files(work: Path) -> dict[str, Path]:
     return out
 
 
-def _npm_oracle(url: str) -> dict[str, Any]:
+@pytest.fixture(scope="module")
+def hub_files(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[Replica, dict[str, Path]]]:
+    """One replica and one set of written files for the module (writing them and starting the
+    server are most of its time)."""
+    root, work = tmp_path_factory.mktemp("hub"), tmp_path_factory.mktemp("work")
+    local = _files(work)
+    with Replica(root) as replica:
+        yield replica, local
+
+
+def _npm_oracle(urls: list[str]) -> list[dict[str, Any]]:
+    """What @huggingface/gguf reads at each URL (one node process for all of them)."""
     node = shutil.which("node")
     assert node is not None, "node is needed for the @huggingface/gguf oracle"
     proc = subprocess.run(
-        [node, str(WEB / "gguf_remote.mjs"), url], capture_output=True, timeout=120, check=False
+        [node, str(WEB / "gguf_remote.mjs"), *urls], capture_output=True, timeout=300, check=False
     )
     assert proc.returncode == 0, proc.stderr.decode()[-2000:]
-    return json.loads(proc.stdout)  # type: ignore[no-any-return]
+    out = json.loads(proc.stdout)
+    assert len(out) == len(urls)
+    return out  # type: ignore[no-any-return]
 
 
 def _nested_bytes(value: list[list[Any]]) -> bytes:
@@ -81,7 +98,7 @@ def _restore_boms(key: str, value: list[Any], local: Path) -> list[Any]:
     leading U+FEFF: Llama-2's token 30143 *is* U+FEFF and reads as "". Where gguf-py reads a
     string beginning with U+FEFF, the npm value must be that string without it; it is put back
     so that the rest is compared element by element (through the digest)."""
-    field = gguf.GGUFReader(local).fields[key]
+    field = gguf_reader(local).fields[key]
     if field.types[-1] != gguf.GGUFValueType.STRING:
         return value
     py = field.contents()
@@ -128,86 +145,85 @@ def _agrees_with_npm(header: GGUFHeader, out: dict[str, Any], local: Path) -> No
         assert [int(d) for d in t["shape"]] == list(mine.shape) and int(t["offset"]) == mine.offset
 
 
-def test_gguf_repo_by_range_both_oracles_hostile_file_and_restart(tmp_path: Path) -> None:
-    root, work = tmp_path / "hub", tmp_path / "work"
-    root.mkdir()
-    work.mkdir()
-    local = _files(work)
-    repo = init_repo(root, RID)
+def test_gguf_repo_by_range_both_oracles_hostile_file_and_restart(
+    tmp_path: Path, hub_files: tuple[Replica, dict[str, Path]]
+) -> None:
+    hub, local = hub_files
+    repo = init_repo(hub.root, RID)
     files: dict[str, bytes | None] = {p: f.read_bytes() for p, f in local.items()}
     files |= {"README.md": b"---\nlicense: llama2\n---\n# GGUF\n", "bad.gguf": HOSTILE}
     first = commit(repo, files, "Upload GGUF files", date=T0)
-    with Replica(root) as hub:
-        store = open_store(tmp_path)
-        src = HubSource(hub.url, None, timeout_s=30, retry_attempts=2, retry_base_s=0.01)
-        report = poll_repo(store, src, WatchedRepo(RID))
-        assert report.status is RepoStatus.OK and report.new_revisions == (first,)
-        snap = store.snapshot(RID, first)
-        assert set(snap.gguf) == set(local)
-        assert snap.unreadable == {
-            "bad.gguf": "UnreadableArtifactError: bad.gguf: key/value count: declares "
-            "1,000,000,000, over the bound of 10,000"
-        }
-        assert snap.files["README.md"].startswith(b"---")  # the rest of the revision is in
-        for path, f in local.items():
-            assert_agrees_with_gguf_py(f, snap.gguf[path])
-        assert sorted(snap.gguf_models) == [
-            "bad.gguf", "kinds.gguf", "llama-2-7b.Q4_K_M.gguf",
-            "qwen/qwen2.5-7b-instruct-q4_k_m.gguf", "split/llama-2-7b.gguf",
-        ]  # fmt: skip
-        split = snap.gguf_models["split/llama-2-7b.gguf"]
-        assert split.complete and len(split.shards) == 3
-        assert not snap.gguf_models["bad.gguf"].complete
-        # every .gguf read was a Range read (redirected to the LFS store, answered 206), never a
-        # whole file
-        gets = [r for r in hub.requests if "/resolve/" in r.path and r.path.endswith(".gguf")]
-        assert gets and all(r.range is not None and r.status == 302 for r in gets)
-        ranged = [r for r in hub.requests if r.range is not None]
-        assert len(ranged) == 2 * len(gets) and {r.status for r in ranged} == {302, 206}
-        assert not [r for r in hub.requests if r.method == "GET" and r.status == 200
-                    and r.bytes_sent > 100_000]  # fmt: skip
-        # the second oracle, reading the replica's resolve URL by Range
-        for path in local:
-            url = f"{hub.url}/{RID}/resolve/{first}/{path}"
-            _agrees_with_npm(snap.gguf[path], _npm_oracle(url), local[path])
-        store.close()
-        # a restart: a new store on the same database; a revision that changes only the README
-        # reads no GGUF file again, and its snapshot carries the stored headers
-        second = commit(repo, {"README.md": b"---\nlicense: llama2\n---\n# GGUF v2\n"}, "card",
-                        date=T0 + timedelta(days=1))  # fmt: skip
-        store = open_store(tmp_path)
-        hub.reset_requests()
-        report = poll_repo(store, src, WatchedRepo(RID))
-        assert report.new_revisions == (second,)
-        assert not [r for r in hub.requests if r.path.endswith(".gguf")]
-        again = store.snapshot(RID, second)
-        assert again.gguf == snap.gguf and again.unreadable == snap.unreadable
-        store.close()
+    hub.reset_requests()
+    store = open_store(tmp_path)
+    src = HubSource(hub.url, None, timeout_s=30, retry_attempts=2, retry_base_s=0.01)
+    report = poll_repo(store, src, WatchedRepo(RID))
+    assert report.status is RepoStatus.OK and report.new_revisions == (first,)
+    snap = store.snapshot(RID, first)
+    assert set(snap.gguf) == set(local)
+    assert snap.unreadable == {
+        "bad.gguf": "UnreadableArtifactError: bad.gguf: key/value count: declares "
+        "1,000,000,000, over the bound of 10,000"
+    }
+    assert snap.files["README.md"].startswith(b"---")  # the rest of the revision is in
+    for path, f in local.items():
+        assert_agrees_with_gguf_py(f, snap.gguf[path])
+    assert sorted(snap.gguf_models) == [
+        "bad.gguf", "kinds.gguf", "llama-2-7b.Q4_K_M.gguf",
+        "qwen/qwen2.5-7b-instruct-q4_k_m.gguf", "split/llama-2-7b.gguf",
+    ]  # fmt: skip
+    split = snap.gguf_models["split/llama-2-7b.gguf"]
+    assert split.complete and len(split.shards) == 3
+    assert not snap.gguf_models["bad.gguf"].complete
+    # every .gguf read was a Range read (redirected to the LFS store, answered 206), never a
+    # whole file
+    gets = [r for r in hub.requests if "/resolve/" in r.path and r.path.endswith(".gguf")]
+    assert gets and all(r.range is not None and r.status == 302 for r in gets)
+    ranged = [r for r in hub.requests if r.range is not None]
+    assert len(ranged) == 2 * len(gets) and {r.status for r in ranged} == {302, 206}
+    assert not [r for r in hub.requests if r.method == "GET" and r.status == 200
+                and r.bytes_sent > 100_000]  # fmt: skip
+    # the second oracle, reading the replica's resolve URL by Range
+    urls = [f"{hub.url}/{RID}/resolve/{first}/{path}" for path in local]
+    for path, out in zip(local, _npm_oracle(urls), strict=True):
+        _agrees_with_npm(snap.gguf[path], out, local[path])
+    store.close()
+    # a restart: a new store on the same database; a revision that changes only the README
+    # reads no GGUF file again, and its snapshot carries the stored headers
+    second = commit(repo, {"README.md": b"---\nlicense: llama2\n---\n# GGUF v2\n"}, "card",
+                    date=T0 + timedelta(days=1))  # fmt: skip
+    store = open_store(tmp_path)
+    hub.reset_requests()
+    report = poll_repo(store, src, WatchedRepo(RID))
+    assert report.new_revisions == (second,)
+    assert not [r for r in hub.requests if r.path.endswith(".gguf")]
+    again = store.snapshot(RID, second)
+    assert again.gguf == snap.gguf and again.unreadable == snap.unreadable
+    store.close()
 
 
-def test_answers_that_are_not_the_bytes_asked_for_are_read_again(tmp_path: Path) -> None:
+def test_answers_that_are_not_the_bytes_asked_for_are_read_again(
+    hub_files: tuple[Replica, dict[str, Path]],
+) -> None:
     """A server that ignores Range (the whole file from byte 0 for a read at 1 MiB), and a body
     cut short of its Content-Length, are the transport's faults: read again, the same header."""
-    root, work = tmp_path / "hub", tmp_path / "work"
-    root.mkdir()
-    work.mkdir()
-    (local,) = write_llama2(work / "l.gguf", work, layers=1)  # a 1.7 MB header: two reads
-    data = local.read_bytes()
-    sha = commit(init_repo(root, RID), {"model.gguf": data}, "upload", date=T0)
+    hub, local = hub_files
+    data = local["llama-2-7b.Q4_K_M.gguf"].read_bytes()  # a 1.7 MB header: two reads
+    assert (1 << 20) < len(data) < (3 << 20)
+    rid = RepoId("acme/ranges")
+    sha = commit(init_repo(hub.root, rid), {"model.gguf": data}, "upload", date=T0)
     expected = parse_gguf_bytes(data, max_bytes=100_000_000, file_size=len(data))
-    with Replica(root) as hub:
-        src = HubSource(hub.url, None, timeout_s=30, retry_attempts=3, retry_base_s=0.01)
-        (entry,) = [e for e in src.list_tree(RID, sha) if e.path == "model.gguf"]
+    src = HubSource(hub.url, None, timeout_s=30, retry_attempts=3, retry_base_s=0.01)
+    (entry,) = [e for e in src.list_tree(rid, sha) if e.path == "model.gguf"]
 
-        def read() -> GGUFHeader:
-            return src.read_gguf_header(RID, sha, "model.gguf", 100_000_000, expect=entry)
+    def read() -> GGUFHeader:
+        return src.read_gguf_header(rid, sha, "model.gguf", 100_000_000, expect=entry)
 
-        hub.inject_fault(r"/resolve/.*model\.gguf$", status=200, body=data, times=2)
-        hub.reset_requests()
-        assert read() == expected
-        ranges = [r.range for r in hub.requests if r.path.endswith("model.gguf")]
-        rest = f"bytes=1048576-{len(data) - 1}"  # the second read stops at the file's end
-        assert ranges == ["bytes=0-1048575", rest, rest]  # the whole-file answer read again
-        cut = {"Content-Length": str(1 << 20), "Content-Range": f"bytes 0-1048575/{len(data)}"}
-        hub.inject_fault(r"/resolve/.*model\.gguf$", status=206, body=data[:1000], headers=cut)
-        assert read() == expected
+    hub.inject_fault(r"/resolve/.*model\.gguf$", status=200, body=data, times=2)
+    hub.reset_requests()
+    assert read() == expected
+    ranges = [r.range for r in hub.requests if r.path.endswith("model.gguf")]
+    rest = f"bytes=1048576-{len(data) - 1}"  # the second read stops at the file's end
+    assert ranges == ["bytes=0-1048575", rest, rest]  # the whole-file answer read again
+    cut = {"Content-Length": str(1 << 20), "Content-Range": f"bytes 0-1048575/{len(data)}"}
+    hub.inject_fault(r"/resolve/.*model\.gguf$", status=206, body=data[:1000], headers=cut)
+    assert read() == expected
