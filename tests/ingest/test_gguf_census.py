@@ -8,6 +8,9 @@ removed leaves nothing (gguf-last-removed, critical); one added is a new downloa
 from __future__ import annotations
 
 import hashlib
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -116,3 +119,25 @@ def test_a_quant_removed_from_several_is_high_the_last_critical_one_added_low(
     assert (added.kind, added.file) == (ChangeKind.ADDED, Q4)
     got = classify(added, context=Context(only_q8, both))
     assert (got.rule, got.severity) == ("gguf-quant-added", Severity.LOW)
+
+
+def test_estimate_of_a_local_gguf_file_through_the_installed_cli(written: dict[str, Path]) -> None:
+    """`tracker estimate FILE.gguf --json` reads the header from disk: weight bytes exact (the
+    census above: 9,048), KV cache from Llama-2-7b's real numbers in the header (32 layers x 32
+    KV heads x (128 + 128) x 2 bytes = 524,288 a token), its 4,096-token context on every card."""
+    tracker = Path(sys.executable).with_name("tracker")
+    out = subprocess.run([str(tracker), "estimate", str(written["q4"]), "--json"],
+                         capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    (q4,) = json.loads(out.stdout)["quants"]
+    assert (q4["file"], q4["quant"], q4["weight_bytes"]) == (Q4, "Q4_K_M", 3072 + 3456 + 2520)
+    assert q4["kv_bytes_per_token"] == 32 * 32 * 256 * 2 == 524_288
+    assert [(c["name"], c["fits"]) for c in q4["cards"]][:2] == [
+        ("T4 16 GB", [{"context": 4096, "need_bytes": 9048 + 524_288 * 4096, "fits": True}]),
+        ("L4 24 GB", [{"context": 4096, "need_bytes": 9048 + 524_288 * 4096, "fits": True}]),
+    ]
+    assert q4["summary"][1] == "Q4_K_M fits L4 24 GB at 4k context, batch 1"
+    text = subprocess.run([str(tracker), "estimate", str(written["q4"])],
+                          capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    assert text.returncode == 0, text.stderr
+    assert f"{Q4}: 9,048 weight bytes, 524,288 KV bytes a token" in text.stdout.splitlines()

@@ -135,3 +135,34 @@ def test_gguf_history_shows_template_fix_eos_change_and_quant_set(tmp_path: Path
             f"{RID}: special tokens: eos_token_id 151643 ('<｜end▁of▁sentence｜>') → 151647 "
             f"('<|EOT|>') in {Q4}"
         )
+
+        # the estimate at HEAD, from the stored header alone (issue 28, item 3): weight bytes the
+        # sum of the Q8_0 file's tensors (ggufkit's stand-in small shapes, 2 layers: Q6_K
+        # token_embd and output 2 x 840, 14 Q8_0 matrices x 1,088, 5 F32 norms x 1,024), KV
+        # cache from the real config's numbers: 64 layers x 8 KV heads x (128 + 128) x 2 bytes
+        est = run("estimate", RID, "--json")
+        assert est.returncode == 0, est.stderr
+        data = json.loads(est.stdout)
+        (q8,) = data["quants"]
+        assert (q8["file"], q8["quant"]) == (Q8, "Q8_0") and data["unreadable"] == []
+        assert q8["weight_bytes"] == 2 * 840 + 14 * 1088 + 5 * 1024 == 22_032
+        assert q8["census"] == {"F32": {"tensors": 5, "bytes": 5120},
+                                "Q6_K": {"tensors": 2, "bytes": 1680},
+                                "Q8_0": {"tensors": 14, "bytes": 15232}}  # fmt: skip
+        assert q8["kv_bytes_per_token"] == 64 * 8 * 256 * 2 == 262_144
+        assert q8["context_length"] == 131_072
+        # L4: 24e9 / 1.15 = 20.9e9 bytes hold 32k tokens' 8.6 GB, not 128k's 34.4 GB
+        l4 = next(c for c in q8["cards"] if c["name"] == "L4 24 GB")
+        assert [(f["context"], f["need_bytes"], f["fits"]) for f in l4["fits"]] == [
+            (4096, 22_032 + 262_144 * 4096, True),
+            (8192, 22_032 + 262_144 * 8192, True),
+            (32768, 22_032 + 262_144 * 32768, True),
+            (131072, 22_032 + 262_144 * 131072, False),
+        ]
+        assert q8["summary"] == [
+            "Q8_0 fits T4 16 GB at 32k context, batch 1",
+            "Q8_0 fits L4 24 GB at 32k context, batch 1",
+            "Q8_0 fits A100 40 GB at 128k context, batch 1",
+            "Q8_0 fits A100/H100 80 GB at 128k context, batch 1",
+            "Q8_0 fits H200 141 GB at 128k context, batch 1",
+        ]
