@@ -10,6 +10,8 @@ Fetch modes:
   downloaded);
 - HEADER: only the safetensors header, by HTTP Range, declared length at most
   `Limits.max_header_bytes`; never the weights;
+- GGUF: only the GGUF header (metadata and tensor infos), by HTTP Range, read as it is parsed
+  and at most `Limits.max_header_bytes` long (`tracker.sources.gguf`); never the weights;
 - IDENTITY: never read; tracked by tree identity (blob id / LFS oid) and the Hub's security scan
   (pickle-based files, which run code when loaded).
 """
@@ -29,6 +31,7 @@ class Fetch(StrEnum):
 
     CONTENT = "content"
     HEADER = "header"
+    GGUF = "gguf"
     IDENTITY = "identity"
 
 
@@ -60,6 +63,7 @@ FILE_RULES: tuple[FileRule, ...] = (
     ),
     FileRule(Artifact.WEIGHTS, ("model.safetensors.index.json", "pytorch_model.bin.index.json")),
     FileRule(Artifact.WEIGHTS, ("*.safetensors",), Fetch.HEADER),
+    FileRule(Artifact.WEIGHTS, ("*.gguf",), Fetch.GGUF),
     FileRule(Artifact.MODEL_CARD, ("README.md",)),
     FileRule(
         Artifact.PROCESSOR,
@@ -127,6 +131,11 @@ def is_header_only(path: str) -> bool:
     return _matches(path, HEADER_PATTERNS)
 
 
+def is_gguf(path: str) -> bool:
+    """A GGUF file, of which only the header is read."""
+    return rule_for(path) is not None and fetch_mode(path) is Fetch.GGUF
+
+
 def is_tracked(path: str, patterns: tuple[str, ...]) -> bool:
     """True when `path` matches one of the watchlist's `tracked` globs."""
     return _matches(path, patterns)
@@ -138,7 +147,8 @@ MAX_HEADER_BYTES = 100_000_000
 @dataclass(frozen=True)
 class Limits:
     """The size caps and the deadline of fetching (from `Settings.max_file_bytes`,
-    `max_safetensors_header_bytes` and `poll_deadline_s`; these defaults are theirs)."""
+    `max_safetensors_header_bytes` and `poll_deadline_s`; these defaults are theirs). The header
+    cap bounds GGUF headers too."""
 
     max_file_bytes: int = MAX_FILE_BYTES
     max_header_bytes: int = MAX_HEADER_BYTES
@@ -148,7 +158,7 @@ class Limits:
         """The most bytes read for a file fetched by `fetch` (0: never read)."""
         if fetch is Fetch.CONTENT:
             return self.max_file_bytes
-        if fetch is Fetch.HEADER:
+        if fetch in (Fetch.HEADER, Fetch.GGUF):
             return self.max_header_bytes
         return 0
 
@@ -163,6 +173,7 @@ __all__ = [
     "FileRule",
     "Limits",
     "fetch_mode",
+    "is_gguf",
     "is_header_only",
     "is_pickle",
     "is_tracked",

@@ -137,6 +137,155 @@ class TreeEntry:
         return self.lfs_sha256 or self.blob_id
 
 
+GGUF_SPLIT = re.compile(r"^(?P<stem>.+)-(?P<no>[0-9]{5})-of-(?P<count>[0-9]{5})\.gguf$")
+"""A split GGUF's shard name, as llama.cpp's gguf-split writes it (`%s-%05d-of-%05d.gguf`)."""
+
+
+@dataclass(frozen=True)
+class GGUFArray:
+    """A GGUF array kept as a digest, not whole (token, score, token-type and merge lists; any
+    array of arrays): `item_type` its elements' GGUF type name (`string`, `float32`, `array`),
+    `count` how many, `sha256` the digest of its elements' bytes as the file stores them (little
+    endian; a string as its u64 length and UTF-8 bytes), and `special` the elements at the ids
+    the header's `tokenizer.ggml.*_token_id` keys name, by id (for the per-token arrays: tokens,
+    scores, token types)."""
+
+    item_type: str
+    count: int
+    sha256: str
+    special: Mapping[int, JSONValue] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class GGUFTensor:
+    """A tensor as a GGUF header declares it: its ggml type name (`Q4_K`, `F16`), its shape in
+    GGUF order (ne0, the fastest-moving dimension, first), its offset in the data section and its
+    size in bytes (whole blocks of its type)."""
+
+    ggml_type: str
+    shape: tuple[int, ...]
+    offset: int
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class GGUFHeader:
+    """The header of one .gguf file, read by Range (`tracker.sources.gguf`; never the weights).
+
+    `metadata` maps each key, in file order, to its value: a bool, int, float or str, a list for
+    an array of at most `tracker.sources.gguf.ARRAY_KEEP` scalars, or a GGUFArray (digest) for a
+    longer one or an array of arrays; `types` gives each key's GGUF type (`uint32`, `string`,
+    `array[int32]`). `data_offset` is where the tensor data begins (the header's length, padded to
+    `alignment`)."""
+
+    version: int
+    metadata: Mapping[str, JSONValue]
+    types: Mapping[str, str]
+    tensors: Mapping[str, GGUFTensor]
+    alignment: int
+    data_offset: int
+
+    @property
+    def special_ids(self) -> dict[str, int]:
+        """The tokenizer's special ids by key (`tokenizer.ggml.eos_token_id`: 2)."""
+        return {
+            k: v
+            for k, v in self.metadata.items()
+            if k.startswith("tokenizer.ggml.")
+            and k.endswith("_token_id")
+            and isinstance(v, int)
+            and not isinstance(v, bool)
+        }
+
+
+@dataclass(frozen=True)
+class GGUFModel:
+    """One model stored as GGUF: a single `.gguf` file, or the shards of a split one
+    (`NAME-00001-of-00003.gguf` …) read as one.
+
+    `path` names it (the single file's path; for a split, `NAME.gguf`); `shards` are the files it
+    is made of, in order, as their names say; `headers` the shards whose header was read;
+    `missing` the shards not in the tree; `unreadable` why a shard could not be read. The model's
+    metadata is its first shard's (gguf-split writes every key there, and only the `split.*`
+    keys in the others); its tensors are every shard's."""
+
+    path: str
+    shards: tuple[str, ...]
+    headers: Mapping[str, GGUFHeader]
+    missing: tuple[str, ...] = ()
+    unreadable: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def complete(self) -> bool:
+        return not self.missing and not self.unreadable
+
+    @property
+    def metadata(self) -> Mapping[str, JSONValue]:
+        first = self.headers.get(self.shards[0])
+        return first.metadata if first is not None else {}
+
+    @property
+    def tensors(self) -> dict[str, GGUFTensor]:
+        out: dict[str, GGUFTensor] = {}
+        for shard in self.shards:
+            header = self.headers.get(shard)
+            if header is not None:
+                out.update(header.tensors)
+        return out
+
+    @property
+    def quant_census(self) -> dict[str, tuple[int, int]]:
+        """Per ggml type (`Q4_K`, `F32` …), sorted by name: how many of the model's tensors have
+        it and their bytes (every shard's tensors; a tensor's bytes are whole blocks of its type,
+        as the header declares them)."""
+        out: dict[str, tuple[int, int]] = {}
+        for t in self.tensors.values():
+            n, size = out.get(t.ggml_type, (0, 0))
+            out[t.ggml_type] = (n + 1, size + t.nbytes)
+        return dict(sorted(out.items()))
+
+
+def gguf_shard(path: str) -> tuple[str, int, int]:
+    """(the model's path, this shard's number from 1, the number of shards) of a .gguf path:
+    `(path, 1, 1)` for a file that is not a shard of a split."""
+    name = path.rsplit("/", 1)[-1]
+    m = GGUF_SPLIT.match(name)
+    if m is None or int(m["no"]) < 1 or int(m["no"]) > int(m["count"]):
+        return path, 1, 1
+    return path[: len(path) - len(name)] + m["stem"] + ".gguf", int(m["no"]), int(m["count"])
+
+
+def gguf_models(
+    paths: frozenset[str] | set[str],
+    headers: Mapping[str, GGUFHeader],
+    unreadable: Mapping[str, str],
+) -> dict[str, GGUFModel]:
+    """The GGUF models among `paths` (a tree's), by model path: split shards grouped as one."""
+    groups: dict[tuple[str, int], set[str]] = {}
+    for path in paths:
+        if not path.endswith(".gguf"):
+            continue
+        model, _, count = gguf_shard(path)
+        groups.setdefault((model, count), set()).add(path)
+    out: dict[str, GGUFModel] = {}
+    for (model, count), present in sorted(groups.items()):
+        shards: tuple[str, ...]
+        if count == 1:
+            shards = (model,)
+        else:
+            stem = model.removesuffix(".gguf")
+            shards = tuple(f"{stem}-{i:05d}-of-{count:05d}.gguf" for i in range(1, count + 1))
+        key = model if model not in out else f"{model} ({count} shards)"
+        out[key] = GGUFModel(
+            path=model,
+            shards=shards,
+            headers={s: headers[s] for s in shards if s in headers},
+            missing=tuple(s for s in shards if s not in present),
+            unreadable={s: unreadable[s] for s in shards if s in unreadable},
+        )
+    return out
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """What tracker knows of a repo at one revision.
@@ -144,7 +293,8 @@ class Snapshot:
     `tree` lists every file (tracked or not); `files` holds the bytes of the tracked files that
     could be fetched; `headers` the parsed safetensors headers by file path; `unreadable` maps a
     tracked path to why it could not be read (fetch or parse failure), so that "could not read"
-    is visible downstream and never mistaken for "no change".
+    is visible downstream and never mistaken for "no change". `gguf` holds the parsed headers
+    of the `.gguf` files by path (`gguf_models` groups split shards into models).
     """
 
     repo_id: RepoId
@@ -153,6 +303,12 @@ class Snapshot:
     files: Mapping[str, bytes]
     headers: Mapping[str, SafetensorsHeader] = field(default_factory=dict)
     unreadable: Mapping[str, str] = field(default_factory=dict)
+    gguf: Mapping[str, GGUFHeader] = field(default_factory=dict)
+
+    @cached_property
+    def gguf_models(self) -> dict[str, GGUFModel]:
+        """The GGUF models of this revision (split shards read as one), by model path."""
+        return gguf_models(self.paths, self.gguf, self.unreadable)
 
     @cached_property
     def paths(self) -> frozenset[str]:

@@ -4,7 +4,7 @@ Per repo: `resolve_ref` (one request); equal to the cursor → done. Otherwise l
 every commit after the cursor on the first-parent chain (oldest first; the first poll backfills
 all, or the last N), and for each: list the tree, compare it with the previous ingested tree by
 identity (blob id / LFS oid), fetch only tracked files that changed (headers only for
-`.safetensors`), and store the revision in one transaction. Force-pushes, deleted refs/repos,
+`.safetensors` and `.gguf`), and store the revision in one transaction. Force-pushes, deleted refs/repos,
 gated/private repos and source errors set the repo's state; other repos are unaffected.
 """
 
@@ -23,7 +23,7 @@ import structlog
 
 from tracker.artifacts import AUTO_MAP_FILES, Fetch, Limits, fetch_mode, is_tracked
 from tracker.bounded import DOCUMENT, BoundsError, load_json
-from tracker.domain import Commit, RepoId, SafetensorsHeader, Sha, TreeEntry
+from tracker.domain import Commit, GGUFHeader, RepoId, SafetensorsHeader, Sha, TreeEntry
 from tracker.errors import (
     AccessDeniedError,
     ArtifactError,
@@ -256,13 +256,17 @@ def read_content(source: RepoSource, rid: RepoId, sha: Sha, entry: TreeEntry, ca
 
 def _listed_header(
     source: RepoSource, rid: RepoId, sha: Sha, entry: TreeEntry, cap: int
-) -> SafetensorsHeader:
-    """One header read; a "not found" for the listed file is read again up to INTEGRITY_READS
-    times in all, then an IntegrityError (as in `read_content`)."""
+) -> SafetensorsHeader | GGUFHeader:
+    """One header read (safetensors or GGUF, by the file's fetch mode); a "not found" for the
+    listed file is read again up to INTEGRITY_READS times in all, then an IntegrityError (as in
+    `read_content`)."""
     what = f"{rid}@{sha}:{entry.path}"
     why = ""
+    gguf = fetch_mode(entry.path) is Fetch.GGUF
     for attempt in range(1, INTEGRITY_READS + 1):
         try:
+            if gguf:
+                return source.read_gguf_header(rid, sha, entry.path, cap, expect=entry)
             return source.read_safetensors_header(rid, sha, entry.path, cap, expect=entry)
         except NotFoundError as exc:
             if not _not_listed(exc):
@@ -274,9 +278,10 @@ def _listed_header(
 
 def read_header(
     source: RepoSource, rid: RepoId, sha: Sha, entry: TreeEntry, cap: int
-) -> SafetensorsHeader:
-    """The safetensors header of `entry` at `sha`, read by Range and checked against the pointer
-    (size, oid where the server declares it; `RepoSource.read_safetensors_header`).
+) -> SafetensorsHeader | GGUFHeader:
+    """The safetensors or GGUF header of `entry` at `sha`, read by Range and checked against the
+    pointer (size, oid where the server declares it; `RepoSource.read_safetensors_header`,
+    `RepoSource.read_gguf_header`).
 
     Only the header is read, so its bytes cannot be hashed against the LFS oid: a header that
     cannot be read is read once more, and two different reasons mean a read was damaged in
@@ -377,9 +382,13 @@ def _fetch_revision(
         if deadline is not None:
             deadline.check()
         try:
-            if mode is Fetch.HEADER:
+            if mode in (Fetch.HEADER, Fetch.GGUF):
                 header = read_header(source, rid, commit.sha, entry, cap)
-                fv = FileVersion.header(header)
+                fv = (
+                    FileVersion.gguf(header)
+                    if isinstance(header, GGUFHeader)
+                    else FileVersion.header(header)
+                )
             else:
                 if entry.size > cap:
                     return FileVersion.unreadable(

@@ -93,6 +93,29 @@ CASES = [
         S.CRITICAL,
         "tensor-shapes",
     ),
+    # GGUF (issue 28): without the revision, a quant file removed is taken as the last one
+    (
+        ch(A.WEIGHTS, K.REMOVED, "", "x.Q4_K_M.gguf", None, file="x.Q4_K_M.gguf"),
+        S.CRITICAL,
+        "gguf-last-removed",
+    ),
+    (
+        ch(A.WEIGHTS, K.ADDED, "", None, "x.Q8_0.gguf", file="x.Q8_0.gguf"),
+        S.LOW,
+        "gguf-quant-added",
+    ),
+    (
+        ch(
+            A.WEIGHTS,
+            K.CHANGED,
+            "quant_census",
+            {"Q4_K": {"tensors": 1, "bytes": 144}},
+            {"Q8_0": {"tensors": 1, "bytes": 272}},
+            file="x.gguf",
+        ),
+        S.HIGH,
+        "gguf-requantized",
+    ),
     # high
     (
         ch(A.CHAT_TEMPLATE, K.RENDERED, "tool_call", "a", "b", file="tokenizer_config.json"),
@@ -490,6 +513,25 @@ _LLAMA_TOKENIZER = (
 # Cases that need the revision's context (the two snapshots): (before files, after files, change,
 # severity, rule, words the rationale must contain).
 CONTEXT_CASES = [
+    # issue 28: a repo's GGUF quant files are alternatives; one removed while others stay in the
+    # tree breaks only its own users, the last one removed leaves nothing to download
+    (
+        {"x.Q4_K_M.gguf": b"GGUF", "x.Q8_0.gguf": b"GGUF"},
+        {"x.Q8_0.gguf": b"GGUF"},
+        ch(A.WEIGHTS, K.REMOVED, "", "x.Q4_K_M.gguf", None, file="x.Q4_K_M.gguf"),
+        S.HIGH,
+        "gguf-quant-removed",
+        "its users can no longer download it; the repo's other quant files, and their users, are "
+        "unaffected: 1 other GGUF model remains: x.Q8_0.gguf",
+    ),
+    (
+        {"x.Q4_K_M.gguf": b"GGUF", "README.md": b"# x"},
+        {"README.md": b"# x"},
+        ch(A.WEIGHTS, K.REMOVED, "", "x.Q4_K_M.gguf", None, file="x.Q4_K_M.gguf"),
+        S.CRITICAL,
+        "gguf-last-removed",
+        "nothing is left to download",
+    ),
     # issue 24: `model_type` beside an auto_map naming the repo's own config class
     (
         {"config.json": {k: v for k, v in _CHATGLM.items() if k != "model_type"}},

@@ -1,4 +1,5 @@
-"""The reliability tests reuse the diff, replica and worker test helpers (diffkit, helpers_replica, workkit)."""
+"""The reliability tests reuse the diff, replica, worker and ingest test helpers (diffkit,
+helpers_replica, workkit, ggufkit)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,6 @@ import sys
 from pathlib import Path
 
 _TESTS = Path(__file__).resolve().parents[1]
-for _folder in ("diff", "replica", "workers"):
+for _folder in ("diff", "replica", "workers", "ingest"):
     if str(_TESTS / _folder) not in sys.path:
         sys.path.insert(0, str(_TESTS / _folder))

@@ -677,6 +677,19 @@ def _outcome(change: Change) -> Mapping[str, Any] | None:
     return rendered if isinstance(rendered, Mapping) else None
 
 
+def other_gguf_models(change: Change, ctx: Context | None) -> str | None:
+    """A GGUF model removed while the revision keeps other GGUF models (the repo's other quants):
+    the evidence names them."""
+    if ctx is None or ctx.after is None:
+        return None
+    left = sorted(ctx.after.snapshot.gguf_models)
+    if not left:
+        return None
+    shown = ", ".join(left[:4]) + (", …" if len(left) > 4 else "")
+    one = len(left) == 1
+    return f"{len(left)} other GGUF model{'' if one else 's'} remain{'s' if one else ''}: {shown}"
+
+
 def renders_the_same(change: Change, ctx: Context | None) -> str | None:
     """A template source change after which every canonical conversation renders as before."""
     out = _outcome(change)

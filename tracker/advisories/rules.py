@@ -40,6 +40,7 @@ from tracker.advisories.effects import (
     generation_shadowed,
     no_classifier_head,
     not_read_by_class,
+    other_gguf_models,
     read_by_class,
     remote_config_names_type,
     renders_differently,
@@ -577,6 +578,36 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         (*_keys(("vocab_size",)), "added_tokens*", "added_tokens_decoder*"),
         S.CRITICAL,
         _VOCAB_WHY,
+    ),
+    # GGUF: each model file (a quant, or a split's shards) is a download of its own; a repo's
+    # quants are alternatives, so one removed breaks only its own users
+    Rule(
+        "gguf-quant-removed",
+        _m(A.WEIGHTS, K.REMOVED, key="", file="*.gguf"),
+        S.HIGH,
+        "a GGUF model file was removed: its users can no longer download it; the repo's other "
+        "quant files, and their users, are unaffected",
+        other_gguf_models,
+    ),
+    Rule(
+        "gguf-last-removed",
+        _m(A.WEIGHTS, K.REMOVED, key="", file="*.gguf"),
+        S.CRITICAL,
+        "the repo's last GGUF model file was removed: nothing is left to download",
+    ),
+    Rule(
+        "gguf-quant-added",
+        _m(A.WEIGHTS, K.ADDED, key="", file="*.gguf"),
+        S.LOW,
+        "a GGUF model file was added: a new download; the existing files and their users are "
+        "unaffected",
+    ),
+    Rule(
+        "gguf-requantized",
+        _m(A.WEIGHTS, K.CHANGED, key="quant_census"),
+        S.HIGH,
+        "a GGUF model file was re-quantized under the same name: its tensors' ggml types or sizes "
+        "changed, so its users get different outputs, memory use and speed",
     ),
     Rule(
         "tensor-shapes",

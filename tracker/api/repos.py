@@ -239,7 +239,8 @@ def media_type_of(path: str, data: bytes) -> str:
     responses={
         200: {
             "description": "The file's stored bytes (a safetensors file: its parsed header as "
-            "JSON, `X-Tracker-Stored: safetensors-header`)",
+            "JSON, `X-Tracker-Stored: safetensors-header`; a GGUF file likewise, "
+            "`X-Tracker-Stored: gguf-header`)",
             "content": {
                 media.split(";")[0]: {"schema": {"type": "string"}}
                 for media in ("application/octet-stream", *TEXT_MEDIA.values())
@@ -275,6 +276,9 @@ def file_at(org: Org, name: Name, rev: Rev, path: str, request: Request) -> Resp
     media = media_type_of(path, data)
     if fv.kind is FileKind.HEADER:
         headers["X-Tracker-Stored"] = "safetensors-header"
+        media = "application/json"
+    elif fv.kind is FileKind.GGUF_HEADER:
+        headers["X-Tracker-Stored"] = "gguf-header"
         media = "application/json"
     policy = IMMUTABLE if _full(rev) else LIST
     return cached_response(request, data, media, policy, headers=headers)

@@ -59,7 +59,10 @@ def register(app: typer.Typer) -> None:
         highest token id feeds the vocab-too-small finding. ORG/NAME[@REV] is read from the store
         when that revision is ingested (no network; REV as in `show`, default HEAD), else from
         the Hub (`--hub`: always), under the defaults, the watchlist's `estimate:` for the repo,
-        then these flags; the report says which revision and settings it used.
+        then these flags; the report says which revision and settings it used. A FILE.gguf (its
+        header only), or an ingested revision holding GGUF files and no config.json, gives per
+        quant file its exact weight bytes, KV cache per token and fit per card and context at
+        batch 1.
         """
         given = {
             "train_seq_len": train_seq_len,

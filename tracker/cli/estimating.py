@@ -32,7 +32,7 @@ MAX_SHARDS = 512
 USAGE = (
     "usage: tracker estimate [--json] [--hub] [--no-headers] [--train-seq-len N] "
     "[--serve-seq-len N] [--lora-rank N] [--cost-samples N] [--cost-seq-len N] [--cost-epochs N] "
-    "[--set KEY=VALUE]... [--watchlist-settings ORG/NAME] CONFIG.json|ORG/NAME[@REV]"
+    "[--set KEY=VALUE]... [--watchlist-settings ORG/NAME] CONFIG.json|FILE.gguf|ORG/NAME[@REV]"
 )
 FLAGS = ("--json", "--no-headers", "--hub")
 VALUES = (
@@ -118,6 +118,10 @@ def run(
     flags = dict(values or {})
     watched = flags.pop(WATCHLIST_SETTINGS, None)
     path = Path(target)
+    gguf = _gguf_target(path, target, hub=hub)
+    if gguf is not None:
+        _print_gguf(*gguf, flags, as_json=as_json)
+        return
     headers: Mapping[str, SafetensorsHeader] | None = None
     base: Mapping[str, Any] = {}
     where = "defaults"
@@ -149,6 +153,74 @@ def run(
         sys.stdout.write(json.dumps(report_json(result, label, where), indent=2) + "\n")
     else:
         sys.stdout.write(render(label, result, where))
+
+
+def _gguf_target(path: Path, target: str, *, hub: bool) -> tuple[list[Any], str] | None:
+    """The GGUF models of a local `.gguf` file (its header read from disk, not its weights), or
+    of an ingested revision that holds GGUF models and no config.json; None otherwise."""
+    if path.suffix == ".gguf":
+        from tracker.domain import gguf_models
+        from tracker.settings import load_settings
+        from tracker.sources.gguf import parse_gguf
+
+        size = path.stat().st_size if path.is_file() else None
+        if size is None:
+            raise EstimateError(f"{target}: no such file")
+        with path.open("rb") as fh:
+
+            def read(offset: int, n: int) -> bytes:
+                fh.seek(offset)
+                return fh.read(n)
+
+            cap = load_settings().max_safetensors_header_bytes  # the header cap (GGUF too)
+            header = parse_gguf(read, max_bytes=cap, file_size=size)
+        models = gguf_models({path.name}, {path.name: header}, {})
+        return list(models.values()), str(path)
+    if hub or path.suffix == ".json" or path.exists() or "/" not in target:
+        return None
+    from tracker.domain import parse_repo_id
+    from tracker.settings import load_settings
+
+    repo, _, rev = target.partition("@")
+    repo_id = parse_repo_id(repo)
+
+    def stored(store: Store) -> tuple[list[Any], str] | None:
+        sha = store.resolve(repo_id, rev or "HEAD")
+        snap = store.snapshot(repo_id, sha)
+        if "config.json" in snap.files or not snap.gguf_models:
+            return None
+        label = f"{repo_id}@{sha[:12]} (ingested revision {sha}, read from the store)"
+        return list(snap.gguf_models.values()), label
+
+    return read_stored(load_settings(), stored)
+
+
+def _print_gguf(models: list[Any], label: str, flags: Mapping[str, Any], *, as_json: bool) -> None:
+    """Each GGUF model's weight bytes, KV cache per token and fit table (tracker.estimate.gguf);
+    a model whose header could not be read is listed with why."""
+    from tracker.estimate.gguf import estimate_gguf
+    from tracker.estimate.settings import EstimateSettings
+
+    settings = EstimateSettings.from_mapping(dict(flags)) if flags else EstimateSettings()
+    quants: list[dict[str, Any]] = []
+    unreadable: list[dict[str, str]] = []
+    for model in models:
+        try:
+            quants.append(estimate_gguf(model, settings).to_json())
+        except EstimateError as exc:
+            unreadable.append({"file": model.path, "error": str(exc)})
+    if as_json:
+        out = {"format": "gguf", "quants": quants, "unreadable": unreadable,
+               "source": {"target": label, "settings_from": "defaults"}}  # fmt: skip
+        sys.stdout.write(json.dumps(out, indent=2) + "\n")
+        return
+    lines = [f"GGUF estimate of {label} (weights exact from the headers; KV cache f16)"]
+    for q in quants:
+        lines.append(f"{q['file']}: {q['weight_bytes']:,} weight bytes, "
+                     f"{q['kv_bytes_per_token']:,} KV bytes a token")  # fmt: skip
+        lines += [f"  {s}" for s in q["summary"]]
+    lines += [f"{u['file']}: could not estimate: {u['error']}" for u in unreadable]
+    sys.stdout.write("\n".join(lines) + "\n")
 
 
 def estimate_with(

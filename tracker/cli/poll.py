@@ -245,6 +245,9 @@ def show(
         }
         typer.echo(json.dumps(out, indent=2))
         return
+    if fv.kind is FileKind.GGUF_HEADER:  # stored as its canonical JSON (`encode_gguf`)
+        typer.echo(json.dumps(json.loads(data), indent=2, ensure_ascii=False))
+        return
     sys.stdout.buffer.write(data)
     sys.stdout.buffer.flush()
 

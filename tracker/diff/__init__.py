@@ -14,6 +14,10 @@ Keys (`Change.key`) per artifact, what the advisory stage classifies on:
 - weights: tensor names, `shards`, `total_bytes`, `dtypes`, `content` (same names, new bytes).
 - custom_code: `auto_map.<AutoClass>`, .py file paths. executable: file paths.
 - model_card: front-matter field names, `text` for the body.
+- inside GGUF files (`tracker.diff.gguf`, the file a `.gguf`): config changes keyed by the GGUF
+  key (`llama.context_length`), special_tokens by transformers' id names (`eos_token_id`, the
+  value `{"id", "token"}`), tokenizer by `vocab`/`merges`/`scores`/`token_type` or the key's last
+  part, chat_template as above; a GGUF model added, removed or unreadable is weights, key "".
 Whole-file events (added, removed, readable again) use the key "".
 """
 
@@ -28,6 +32,7 @@ from tracker.diff.chat_template import diff_chat_template
 from tracker.diff.code import diff_code
 from tracker.diff.config import diff_config, diff_generation_config
 from tracker.diff.executable import diff_executable
+from tracker.diff.gguf import diff_gguf
 from tracker.diff.processor import diff_processor
 from tracker.diff.sandbox import DEFAULT_LIMITS, Renderer, RenderLimits, render_in_process
 from tracker.diff.special_tokens import diff_special_tokens
@@ -116,6 +121,10 @@ def diff_snapshots(
             differ = functools.partial(diff_chat_template, limits=render_limits, render=renderer)
         if kinds is None or artifact in kinds:
             changes.extend(_within_budget(artifact, differ, before, after))
+    # what is inside GGUF files: changes of several artifacts from one reader (tracker.diff.gguf)
+    inside = functools.partial(diff_gguf, limits=render_limits, render=renderer)
+    gguf = _within_budget(Artifact.WEIGHTS, inside, before, after)
+    changes.extend(c for c in gguf if kinds is None or c.artifact in kinds)
     ordered = sorted(
         enumerate(changes), key=lambda ic: (_ORDER[ic[1].artifact], ic[1].file, ic[1].key, ic[0])
     )

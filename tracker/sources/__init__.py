@@ -10,7 +10,7 @@ import threading
 from pathlib import Path
 from typing import Any, Protocol
 
-from tracker.domain import Commit, RepoId, SafetensorsHeader, Sha, TreeEntry
+from tracker.domain import Commit, GGUFHeader, RepoId, SafetensorsHeader, Sha, TreeEntry
 
 
 class RepoSource(Protocol):
@@ -51,6 +51,20 @@ class RepoSource(Protocol):
     ) -> SafetensorsHeader:
         """The parsed header of the .safetensors file `path` at `sha`; with `expect` (its tree
         entry), checked against the object the tree names (size, whole-object oid where known)."""
+        ...
+
+    def read_gguf_header(
+        self,
+        repo_id: RepoId,
+        sha: Sha,
+        path: str,
+        max_header_bytes: int,
+        *,
+        expect: TreeEntry | None = None,
+    ) -> GGUFHeader:
+        """The parsed header of the .gguf file `path` at `sha`, read as it is parsed (HTTP Range
+        / partial reads, `tracker.sources.gguf`), never the weights; with `expect`, checked
+        against the object the tree names like `read_safetensors_header`."""
         ...
 
 

@@ -15,7 +15,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from tracker.artifacts import is_header_only, is_pickle
-from tracker.domain import Commit, RepoId, SafetensorsHeader, Sha, TreeEntry, is_full_sha
+from tracker.domain import (
+    Commit,
+    GGUFHeader,
+    RepoId,
+    SafetensorsHeader,
+    Sha,
+    TreeEntry,
+    is_full_sha,
+)
 from tracker.errors import (
     EntryNotFoundError,
     GatedRepoError,
@@ -24,6 +32,7 @@ from tracker.errors import (
     RevisionNotFoundError,
     SourceError,
 )
+from tracker.sources.gguf import parse_gguf_bytes
 from tracker.sources.safetensors import parse_file_prefix
 
 OTHER_LFS_SUFFIXES = (".gguf", ".onnx")
@@ -222,4 +231,19 @@ class FakeSource:
         size = expect.size if expect is not None else None
         header = parse_file_prefix(data, max_header_bytes, file_size=size)
         self.bytes_read += min(len(data), 8 + int.from_bytes(data[:8], "little"))
+        return header
+
+    def read_gguf_header(
+        self,
+        repo_id: RepoId,
+        sha: Sha,
+        path: str,
+        max_header_bytes: int,
+        *,
+        expect: TreeEntry | None = None,
+    ) -> GGUFHeader:
+        data = self._file("read_gguf_header", repo_id, sha, path)
+        size = expect.size if expect is not None else None
+        header = parse_gguf_bytes(data, max_bytes=max_header_bytes, file_size=size)
+        self.bytes_read += min(len(data), header.data_offset)
         return header

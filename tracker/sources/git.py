@@ -15,8 +15,17 @@ import subprocess
 from datetime import datetime
 from pathlib import Path
 
-from tracker.domain import Commit, RepoId, SafetensorsHeader, Sha, TreeEntry, is_full_sha
+from tracker.domain import (
+    Commit,
+    GGUFHeader,
+    RepoId,
+    SafetensorsHeader,
+    Sha,
+    TreeEntry,
+    is_full_sha,
+)
 from tracker.errors import (
+    ArtifactError,
     BadResponseError,
     EntryNotFoundError,
     OversizedArtifactError,
@@ -27,6 +36,7 @@ from tracker.errors import (
     UnreadableArtifactError,
 )
 from tracker.settings import child_env
+from tracker.sources.gguf import parse_gguf, parse_gguf_bytes
 from tracker.sources.names import escape_name
 from tracker.sources.safetensors import header_length, parse_file_prefix, parse_header
 
@@ -254,3 +264,36 @@ class GitSource:
             raise UnreadableArtifactError(f"{path}: header declares {n} bytes, file is shorter")
         self.bytes_received += 8 + n
         return parse_header(raw, file_size=size)
+
+    def read_gguf_header(
+        self,
+        repo_id: RepoId,
+        sha: Sha,
+        path: str,
+        max_header_bytes: int,
+        *,
+        expect: TreeEntry | None = None,
+    ) -> GGUFHeader:
+        size = expect.size if expect is not None else None
+        data, obj = self._content(repo_id, sha, path)
+        try:
+            if data is not None:
+                header = parse_gguf_bytes(data, max_bytes=max_header_bytes, file_size=size)
+                self.bytes_received += min(len(data), header.data_offset)
+                return header
+            assert obj is not None
+            got = 0
+
+            def read(offset: int, n: int) -> bytes:
+                nonlocal got
+                with obj.open("rb") as fh:
+                    fh.seek(offset)
+                    chunk = fh.read(n)
+                got += len(chunk)
+                return chunk
+
+            header = parse_gguf(read, max_bytes=max_header_bytes, file_size=size)
+            self.bytes_received += got
+            return header
+        except ArtifactError as exc:
+            raise type(exc)(f"{path}: {exc}") from exc

@@ -37,9 +37,18 @@ from huggingface_hub.utils._http import hf_raise_for_status, hf_request_event_ho
 
 from tracker.artifacts import is_pickle
 from tracker.bounded import HUB_ANSWER, BoundsError, check_json
-from tracker.domain import Commit, RepoId, SafetensorsHeader, Sha, TreeEntry, is_full_sha
+from tracker.domain import (
+    Commit,
+    GGUFHeader,
+    RepoId,
+    SafetensorsHeader,
+    Sha,
+    TreeEntry,
+    is_full_sha,
+)
 from tracker.errors import (
     AccessDeniedError,
+    ArtifactError,
     BadResponseError,
     DeadlineError,
     EntryNotFoundError,
@@ -55,6 +64,7 @@ from tracker.errors import (
     UnreadableArtifactError,
 )
 from tracker.integrity import check_object
+from tracker.sources.gguf import parse_gguf
 from tracker.sources.names import escape_text_name
 from tracker.sources.retry import call_with_retry
 from tracker.sources.safetensors import header_length, parse_header
@@ -528,6 +538,10 @@ class HubSource:
                 resp.read()
                 hf_raise_for_status(resp)
             declared = resp.headers.get("Content-Length")
+            if range_ is not None and resp.status_code == 200 and not range_.startswith("bytes=0-"):
+                raise IntegrityError(  # the whole file from byte 0: not the bytes asked for
+                    f"{repo_id}@{sha}: {path}: the server answered {range_} with the whole file"
+                )
             if (
                 range_ is None
                 and declared is not None
@@ -616,6 +630,43 @@ class HubSource:
             return parse_header(raw, file_size=expect.size if expect is not None else None)
         except UnreadableArtifactError as exc:
             raise UnreadableArtifactError(f"{path}: {exc}") from exc
+
+    def read_gguf_header(
+        self,
+        repo_id: RepoId,
+        sha: Sha,
+        path: str,
+        max_header_bytes: int,
+        *,
+        expect: TreeEntry | None = None,
+    ) -> GGUFHeader:
+        """Range reads as the parser needs bytes (`tracker.sources.gguf`: 1 MiB first, then
+        growing). With `expect`, each answer's object must be the one the tree names, and an
+        answer shorter than asked is a transient truncation (the parser never asks past the
+        tree's size), not a broken file."""
+        what = f"{repo_id}@{sha}:{path}"
+
+        def read(offset: int, n: int) -> bytes:
+            def ranged() -> bytes:
+                data, total, oid = self._get(
+                    repo_id, sha, path, n, f"bytes={offset}-{offset + n - 1}"
+                )
+                if expect is not None:
+                    check_object(expect, what, total_size=total, oid=oid)
+                    if len(data) < n:
+                        raise IntegrityError(
+                            f"{what}: got {len(data):,} of the {n:,} bytes at offset {offset:,}"
+                        )
+                return data
+
+            return self._call(what, ranged)
+
+        try:
+            return parse_gguf(
+                read, max_bytes=max_header_bytes, file_size=expect.size if expect else None
+            )
+        except ArtifactError as exc:
+            raise type(exc)(f"{path}: {exc}") from exc
 
 
 _CONTENT_RANGE = re.compile(r"^bytes\s+(?:\d+-\d+|\*)/(\d+)$")

@@ -21,6 +21,7 @@ from sqlmodel import col
 from tracker.domain import (
     REF_NAME,
     Commit,
+    GGUFHeader,
     RepoId,
     SafetensorsHeader,
     Sha,
@@ -59,6 +60,7 @@ from tracker.store.values import (
     RepoState,
     RepoStatus,
     StoredRevision,
+    decode_gguf,
     decode_header,
 )
 
@@ -463,12 +465,15 @@ class Store:
             blobs = get_blobs(s, [r.blob_sha256 for r in rows if r.blob_sha256])
         files: dict[str, bytes] = {}
         headers: dict[str, SafetensorsHeader] = {}
+        gguf: dict[str, GGUFHeader] = {}
         unreadable: dict[str, str] = {}
         for r in sorted(rows, key=lambda r: r.path):
             if r.kind == FileKind.CONTENT and r.blob_sha256:
                 files[r.path] = blobs[r.blob_sha256]
             elif r.kind == FileKind.HEADER and r.blob_sha256:
                 headers[r.path] = decode_header(blobs[r.blob_sha256])
+            elif r.kind == FileKind.GGUF_HEADER and r.blob_sha256:
+                gguf[r.path] = decode_gguf(blobs[r.blob_sha256])
             else:
                 unreadable[r.path] = r.reason or "unreadable"
         return Snapshot(
@@ -478,6 +483,7 @@ class Store:
             files=files,
             headers=headers,
             unreadable=unreadable,
+            gguf=gguf,
         )
 
     # -- writing (ingest) --------------------------------------------------------------------

@@ -8,7 +8,17 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from tracker.domain import Commit, JSONValue, RepoId, SafetensorsHeader, Sha, TensorInfo
+from tracker.domain import (
+    Commit,
+    GGUFArray,
+    GGUFHeader,
+    GGUFTensor,
+    JSONValue,
+    RepoId,
+    SafetensorsHeader,
+    Sha,
+    TensorInfo,
+)
 from tracker.errors import StoreError
 
 
@@ -124,6 +134,7 @@ class FileKind(StrEnum):
 
     CONTENT = "content"  # the file's bytes, as fetched
     HEADER = "header"  # a parsed safetensors header (canonical JSON)
+    GGUF_HEADER = "gguf_header"  # a parsed GGUF header (canonical JSON: `encode_gguf`)
     UNREADABLE = "unreadable"  # why it could not be fetched or parsed
 
 
@@ -148,6 +159,10 @@ class FileVersion:
     @classmethod
     def header(cls, header: SafetensorsHeader) -> FileVersion:
         return cls(FileKind.HEADER, data=encode_header(header), fetched=True)
+
+    @classmethod
+    def gguf(cls, header: GGUFHeader) -> FileVersion:
+        return cls(FileKind.GGUF_HEADER, data=encode_gguf(header), fetched=True)
 
     @classmethod
     def unreadable(cls, reason: str) -> FileVersion:
@@ -180,3 +195,72 @@ def decode_header(data: bytes) -> SafetensorsHeader:
         for name, t in obj.items()
     }
     return SafetensorsHeader(tensors=tensors, metadata=metadata)
+
+
+def _gguf_value(value: JSONValue) -> JSONValue:
+    if isinstance(value, GGUFArray):
+        return {
+            "count": value.count,
+            "item_type": value.item_type,
+            "sha256": value.sha256,
+            "special": {str(k): v for k, v in sorted(value.special.items())},
+        }
+    return value
+
+
+def encode_gguf(header: GGUFHeader) -> bytes:
+    """Canonical JSON of a parsed GGUF header: keys and tensors in file order, each key's GGUF
+    type beside its value; a digested array is `{"digest": {count, item_type, sha256, special}}`
+    (a kept one a list). Equal headers give equal bytes. Floats keep their exact value (NaN and
+    infinities as Python's json writes them)."""
+    obj: dict[str, Any] = {
+        "format": "gguf",
+        "version": header.version,
+        "alignment": header.alignment,
+        "data_offset": header.data_offset,
+        "metadata": {
+            k: (
+                {"type": header.types[k], "digest": _gguf_value(v)}
+                if isinstance(v, GGUFArray)
+                else {"type": header.types[k], "value": v}
+            )
+            for k, v in header.metadata.items()
+        },
+        "tensors": {
+            name: {"type": t.ggml_type, "shape": list(t.shape), "offset": t.offset,
+                   "nbytes": t.nbytes}
+            for name, t in header.tensors.items()
+        },
+    }  # fmt: skip
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def decode_gguf(data: bytes) -> GGUFHeader:
+    """Inverse of `encode_gguf`."""
+    obj = json.loads(data)
+    metadata: dict[str, JSONValue] = {}
+    types: dict[str, str] = {}
+    for key, item in obj["metadata"].items():
+        types[key] = item["type"]
+        if "digest" in item:
+            d = item["digest"]
+            metadata[key] = GGUFArray(
+                item_type=d["item_type"],
+                count=d["count"],
+                sha256=d["sha256"],
+                special={int(k): v for k, v in d["special"].items()},
+            )
+        else:
+            metadata[key] = item["value"]
+    tensors = {
+        name: GGUFTensor(t["type"], tuple(t["shape"]), t["offset"], t["nbytes"])
+        for name, t in obj["tensors"].items()
+    }
+    return GGUFHeader(
+        version=obj["version"],
+        metadata=metadata,
+        types=types,
+        tensors=tensors,
+        alignment=obj["alignment"],
+        data_offset=obj["data_offset"],
+    )
