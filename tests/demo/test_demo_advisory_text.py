@@ -192,7 +192,18 @@ def test_mass_dtype_conversion_is_one_pattern_attributed_to_its_file() -> None:
     keys = [c["key"] for c in rec["database_specific"]["changes"]]
     assert len(keys) == 223  # every change kept in the record
     assert keys[-2:] == ["torch_dtype", "preflight.capacity"]
-    assert rec["database_specific"]["estimate_changes"] == []
+    # issue 25: serving follows the checkpoint as shipped, so the re-upload halves it
+    assert [
+        (c["key"], c["before"], c["after"]) for c in rec["database_specific"]["estimate_changes"]
+    ] == [
+        ("memory_gb.serve_weights", 5.339, 2.669),
+        ("cards.T4 16 GB.serve", 25, 33),
+        ("cards.L4 24 GB.serve", 46, 54),
+        ("cards.A100 40 GB.serve", 87, 95),
+        ("cards.A100/H100 80 GB.serve", 191, 199),
+        ("cards.H200 141 GB.serve", 348, 356),
+    ]
+    assert "| serve weights (GB) | 5.34 | 2.67 | -2.67 (-50.0%) |" in d
     # the next advisory is another repo's: no second or third one for the re-upload
     assert _record(23)["database_specific"]["repo"] == "deepseek-ai/DeepSeek-R1"
 
@@ -223,9 +234,15 @@ def test_a_preflight_answer_found_is_a_low_advisory_that_states_it() -> None:
     capacity and LoRA answers the previous revision could not give were recorded but never
     published."""
     mixtral = _record(15)
-    assert mixtral["database_specific"]["severity"] == "low"
-    assert [(c["key"], c["kind"], c["rule"]) for c in mixtral["database_specific"]["changes"]] == [
-        ("preflight.capacity", "added", "preflight-answer-found")
+    # issue 25: the same revision (model_type mistral -> mixtral) moves what `all-linear` adapts
+    # (PEFT adapts the fused experts and routers): that change is high, the answer found low
+    assert mixtral["database_specific"]["severity"] == "high"
+    assert [
+        (c["key"], c["kind"], c["rule"], c["severity"])
+        for c in mixtral["database_specific"]["changes"]
+    ] == [
+        ("preflight.capacity", "added", "preflight-answer-found", "low"),
+        ("preflight.lora.all-linear", "changed", "preflight-lora-targets", "high"),
     ]
     assert (
         "- **low** (preflight-answer-found): what it takes to fetch and hold is now known: 2.00 "
@@ -258,8 +275,9 @@ def test_a_preflight_answer_found_is_a_low_advisory_that_states_it() -> None:
         "`q_proj` now resolves to 0 modules (unresolved at the previous revision"
         in bloom["details"]
     )
-    # nothing to pin: the previous revisions lacked config.json / safetensors (hostile review)
-    for record in (mixtral, bloom):
+    # nothing to pin: the previous revision lacked config.json (hostile review); Mixtral's
+    # advisory now carries a LoRA change too, so its advice pins the previous revision
+    for record in (bloom,):
         advice = record["details"].split("## What to do\n\n", 1)[1]
         assert advice.startswith("Nothing that worked breaks: the previous revision could not")
         assert "pin `" not in advice
