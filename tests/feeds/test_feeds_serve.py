@@ -10,6 +10,7 @@ commit brings the card fits back. The clock of each poll is pinned, so every `up
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -48,8 +49,10 @@ FIRST_TITLES = [
     "HIGH: acme/fit-moves: config: num_hidden_layers changed: 28 → 56",
     "HIGH: mistralai/Mixtral-8x7B-v0.1: config: sliding_window removed (was 4096)",
     "LOW: mistralai/Mixtral-8x7B-v0.1: config: output_router_logits changed: true → false",
-    "LOW: mistralai/Mixtral-8x7B-v0.1: estimate: what it takes to fetch and hold is now known: "
-    "2.00 bytes/parameter: 4-bit weights would take 4.0× less; weights 93.41 GB; and 3 more",
+    # issue 25: the same revision moves what LoRA's all-linear adapts (the fused experts, the
+    # routers): high
+    "HIGH: mistralai/Mixtral-8x7B-v0.1: estimate: what it takes to fetch and hold is now known: "
+    "2.00 bytes/parameter: 4-bit weights would take 4.0× less; weights 93.41 GB; and 4 more",
     "HIGH: mistralai/Mixtral-8x7B-v0.1: config changed (6 changes: model_type, attention_dropout, "
     "output_router_logits, and 3 more)",
 ]
@@ -287,4 +290,9 @@ def test_a_gated_feed_read_by_feedparser_with_the_token_as_basic_password(tmp_pa
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=30)
     assert token not in log.read_text()
-    assert 'GET /v1/repos/acme/fit-moves/feed.atom HTTP/1.1" 200' in log.read_text()
+    # uvicorn's access records are JSON on a non-terminal stderr (issue 26), with their fields
+    access = [json.loads(line) for line in log.read_text().splitlines()]
+    assert {
+        (a.get("method"), a.get("status")) for a in access
+        if a.get("path") == "/v1/repos/acme/fit-moves/feed.atom"
+    } >= {("GET", 401), ("GET", 200)}  # fmt: skip
