@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tracker.errors import EstimateError
@@ -379,24 +379,10 @@ def _zamba(c: ConfigView, t: Tally, n: Notes) -> Result:
         norms=1,
     )
     shared = copies * (attn + mlp + ah + h) // max(hybrid, 1)
-    hybrid_spec = LayerSpec(
-        "gqa" if kvh != heads else "mha",
-        "swiglu",
-        mamba + h + h * h + shared,
-        mamba + h + h * h + shared,
-        2 * kvh * hd * BF16,
-        state_bytes=ssm_state,
-        lora_dims=mamba_spec.lora_dims + 2 * h + (ah + heads * hd) + 2 * (ah + kvh * hd),
-        ffn_width=inter,
-        q_width=heads * hd,
-        k_width=kvh * hd,
-        v_width=kvh * hd,
-        heads=heads,
-        norms=3,
-    )
-    specs = [hybrid_spec if k == "hybrid" else mamba_spec for k in kinds]
-    dims = dims_of(h, v, heads, kvh, hd, inter, tied, emb, c.opt_int("max_position_embeddings"))
-    return specs, dims
+    return _zamba_layers(
+        c, kinds, mamba_spec, mamba, shared, ssm_state,
+        (h, v, heads, kvh, hd, ah, inter), tied, emb,
+    )  # fmt: skip
 
 
 def _zamba2(c: ConfigView, t: Tally, n: Notes) -> Result:
@@ -490,6 +476,28 @@ def _zamba2(c: ConfigView, t: Tally, n: Notes) -> Result:
         norms=1,
     )
     shared = (unique * (attn + mlp + ah + h) + adapters * adapter) // max(hybrid, 1)
+    return _zamba_layers(
+        c, kinds, mamba_spec, mamba, shared, ssm_state,
+        (h, v, heads, kvh, hd, ah, inter), tied, emb,
+    )  # fmt: skip
+
+
+def _zamba_layers(
+    c: ConfigView,
+    kinds: Sequence[str],
+    mamba_spec: LayerSpec,
+    mamba: int,
+    shared: int,
+    ssm_state: int,
+    sizes: tuple[int, int, int, int, int, int, int],
+    tied: bool,
+    emb: int,
+) -> Result:
+    """Zamba and Zamba2's layers: each `hybrid` layer is its Mamba layer, the input projection
+    of the shared block's output (h·h and a norm) and its share of the shared blocks (`shared`);
+    every other layer the Mamba layer alone. `sizes`: hidden, vocabulary, heads, KV heads, head
+    width, the attention's input width and the MLP's."""
+    h, v, heads, kvh, hd, ah, inter = sizes
     hybrid_spec = LayerSpec(
         "gqa" if kvh != heads else "mha",
         "swiglu",
