@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tracker.replica.demo import DEMO_DIR
 
@@ -27,10 +28,8 @@ TRACKER = Path(sys.executable).with_name("tracker")
 GOLDEN = Path(__file__).parent / "demo" / "golden"
 UNREACHABLE = "http://127.0.0.1:9"
 REPOS = [
-    line.split("id:", 1)[1].split("#")[0].strip()
-    for line in (DEMO_DIR / "watchlist.yaml").read_text().splitlines()
-    if line.strip().startswith("- id:")
-]
+    str(r["id"]) for r in yaml.safe_load((DEMO_DIR / "watchlist.yaml").read_text())["repos"]
+]  # (its `teams:` block lists repos too)
 
 
 def _env(state: Path, **extra: str) -> dict[str, str]:
