@@ -1,11 +1,11 @@
-"""A worker that dies (SIGKILL) as operators meet it (issue 26, item 6): it held leases only on
-the repos it was polling (at most `TRACKER_POLL_CONCURRENCY`, none queued behind them), so that
-is all it strands until the leases run out; `tracker status` shows it without a heartbeat once a
-lease has passed, and no more once `TRACKER_WORKER_FORGET_S` has passed since its last heartbeat.
-
-Before: a worker claimed twice its concurrency (the second half queued behind the polls), so a
-SIGKILL stranded 4 repos of a 2-thread worker for a lease while other workers idled; dead workers
-stayed in `tracker status` for an hour at least (forever when no worker was left to forget them).
+"""A worker that dies (SIGKILL) as operators meet it (issue 26, item 6): it strands the repos it
+held leases on (the ones it was polling and as many queued behind: at most twice
+`TRACKER_POLL_CONCURRENCY`) until the leases run out; `tracker status` shows it without a
+heartbeat once a lease has passed, and no more once `TRACKER_WORKER_FORGET_S` has passed since its
+last heartbeat. Before: dead workers stayed in `tracker status` for an hour at least (forever when
+no worker was left to forget them). (Claims limited to the pool's places bounded the stranded
+repos to the concurrency but slowed the takeover of a dead worker's leases past a lease and 1.5 s,
+tests/workers/test_workers_pg.py: not done.)
 """
 
 from __future__ import annotations
@@ -65,8 +65,8 @@ def test_a_killed_worker_strands_only_its_polls_and_leaves_status(tmp_path: Path
                 daemon.kill()
             if store is not None:
                 store.close()
-    assert max(held) == CONCURRENCY, held  # the pool was full, nothing queued behind it
-    assert 1 <= len(stranded) <= CONCURRENCY, stranded
+    assert CONCURRENCY <= max(held) <= 2 * CONCURRENCY, held  # the pool, and its queue
+    assert 1 <= len(stranded) <= 2 * CONCURRENCY, stranded
 
     time.sleep(max(0.0, killed_at + LEASE_S + 0.5 - time.monotonic()))
     listed = status(env)["workers"]
