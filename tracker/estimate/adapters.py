@@ -209,6 +209,20 @@ def _indexer(cfg: Mapping[str, Any], h: int, layers: int) -> list[Module]:
     return one * count
 
 
+def _vit_block(hv: int, inter: int, out: str) -> list[Module]:
+    """One vision-transformer layer's Linears: q, k, v and the output projection `out` (hv × hv),
+    then the two-matrix MLP fc1/fc2 (hv → inter → hv)."""
+    vis = "vision"
+    return [
+        ("q_proj", vis, hv, hv),
+        ("k_proj", vis, hv, hv),
+        ("v_proj", vis, hv, hv),
+        (out, vis, hv, hv),
+        ("fc1", vis, hv, inter),
+        ("fc2", vis, inter, hv),
+    ]
+
+
 def _vision(config: Mapping[str, Any]) -> list[Module] | str:
     """The vision tower's Linear modules (and the projector), or why they are not known."""
     v = config.get("vision_config")
@@ -244,14 +258,7 @@ def _vision(config: Mapping[str, Any]) -> list[Module] | str:
         proj_out = _int(v, "projector_output_dim")
         text_h = _int(_text(config), "hidden_size")
         adapter = _int(v, "vision_output_dim")
-        block = [
-            ("q_proj", vis, hv, hv),
-            ("k_proj", vis, hv, hv),
-            ("v_proj", vis, hv, hv),
-            ("o_proj", vis, hv, hv),
-            ("fc1", vis, hv, inter),
-            ("fc2", vis, inter, hv),
-        ]
+        block = _vit_block(hv, inter, "o_proj")
         ratio = v.get("pixel_shuffle_ratio") or 0.5
         shuffled = int(hv / (ratio * ratio)) if isinstance(ratio, int | float) and ratio else hv
         return block * depth + [
@@ -268,14 +275,7 @@ def _vision(config: Mapping[str, Any]) -> list[Module] | str:
         )
         scale = _int(config, "scale_factor", default=2)
         text_h = _int(_text(config), "hidden_size")
-        block = [
-            ("q_proj", vis, hv, hv),
-            ("k_proj", vis, hv, hv),
-            ("v_proj", vis, hv, hv),
-            ("out_proj", vis, hv, hv),
-            ("fc1", vis, hv, inter),
-            ("fc2", vis, inter, hv),
-        ]
+        block = _vit_block(hv, inter, "out_proj")
         if mt == "gemma3":  # the projector is a bare parameter, not a Linear
             return block * depth
         return block * depth + [("proj", vis, hv * scale * scale, text_h)]
@@ -332,14 +332,7 @@ def _kimi_k25_vision(config: Mapping[str, Any], v: Mapping[str, Any]) -> list[Mo
     merged = hv * kernel[0] * kernel[1]
     text_h = _int(_text(config), "hidden_size")
     vis = "vision"
-    block = [
-        ("q_proj", vis, hv, hv),
-        ("k_proj", vis, hv, hv),
-        ("v_proj", vis, hv, hv),
-        ("proj", vis, hv, hv),
-        ("fc1", vis, hv, inter),
-        ("fc2", vis, inter, hv),
-    ]
+    block = _vit_block(hv, inter, "proj")
     return block * width["num_hidden_layers"] + [
         ("in_proj", vis, merged, merged),
         ("out_proj", vis, merged, text_h),
