@@ -58,8 +58,8 @@ def _offenders(results: list[Result]) -> list[str]:
 def test_no_class_of_transformers_is_more_than_1pct_off_while_vouched(rows: list[Row]) -> None:
     """Every class in the table, estimated in-process: none is more than 1% off the meta-device
     count unless marked unverified; the outcome counts are at least what issue 25's item 3
-    reached (625 classes; 160 exact and 283 within 1%, the standalone vision transformers
-    read; causal-LM classes 164 of the 176 built within 1%, 93%, and only 1 refused)."""
+    reached (625 classes; 174 exact and 297 within 1%, the standalone vision transformers and
+    speech encoders read; causal-LM classes 164 of the 176 built within 1%, 93%, and only 1 refused)."""
     results = [estimate_row(r) for r in rows]
     assert len(results) == 625
     assert _offenders(results) == []
@@ -67,8 +67,8 @@ def test_no_class_of_transformers_is_more_than_1pct_off_while_vouched(rows: list
     within = counts["all"]["exact"] + counts["all"]["within-1%"]
     causal = counts["causal"]["exact"] + counts["causal"]["within-1%"]
     built = sum(n for k, n in counts["causal"].items() if k != "not-built")
-    assert counts["all"]["exact"] >= 160, counts
-    assert within >= 283 and causal >= 164, counts
+    assert counts["all"]["exact"] >= 174, counts
+    assert within >= 297 and causal >= 164, counts
     assert built == 176 and causal / built >= 0.90, counts
     assert counts["causal"]["refused"] <= 1, counts
     by_type = {r.row.model_type: r for r in results}
@@ -284,6 +284,22 @@ ENCODERS_READ = (
     "cohere_compass_vision",
     "gemma4_vision",
     "video_llama_3_vision",
+    # the wav2vec 2.0 lineage (tracker/estimate/speech.py): once unverified at -8.8 … -9.9%
+    "wav2vec2",  # GroupNorm on the first convolution, weight-normed position convolution
+    "hubert",
+    "unispeech",
+    "unispeech-sat",
+    "wavlm",  # gated relative position bias, the bucket table in layer 0
+    "data2vec-audio",  # LayerNorm on every convolution, stacked position convolutions
+    "wav2vec2-conformer",  # Conformer blocks with relative-position attention
+    # audio encoders alone, counted by vision.py's audio tower readers
+    "qwen2_audio_encoder",
+    "audioflamingo3_encoder",
+    "voxtral_encoder",  # was unverified at +42%
+    "moss_transcribe_diarize_audio",
+    "glmasr_encoder",
+    "qwen3_asr_encoder",
+    "omniasr_audio",
 )
 
 

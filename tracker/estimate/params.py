@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tracker.errors import EstimateError
-from tracker.estimate import classes, irregular, vision, vit
+from tracker.estimate import classes, irregular, speech, vision, vit
 from tracker.estimate.classes import Role
 from tracker.estimate.decoder import build_decoder
 from tracker.estimate.encdec import is_encoder_decoder, read_encdec
@@ -45,13 +45,16 @@ tied-weights keys and holds a base text model (no lm_head of its own to tie): th
 lm_head is its own matrix whatever `tie_word_embeddings` says. (Llama 4's wrapper declares none
 either, but its language model is a Llama4ForCausalLM that ties by the text config.)"""
 
+ENCODERS = {**vit.READERS, **speech.READERS}
+"""Readers of vision and speech models built alone (no vocabulary), per model_type."""
+
 TEXT_KEYS = ("text_config", "llm_config", "language_config")
 
 VERIFIED_FAMILIES = frozenset(
     {
         *TRAITS,
         *irregular.READERS,
-        *vit.READERS,
+        *ENCODERS,
         "llama",
         "phi3",
         "granitemoe",
@@ -204,7 +207,7 @@ def _head_modelled(architecture: str, model_type: str, traits: Traits) -> bool:
     masked-LM, pre-training and sequence-classification heads, Qwen3-ASR's token classifier."""
     if traits.task_heads or model_type == "bert" or model_type in irregular.BERT_LINEAGE:
         return architecture.endswith(("ForMaskedLM", "ForPreTraining", "ForSequenceClassification"))
-    if model_type in vit.READERS:  # a standalone tower: the class is the encoder, no head
+    if model_type in ENCODERS:  # a standalone tower: the class is the encoder, no head
         return True
     return model_type == "qwen3_asr" and architecture == "Qwen3ASRForTokenClassification"
 
@@ -244,8 +247,8 @@ def _read_text(
     layer specs, the dims memory needs, and whether the family is one whose reading is
     verified."""
     reader = irregular.READERS.get(text_type) if use_reader else None
-    if use_reader and text_type in vit.READERS:
-        reader = vit.READERS[text_type]
+    if use_reader and text_type in ENCODERS:
+        reader = ENCODERS[text_type]
     if reader is not None:
         specs, dims = reader(c, t, n)
         return specs, dims, True
