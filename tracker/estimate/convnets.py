@@ -1,0 +1,140 @@
+"""Convolutional vision backbones built alone (no vocabulary): ConvNeXt, ResNet and BiT.
+
+Sizes come from the config's stage lists (`depths`, `hidden_sizes`) and widths
+(`embedding_size`, `num_channels`, `patch_size`); the layouts are transformers 5.24.0's:
+
+- ConvNeXt (V1, V2, DINOv3's): a patchifying convolution and a LayerNorm; per stage after the
+  first a LayerNorm and a 2×2 strided convolution; blocks of a 7×7 depthwise convolution, a
+  LayerNorm, two pointwise linears (×4 expansion) and either a layer scale (V1, when
+  `layer_scale_init_value` > 0) or global response normalisation (V2); a final LayerNorm.
+- ResNet: a 7×7 stem convolution with BatchNorm; stages of bottleneck (1×1, 3×3, 1×1 at a
+  quarter of the width) or basic (two 3×3) layers, bias-free convolutions each with a BatchNorm
+  (weight and bias; running statistics are buffers), a 1×1 shortcut where width or stride
+  changes.
+- BiT (ResNet V2, `layer_type` "preactivation"): the stem convolution alone; bottleneck layers
+  with a GroupNorm (weight and bias) before each of their three convolutions, a bias-free 1×1
+  shortcut convolution where width or stride changes; a final GroupNorm.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tracker.errors import EstimateError
+from tracker.estimate.irregular import Result, dims_of
+from tracker.estimate.reading import ConfigView, LayerSpec, Notes, Tally
+from tracker.estimate.vision import _int_list
+
+
+def _stages(
+    c: ConfigView, depths: tuple[int, ...], sizes: tuple[int, ...]
+) -> list[tuple[int, int]]:
+    """(depth, width) per stage from `depths` and `hidden_sizes`, which must be as long."""
+    d = _int_list(c, "depths", depths)
+    w = _int_list(c, "hidden_sizes", sizes)
+    if len(d) != len(w) or c.int("num_stages", default=len(d)) != len(d):
+        raise EstimateError(
+            f"config depths has {len(d)} stages, hidden_sizes {len(w)}, num_stages "
+            f"{c.int('num_stages', default=len(d))}"
+        )
+    return list(zip(d, w, strict=True))
+
+
+def _block(params: int, width: int, inter: int) -> LayerSpec:
+    return LayerSpec(
+        "none",
+        "gelu",
+        params,
+        params,
+        0,
+        kind="encoder",
+        lora_dims=2 * (width + inter),
+        ffn_width=inter,
+        gated=False,
+        layer_norm=True,
+    )
+
+
+def _result(specs: list[LayerSpec], width: int, emb: int) -> Result:
+    return specs, dims_of(width, 0, 1, 1, width, 4 * width, True, emb, None)
+
+
+def read_convnext(c: ConfigView, t: Tally, n: Notes) -> Result:
+    """Count a ConvNeXt (see the module docstring)."""
+    v2 = c.str("model_type") == "convnextv2"
+    stages = _stages(c, (3, 3, 9, 3), (96, 192, 384, 768))
+    channels = c.int("num_channels", default=3)
+    patch = c.int("patch_size", default=4)
+    c.mark("image_size", "out_features", "out_indices", "stage_names", "drop_path_rate")
+    scale = not v2 and c.float("layer_scale_init_value", 1e-6) > 0
+    first = stages[0][1]
+    emb = channels * patch * patch * first + first + 2 * first
+    t.add("embeddings", emb)
+    specs: list[LayerSpec] = []
+    prev = first
+    for i, (depth, w) in enumerate(stages):
+        if i > 0:
+            t.add("norms", 2 * prev)
+            t.add("embeddings", prev * w * 4 + w)
+        per = w * 49 + w + 2 * w + 2 * 4 * w * w + 4 * w + w
+        per += 2 * 4 * w if v2 else (w if scale else 0)
+        t.add("dense_mlp", depth * per)
+        specs += [_block(per, w, 4 * w)] * depth
+        prev = w
+    t.add("norms", 2 * prev)
+    return _result(specs, prev, emb)
+
+
+def _conv_bn(i: int, o: int, k: int) -> int:
+    """A bias-free k×k convolution and its BatchNorm's weight and bias."""
+    return i * o * k * k + 2 * o
+
+
+def read_resnet(c: ConfigView, t: Tally, n: Notes) -> Result:
+    """Count a ResNet (see the module docstring)."""
+    stages = _stages(c, (3, 4, 6, 3), (256, 512, 1024, 2048))
+    channels = c.int("num_channels", default=3)
+    e = c.int("embedding_size", default=64)
+    bit = c.str("model_type") == "bit"
+    kind = c.str("layer_type", "preactivation" if bit else "bottleneck")
+    if kind not in (("preactivation",) if bit else ("bottleneck", "basic")):
+        raise EstimateError(f"config layer_type {kind!r} is not read for {c.str('model_type')!r}")
+    if bit:  # padding, dilation (output_stride) and norm groups shape the forward pass only
+        c.mark("embedding_dynamic_padding", "global_padding", "output_stride", "num_groups")
+        if c.int("width_factor", default=1) != 1:
+            n.unknown("width_factor (a BiT widened beyond hidden_sizes is not modelled)")
+    first_stride = 2 if c.bool("downsample_in_first_stage", False) else 1
+    c.mark("out_features", "out_indices", "stage_names", "downsample_in_bottleneck")
+    emb = channels * e * 49 if bit else _conv_bn(channels, e, 7)
+    t.add("embeddings", emb)
+    specs: list[LayerSpec] = []
+    prev = e
+    for i, (depth, w) in enumerate(stages):
+        stride = first_stride if i == 0 else 2
+        for j in range(depth):
+            inp = prev if j == 0 else w
+            r = w // 4
+            if kind == "preactivation":  # each norm sits on its convolution's input
+                per = 2 * inp + inp * r + 2 * r + r * r * 9 + 2 * r + r * w
+            elif kind == "bottleneck":
+                per = _conv_bn(inp, r, 1) + _conv_bn(r, r, 3) + _conv_bn(r, w, 1)
+            else:
+                per = _conv_bn(inp, w, 3) + _conv_bn(w, w, 3)
+            if j == 0 and (inp != w or stride != 1):
+                per += inp * w if bit else _conv_bn(inp, w, 1)
+            t.add("dense_mlp", per)
+            specs.append(_block(per, w, w))
+        prev = w
+    if bit:
+        t.add("norms", 2 * prev)
+    return _result(specs, prev, emb)
+
+
+READERS: dict[str, Callable[[ConfigView, Tally, Notes], Result]] = {
+    "convnext": read_convnext,
+    "convnextv2": read_convnext,
+    "dinov3_convnext": read_convnext,
+    "resnet": read_resnet,
+    "bit": read_resnet,
+}
+"""The reader of each convolutional backbone model_type."""
