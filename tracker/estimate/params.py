@@ -17,7 +17,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from tracker.errors import EstimateError
-from tracker.estimate import classes, convnets, irregular, speech, swin, vision, vit
+from tracker.estimate import (
+    classes,
+    conformer,
+    convnets,
+    irregular,
+    merger_vit,
+    speech,
+    swin,
+    vision,
+    vit,
+)
 from tracker.estimate.classes import Role
 from tracker.estimate.decoder import build_decoder
 from tracker.estimate.encdec import is_encoder_decoder, read_encdec
@@ -45,7 +55,14 @@ tied-weights keys and holds a base text model (no lm_head of its own to tie): th
 lm_head is its own matrix whatever `tie_word_embeddings` says. (Llama 4's wrapper declares none
 either, but its language model is a Llama4ForCausalLM that ties by the text config.)"""
 
-ENCODERS = {**vit.READERS, **speech.READERS, **convnets.READERS, **swin.READERS}
+ENCODERS = {
+    **vit.READERS,
+    **speech.READERS,
+    **convnets.READERS,
+    **swin.READERS,
+    **conformer.READERS,
+    **merger_vit.READERS,
+}
 """Readers of vision and speech models built alone (no vocabulary), per model_type."""
 
 TEXT_KEYS = ("text_config", "llm_config", "language_config")
