@@ -23,6 +23,8 @@ from tracker.estimate import (
     convnets,
     irregular,
     merger_vit,
+    mit,
+    sam,
     speech,
     swin,
     vision,
@@ -62,6 +64,8 @@ ENCODERS = {
     **swin.READERS,
     **conformer.READERS,
     **merger_vit.READERS,
+    **mit.READERS,
+    **sam.READERS,
 }
 """Readers of vision and speech models built alone (no vocabulary), per model_type."""
 

@@ -41,6 +41,7 @@ class Form:
     mlp_ratio: bool = False  # the MLP width is `mlp_ratio` × hidden (DINOv2, ViTDet)
     layer_scale: str = ""  # the key whose positive value builds two per-channel scales a layer
     head: str = ""  # "aimv2": AIMv2's attention-pooling head (a [CLS], k, v, a biased output)
+    temporal: bool = False  # TimeSformer: a frame table, and per layer a temporal attention
 
 
 VIT = Form(pooler="dense")
@@ -67,6 +68,7 @@ FORMS: dict[str, Form] = {
     "vivit": Form(pooler="dense", video=True),
     "videomae": Form(tokens=0, positions="none", bias_key="qv_bias", k_bias=False, video=True),
     "audio-spectrogram-transformer": Form(tokens=2),
+    "timesformer": Form(temporal=True),
     "dinov2": DINOV2,
     "dinov2_with_registers": REGISTERS,
     "tipsv2_vision_model": REGISTERS,
@@ -197,6 +199,12 @@ def read_vit(c: ConfigView, t: Tally, n: Notes) -> Result:
     norm = 2 * h if f.norm == "layer" else h
     norms = 2 * norm
     if f.layer_scale and c.float(f.layer_scale, 1.0) > 0:
+        norms += 2 * h
+    if f.temporal:  # divided space-time attention: a LayerNorm, attention, a dense
+        if c.str("attention_type", "divided_space_time") != "divided_space_time":
+            n.unknown(f"attention_type {c.str('attention_type')!r} (not divided_space_time)")
+        emb += c.int("num_frames", default=8) * h
+        attn += 3 * h * h + (3 * h if biased else 0) + _lin(h, h) + _lin(h, h)
         norms += 2 * h
     per = attn + mlp + norms
     t.add("embeddings", emb)

@@ -1,0 +1,86 @@
+"""Mix Transformer encoders built alone (no vocabulary): SegFormer's and GLPN's.
+
+transformers 5.24.0's layout, per stage i of `num_encoder_blocks` (lists `depths`,
+`hidden_sizes`, `num_attention_heads`, `patch_sizes`, `sr_ratios`, `mlp_ratios`): an overlapping
+patch embedding (a biased `patch_sizes[i]` convolution from the previous width, a LayerNorm);
+`depths[i]` blocks of a LayerNorm, efficient self-attention (biased q/k/v/out and, where
+`sr_ratios[i]` > 1, a biased strided convolution with a LayerNorm that shortens the keys), a
+LayerNorm and a Mix-FFN (biased linear to `mlp_ratios[i]` × the width, a biased 3×3 depthwise
+convolution, a biased linear back); a LayerNorm closing the stage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tracker.errors import EstimateError
+from tracker.estimate.irregular import Result, dims_of
+from tracker.estimate.reading import ConfigView, LayerSpec, Notes, Tally
+from tracker.estimate.vision import _int_list
+
+
+def _lin(i: int, o: int) -> int:
+    return i * o + o
+
+
+def read_mit(c: ConfigView, t: Tally, n: Notes) -> Result:
+    """Count a Mix Transformer encoder (see the module docstring)."""
+    lists = {
+        "depths": _int_list(c, "depths", (2, 2, 2, 2)),
+        "hidden_sizes": _int_list(c, "hidden_sizes", (32, 64, 160, 256)),
+        "num_attention_heads": _int_list(c, "num_attention_heads", (1, 2, 5, 8)),
+        "patch_sizes": _int_list(c, "patch_sizes", (7, 3, 3, 3)),
+        "sr_ratios": _int_list(c, "sr_ratios", (8, 4, 2, 1)),
+        "mlp_ratios": _int_list(c, "mlp_ratios", (4, 4, 4, 4)),
+    }
+    stages = c.int("num_encoder_blocks", default=4)
+    if any(len(v) != stages for v in lists.values()):
+        lengths = ", ".join(f"{k} {len(v)}" for k, v in lists.items())
+        raise EstimateError(f"config num_encoder_blocks is {stages} but the lists hold {lengths}")
+    # strides set the resolution; the decode head (decoder_hidden_size) is not in the base class
+    c.mark("strides", "decoder_hidden_size", "reshape_last_stage", "head_in_index", "max_depth")
+    channels = c.int("num_channels", default=3)
+    specs: list[LayerSpec] = []
+    prev = channels
+    emb = 0
+    for i in range(stages):
+        h = lists["hidden_sizes"][i]
+        k = lists["patch_sizes"][i]
+        sr = lists["sr_ratios"][i]
+        inter = lists["mlp_ratios"][i] * h
+        emb += prev * k * k * h + h + 2 * h
+        attn = 4 * _lin(h, h) + (h * h * sr * sr + h + 2 * h if sr > 1 else 0)
+        mlp = _lin(h, inter) + 9 * inter + inter + _lin(inter, h)
+        per = attn + mlp + 4 * h
+        depth = lists["depths"][i]
+        t.add("attention", depth * attn)
+        t.add("dense_mlp", depth * mlp)
+        t.add("norms", depth * 4 * h + 2 * h)
+        specs += [
+            LayerSpec(
+                "mha",
+                "gelu",
+                per,
+                per,
+                0,
+                kind="encoder",
+                lora_dims=8 * h + 2 * (h + inter),
+                ffn_width=inter,
+                q_width=h,
+                k_width=h,
+                v_width=h,
+                heads=lists["num_attention_heads"][i],
+                gated=False,
+                layer_norm=True,
+            )
+        ] * depth
+        prev = h
+    t.add("embeddings", emb)
+    heads = lists["num_attention_heads"][-1]
+    return specs, dims_of(prev, 0, heads, heads, prev // heads, 4 * prev, True, emb, None)
+
+
+READERS: dict[str, Callable[[ConfigView, Tally, Notes], Result]] = dict.fromkeys(
+    ("segformer", "glpn"), read_mit
+)
+"""The reader of each Mix Transformer model_type."""
