@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from tracker.errors import EstimateError
+from tracker.estimate import merger_vit
 from tracker.estimate.reading import MAX_DIM, MAX_LAYERS, ConfigView, Notes, Tally
 
 
@@ -163,7 +164,9 @@ def count_towers(
     return _count_vision(root, model_type, t, n, dims) + _count_audio(root, model_type, t, n, dims)
 
 
-WHISPER_ENCODERS = frozenset({"whisper", "qwen2_audio_encoder", "voxtral_encoder"})
+WHISPER_ENCODERS = frozenset(
+    {"whisper", "qwen2_audio_encoder", "voxtral_encoder", "audioflamingo3_encoder"}
+)
 """Audio sub-config types built as transformers' WhisperEncoder (same parameters)."""
 
 
@@ -304,6 +307,17 @@ def _count_audio(
         total = _omniasr_encoder(a) + _lin(a.int("hidden_size"), text_hidden)
         t.add("audio_tower", total, 0)
         return total
+    if atype == "audioflamingo3_encoder" and model_type in ("audioflamingo3", "musicflamingo"):
+        # AudioFlamingo3MultiModalProjector: encoder width → text width → text width, both
+        # biased per `projector_bias`
+        bias = root.bool("projector_bias", True)
+        d = a.int("d_model", "hidden_size")
+        total = (
+            _whisper_encoder(a) + _lin(d, text_hidden, bias) + _lin(text_hidden, text_hidden, bias)
+        )
+        root.mark("projector_hidden_act")
+        t.add("audio_tower", total, 0)
+        return total
     if atype not in WHISPER_ENCODERS or model_type not in ("qwen2_audio", "voxtral"):
         n.flag(
             "audio-tower-not-counted",
@@ -320,6 +334,21 @@ def _count_audio(
         root.mark("projector_hidden_act")
     t.add("audio_tower", total, 0)
     return total
+
+
+QWEN3_VIT = frozenset(
+    {
+        "qwen3_vl",
+        "qwen3_5",
+        "qwen3_5_moe",
+        "qwen3_vl_moe",
+        "qwen3_vl_vision",
+        "qwen3_vl_moe_vision",
+        "qwen3_5_vision",
+        "qwen3_5_moe_vision",
+    }
+)
+"""Vision sub-config types of the Qwen3-VL ViT (older configs give the wrapper's type)."""
 
 
 def _count_vision(
@@ -345,8 +374,12 @@ def _count_vision(
                 f"projector from the SigLIP tower to the text model of {model_type!r} is not "
                 "modelled: not counted",
             )
-    elif vtype in ("qwen3_vl", "qwen3_5", "qwen3_5_moe", "qwen3_vl_moe"):
+    elif vtype in QWEN3_VIT:
         total = _qwen_vit(v)
+    elif vtype in merger_vit.READERS:  # the tower holds its merger: nothing more to project
+        scratch = Tally()
+        merger_vit.read_merger_vit(v, scratch, n)
+        total = scratch.total
     elif vtype == "llama4_vision_model":
         total = _llama4_vit(v, text_hidden)
     elif vtype == "gemma4_vision":

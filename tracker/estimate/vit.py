@@ -25,7 +25,8 @@ class Form:
     tokens: int = 1  # learned tokens before the patches ([CLS], DeiT's distillation token)
     tokens_key: str = ""  # the key that says how many (Pixio's n_cls_tokens)
     positions: str = "table"  # "table" (patches + tokens), "patches", "num_patches", "none",
-    # "pretrain" (ViTDet: the pretraining grid + 1), "half-head" (MLCD: head_dim / 2 for [CLS])
+    # "pretrain" (ViTDet: the pretraining grid + 1), "half-head" (MLCD: head_dim / 2 for [CLS]),
+    # "pos-grid" (pos_emb_height × pos_emb_width), "max-positions" (max_position_embeddings)
     patch_bias: bool = True
     bias_key: str = "qkv_bias"  # the switch of the q/k/v biases
     k_bias: bool = True  # False: q and v biased, k not (BEiT, VideoMAE)
@@ -40,8 +41,10 @@ class Form:
     video: bool = False  # tubelets: a 3-D patch convolution over `tubelet_size` frames
     mlp_ratio: bool = False  # the MLP width is `mlp_ratio` × hidden (DINOv2, ViTDet)
     layer_scale: str = ""  # the key whose positive value builds two per-channel scales a layer
-    head: str = ""  # "aimv2": AIMv2's attention-pooling head (a [CLS], k, v, a biased output)
+    head: str = ""  # "aimv2": AIMv2's attention-pooling head (a [CLS], k, v, a biased output);
+    # "minicpm": MiniCPM-V's merger (an attention block and a window-merging MLP)
     temporal: bool = False  # TimeSformer: a frame table, and per layer a temporal attention
+    frames_key: str = ""  # frames per patch of a linear patch embedding (Muse's patch_temporal)
 
 
 VIT = Form(pooler="dense")
@@ -69,6 +72,23 @@ FORMS: dict[str, Form] = {
     "videomae": Form(tokens=0, positions="none", bias_key="qv_bias", k_bias=False, video=True),
     "audio-spectrogram-transformer": Form(tokens=2),
     "timesformer": Form(temporal=True),
+    "kimi_k25_vision": Form(tokens=0, positions="pos-grid"),
+    "muse_glimmer_vision": Form(
+        tokens=0,
+        positions="max-positions",
+        patch_bias=False,
+        pre_norm=True,
+        frames_key="patch_temporal",
+    ),
+    "muse_spark_vision": Form(
+        tokens=0,
+        positions="max-positions",
+        patch_bias=False,
+        pre_norm=True,
+        frames_key="patch_temporal",
+    ),
+    "minicpm_ocr_vision": Form(tokens=0, positions="patches", head="minicpm"),
+    "minicpmv4_7_vision": Form(tokens=0, positions="patches", head="minicpm"),
     "dinov2": DINOV2,
     "dinov2_with_registers": REGISTERS,
     "tipsv2_vision_model": REGISTERS,
@@ -173,6 +193,8 @@ def read_vit(c: ConfigView, t: Tally, n: Notes) -> Result:
         grid = _grid(c, patch_h, patch_w) * (c.int("num_frames", default=16) // frames_per)
     else:
         kernel = channels * patch_h * patch_w
+        if f.frames_key:
+            kernel *= c.int(f.frames_key, default=2)
         grid = _ast_grid(c, patch_h) if ast else _grid(c, patch_h, patch_w)
     tokens = c.int(f.tokens_key, default=f.tokens) if f.tokens_key else f.tokens
     emb = _lin(kernel, h, f.patch_bias) + tokens * h
@@ -187,6 +209,15 @@ def read_vit(c: ConfigView, t: Tally, n: Notes) -> Result:
         emb += ((side // patch_h) * (side // patch_w) + 1) * h
     elif f.positions == "half-head":
         emb += h // heads // 2
+    elif f.positions == "pos-grid":
+        emb += c.int("pos_emb_height", default=64) * c.int("pos_emb_width", default=64) * h
+    elif f.positions == "max-positions":  # Muse: the table restates the grid's sides
+        table = c.int("max_position_embeddings")
+        side = c.int("pos_emb_height", default=1) * c.int("pos_emb_width", default=table)
+        if side != table:
+            n.unknown(f"pos_emb_height × pos_emb_width ({side}) differs from {table}")
+        c.mark("layer_types")  # windowed or full attention: the same parameters
+        emb += table * h
     if f.mask == "always" or (f.mask and c.bool(f.mask, f.mask_default)):
         emb += h
     emb += c.int("num_register_tokens", default=0, minimum=0) * h
@@ -224,6 +255,11 @@ def read_vit(c: ConfigView, t: Tally, n: Notes) -> Result:
         t.add("head", probe)
     if f.head == "aimv2" and c.bool("use_head", True):
         t.add("head", h + 2 * _lin(h, h, biased) + _lin(h, h))
+    if f.head == "minicpm":  # after layer insert_layer_id: attention, then merged windows
+        kh, kw = _sides(c, "window_kernel_size", 2, 2)
+        merged = h * kh * kw
+        t.add("head", 4 * _lin(h, h) + 2 * h + 2 * merged + _lin(merged, 4 * merged))
+        t.add("head", _lin(4 * merged, h))
     return _encoder(h, heads, inter, layers, per, emb, grid + tokens)
 
 
@@ -241,6 +277,8 @@ def _mark_heads(c: ConfigView) -> None:
     c.mark("neck_hidden_sizes", "neck_ignore_stages", "reassemble_factors", "readout_type")
     c.mark("decoder_hidden_size", "decoder_intermediate_size", "decoder_num_attention_heads")
     c.mark("decoder_num_hidden_layers", "is_native", "num_key_value_groups")
+    # where a merger sits, window and merge sizes of the forward pass, a rotary time table
+    c.mark("insert_layer_id", "merge_kernel_size", "merge_size", "pos_emb_time")
     # ViTDet's windowed blocks and residual blocks are off in its default config: read below
 
 
