@@ -58,7 +58,7 @@ def _offenders(results: list[Result]) -> list[str]:
 def test_no_class_of_transformers_is_more_than_1pct_off_while_vouched(rows: list[Row]) -> None:
     """Every class in the table, estimated in-process: none is more than 1% off the meta-device
     count unless marked unverified; the outcome counts are at least what issue 25's item 3
-    reached (625 classes; 206 exact and 333 within 1%: the standalone vision transformers,
+    reached (625 classes; 211 exact and 338 within 1%: the standalone vision transformers,
     speech encoders, ConvNeXts, ResNets, Swins, Conformers, merger ViTs, Mix Transformers and
     SAM's image encoder read; causal-LM classes 164 of the 176 built within 1%, 93%, and only 1 refused)."""
     results = [estimate_row(r) for r in rows]
@@ -68,8 +68,8 @@ def test_no_class_of_transformers_is_more_than_1pct_off_while_vouched(rows: list
     within = counts["all"]["exact"] + counts["all"]["within-1%"]
     causal = counts["causal"]["exact"] + counts["causal"]["within-1%"]
     built = sum(n for k, n in counts["causal"].items() if k != "not-built")
-    assert counts["all"]["exact"] >= 206, counts
-    assert within >= 333 and causal >= 164, counts
+    assert counts["all"]["exact"] >= 211, counts
+    assert within >= 338 and causal >= 164, counts
     assert built == 176 and causal / built >= 0.90, counts
     assert counts["causal"]["refused"] <= 1, counts
     by_type = {r.row.model_type: r for r in results}
@@ -331,6 +331,11 @@ ENCODERS_READ = (
     "muse_spark_vision",
     "minicpm_ocr_vision",  # SigLIP and MiniCPM-V's window-merging merger
     "minicpmv4_7_vision",
+    "poolformer",  # GroupNorms, pooling, 1×1 convolutions, layer scales
+    "mobilenet_v1",  # depthwise separable blocks of a fixed channel plan
+    "mobilenet_v2",  # inverted residuals
+    "pvt",  # a position table per stage, [CLS] in the last
+    "pvt_v2",  # Mix Transformer stages
 )
 
 TOWERS_READ = (

@@ -1,4 +1,5 @@
-"""Convolutional vision backbones built alone (no vocabulary): ConvNeXt, ResNet and BiT.
+"""Convolutional vision backbones built alone (no vocabulary): ConvNeXt, ResNet, BiT,
+PoolFormer and MobileNet V1 and V2.
 
 Sizes come from the config's stage lists (`depths`, `hidden_sizes`) and widths
 (`embedding_size`, `num_channels`, `patch_size`); the layouts are transformers 5.24.0's:
@@ -14,6 +15,18 @@ Sizes come from the config's stage lists (`depths`, `hidden_sizes`) and widths
 - BiT (ResNet V2, `layer_type` "preactivation"): the stem convolution alone; bottleneck layers
   with a GroupNorm (weight and bias) before each of their three convolutions, a bias-free 1×1
   shortcut convolution where width or stride changes; a final GroupNorm.
+- PoolFormer: per stage a biased `patch_sizes[i]` convolution from the previous width; blocks
+  of two GroupNorms (weight and bias), parameter-free pooling, two biased 1×1 convolutions
+  (`mlp_ratio` × the width) and, under `use_layer_scale`, two layer scales.
+- MobileNet V1: a 3×3 stem to 32 × `depth_multiplier` channels, then thirteen depthwise
+  separable blocks (a 3×3 depthwise and a 1×1 pointwise convolution, bias-free, each with a
+  BatchNorm) to MobileNet's fixed channel plan (64 … 1024, scaled by `depth_multiplier`, at least
+  `min_depth`).
+- MobileNet V2: a 3×3 stem to 32 channels, a 3×3 depthwise and a 1×1 reduction to 16, then
+  sixteen inverted residuals (a 1×1 expansion by `expand_ratio`, a 3×3 depthwise, a 1×1
+  reduction; bias-free, each with a BatchNorm) to MobileNet V2's channel plan, and a 1×1
+  convolution to 1280; widths scaled by `depth_multiplier` rounded to `depth_divisible_by`
+  (at least `min_depth`), the last kept at 1280 under `finegrained_output`.
 """
 
 from __future__ import annotations
@@ -130,7 +143,103 @@ def read_resnet(c: ConfigView, t: Tally, n: Notes) -> Result:
     return _result(specs, prev, emb)
 
 
+def read_poolformer(c: ConfigView, t: Tally, n: Notes) -> Result:
+    """Count a PoolFormer (see the module docstring)."""
+    stages = _stages(c, (2, 2, 6, 2), (64, 128, 320, 512))
+    patches = _int_list(c, "patch_sizes", (7, 3, 3, 3))
+    if len(patches) != len(stages) or c.int("num_encoder_blocks", default=4) != len(stages):
+        raise EstimateError("config patch_sizes and num_encoder_blocks must match depths")
+    ratio = c.float("mlp_ratio", 4.0)
+    if not 0 < ratio <= 64:
+        raise EstimateError(f"config mlp_ratio must be in (0, 64], got {ratio}")
+    scale = c.bool("use_layer_scale", True)
+    # strides, padding and the pool size shape the forward pass only
+    c.mark("strides", "padding", "pool_size", "patch_size", "stride", "layer_scale_init_value")
+    specs: list[LayerSpec] = []
+    prev = c.int("num_channels", default=3)
+    emb = 0
+    for (depth, w), k in zip(stages, patches, strict=True):
+        emb += prev * k * k * w + w
+        inter = int(w * ratio)
+        per = 4 * w + w * inter + inter + inter * w + w + (2 * w if scale else 0)
+        t.add("dense_mlp", depth * per)
+        specs += [_block(per, w, inter)] * depth
+        prev = w
+    t.add("embeddings", emb)
+    return _result(specs, prev, emb)
+
+
+MOBILENET_V1 = (64, 128, 128, 256, 256, 512, 512, 512, 512, 512, 512, 1024, 1024)
+"""MobileNet V1's pointwise widths (transformers' MobileNetV1Model, before depth_multiplier)."""
+
+
+def read_mobilenet_v1(c: ConfigView, t: Tally, n: Notes) -> Result:
+    """Count a MobileNet V1 (see the module docstring)."""
+    mult = c.float("depth_multiplier", 1.0)
+    if not 0 < mult <= 16:
+        raise EstimateError(f"config depth_multiplier must be in (0, 16], got {mult}")
+    floor = c.int("min_depth", default=8)
+    c.mark("image_size", "tf_padding", "output_stride")
+
+    def width(x: int) -> int:
+        return max(int(x * mult), floor)
+
+    prev = width(32)
+    emb = _conv_bn(c.int("num_channels", default=3), prev, 3)
+    t.add("embeddings", emb)
+    specs: list[LayerSpec] = []
+    for x in MOBILENET_V1:
+        out = width(x)
+        per = prev * 9 + 2 * prev + _conv_bn(prev, out, 1)
+        t.add("dense_mlp", per)
+        specs.append(_block(per, out, out))
+        prev = out
+    return _result(specs, prev, emb)
+
+
+MOBILENET_V2 = (24, 24, 32, 32, 32, 64, 64, 64, 64, 96, 96, 96, 160, 160, 160, 320)
+"""MobileNet V2's inverted-residual output widths (before depth_multiplier)."""
+
+
+def read_mobilenet_v2(c: ConfigView, t: Tally, n: Notes) -> Result:
+    """Count a MobileNet V2 (see the module docstring)."""
+    mult = c.float("depth_multiplier", 1.0)
+    expand = c.float("expand_ratio", 6.0)
+    if not (0 < mult <= 16 and 0 < expand <= 64):
+        raise EstimateError("config depth_multiplier and expand_ratio must be positive and sane")
+    div = c.int("depth_divisible_by", default=8)
+    floor = c.int("min_depth", default=8)
+    if not c.bool("first_layer_is_expansion", True):
+        n.unknown("first_layer_is_expansion (false: a stem without its expansion)")
+    c.mark("image_size", "tf_padding", "output_stride", "semantic_loss_ignore_index")
+
+    def width(x: float) -> int:
+        new = max(floor, int(x + div / 2) // div * div)
+        return new + div if new < 0.9 * x else new
+
+    first = width(32 * mult)
+    stem = width(16 * mult)
+    emb = _conv_bn(c.int("num_channels", default=3), first, 3)
+    emb += first * 9 + 2 * first + _conv_bn(first, stem, 1)
+    t.add("embeddings", emb)
+    specs: list[LayerSpec] = []
+    prev = stem
+    for x in MOBILENET_V2:
+        out = width(x * mult)
+        e = width(prev * expand)
+        per = _conv_bn(prev, e, 1) + e * 9 + 2 * e + _conv_bn(e, out, 1)
+        t.add("dense_mlp", per)
+        specs.append(_block(per, out, e))
+        prev = out
+    last = 1280 if c.bool("finegrained_output", True) and mult < 1 else width(1280 * mult)
+    t.add("dense_mlp", _conv_bn(prev, last, 1))
+    return _result(specs, last, emb)
+
+
 READERS: dict[str, Callable[[ConfigView, Tally, Notes], Result]] = {
+    "mobilenet_v2": read_mobilenet_v2,
+    "poolformer": read_poolformer,
+    "mobilenet_v1": read_mobilenet_v1,
     "convnext": read_convnext,
     "convnextv2": read_convnext,
     "dinov3_convnext": read_convnext,
