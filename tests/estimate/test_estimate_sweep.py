@@ -58,9 +58,10 @@ def _offenders(results: list[Result]) -> list[str]:
 def test_no_class_of_transformers_is_more_than_1pct_off_while_vouched(rows: list[Row]) -> None:
     """Every class in the table, estimated in-process: none is more than 1% off the meta-device
     count unless marked unverified; the outcome counts are at least what issue 25's item 3
-    reached (625 classes; 211 exact and 338 within 1%: the standalone vision transformers,
-    speech encoders, ConvNeXts, ResNets, Swins, Conformers, merger ViTs, Mix Transformers and
-    SAM's image encoder read; causal-LM classes 164 of the 176 built within 1%, 93%, and only 1 refused)."""
+    reached: 625 classes, 215 exact and 342 within 1% (60% of the 569 built; the standalone
+    vision transformers, speech encoders, ConvNeXts, ResNets, Swins, Conformers, merger ViTs, Mix
+    Transformers and SAM's image encoder read, and more of BERT's lineage); causal-LM classes
+    164 of the 176 built within 1% (93%), and only 1 refused."""
     results = [estimate_row(r) for r in rows]
     assert len(results) == 625
     assert _offenders(results) == []
@@ -68,8 +69,9 @@ def test_no_class_of_transformers_is_more_than_1pct_off_while_vouched(rows: list
     within = counts["all"]["exact"] + counts["all"]["within-1%"]
     causal = counts["causal"]["exact"] + counts["causal"]["within-1%"]
     built = sum(n for k, n in counts["causal"].items() if k != "not-built")
-    assert counts["all"]["exact"] >= 211, counts
-    assert within >= 338 and causal >= 164, counts
+    assert counts["all"]["exact"] >= 215, counts
+    assert within >= 342 and causal >= 164, counts
+    assert within / (len(results) - counts["all"]["not-built"]) >= 0.60, counts
     assert built == 176 and causal / built >= 0.90, counts
     assert counts["causal"]["refused"] <= 1, counts
     by_type = {r.row.model_type: r for r in results}
@@ -244,6 +246,11 @@ READ_RIGHT = {
     "albert": "verified",  # embedding_size projection, layers shared across groups
     "minimax": "verified",  # lightning-attention linear layers
     "xlnet": "verified",  # two-stream relative attention, d_inner, lm_loss bias
+    # base models of BERT's code with more embeddings (were unverified at -1.7 … -3.7%)
+    "layoutlm": "verified",  # x, y, height and width tables
+    "visual_bert": "verified",  # visual token types, positions and projection
+    "tapas": "verified",  # seven token-type tables (type_vocab_sizes)
+    "yoso": "verified",  # two more positions, no pooler
 }
 
 ENCODERS_READ = (

@@ -123,7 +123,22 @@ def _bert(c: ConfigView, t: Tally, n: Notes) -> Result:
     v = c.int("vocab_size")
     inter = c.int("intermediate_size", default=4 * h)
     pos = c.int("max_position_embeddings", default=512)
-    types = c.int("type_vocab_size", default=2)
+    if c.str("model_type") == "yoso":  # YOSO's table holds two more positions
+        pos += 2
+        # the LSH attention's hashing settings shape the forward pass only
+        c.mark("num_hash", "hash_code_len", "lsh_backward", "use_expectation", "use_fast_hash")
+        if c.has("conv_window"):
+            n.unknown("conv_window (YOSO's convolution over the values)")
+    mt = c.str("model_type")
+    if mt == "tapas":  # TAPAS: one token-type table per entry of type_vocab_sizes
+        sizes = c.list("type_vocab_sizes") or [3, 256, 256, 2, 256, 256, 10]
+        if not all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in sizes):
+            raise EstimateError("config type_vocab_sizes must hold positive integers")
+        types = sum(sizes)
+        # table bounds and cell handling shape the forward pass only
+        c.mark("max_num_columns", "max_num_rows", "reset_position_index_per_cell")
+    else:
+        types = c.int("type_vocab_size", default=2)
     if c.str("position_embedding_type", "absolute") != "absolute":
         n.unknown(f"position_embedding_type {c.str('position_embedding_type')!r}")
     if c.bool("add_cross_attention", False):
@@ -140,7 +155,13 @@ def _bert(c: ConfigView, t: Tally, n: Notes) -> Result:
     if e_in != h:
         t.add("embeddings", lin(e_in, h))
     e_out = c.opt_int("output_embedding_size", "embedding_size")
-    mt = c.str("model_type")
+    if mt == "layoutlm":  # x, y, height and width tables of the boxes
+        t.add("embeddings", 4 * c.int("max_2d_position_embeddings", default=1024) * h)
+    if mt == "visual_bert":  # token-type and position tables of the visual tokens, a projection
+        t.add("embeddings", (types + pos) * h + lin(c.int("visual_embedding_dim"), h))
+        c.mark("bypass_transformer", "special_visual_initialize")
+        if c.bool("bypass_transformer", False):
+            n.unknown("bypass_transformer (VisualBERT's extra text-only layer)")
     if mt == "roc_bert":
         # RoCBERT: pronunciation and shape tables (always built), and where concat_input is set
         # a linear from the concatenated enabled embeddings back to hidden
@@ -193,8 +214,8 @@ def _bert(c: ConfigView, t: Tally, n: Notes) -> Result:
     t.add("norms", built * nn)
     specs = [spec] * layers
     c.mark("tie_word_embeddings")  # read by the head where it has a decoder
-    electra = c.str("model_type") == "electra"
-    head = task_head_params(c, h, v, e_out, pooler=not electra, embed_width=e_in)
+    pooled = c.str("model_type") not in ("electra", "yoso")
+    head = task_head_params(c, h, v, e_out, pooler=pooled, embed_width=e_in)
     if c.str("model_type") == "big_bird":
         # BigBird's LM heads sit on a BigBirdModel built with its pooler; block-sparse attention
         # (attention_type, block_size, num_random_blocks) adds no parameters
@@ -632,6 +653,10 @@ BERT_LINEAGE = (
     "roc_bert",
     "xmod",
     "albert",
+    "layoutlm",
+    "visual_bert",
+    "tapas",
+    "yoso",
 )
 """Model types whose modelling code is BERT's (post-norm encoder, learned positions, token types,
 the same heads by class name): RoBERTa's position table of max_position_embeddings rows and its
