@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -58,7 +59,7 @@ def _offenders(results: list[Result]) -> list[str]:
 def test_no_class_of_transformers_is_more_than_1pct_off_while_vouched(rows: list[Row]) -> None:
     """Every class in the table, estimated in-process: none is more than 1% off the meta-device
     count unless marked unverified; the outcome counts are at least what issue 25's item 3
-    reached: 625 classes, 215 exact and 342 within 1% (60% of the 569 built; the standalone
+    reached: 625 classes, 217 exact and 344 within 1% (60% of the 569 built; the standalone
     vision transformers, speech encoders, ConvNeXts, ResNets, Swins, Conformers, merger ViTs, Mix
     Transformers and SAM's image encoder read, and more of BERT's lineage); causal-LM classes
     164 of the 176 built within 1% (93%), and only 1 refused."""
@@ -69,8 +70,8 @@ def test_no_class_of_transformers_is_more_than_1pct_off_while_vouched(rows: list
     within = counts["all"]["exact"] + counts["all"]["within-1%"]
     causal = counts["causal"]["exact"] + counts["causal"]["within-1%"]
     built = sum(n for k, n in counts["causal"].items() if k != "not-built")
-    assert counts["all"]["exact"] >= 215, counts
-    assert within >= 342 and causal >= 164, counts
+    assert counts["all"]["exact"] >= 217, counts
+    assert within >= 344 and causal >= 164, counts
     assert within / (len(results) - counts["all"]["not-built"]) >= 0.60, counts
     assert built == 176 and causal / built >= 0.90, counts
     assert counts["causal"]["refused"] <= 1, counts
@@ -251,6 +252,7 @@ READ_RIGHT = {
     "visual_bert": "verified",  # visual token types, positions and projection
     "tapas": "verified",  # seven token-type tables (type_vocab_sizes)
     "yoso": "verified",  # two more positions, no pooler
+    "cosmos3_edge_text": "verified",  # fc1/fc2 under relu2 (was unverified at +31.5%)
 }
 
 ENCODERS_READ = (
@@ -343,6 +345,7 @@ ENCODERS_READ = (
     "mobilenet_v2",  # inverted residuals
     "pvt",  # a position table per stage, [CLS] in the last
     "pvt_v2",  # Mix Transformer stages
+    "nemotron3_5_transcribe_word_timestamp",  # no token table (was unverified at +147%)
 )
 
 TOWERS_READ = (
@@ -352,6 +355,27 @@ TOWERS_READ = (
     "cosmos3_omni",
     "audioflamingo3",  # the Whisper-style encoder and its two-linear projector
 )
+
+
+def test_every_result_off_by_more_than_1pct_names_what_is_not_understood(
+    rows: list[Row],
+) -> None:
+    """Each class more than 1% off (unverified) says which key or value the estimate did not
+    understand: config keys by name, a sub-config's or the family's model_type, or a tower's
+    type; none is left with "vision tower read approximately" alone."""
+    named = re.compile(
+        r"did not understand: \S|model_type '[^']+'|of type '[^']+'|class '[^']+'|of '[^']+'"
+    )
+    results = [estimate_row(r) for r in rows]
+    vague = [
+        f"{r.row.model_type}: {part}"
+        for r in results
+        if r.outcome == "unverified"
+        for part in r.why.split("; ")
+        if not named.search(part)
+    ]
+    assert vague == []
+    assert not [r for r in results if r.outcome == "unverified" and not r.why]
 
 
 @pytest.mark.parametrize("model_type", TOWERS_READ)

@@ -206,7 +206,37 @@ def read_audio_tower(c: ConfigView, t: Tally, n: Notes) -> Result:
     )
 
 
+def read_word_timestamp(c: ConfigView, t: Tally, n: Notes) -> Result:
+    """Nemotron 3.5 Transcribe's word-timestamp model (transformers 5.24.0): no token embedding
+    (it reads the encoder's frames; `vocab_size` sizes the labels it aligns, outside the class),
+    a biased transposed convolution upsampling by `upsampling_factor`, a LayerNorm, pre-norm
+    blocks (bias-free q/k/v, a biased output, LayerNorms over each head's q and k, two
+    LayerNorms, a biased two-matrix MLP of `intermediate_size`) and a final LayerNorm."""
+    h = c.int("hidden_size")
+    inter = c.int("intermediate_size")
+    layers = c.int("num_hidden_layers", maximum=MAX_LAYERS)
+    heads = c.int("num_attention_heads")
+    if c.int("num_key_value_heads", default=heads) != heads:
+        raise EstimateError("config num_key_value_heads must equal num_attention_heads here")
+    k = c.int("upsampling_factor", default=2)
+    hd = h // heads
+    # the label count, blank id, residual scale and rotary length leave the class's parameters
+    c.mark("vocab_size", "blank_token_id", "residual_scale", "max_position_embeddings")
+    front = h * h * k + h + 2 * h
+    attn = 4 * h * h + h + 4 * hd
+    mlp = _lin(h, inter) + _lin(inter, h)
+    t.add("embeddings", front)
+    t.add("attention", layers * attn)
+    t.add("dense_mlp", layers * mlp)
+    t.add("norms", layers * 4 * h + 2 * h)
+    per = attn + mlp + 4 * h
+    return [_spec(h, inter, heads, per)] * layers, dims_of(
+        h, 0, heads, heads, hd, inter, True, front, None
+    )
+
+
 READERS: dict[str, Callable[[ConfigView, Tally, Notes], Result]] = {
+    "nemotron3_5_transcribe_word_timestamp": read_word_timestamp,
     **dict.fromkeys(WAV2VEC2, read_wav2vec2),
     **dict.fromkeys(TOWERS, read_audio_tower),
 }

@@ -273,6 +273,8 @@ TRAITS: dict[str, Traits] = {
     "mamba2": Traits(norm="rms"),
     # Arcee (AFM): the Llama layout with a two-matrix up/down MLP (ReLU²), whatever the activation.
     "arcee": Traits(gated=False),
+    # Cosmos 3 Edge's text model: the Llama layout with a two-matrix fc1/fc2 MLP (relu2).
+    "cosmos3_edge_text": Traits(gated=False),
     # Apertus: a two-matrix up/down MLP whose xIELU activation learns alpha_p and alpha_n (one
     # each), q/k RMSNorms; Apertus 1.5's text model is the same stack.
     "apertus": Traits(gated=False, qk_norm=True, act_params=2),

@@ -45,7 +45,8 @@ def verify(r: Reading, ck: CheckpointCensus | None) -> Verification:
         )
     tower = r.by_component.get("vision_tower", 0)
     if "vision-tower-approximate" in r.flags and tower > TOWER_SHARE * r.total and delta is None:
-        reasons.append(f"vision tower read approximately ({tower / r.total:.1%} of the count)")
+        note = r.flag_notes.get("vision-tower-approximate", "vision tower read approximately")
+        reasons.append(f"{note} ({tower / r.total:.1%} of the count)")
     for flag in r.flags:  # a tower, projector or sub-config left out; a class not modelled
         if flag.endswith("-not-counted") or flag == "class-not-modelled":
             reasons.append(r.flag_notes.get(flag, flag.replace("-", " ")))

@@ -391,7 +391,8 @@ def _count_vision(
         if model_type != "kimi_k25":
             n.flag(
                 "vision-tower-approximate",
-                f"vision tower of {model_type!r} read in Kimi-K2.5's MoonViT layout: approximate",
+                f"vision_config of {model_type!r} (vt_hidden_size) is not modelled: its tower read "
+                "in Kimi-K2.5's MoonViT layout, approximately",
             )
     elif v.first_key("hidden_size", "embed_dim", "width", "d_model") and v.first_key(
         "num_hidden_layers", "depth", "num_layers"
@@ -399,7 +400,8 @@ def _count_vision(
         total = _generic_vit(v, text_hidden)
         n.flag(
             "vision-tower-approximate",
-            f"vision tower of type {vtype or 'unknown'!r} read as a generic ViT: approximate",
+            f"vision_config.model_type {vtype or 'unknown'!r} is not modelled: its tower read as "
+            "a generic ViT, approximately",
         )
     else:
         n.flag(
