@@ -35,16 +35,15 @@ from collections.abc import Callable
 
 from tracker.errors import EstimateError
 from tracker.estimate.irregular import Result, dims_of
-from tracker.estimate.reading import ConfigView, LayerSpec, Notes, Tally
-from tracker.estimate.vision import _int_list
+from tracker.estimate.reading import ConfigView, LayerSpec, Notes, Tally, int_list
 
 
 def _stages(
     c: ConfigView, depths: tuple[int, ...], sizes: tuple[int, ...]
 ) -> list[tuple[int, int]]:
     """(depth, width) per stage from `depths` and `hidden_sizes`, which must be as long."""
-    d = _int_list(c, "depths", depths)
-    w = _int_list(c, "hidden_sizes", sizes)
+    d = int_list(c, "depths", depths)
+    w = int_list(c, "hidden_sizes", sizes)
     if len(d) != len(w) or c.int("num_stages", default=len(d)) != len(d):
         raise EstimateError(
             f"config depths has {len(d)} stages, hidden_sizes {len(w)}, num_stages "
@@ -146,7 +145,7 @@ def read_resnet(c: ConfigView, t: Tally, n: Notes) -> Result:
 def read_poolformer(c: ConfigView, t: Tally, n: Notes) -> Result:
     """Count a PoolFormer (see the module docstring)."""
     stages = _stages(c, (2, 2, 6, 2), (64, 128, 320, 512))
-    patches = _int_list(c, "patch_sizes", (7, 3, 3, 3))
+    patches = int_list(c, "patch_sizes", (7, 3, 3, 3))
     if len(patches) != len(stages) or c.int("num_encoder_blocks", default=4) != len(stages):
         raise EstimateError("config patch_sizes and num_encoder_blocks must match depths")
     ratio = c.float("mlp_ratio", 4.0)

@@ -20,8 +20,7 @@ from collections.abc import Callable
 
 from tracker.errors import EstimateError
 from tracker.estimate.irregular import Result, dims_of
-from tracker.estimate.reading import ConfigView, LayerSpec, Notes, Tally
-from tracker.estimate.vision import _int_list
+from tracker.estimate.reading import ConfigView, LayerSpec, Notes, Tally, int_list
 
 
 def _lin(i: int, o: int, bias: bool = True) -> int:
@@ -32,13 +31,13 @@ def read_mit(c: ConfigView, t: Tally, n: Notes) -> Result:
     """Count a Mix Transformer encoder (see the module docstring)."""
     v1 = c.str("model_type") == "pvt"
     lists = {
-        "depths": _int_list(c, "depths", (2, 2, 2, 2)),
-        "hidden_sizes": _int_list(c, "hidden_sizes", (32, 64, 160, 256)),
-        "num_attention_heads": _int_list(c, "num_attention_heads", (1, 2, 5, 8)),
-        "patch_sizes": _int_list(c, "patch_sizes", (7, 3, 3, 3)),
-        "sr_ratios": _int_list(c, "sequence_reduction_ratios" if v1 else "sr_ratios", (8, 4, 2, 1)),
-        "strides": _int_list(c, "strides", (4, 2, 2, 2)),
-        "mlp_ratios": _int_list(c, "mlp_ratios", (4, 4, 4, 4)),
+        "depths": int_list(c, "depths", (2, 2, 2, 2)),
+        "hidden_sizes": int_list(c, "hidden_sizes", (32, 64, 160, 256)),
+        "num_attention_heads": int_list(c, "num_attention_heads", (1, 2, 5, 8)),
+        "patch_sizes": int_list(c, "patch_sizes", (7, 3, 3, 3)),
+        "sr_ratios": int_list(c, "sequence_reduction_ratios" if v1 else "sr_ratios", (8, 4, 2, 1)),
+        "strides": int_list(c, "strides", (4, 2, 2, 2)),
+        "mlp_ratios": int_list(c, "mlp_ratios", (4, 4, 4, 4)),
     }
     stages = c.int("num_encoder_blocks", default=4)
     if any(len(v) != stages for v in lists.values()):

@@ -21,6 +21,7 @@ from tracker.estimate import (
     classes,
     conformer,
     convnets,
+    focalnet,
     irregular,
     merger_vit,
     mit,
@@ -66,6 +67,7 @@ ENCODERS = {
     **merger_vit.READERS,
     **mit.READERS,
     **sam.READERS,
+    **focalnet.READERS,
 }
 """Readers of vision and speech models built alone (no vocabulary), per model_type."""
 

@@ -168,6 +168,23 @@ class ConfigView:
         return ConfigView(data, path, self.used)
 
 
+def int_list(a: ConfigView, key: str, default: tuple[int, ...]) -> list[int]:
+    """`key` as a list of positive ints (absent: transformers' `default`); EstimateError naming
+    the key otherwise."""
+    value = a.raw(key)
+    if value is None:
+        return list(default)
+    name = f"{a.path}.{key}" if a.path else key
+    if not isinstance(value, list | tuple) or not 0 < len(value) <= MAX_LAYERS:
+        raise EstimateError(f"config {name} must be a non-empty list of sizes")
+    out: list[int] = []
+    for x in value:
+        if isinstance(x, bool) or not isinstance(x, int) or not 0 < x <= MAX_DIM:
+            raise EstimateError(f"config {name} must hold positive integers, got {x!r}")
+        out.append(x)
+    return out
+
+
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."

@@ -22,8 +22,7 @@ from collections.abc import Callable
 from tracker.errors import EstimateError
 from tracker.estimate import vision
 from tracker.estimate.irregular import Result, dims_of
-from tracker.estimate.reading import MAX_LAYERS, ConfigView, LayerSpec, Notes, Tally
-from tracker.estimate.vision import _int_list
+from tracker.estimate.reading import MAX_LAYERS, ConfigView, LayerSpec, Notes, Tally, int_list
 
 WAV2VEC2 = frozenset(
     {
@@ -83,8 +82,8 @@ def _lin(i: int, o: int, bias: bool = True) -> int:
 def _front(c: ConfigView, h: int, model_type: str) -> int:
     """The feature encoder, its projection, the position convolution and the encoder's
     LayerNorm."""
-    dims = _int_list(c, "conv_dim", (512,) * 7)
-    kernels = _int_list(c, "conv_kernel", (10, 3, 3, 3, 3, 2, 2))
+    dims = int_list(c, "conv_dim", (512,) * 7)
+    kernels = int_list(c, "conv_kernel", (10, 3, 3, 3, 3, 2, 2))
     if len(kernels) != len(dims):
         raise EstimateError(f"config conv_kernel has {len(kernels)} entries, conv_dim {len(dims)}")
     bias = c.bool("conv_bias", False)

@@ -16,8 +16,7 @@ from collections.abc import Callable
 
 from tracker.errors import EstimateError
 from tracker.estimate.irregular import Result, dims_of
-from tracker.estimate.reading import ConfigView, LayerSpec, Notes, Tally
-from tracker.estimate.vision import _int_list
+from tracker.estimate.reading import ConfigView, LayerSpec, Notes, Tally, int_list
 
 CPB_HIDDEN = 512
 """The width of Swin V2's continuous position-bias MLP (fixed in transformers)."""
@@ -28,8 +27,8 @@ def read_swin(c: ConfigView, t: Tally, n: Notes) -> Result:
     model_type = c.str("model_type")
     v2 = model_type == "swinv2"
     e = c.int("embed_dim", default=96)
-    depths = _int_list(c, "depths", (2, 2, 6, 2))
-    heads = _int_list(c, "num_heads", (3, 6, 12, 24))
+    depths = int_list(c, "depths", (2, 2, 6, 2))
+    heads = int_list(c, "num_heads", (3, 6, 12, 24))
     stages = c.int("num_layers", default=len(depths))
     if not len(depths) == len(heads) == stages:
         raise EstimateError(

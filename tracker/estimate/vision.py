@@ -19,7 +19,7 @@ from typing import Any
 
 from tracker.errors import EstimateError
 from tracker.estimate import merger_vit
-from tracker.estimate.reading import MAX_DIM, MAX_LAYERS, ConfigView, Notes, Tally
+from tracker.estimate.reading import MAX_LAYERS, ConfigView, Notes, Tally, int_list
 
 
 def _lin(i: int, o: int, bias: bool = True) -> int:
@@ -224,23 +224,6 @@ def _qwen3_asr_encoder(a: ConfigView) -> int:
     return total + 2 * d
 
 
-def _int_list(a: ConfigView, key: str, default: tuple[int, ...]) -> list[int]:
-    """`key` as a list of positive ints (absent: transformers' `default`); EstimateError naming
-    the key otherwise."""
-    value = a.raw(key)
-    if value is None:
-        return list(default)
-    name = f"{a.path}.{key}" if a.path else key
-    if not isinstance(value, list | tuple) or not 0 < len(value) <= MAX_LAYERS:
-        raise EstimateError(f"config {name} must be a non-empty list of sizes")
-    out: list[int] = []
-    for x in value:
-        if isinstance(x, bool) or not isinstance(x, int) or not 0 < x <= MAX_DIM:
-            raise EstimateError(f"config {name} must hold positive integers, got {x!r}")
-        out.append(x)
-    return out
-
-
 def _omniasr_encoder(a: ConfigView) -> int:
     """OmniASRAudioModel (transformers 5.24), a wav2vec 2.0 encoder: 1-D convolutions over the raw
     waveform (1→conv_dim[0]→…, kernel conv_kernel[i], biased per `conv_bias`), each followed by
@@ -251,8 +234,8 @@ def _omniasr_encoder(a: ConfigView) -> int:
     d = a.int("hidden_size")
     f = a.int("intermediate_size")
     layers = a.int("num_hidden_layers", maximum=MAX_LAYERS)
-    dims = _int_list(a, "conv_dim", (512,) * 7)
-    kernels = _int_list(a, "conv_kernel", (10, 3, 3, 3, 3, 2, 2))
+    dims = int_list(a, "conv_dim", (512,) * 7)
+    kernels = int_list(a, "conv_kernel", (10, 3, 3, 3, 3, 2, 2))
     if len(kernels) != len(dims):
         raise EstimateError(
             f"config {a.path}.conv_kernel has {len(kernels)} entries, conv_dim {len(dims)}"

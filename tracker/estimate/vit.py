@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from tracker.errors import EstimateError
 from tracker.estimate import vision
 from tracker.estimate.irregular import Result, dims_of
-from tracker.estimate.reading import MAX_LAYERS, ConfigView, LayerSpec, Notes, Tally
+from tracker.estimate.reading import MAX_LAYERS, ConfigView, LayerSpec, Notes, Tally, int_list
 
 
 @dataclass(frozen=True)
@@ -145,7 +145,7 @@ def _sides(c: ConfigView, key: str, default: int, count: int) -> list[int]:
     """`key` as `count` positive sizes: one number stands for all of them (an image_size of 224
     is 224 × 224); EstimateError naming the key otherwise."""
     if isinstance(c.raw(key), list):
-        sides = vision._int_list(c, key, (default,) * count)
+        sides = int_list(c, key, (default,) * count)
         if len(sides) != count:
             raise EstimateError(
                 f"config {c.path + '.' if c.path else ''}{key} must hold {count} sizes"
