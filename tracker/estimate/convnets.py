@@ -1,5 +1,5 @@
 """Convolutional vision backbones built alone (no vocabulary): ConvNeXt, ResNet, BiT,
-PoolFormer and MobileNet V1 and V2.
+PoolFormer, MobileNet V1 and V2, and RegNet.
 
 Sizes come from the config's stage lists (`depths`, `hidden_sizes`) and widths
 (`embedding_size`, `num_channels`, `patch_size`); the layouts are transformers 5.24.0's:
@@ -27,6 +27,10 @@ Sizes come from the config's stage lists (`depths`, `hidden_sizes`) and widths
   reduction; bias-free, each with a BatchNorm) to MobileNet V2's channel plan, and a 1×1
   convolution to 1280; widths scaled by `depth_multiplier` rounded to `depth_divisible_by`
   (at least `min_depth`), the last kept at 1280 under `finegrained_output`.
+- RegNet (X and Y, `layer_type`): a 3×3 stem with a BatchNorm; stages of layers of a 1×1, a
+  grouped 3×3 (groups of `groups_width` channels) and a 1×1 bias-free convolution, each with a
+  BatchNorm, Y adding squeeze-and-excitation (two biased 1×1 convolutions through a quarter of
+  the layer's input width); a 1×1 shortcut where width or stride changes.
 """
 
 from __future__ import annotations
@@ -235,7 +239,38 @@ def read_mobilenet_v2(c: ConfigView, t: Tally, n: Notes) -> Result:
     return _result(specs, last, emb)
 
 
+def read_regnet(c: ConfigView, t: Tally, n: Notes) -> Result:
+    """Count a RegNet (see the module docstring)."""
+    stages = _stages(c, (2, 6, 12, 2), (128, 192, 512, 1088))
+    e = c.int("embedding_size", default=32)
+    gw = c.int("groups_width", default=64)
+    kind = c.str("layer_type", "y")
+    if kind not in ("x", "y"):
+        raise EstimateError(f"config layer_type {kind!r} is not a RegNet layer type")
+    first_stride = 2 if c.bool("downsample_in_first_stage", True) else 1
+    emb = _conv_bn(c.int("num_channels", default=3), e, 3)
+    t.add("embeddings", emb)
+    specs: list[LayerSpec] = []
+    prev = e
+    for i, (depth, w) in enumerate(stages):
+        stride = first_stride if i == 0 else 2
+        for j in range(depth):
+            inp = prev if j == 0 else w
+            groups = max(1, w // gw)
+            per = _conv_bn(inp, w, 1) + (w // groups) * w * 9 + 2 * w + _conv_bn(w, w, 1)
+            if kind == "y":  # squeeze-and-excitation through round(input / 4) channels
+                r = round(inp / 4)
+                per += w * r + r + r * w + w
+            if j == 0 and (inp != w or stride != 1):
+                per += _conv_bn(inp, w, 1)
+            t.add("dense_mlp", per)
+            specs.append(_block(per, w, w))
+        prev = w
+    return _result(specs, prev, emb)
+
+
 READERS: dict[str, Callable[[ConfigView, Tally, Notes], Result]] = {
+    "regnet": read_regnet,
     "mobilenet_v2": read_mobilenet_v2,
     "poolformer": read_poolformer,
     "mobilenet_v1": read_mobilenet_v1,
