@@ -430,3 +430,26 @@ def test_families_read_right(rows: list[Row], model_type: str) -> None:
     row = next(r for r in rows if r.model_type == model_type)
     result = estimate_row(row)
     assert (result.derived, result.status) == (row.count, READ_RIGHT[model_type]), result.why
+
+
+HOSTILE = (-1, 0, "12", 1e300, True, [], [0], {"a": 1}, None, 10**12)
+
+
+@pytest.mark.parametrize("model_type", ENCODERS_READ)
+def test_standalone_encoders_refuse_hostile_values_in_one_line(
+    rows: list[Row], model_type: str
+) -> None:
+    """Each top-level key of a standalone encoder's config replaced by each hostile value: the
+    estimate is made or refused with a one-line EstimateError, never another exception."""
+    from tracker.errors import EstimateError
+    from tracker.estimate import estimate
+
+    row = next(r for r in rows if r.model_type == model_type)
+    for key in row.config:
+        if key in ("model_type", "architectures"):
+            continue
+        for value in HOSTILE:
+            try:
+                estimate(dict(row.config, **{key: value}))
+            except EstimateError as exc:
+                assert "\n" not in str(exc), (key, value)
