@@ -23,6 +23,7 @@ from tracker.estimate import (
     convnets,
     focalnet,
     irregular,
+    jepa,
     merger_vit,
     mit,
     sam,
@@ -68,6 +69,7 @@ ENCODERS = {
     **mit.READERS,
     **sam.READERS,
     **focalnet.READERS,
+    **jepa.READERS,
 }
 """Readers of vision and speech models built alone (no vocabulary), per model_type."""
 
