@@ -59,10 +59,10 @@ def _offenders(results: list[Result]) -> list[str]:
 def test_no_class_of_transformers_is_more_than_1pct_off_while_vouched(rows: list[Row]) -> None:
     """Every class in the table, estimated in-process: none is more than 1% off the meta-device
     count unless marked unverified; the outcome counts are at least what issue 25's item 3
-    reached: 625 classes, 220 exact and 347 within 1% (61% of the 569 built; the standalone
+    reached: 625 classes, 221 exact and 348 within 1% (61% of the 569 built; the standalone
     vision transformers, speech encoders, ConvNeXts, ResNets, RegNet, Swins, FocalNet, Conformers,
-    merger ViTs, Mix Transformers, V-JEPA 2 and SAM's image encoder read, and more of BERT's
-    lineage); causal-LM classes 164 of the 176 built within 1% (93%), and only 1 refused."""
+    merger ViTs, Mix Transformers, V-JEPA 2, SegGPT and SAM's image encoder read, and more of
+    BERT's lineage); causal-LM classes 164 of the 176 built within 1% (93%), and only 1 refused."""
     results = [estimate_row(r) for r in rows]
     assert len(results) == 625
     assert _offenders(results) == []
@@ -70,8 +70,8 @@ def test_no_class_of_transformers_is_more_than_1pct_off_while_vouched(rows: list
     within = counts["all"]["exact"] + counts["all"]["within-1%"]
     causal = counts["causal"]["exact"] + counts["causal"]["within-1%"]
     built = sum(n for k, n in counts["causal"].items() if k != "not-built")
-    assert counts["all"]["exact"] >= 220, counts
-    assert within >= 347 and causal >= 164, counts
+    assert counts["all"]["exact"] >= 221, counts
+    assert within >= 348 and causal >= 164, counts
     assert within / (len(results) - counts["all"]["not-built"]) >= 0.60, counts
     assert built == 176 and causal / built >= 0.90, counts
     assert counts["causal"]["refused"] <= 1, counts
@@ -350,6 +350,7 @@ ENCODERS_READ = (
     "focalnet",  # focal modulation: per-level depthwise kernels
     "regnet",  # grouped convolutions, squeeze-and-excitation
     "vjepa2",  # a video encoder and its predictor
+    "seggpt",  # five learned tokens, relative tables over the whole grid
 )
 
 TOWERS_READ = (

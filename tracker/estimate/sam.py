@@ -1,4 +1,5 @@
-"""Segment Anything's image encoder built alone (no vocabulary): SAM's and SAM-HQ's.
+"""ViTs with decomposed relative positions built alone (no vocabulary): Segment Anything's
+image encoder (SAM's and SAM-HQ's) and SegGPT.
 
 transformers 5.24.0's layout, sized by `hidden_size`, `num_hidden_layers`, `mlp_dim`,
 `patch_size`, `image_size`, `window_size`, `global_attn_indexes` and `output_channels`: a
@@ -8,6 +9,11 @@ attention carries decomposed relative positions (under `use_rel_pos`: two tables
 2 × span − 1 rows by the head width, the span the window, or the whole grid in the global
 layers); a neck of a 1×1 and a 3×3 bias-free convolution to `output_channels`, each with a
 LayerNorm.
+
+SegGPT (`image_size` [height, width]): a biased patch convolution, five learned tokens (mask,
+two segment and two type tokens), a position table of the `pretrain_image_size` grid plus one;
+blocks as SAM's with relative tables over the whole grid's height and width (under
+`use_relative_position_embeddings`) and an MLP of `mlp_dim`; a final LayerNorm.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from collections.abc import Callable
 
 from tracker.errors import EstimateError
 from tracker.estimate.irregular import Result, dims_of
-from tracker.estimate.reading import MAX_LAYERS, ConfigView, LayerSpec, Notes, Tally
+from tracker.estimate.reading import MAX_LAYERS, ConfigView, LayerSpec, Notes, Tally, int_list
 
 
 def _lin(i: int, o: int, bias: bool = True) -> int:
@@ -76,7 +82,55 @@ def read_sam_vision(c: ConfigView, t: Tally, n: Notes) -> Result:
     return specs, dims_of(h, 0, heads, heads, hd, inter, True, emb, None)
 
 
-READERS: dict[str, Callable[[ConfigView, Tally, Notes], Result]] = dict.fromkeys(
-    ("sam_vision_model", "sam_hq_vision_model"), read_sam_vision
-)
+def read_seggpt(c: ConfigView, t: Tally, n: Notes) -> Result:
+    """Count SegGPT (see the module docstring)."""
+    h = c.int("hidden_size")
+    layers = c.int("num_hidden_layers", maximum=MAX_LAYERS)
+    heads = c.int("num_attention_heads")
+    inter = c.int("mlp_dim", default=4 * h)
+    p = c.int("patch_size", default=16)
+    sides = int_list(c, "image_size", (896, 448))
+    if not isinstance(c.raw("image_size", []), list) or len(sides) != 2:
+        raise EstimateError("config image_size must be [height, width]")
+    height, width = sides
+    pre = c.int("pretrain_image_size", default=224) // p
+    # which hidden states feed the decoder, the merge point and the loss weight add nothing;
+    # the decoder (decoder_hidden_size) is not in SegGptModel
+    c.mark("intermediate_hidden_state_indices", "merge_index", "beta", "decoder_hidden_size")
+    hd = h // heads
+    rel = 0
+    if c.bool("use_relative_position_embeddings", True):
+        rel = (2 * (height // p) - 1) * hd + (2 * (width // p) - 1) * hd
+    emb = _lin(c.int("num_channels", default=3) * p * p, h) + 5 * h + (pre * pre + 1) * h
+    attn = _lin(h, 3 * h, c.bool("qkv_bias", True)) + _lin(h, h) + rel
+    mlp = _lin(h, inter) + _lin(inter, h)
+    per = attn + mlp + 4 * h
+    t.add("embeddings", emb)
+    t.add("attention", layers * attn)
+    t.add("dense_mlp", layers * mlp)
+    t.add("norms", layers * 4 * h + 2 * h)
+    spec = LayerSpec(
+        "mha",
+        "gelu",
+        per,
+        per,
+        0,
+        kind="encoder",
+        lora_dims=6 * h + 2 * (h + inter),
+        ffn_width=inter,
+        q_width=h,
+        k_width=h,
+        v_width=h,
+        heads=heads,
+        gated=False,
+        layer_norm=True,
+    )
+    return [spec] * layers, dims_of(h, 0, heads, heads, hd, inter, True, emb, None)
+
+
+READERS: dict[str, Callable[[ConfigView, Tally, Notes], Result]] = {
+    "sam_vision_model": read_sam_vision,
+    "sam_hq_vision_model": read_sam_vision,
+    "seggpt": read_seggpt,
+}
 """The reader of each SAM image-encoder model_type."""
