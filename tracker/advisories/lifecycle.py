@@ -3,7 +3,13 @@
 An open advisory keeps a `pending` list (stored beside the record, not in it): for each change, its
 location (artifact, file, key), a digest of its value before, and a digest of the current value.
 A later change at the same location updates the current digest; when every entry's current digest
-equals its before digest again, the advisory is fixed at that commit.
+equals its before digest again, the advisory is fixed at that commit. An advisory that carries
+consistency findings has an entry per finding too (`broken.cured`): the finding is the defect,
+so a change entry at the key a finding is about counts as restored once the finding is resolved
+(bloom-560m's `architectures` naming a class transformers does not define, then one it does).
+After a history rewrite the service re-derives state from the ref's line
+(`service.restore_revived`): a fix whose commit a push brings back fixes again (WAS_FIXED), and
+`versions` is exactly the line's revisions from the introducing commit up to the fixing one.
 """
 
 from __future__ import annotations
@@ -213,13 +219,32 @@ OPEN_ADVICE = "open_advice"
 (fixed or withdrawn), so that reopening or restoring it gives its advice back."""
 
 
+FIXED_HOW = "fixed_how"
+"""`database_specific` key saying how the fix was decided: "findings" when the advisory's
+consistency findings were resolved without every value returning to its earlier one
+(`broken.cured`); absent when every value is back."""
+WAS_FIXED = "was_fixed"
+"""`database_specific` key of a reopened advisory: the fixing commit a rewrite removed, so that a
+push that brings it back fixes the advisory there again."""
+
+
+def _by_findings(record: Mapping[str, JSONValue]) -> bool:
+    extra = record.get("database_specific")
+    return isinstance(extra, Mapping) and extra.get(FIXED_HOW) == "findings"
+
+
 def fixed_advice(record: Mapping[str, JSONValue], sha: str) -> str:
     """What to do about a fixed advisory: take the fixing revision (named whole)."""
     url = _repo_url(record)
+    why = (
+        "the consistency findings this advisory is about are resolved there"
+        if _by_findings(record)
+        else "every value this advisory is about is back there to what it was before the "
+        "introducing commit"
+    )
     return (
         f"Upgrade to the fixing revision [`{sha[:12]}`]({commit_url(url, Sha(sha))}) "
-        f'(`revision="{sha}"` in `from_pretrained`) or later: every value this advisory is about '
-        "is back there to what it was before the introducing commit. Revisions from the "
+        f'(`revision="{sha}"` in `from_pretrained`) or later: {why}. Revisions from the '
         "introducing commit up to it are affected (the versions listed); do not pin one of them."
     )
 
@@ -275,6 +300,9 @@ def fixed_paragraph(record: Mapping[str, JSONValue], sha: Sha, fix: Commit | Non
     what = (
         "it resolves every consistency finding this advisory is about"
         if isinstance(extra, Mapping) and "first_seen" in extra  # a findings advisory (`broken`)
+        else "it resolves every consistency finding this advisory is about (the defect is gone, "
+        "although not every value it changed is back to the one before)"
+        if _by_findings(record)
         else "it sets every value this advisory is about back to what it was before"
     )
     return (
@@ -284,11 +312,17 @@ def fixed_paragraph(record: Mapping[str, JSONValue], sha: Sha, fix: Commit | Non
 
 
 def mark_fixed(
-    record: Mapping[str, JSONValue], sha: Sha, now: datetime, fix: Commit | None = None
+    record: Mapping[str, JSONValue],
+    sha: Sha,
+    now: datetime,
+    fix: Commit | None = None,
+    *,
+    by_findings: bool = False,
 ) -> dict[str, JSONValue]:
     """A copy of `record` with a `fixed` event at `sha`, a FIX reference, `modified = now`, and
     a status paragraph in `details` naming the fixing commit (`fix`: its title, authors and date
-    when known).
+    when known). `by_findings`: the fix was decided by the advisory's consistency findings being
+    resolved, not every value returning (FIXED_HOW; the texts say so).
 
     The versions list is closed: it keeps the affected commits and never includes `sha`.
     """
@@ -302,7 +336,12 @@ def mark_fixed(
     refs = out.setdefault("references", [])
     refs.append({"type": "FIX", "url": commit_url(str(rng["repo"]), sha)})
     out["modified"] = rfc3339(now)
-    out.setdefault("database_specific", {})["fixed"] = sha
+    extra = out.setdefault("database_specific", {})
+    extra["fixed"] = sha
+    extra.pop(WAS_FIXED, None)
+    extra.pop(FIXED_HOW, None)
+    if by_findings:
+        extra[FIXED_HOW] = "findings"
     details = _details(out, fixed_paragraph(out, sha, fix))
     if details is not None:
         out["details"] = details
@@ -343,6 +382,8 @@ def reopen(record: Mapping[str, JSONValue], now: datetime, reason: str) -> dict[
     ]
     extra = out.setdefault("database_specific", {})
     extra.pop("fixed", None)
+    if fixed:
+        extra[WAS_FIXED] = sorted(fixed)[0]
     extra["reopened_reason"] = reason
     out["modified"] = rfc3339(now)
     details = _details(out, f"**Open again** since {out['modified']}: {reason}.")
