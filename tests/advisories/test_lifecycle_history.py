@@ -172,3 +172,46 @@ def test_random_walks_of_one_value_are_fixed_only_where_the_value_is_back(
         for j in fixed:  # never fixed where the value is not the one before the introducing step
             assert walk[j] == walk[k - 1], (walk, k, j)
     assert got == _expected(walk), walk
+
+
+_T1 = (
+    "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+_T2 = (
+    "{% for m in messages %}{% if m['role'] == 'system' %}<|system|>{{ m['content'] }}\n"
+    "{% endif %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+_T3 = "{# reverted by hand #}" + _T1  # another source, the same prompts
+
+
+def _template(source: str) -> bytes:
+    return json.dumps({"chat_template": source, "eos_token": "</s>"}).encode()
+
+
+def test_a_revert_that_renders_identically_fixes_the_template_regression(tmp_path: Path) -> None:
+    """A template that renders the system message twice, then a revert written differently (a
+    Jinja comment added) that renders every canonical conversation as before: fixed there, with
+    the texts saying how; before, its source entry kept it open forever (issue 24)."""
+    hub = tmp_path / "hub"
+    repo = init_repo(hub, RID)
+    first = {"config.json": CONFIG, "tokenizer_config.json": _template(_T1),
+             "model.safetensors": WEIGHTS}  # fmt: skip
+    commit(repo, first, "upload", date=DAY)
+    b = commit(repo, {"tokenizer_config.json": _template(_T2)}, "system", date=DAY + timedelta(1))
+    c = commit(repo, {"tokenizer_config.json": _template(_T3)}, "revert", date=DAY + timedelta(2))
+    (tmp_path / "watchlist.yaml").write_text(f"repos:\n  - id: {RID}\n")
+    with Replica(hub) as replica:
+        records = _poll_and_export(tmp_path, _env(replica.url), 1)
+    (adv,) = [r for r in records.values() if r["affected"][0]["ranges"][0]["events"][0]
+              == {"introduced": b}]  # fmt: skip
+    assert adv["database_specific"]["group"] == "chat_template"
+    assert "**Kind: a regression**" in adv["details"]
+    assert adv["affected"][0]["ranges"][0]["events"] == [{"introduced": b}, {"fixed": c}]
+    assert adv["affected"][0]["versions"] == [b]
+    assert adv["database_specific"]["fixed_how"] == "rendered"
+    assert (
+        "its chat template renders every conversation this advisory is about as before "
+        "(its source text differs)" in adv["details"]
+    )

@@ -18,14 +18,14 @@ from tracker.advisories.classify import SEVERITY_RANK
 from tracker.advisories.consistency import Finding
 from tracker.advisories.details import commit_line
 from tracker.advisories.groups import Subject
-from tracker.advisories.lifecycle import PendingChange, value_digest
+from tracker.advisories.lifecycle import FINDING_ARTIFACT, PendingChange, value_digest
 from tracker.advisories.osv import commit_url, compact_estimate, purl
 from tracker.advisories.schema import SCHEMA_VERSION
 from tracker.advisories.values import literal
 from tracker.domain import Artifact, JSONValue, Severity, is_full_sha, rfc3339
 from tracker.errors import AdvisoryError
 
-ARTIFACT = "consistency"
+ARTIFACT = FINDING_ARTIFACT
 """The artifact of a finding's pending entry (no change has it: only findings move such entries)."""
 FIRST_SEEN = "broken as first seen"
 _GROUPS = {
@@ -96,28 +96,6 @@ def places(pending: Sequence[PendingChange]) -> set[tuple[str, str]]:
 def findings_only(pending: Sequence[PendingChange]) -> bool:
     """Whether every entry of `pending` is a finding's (an advisory of findings alone)."""
     return bool(pending) and all(p.artifact == ARTIFACT for p in pending)
-
-
-def cured(pending: Sequence[PendingChange]) -> tuple[bool, bool]:
-    """(whether the advisory's effect is gone, whether findings decided it) for `pending` after a
-    revision. The effect is gone when every entry is restored, except that a change's entry at a
-    (file, key) that one of the advisory's findings is about counts as restored once every
-    finding there is resolved: the finding is what the change broke (a class transformers does
-    not define, an id outside the vocabulary), so the defect is gone although the value need
-    not be the one before (`architectures` naming another class transformers defines)."""
-    at: dict[tuple[str, str], list[PendingChange]] = {}
-    for p in pending:
-        if p.artifact == ARTIFACT and ":" in p.key:
-            at.setdefault((p.file, p.key.split(":", 1)[1]), []).append(p)
-    by_findings = False
-    for p in pending:
-        if p.restored:
-            continue
-        found = at.get((p.file, p.key)) if p.artifact != ARTIFACT else None
-        if not found or not all(f.restored for f in found):
-            return False, False
-        by_findings = True
-    return True, by_findings
 
 
 def settle(

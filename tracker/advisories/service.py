@@ -29,10 +29,11 @@ from tracker.advisories.consistency import resolved as resolved_findings
 from tracker.advisories.generation import Generation, effective_generation
 from tracker.advisories.groups import ChangeGroup, Subject, group_changes
 from tracker.advisories.lifecycle import (
-    FIXED_HOW,
     WAS_FIXED,
     PendingChange,
     advance,
+    cured,
+    fixed_how,
     initial_pending,
     mark_fixed,
     reopen,
@@ -228,7 +229,7 @@ def _publish(
         # findings advisories (`broken`): their entries move with the findings, not the changes
         # (and the findings a change advisory carries: its defect, which decides its fix)
         after, settled = broken.settle(step.pending, judgement.introduced, judgement.resolved)
-        gone, by_findings = broken.cured(after)
+        gone, how = cured(after)
         touched = step.fixed or settled or step.pending != tuple(pending)
         step = replace(step, pending=after, fixed=touched and gone)
         if not step.fixed:
@@ -260,9 +261,7 @@ def _publish(
         if absorbed and absorbed | estimate == set(range(len(changes))):
             absorbed |= estimate  # the estimate moved because of them alone
         restoring |= absorbed
-        record = mark_fixed(
-            stored.advisory.record, sha, now, subject.commit, by_findings=by_findings
-        )
+        record = mark_fixed(stored.advisory.record, sha, now, subject.commit, how=how)
         validate_record(record)
         old = stored.advisory
         fixed = Advisory(old.id, repo_id, old.introduced, old.group, old.severity, record)
@@ -348,7 +347,7 @@ def _publish(
         )
         validate_record(record)
         adv = Advisory(adv_id, repo_id, sha, group.name, group.severity, record)
-        # the findings it carries are its defect: entries of their own (`broken.cured`)
+        # the findings it carries are its defect: entries of their own (`lifecycle.cured`)
         first = initial_pending([c.change for c in group.published]) + broken.initial_pending(
             findings
         )
@@ -635,9 +634,7 @@ def _rederive(tx: AdvisoryTx, repo_id: RepoId, chain: Sequence[Sha], now: dateti
             or at.get(was, -1) <= at[adv.introduced]
         ):
             continue
-        record = mark_fixed(
-            adv.record, Sha(was), now, None, by_findings=_fixed_how(adv.record) == "findings"
-        )
+        record = mark_fixed(adv.record, Sha(was), now, None, how=fixed_how(adv.record))
         record["database_specific"]["refixed_reason"] = (  # type: ignore[index]
             f"fixing commit {was} is on the ref again"
         )
@@ -667,12 +664,6 @@ def _rederive(tx: AdvisoryTx, repo_id: RepoId, chain: Sequence[Sha], now: dateti
             have = adv.record["affected"][0].get("versions")  # type: ignore[index, union-attr]
             if have != versions:
                 tx.replace_versions(adv.id, versions, now)
-
-
-def _fixed_how(record: Mapping[str, JSONValue]) -> str | None:
-    extra = record.get("database_specific")
-    how = extra.get(FIXED_HOW) if isinstance(extra, Mapping) else None
-    return how if isinstance(how, str) else None
 
 
 def _restore_revived(
