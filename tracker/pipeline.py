@@ -22,6 +22,7 @@ import structlog
 from tracker.advisories.classify import Overrides, parse_overrides
 from tracker.advisories.effects import TOKENIZER_CHANGE_FILES, Context
 from tracker.advisories.execute import Executor
+from tracker.advisories.loading import loads
 from tracker.advisories.service import (
     Judgement,
     judge,
@@ -35,7 +36,7 @@ from tracker.analysis_worker import (
     AnalysisOverrunError,
     AnalysisWorker,
 )
-from tracker.diff import SideState, diff_snapshots, load_json_object, read_side
+from tracker.diff import diff_snapshots
 from tracker.diff.config import CONFIG_FILE, GENERATION_CONFIG_FILE
 from tracker.diff.sandbox import RenderLimits
 from tracker.domain import Change, Clock, Diff, Estimate, RepoId, Severity, Sha, Snapshot, rfc3339
@@ -385,8 +386,9 @@ class Analyst:
 
 
 def _loads(snap: Snapshot) -> bool:
-    """Whether `snap` has a readable config.json (`from_pretrained` can load it)."""
-    return read_side(snap, "config.json", load_json_object).state is SideState.OK
+    """Whether `from_pretrained` can load `snap`: a readable config.json and the weights it
+    needs (`tracker.advisories.loading`)."""
+    return loads(snap)
 
 
 class Pipeline:
@@ -531,7 +533,7 @@ class Pipeline:
         )
 
     def _loadable(self, rid: RepoId, previous: Sha) -> tuple[Sha, Snapshot] | None:
-        """The newest revision before `previous` whose config.json can be read, with its
+        """The newest revision before `previous` that loads (`_loads`), with its
         snapshot, looking back at most SINCE_LOOKBACK revisions along the ingested chain (None:
         none within them). Read only when `previous` itself has no readable config.json."""
         sha = self.store.revision(rid, previous).previous
@@ -655,7 +657,7 @@ class Pipeline:
             if new_revisions:
                 # A push can bring dropped commits back: their advisories are live again.
                 live = [m for m, _, away in marks if not away]
-                restore_revived(self.advisories, rid, live, self.clock())
+                restore_revived(self.advisories, rid, live, self.clock(), self._chain(rid, marks))
                 # (restore_revived changes no revision: `marks` still says what is pending)
             pending = [m for m, analysed, away in marks if not analysed and not away]
             recorded = self.store.could_not_analyse(rid) if pending else {}
@@ -693,6 +695,20 @@ class Pipeline:
                 log.exception("repo.analysis_failure_not_recorded", repo=rid)
             return tuple(done), withdrawn, error, tuple(overran)
         return tuple(done), withdrawn, None, tuple(overran)
+
+    def _chain(self, rid: RepoId, marks: Sequence[tuple[Sha, bool, bool]]) -> list[Sha]:
+        """The analysed revisions of the ref's line, oldest first: from the newest analysed live
+        revision back along `previous` (what advisories' versions are re-derived from)."""
+        live = [sha for sha, analysed, away in marks if analysed and not away]
+        out: list[Sha] = []
+        sha: Sha | None = live[-1] if live else None
+        seen: set[Sha] = set()
+        while sha is not None and sha not in seen:
+            out.append(sha)
+            seen.add(sha)
+            sha = self.store.revision(rid, sha).previous
+        analysed = set(live)
+        return [s for s in reversed(out) if s in analysed]
 
     def _record_overrun(self, rid: RepoId, sha: Sha, exc: AnalysisOverrunError) -> None:
         """Record a revision whose analysis overran its budget: nothing about it is published,
@@ -733,7 +749,7 @@ class Pipeline:
         out: list[RepoCycle] = []
         for w, poll in zip(watched, polls, strict=True):
             analysed, withdrawn, error, overran = self.analyse_repo(
-                w, new_revisions=poll.revisions_ingested > 0, stop=stop
+                w, new_revisions=poll.revisions_ingested > 0 or poll.rewritten > 0, stop=stop
             )
             stopped = poll.stopped or (
                 stop is not None and stop() and error is None and self._pending(w.repo_id)

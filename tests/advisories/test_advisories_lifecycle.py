@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 
 import pytest
 from advkit import MIXTRAL, MIXTRAL_SHAS, NOW, ch
@@ -10,8 +11,10 @@ from advkit import MIXTRAL, MIXTRAL_SHAS, NOW, ch
 from tracker.advisories.classify import classify
 from tracker.advisories.groups import Subject, group_changes
 from tracker.advisories.lifecycle import (
+    PendingChange,
     add_version,
     advance,
+    cured,
     initial_pending,
     is_open,
     mark_fixed,
@@ -48,6 +51,26 @@ def test_pending_fixes_only_when_every_change_is_restored() -> None:
         step.pending, [ch(A.CONFIG, K.CHANGED, "x", 0, 1), ch(A.CONFIG, K.REMOVED, "b", 5, None)]
     )
     assert (step.fixed, step.restoring) == (True, frozenset({1}))
+
+
+def _entry(artifact: str, key: str, before: str, now: str) -> PendingChange:
+    return PendingChange(artifact, "f.json", key, before, now, "after")
+
+
+def test_effect_gone_by_findings_or_by_renders_and_never_otherwise() -> None:
+    arch = _entry("config", "architectures", "BloomModel", "BloomForCausalLM")
+    finding = _entry("consistency", "architecture-class-unknown:architectures", "none", "none")
+    assert cured([arch, finding]) == (True, "findings")
+    assert cured([arch, replace(finding, current="still")]) == (False, "")
+    assert cured([arch]) == (False, "")  # no finding: the value itself must be back
+    elsewhere = _entry("consistency", "token-id-out-of-vocab:eos_token_id", "none", "none")
+    assert cured([arch, elsewhere]) == (False, "")  # a finding about another key decides nothing
+    source = _entry("chat_template", "source", "T1", "T3")
+    render = _entry("chat_template", "system_user", "R1", "R1")
+    assert cured([source, render]) == (True, "rendered")
+    assert cured([source, replace(render, current="R2")]) == (False, "")
+    assert cured([source]) == (False, "")  # a source change that rendered the same: text decides
+    assert cured([render]) == (True, "")
 
 
 def test_restoring_from_a_third_value_fixes_but_is_not_absorbed() -> None:

@@ -20,6 +20,7 @@ import pytest
 
 from tracker.replica import Replica
 from tracker.replica.repos import commit, init_repo, set_ref
+from tracker.replica.stgen import encode_header
 
 pytestmark = pytest.mark.replica
 
@@ -27,6 +28,11 @@ TRACKER = Path(sys.executable).with_name("tracker")
 CONFIG = Path(__file__).parents[1] / "data" / "configs" / "Qwen__Qwen2.5-1.5B.json"
 RID = "acme/noconfig"
 DAY = datetime(2025, 3, 1, 9, 30, tzinfo=UTC)
+
+
+WEIGHTS = encode_header([], {"format": "pt"})[0]
+"""A model.safetensors with no tensors: what `tracker.advisories.loading` asks of a revision that
+loads is that the weights file is in the tree."""
 
 
 def _gen(eos: int) -> bytes:
@@ -42,8 +48,8 @@ def test_advice_pins_a_revision_that_loads_and_follows_the_state(tmp_path: Path)
     repo = init_repo(hub, RID)
     config = CONFIG.read_bytes()
     vocab = json.loads(config)["vocab_size"]
-    c0 = commit(repo, {"config.json": config, "generation_config.json": _gen(151643)}, "upload",
-                date=DAY)  # fmt: skip
+    c0 = commit(repo, {"config.json": config, "generation_config.json": _gen(151643),
+                       "model.safetensors": WEIGHTS}, "upload", date=DAY)  # fmt: skip
     c1 = commit(repo, {"config.json": None}, "Remove config", date=DAY.replace(day=2))
     c2 = commit(repo, {"config.json": config, "generation_config.json": _gen(vocab)}, "Set eos",
                 date=DAY.replace(day=3))  # fmt: skip
@@ -101,3 +107,48 @@ def test_advice_pins_a_revision_that_loads_and_follows_the_state(tmp_path: Path)
         assert "open_advice" not in record["database_specific"]
         assert _advice(record).startswith(f"The previous revision `{c1[:12]}` has no readable")
         assert f'pin `{c0[:12]}` (`revision="{c0}"`' in _advice(record)
+
+
+def test_a_revision_with_a_config_but_no_weights_is_never_pinned(tmp_path: Path) -> None:
+    """Mixtral's first release had a config.json and its weights in Mistral's own format only:
+    `from_pretrained` cannot load it, so advice on the next revision pins neither it nor a
+    revision whose index names shards its tree lacks, and says why (issue 24, part 4)."""
+    hub = tmp_path / "hub"
+    repo = init_repo(hub, RID)
+    config = CONFIG.read_bytes()
+    vocab = json.loads(config)["vocab_size"]
+    index = json.dumps({"metadata": {}, "weight_map": {"a": "model-00001-of-00002.safetensors",
+                        "b": "model-00002-of-00002.safetensors"}}).encode()  # fmt: skip
+    c0 = commit(repo, {"config.json": config, "generation_config.json": _gen(151643),
+                       "consolidated.00.pt": b"not HF weights"}, "Release", date=DAY)  # fmt: skip
+    c1 = commit(repo, {"model.safetensors.index.json": index,
+                       "model-00001-of-00002.safetensors": WEIGHTS}, "half an upload",
+                date=DAY.replace(day=2))  # fmt: skip
+    c2 = commit(repo, {"generation_config.json": _gen(vocab)}, "Set eos", date=DAY.replace(day=3))
+    (tmp_path / "watchlist.yaml").write_text(f"repos:\n  - id: {RID}\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACKER_", "HF_"))}
+    with Replica(hub) as replica:
+        env["TRACKER_HF_ENDPOINT"] = replica.url
+
+        def tracker(*args: str) -> Any:
+            done = subprocess.run([str(TRACKER), *args], cwd=tmp_path, env=env,
+                                  capture_output=True, text=True, timeout=300)  # fmt: skip
+            assert done.returncode == 0, done.stderr[-2000:]
+            return json.loads(done.stdout)
+
+        subprocess.run([str(TRACKER), "poll", "--once"], cwd=tmp_path, env=env, check=True,
+                       capture_output=True, timeout=300)  # fmt: skip
+        listed = tracker("advisories", "list", "--json")
+        (row,) = [a for a in listed if a["group"] == "special_tokens"]
+        record = tracker("advisories", "show", row["id"], "--json")
+    assert record["affected"][0]["ranges"][0]["events"] == [{"introduced": c2}]
+    advice = _advice(record)
+    assert advice == (
+        "No revision tracker ingested before this one both loads (a readable config.json and the "
+        f"weights `from_pretrained` reads for it; the previous revision `{c1[:12]}` has "
+        "a model.safetensors.index.json naming 1 shard its tree lacks "
+        "(`model-00002-of-00002.safetensors`)) and lacks these changes, so there is none to pin. "
+        f"To take the change, upgrade to `{c2[:12]}` or later once you check stop and pad "
+        "handling in your generation and training code."
+    ), advice
+    assert c0[:12] not in advice

@@ -118,15 +118,44 @@ def test_bloom_fix_architecture_is_a_regression_then_its_fix() -> None:
         "transformers 5.24.0 does not define: AutoModelForCausalLM.from_pretrained builds "
         "`BloomForCausalLM` and works" in d
     )
-    assert "Stay on the previous revision: pin `42afc9a66a46`" in d
+    # issue 24 part 4: fixed by #50, whose `BloomForCausalLM` resolves the finding (the value is
+    # not the `BloomModel` of before, but the defect is gone), and versions end before it
+    rec = _record(49)
+    assert rec["affected"][0]["ranges"][0]["events"] == [
+        {"introduced": "aa345fefe36b42d5f0b195e2c242a1b03831e991"},
+        {"fixed": "83af66228031742a79477c92aca93c7807edbd13"},
+    ]
+    assert rec["affected"][0]["versions"] == ["aa345fefe36b42d5f0b195e2c242a1b03831e991"]
+    assert rec["database_specific"]["fixed_how"] == "findings"
+    assert (
+        "it resolves every consistency finding this advisory is about (the defect is gone, "
+        "although not every value it changed is back to the one before)" in rec["details"]
+    )
+    assert rec["details"].split("## What to do\n\n", 1)[1] == (
+        "Upgrade to the fixing revision [`83af66228031`](https://huggingface.co/bigscience/"
+        "bloom-560m/commit/83af66228031742a79477c92aca93c7807edbd13) "
+        '(`revision="83af66228031742a79477c92aca93c7807edbd13"` in `from_pretrained`) or later: '
+        "the consistency findings this advisory is about are resolved there. Revisions from the "
+        "introducing commit up to it are affected (the versions listed); do not pin one of them.\n"
+    )
+    # its open advice, kept for a reopening, pinned the revision before the defect
+    assert rec["database_specific"]["open_advice"].startswith(
+        "Stay on the previous revision: pin `42afc9a66a46`"
+    )
     d = _details(50)
     assert (
         "**Kind: a fix of an earlier defect**: it resolves a finding of the previous revision: "
         "`architectures` names `BloomModelForCausalLM`" in d
     )
     todo = d.split("## What to do\n\n", 1)[1]
-    assert todo.startswith("To take the fix, upgrade to `83af66228031` or later")
-    assert "as does this revision" not in todo
+    # never the old behaviour's pin: aa345fefe36b has the defect this revision fixes
+    assert todo == (
+        "To take the fix, upgrade to `83af66228031` or later and check that your code, adapters "
+        "and serving configuration match the new config. There is no revision to pin to keep the "
+        "old behaviour: the previous revision `aa345fefe36b` has the consistency findings of "
+        "x_TRACKER-2026-49, which this revision resolves.\n"
+    )
+    assert "aa345fefe36b42d5f0b195e2c242a1b03831e991" not in todo
 
 
 def test_broken_as_first_seen_is_its_own_advisory() -> None:
@@ -213,7 +242,11 @@ def test_custom_code_asks_for_review() -> None:
         d = _details(n)
         assert "**Kind: new code to review**" in d
         assert "Review the new code before loading this revision with `trust_remote_code=True`" in d
-        assert "`code_revision=`" in d
+        # issue 24 part 4: the demo's chatglm2 trees hold no weight files, so no revision of it
+        # loads and none is pinned (with `code_revision=`): the advice says so
+        assert "`code_revision=`" not in d
+        assert "a config.json but no weights transformers loads" in d
+        assert d.split("## What to do")[1].count("trust_remote_code=True") == 1  # said once
 
 
 @pytest.mark.parametrize("n", range(1, 51))

@@ -239,6 +239,23 @@ def advice(subject: Subject, group: ChangeGroup, assessment: Assessment) -> list
             f"consistency findings of {named} (open), as does this revision. To take "
             f"the change, {take} once you {check}; for the findings, see {named}."
         ]
+    if subject.fixed_here:
+        # the previous revision has the defect of an advisory this revision fixes: pinning it
+        # to keep the old behaviour, or to avoid this change, brings the defect back
+        named = ", ".join(subject.fixed_here)
+        defect = (
+            f"the previous revision `{prev[:12]}` has the consistency findings of {named}, "
+            "which this revision resolves"
+        )
+        if assessment.kind is Kind.FIX:
+            return [
+                f"To take the fix, {take} and {check}. There is no revision to pin to keep the "
+                f"old behaviour: {defect}."
+            ]
+        return [
+            f"Do not pin the previous revision to avoid this change: {defect}. To take the "
+            f"change, {take} once you {check}."
+        ]
     if group.published and all(c.rule == "preflight-answer-found" for c in group.published):
         # answers the previous revision could not give: nothing to keep, and pinning a revision
         # that lacked them (no config.json, no safetensors) is no advice
@@ -248,12 +265,13 @@ def advice(subject: Subject, group: ChangeGroup, assessment: Assessment) -> list
         ]
     lead, earlier = _since(group, prev)
     # every change compared with a revision before the previous: that one; a previous revision
-    # without a readable config.json: the newest earlier one that loads and lacks the changes
+    # that does not load (`tracker.advisories.loading`: no readable config.json, or no weights
+    # `from_pretrained` reads): the newest earlier one that loads and lacks the changes
     kept = earlier or subject.kept or prev
     pin = f'pin `{kept[:12]}` (`revision="{kept}"` in `from_pretrained`)'
     if earlier is None and subject.kept is not None:
         lead.append(
-            f"The previous revision `{prev[:12]}` has no readable config.json, so it cannot be "
+            f"The previous revision `{prev[:12]}` has {subject.previous_lacks}, so it cannot be "
             f"loaded; `{kept[:12]}` is the newest earlier revision that can, and none of these "
             "changes holds there."
         )
@@ -262,10 +280,16 @@ def advice(subject: Subject, group: ChangeGroup, assessment: Assessment) -> list
             " ".join(
                 [
                     *lead,
-                    f"No revision tracker ingested before this one both loads (a readable "
-                    f"config.json; the previous revision `{prev[:12]}` has none) and lacks "
+                    *_OPENERS[assessment.kind],
+                    "No revision tracker ingested before this one both loads (a readable "
+                    "config.json and the weights `from_pretrained` reads for it; the previous "
+                    f"revision `{prev[:12]}` has {subject.previous_lacks}) and lacks "
                     "these changes, so there is none to pin. To take the change, "
-                    f"{take} once you {check}.",
+                    + (
+                        f"{take}."
+                        if assessment.kind is Kind.NEW_CODE
+                        else f"{take} once you {check}."
+                    ),
                 ]
             )
         ]
@@ -274,6 +298,22 @@ def advice(subject: Subject, group: ChangeGroup, assessment: Assessment) -> list
         assessment.kind, group, pin, take, check, earlier is not None, restore, subject.kept
     )
     return [" ".join([*lead, first]), *rest]
+
+
+_OPENERS: Mapping[Kind, tuple[str, ...]] = {
+    Kind.FIX: (),
+    Kind.REGRESSION: (),
+    Kind.NEW_DEFAULT: (),
+    Kind.CHANGE: (),
+    Kind.NEW_CODE: (
+        "Review the new code before loading this revision with `trust_remote_code=True`.",
+    ),
+    Kind.CLAIMED_FIX: (
+        "The commit calls this a fix; nothing tracker checks shows the previous revision "
+        "misbehaving.",
+    ),
+}
+"""What advice says first, by kind, where there is no revision to pin."""
 
 
 def _since(group: ChangeGroup, prev: str) -> tuple[list[str], str | None]:

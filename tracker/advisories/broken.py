@@ -18,14 +18,14 @@ from tracker.advisories.classify import SEVERITY_RANK
 from tracker.advisories.consistency import Finding
 from tracker.advisories.details import commit_line
 from tracker.advisories.groups import Subject
-from tracker.advisories.lifecycle import PendingChange, value_digest
+from tracker.advisories.lifecycle import FINDING_ARTIFACT, PendingChange, value_digest
 from tracker.advisories.osv import commit_url, compact_estimate, purl
 from tracker.advisories.schema import SCHEMA_VERSION
 from tracker.advisories.values import literal
 from tracker.domain import Artifact, JSONValue, Severity, is_full_sha, rfc3339
 from tracker.errors import AdvisoryError
 
-ARTIFACT = "consistency"
+ARTIFACT = FINDING_ARTIFACT
 """The artifact of a finding's pending entry (no change has it: only findings move such entries)."""
 FIRST_SEEN = "broken as first seen"
 _GROUPS = {
@@ -91,6 +91,11 @@ def places(pending: Sequence[PendingChange]) -> set[tuple[str, str]]:
     return {
         (p.file, p.key.split(":", 1)[1]) for p in pending if p.artifact == ARTIFACT and ":" in p.key
     }
+
+
+def findings_only(pending: Sequence[PendingChange]) -> bool:
+    """Whether every entry of `pending` is a finding's (an advisory of findings alone)."""
+    return bool(pending) and all(p.artifact == ARTIFACT for p in pending)
 
 
 def settle(

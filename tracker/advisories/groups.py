@@ -43,10 +43,15 @@ class Subject:
     generation_before: Generation | None = None
     generation_after: Generation | None = None
     kept: Sha | None = None
-    """The revision advice pins when not the previous one (which has no readable config.json)."""
+    """The revision advice pins when not the previous one (which does not load)."""
+    previous_lacks: str = "no readable config.json"
+    """Why the previous revision does not load (`tracker.advisories.loading`), when it does not."""
     nothing_to_pin: bool = False
     """No ingested revision before this one both loads and lacks the advisory's changes."""
     broken_before: tuple[str, ...] = ()
+    fixed_here: tuple[str, ...] = ()
+    """Ids of advisories with consistency findings this revision fixes: the previous revision has
+    their defects, so advice never pins it."""
 
     @property
     def url(self) -> str:

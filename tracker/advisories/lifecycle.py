@@ -3,7 +3,13 @@
 An open advisory keeps a `pending` list (stored beside the record, not in it): for each change, its
 location (artifact, file, key), a digest of its value before, and a digest of the current value.
 A later change at the same location updates the current digest; when every entry's current digest
-equals its before digest again, the advisory is fixed at that commit.
+equals its before digest again, the advisory is fixed at that commit. An advisory that carries
+consistency findings has an entry per finding too (`cured`): the finding is the defect,
+so a change entry at the key a finding is about counts as restored once the finding is resolved
+(bloom-560m's `architectures` naming a class transformers does not define, then one it does).
+After a history rewrite the service re-derives state from the ref's line
+(`service.restore_revived`): a fix whose commit a push brings back fixes again (WAS_FIXED), and
+`versions` is exactly the line's revisions from the introducing commit up to the fixing one.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from datetime import datetime
 
 from tracker.advisories.details import advice_of, commit_line, with_advice, with_status
 from tracker.advisories.osv import commit_url
+from tracker.diff import CONVERSATION_IDS
 from tracker.domain import (
     AdvisoryState,
     Change,
@@ -118,6 +125,51 @@ def initial_pending(changes: Sequence[Change]) -> tuple[PendingChange, ...]:
     return tuple(seen.values())
 
 
+FINDINGS = "findings"
+RENDERED = "rendered"
+FINDING_ARTIFACT = "consistency"
+"""The artifact of a consistency finding's pending entry (`tracker.advisories.broken`)."""
+TEMPLATE_ARTIFACT = "chat_template"
+
+
+def _rendered(p: PendingChange) -> bool:
+    """Whether `p` is a chat template's rendered canonical conversation (not its source)."""
+    return p.artifact == TEMPLATE_ARTIFACT and p.key.split(":")[-1] in CONVERSATION_IDS
+
+
+def cured(pending: Sequence[PendingChange]) -> tuple[bool, str]:
+    """(whether the advisory's effect is gone, how: "" when every value is back, FINDINGS or
+    RENDERED when one of these exceptions decided it) for `pending` after a revision: every
+    entry is restored, except that
+
+    - a change's entry at a (file, key) that one of the advisory's findings is about counts as
+      restored once every finding there is resolved: the finding is what the change broke (a
+      class transformers does not define, an id outside the vocabulary), so the defect is gone
+      although the value need not be the one before (`architectures` naming another class
+      transformers defines);
+    - a chat template's source counts as restored once every rendered conversation the
+      advisory is about renders as before: what the model sees is back, whatever the template's
+      text (a revert written differently that renders the same prompts)."""
+    at: dict[tuple[str, str], list[PendingChange]] = {}
+    for p in pending:
+        if p.artifact == FINDING_ARTIFACT and ":" in p.key:
+            at.setdefault((p.file, p.key.split(":", 1)[1]), []).append(p)
+    renders = [p for p in pending if _rendered(p)]
+    rendered_back = bool(renders) and all(p.restored for p in renders)
+    how = ""
+    for p in pending:
+        if p.restored:
+            continue
+        if p.artifact == TEMPLATE_ARTIFACT and not _rendered(p) and rendered_back:
+            how = how or RENDERED
+            continue
+        found = at.get((p.file, p.key)) if p.artifact != FINDING_ARTIFACT else None
+        if not found or not all(f.restored for f in found):
+            return False, ""
+        how = FINDINGS
+    return True, how
+
+
 @dataclass(frozen=True)
 class Advance:
     """What a new revision's changes do to one open advisory."""
@@ -213,13 +265,37 @@ OPEN_ADVICE = "open_advice"
 (fixed or withdrawn), so that reopening or restoring it gives its advice back."""
 
 
+FIXED_HOW = "fixed_how"
+"""`database_specific` key saying how the fix was decided: "findings" when the advisory's
+consistency findings were resolved without every value returning to its earlier one
+(`cured`); absent when every value is back."""
+WAS_FIXED = "was_fixed"
+"""`database_specific` key of a reopened advisory: the fixing commit a rewrite removed, so that a
+push that brings it back fixes the advisory there again."""
+
+
+def fixed_how(record: Mapping[str, JSONValue]) -> str:
+    """How the record's fix was decided (FIXED_HOW): "", FINDINGS or RENDERED."""
+    extra = record.get("database_specific")
+    how = extra.get(FIXED_HOW) if isinstance(extra, Mapping) else None
+    return how if isinstance(how, str) else ""
+
+
 def fixed_advice(record: Mapping[str, JSONValue], sha: str) -> str:
     """What to do about a fixed advisory: take the fixing revision (named whole)."""
     url = _repo_url(record)
+    why = {
+        FINDINGS: "the consistency findings this advisory is about are resolved there",
+        RENDERED: "its chat template renders every conversation this advisory is about as "
+        "before the introducing commit",
+    }.get(
+        fixed_how(record),
+        "every value this advisory is about is back there to what it was before the "
+        "introducing commit",
+    )
     return (
         f"Upgrade to the fixing revision [`{sha[:12]}`]({commit_url(url, Sha(sha))}) "
-        f'(`revision="{sha}"` in `from_pretrained`) or later: every value this advisory is about '
-        "is back there to what it was before the introducing commit. Revisions from the "
+        f'(`revision="{sha}"` in `from_pretrained`) or later: {why}. Revisions from the '
         "introducing commit up to it are affected (the versions listed); do not pin one of them."
     )
 
@@ -275,6 +351,12 @@ def fixed_paragraph(record: Mapping[str, JSONValue], sha: Sha, fix: Commit | Non
     what = (
         "it resolves every consistency finding this advisory is about"
         if isinstance(extra, Mapping) and "first_seen" in extra  # a findings advisory (`broken`)
+        else "it resolves every consistency finding this advisory is about (the defect is gone, "
+        "although not every value it changed is back to the one before)"
+        if fixed_how(record) == FINDINGS
+        else "its chat template renders every conversation this advisory is about as before "
+        "(its source text differs)"
+        if fixed_how(record) == RENDERED
         else "it sets every value this advisory is about back to what it was before"
     )
     return (
@@ -284,11 +366,18 @@ def fixed_paragraph(record: Mapping[str, JSONValue], sha: Sha, fix: Commit | Non
 
 
 def mark_fixed(
-    record: Mapping[str, JSONValue], sha: Sha, now: datetime, fix: Commit | None = None
+    record: Mapping[str, JSONValue],
+    sha: Sha,
+    now: datetime,
+    fix: Commit | None = None,
+    *,
+    how: str = "",
 ) -> dict[str, JSONValue]:
     """A copy of `record` with a `fixed` event at `sha`, a FIX reference, `modified = now`, and
     a status paragraph in `details` naming the fixing commit (`fix`: its title, authors and date
-    when known).
+    when known). `how` (`cured`): the fix was decided by the advisory's consistency findings being
+    resolved, or its template's renders being back, not every value returning (FIXED_HOW; the
+    texts say so).
 
     The versions list is closed: it keeps the affected commits and never includes `sha`.
     """
@@ -302,7 +391,12 @@ def mark_fixed(
     refs = out.setdefault("references", [])
     refs.append({"type": "FIX", "url": commit_url(str(rng["repo"]), sha)})
     out["modified"] = rfc3339(now)
-    out.setdefault("database_specific", {})["fixed"] = sha
+    extra = out.setdefault("database_specific", {})
+    extra["fixed"] = sha
+    extra.pop(WAS_FIXED, None)
+    extra.pop(FIXED_HOW, None)
+    if how:
+        extra[FIXED_HOW] = how
     details = _details(out, fixed_paragraph(out, sha, fix))
     if details is not None:
         out["details"] = details
@@ -343,6 +437,8 @@ def reopen(record: Mapping[str, JSONValue], now: datetime, reason: str) -> dict[
     ]
     extra = out.setdefault("database_specific", {})
     extra.pop("fixed", None)
+    if fixed:
+        extra[WAS_FIXED] = sorted(fixed)[0]
     extra["reopened_reason"] = reason
     out["modified"] = rfc3339(now)
     details = _details(out, f"**Open again** since {out['modified']}: {reason}.")

@@ -29,8 +29,11 @@ from tracker.advisories.consistency import resolved as resolved_findings
 from tracker.advisories.generation import Generation, effective_generation
 from tracker.advisories.groups import ChangeGroup, Subject, group_changes
 from tracker.advisories.lifecycle import (
+    WAS_FIXED,
     PendingChange,
     advance,
+    cured,
+    fixed_how,
     initial_pending,
     mark_fixed,
     reopen,
@@ -41,9 +44,9 @@ from tracker.advisories.lifecycle import (
     value_digest,
     withdraw,
 )
+from tracker.advisories.loading import why_not_loading
 from tracker.advisories.osv import advisory_id, build_record, change_json
 from tracker.advisories.schema import validate_record
-from tracker.diff import SideState
 from tracker.domain import (
     Advisory,
     AdvisoryState,
@@ -102,10 +105,13 @@ class Judgement:
     """The effective generation defaults before and after (`tracker.advisories.generation`;
     None: not known), from which generation advice names the values that restore the old ones."""
     previous_loads: bool = True
-    """Whether the previous revision has a readable config.json (a revision advice may pin)."""
+    """Whether the previous revision loads (`tracker.advisories.loading`: a readable config.json
+    and the weights it needs), so that advice may pin it."""
     loadable: tuple[Sha, frozenset[tuple[str, str]]] | None = None
     """When the previous revision does not load: the newest earlier one that does, and the
     (file, key) of every change between it and this revision (`Analyst.compute`)."""
+    previous_lacks: str = ""
+    """Why the previous revision does not load (empty when it does)."""
 
 
 def judge(
@@ -118,7 +124,7 @@ def judge(
     part of publishing that parses the revision's files (config, generation config, tokenizer
     files, chat templates, through `context`) and runs the estimate on configs (the
     `estimate_moves` check). `loadable`: when the previous revision has no readable config.json,
-    the newest earlier revision that has one and its changes to this revision. Pure."""
+    the newest earlier revision that loads and its changes to this revision. Pure."""
     rules = _overrides(overrides)
     generation: tuple[Generation | None, Generation | None] = (None, None)
     if context is not None:
@@ -127,7 +133,8 @@ def judge(
             for side in (context.before, context.after)
         )
     before = context.before if context is not None else None
-    loads = before is None or before.config.state is SideState.OK
+    lacks = None if before is None else why_not_loading(before.snapshot)
+    loads = lacks is None
     return Judgement(
         tuple(classify(c, rules, context) for c in changes),
         tuple(introduced_findings(context)),
@@ -137,6 +144,7 @@ def judge(
         None
         if loads or loadable is None
         else (loadable[0], frozenset((c.file, c.key) for c in loadable[1])),
+        lacks or "",
     )
 
 
@@ -219,9 +227,11 @@ def _publish(
         pending = [PendingChange.from_json(p) for p in cand.pending]
         step = advance(pending, changes)
         # findings advisories (`broken`): their entries move with the findings, not the changes
+        # (and the findings a change advisory carries: its defect, which decides its fix)
         after, settled = broken.settle(step.pending, judgement.introduced, judgement.resolved)
-        done = (step.fixed or settled) and all(p.restored for p in after)
-        step = replace(step, pending=after, fixed=done)
+        gone, how = cured(after)
+        touched = step.fixed or settled or step.pending != tuple(pending)
+        step = replace(step, pending=after, fixed=touched and gone)
         if not step.fixed:
             moved = step.pending != tuple(pending)
             extend.append((cand, _dump_pending(step.pending) if moved else None))
@@ -241,7 +251,7 @@ def _publish(
         # A findings advisory's fix absorbs the changes at the keys its findings are about, at
         # any severity: they set a value that contradicted the rest of the revision (a broken
         # model has no working behaviour to lose), and the fix names their commit.
-        places = broken.places(pending)
+        places = broken.places(pending) if broken.findings_only(pending) else set()
         absorbed = {
             i for i, c in enumerate(judgement.classified) if (c.change.file, c.change.key) in places
         }
@@ -251,7 +261,7 @@ def _publish(
         if absorbed and absorbed | estimate == set(range(len(changes))):
             absorbed |= estimate  # the estimate moved because of them alone
         restoring |= absorbed
-        record = mark_fixed(stored.advisory.record, sha, now, subject.commit)
+        record = mark_fixed(stored.advisory.record, sha, now, subject.commit, how=how)
         validate_record(record)
         old = stored.advisory
         fixed = Advisory(old.id, repo_id, old.introduced, old.group, old.severity, record)
@@ -293,6 +303,7 @@ def _publish(
     resolved_here = {(f.check, f.text) for f in judgement.resolved}
     subject = replace(
         subject,
+        fixed_here=tuple(a.id for a in fixed_here if _has_findings(a.record)),
         broken_before=tuple(
             s.advisory.id
             for s in earlier
@@ -321,7 +332,12 @@ def _publish(
         kept, none = _pin(group, judgement)
         record = build_record(
             advisory_id=adv_id,
-            subject=replace(subject, kept=kept, nothing_to_pin=none),
+            subject=replace(
+                subject,
+                kept=kept,
+                nothing_to_pin=none,
+                previous_lacks=judgement.previous_lacks or subject.previous_lacks,
+            ),
             group=group,
             estimate_changes=extra,
             now=now,
@@ -331,7 +347,10 @@ def _publish(
         )
         validate_record(record)
         adv = Advisory(adv_id, repo_id, sha, group.name, group.severity, record)
-        first = initial_pending([c.change for c in group.published])
+        # the findings it carries are its defect: entries of their own (`lifecycle.cured`)
+        first = initial_pending([c.change for c in group.published]) + broken.initial_pending(
+            findings
+        )
         tx.insert(adv, package_name=subject.url, pending=[p.to_json() for p in first])
         out.append(adv)
     for c in classified:
@@ -579,18 +598,80 @@ def _withdraw_rewritten(
 
 
 def restore_revived(
-    store: AdvisoryStore, repo_id: RepoId, live_shas: Sequence[Sha], now: datetime
+    store: AdvisoryStore,
+    repo_id: RepoId,
+    live_shas: Sequence[Sha],
+    now: datetime,
+    chain: Sequence[Sha] = (),
 ) -> list[Advisory]:
     """Make live again the advisories withdrawn by a rewrite (`WithdrawnBy.REWRITE`) whose
     introducing commit is back on the ref (a later push restored it); returns those restored by
     this call. Advisories withdrawn for any other reason stay withdrawn. In the same transaction,
     the webhook outbox gets an `advisory.restored` delivery per revision for every subscription
-    that wants any of its restored advisories."""
-    return _retried(lambda: _restore_revived(store, repo_id, live_shas, now))
+    that wants any of its restored advisories.
+
+    `chain`: the analysed revisions of the ref's history, oldest first (the head's first-parent
+    line as ingested). With it, the lifecycle is re-derived from that history in the same
+    transaction: an advisory reopened because a rewrite dropped its fixing commit is fixed again
+    there when that commit is back after its introducing one (`lifecycle.WAS_FIXED`), and every
+    live advisory's versions list becomes exactly the chain's revisions from its introducing
+    commit up to its fixing one (or the head): commits a rewrite dropped leave it, commits a
+    push brought back return."""
+    return _retried(lambda: _restore_revived(store, repo_id, live_shas, now, chain))
+
+
+def _rederive(tx: AdvisoryTx, repo_id: RepoId, chain: Sequence[Sha], now: datetime) -> None:
+    """Re-fix reopened advisories whose fixing commit is back on `chain`, then set every open or
+    fixed advisory's versions to the revisions of `chain` where it holds (see restore_revived)."""
+    at: dict[str, int] = {sha: i for i, sha in enumerate(chain)}
+    for stored in tx.in_state(repo_id, AdvisoryState.OPEN):
+        adv = stored.advisory
+        extra = adv.record.get("database_specific")
+        was = extra.get(WAS_FIXED) if isinstance(extra, Mapping) else None
+        if (
+            not isinstance(was, str)
+            or adv.introduced not in at
+            or at.get(was, -1) <= at[adv.introduced]
+        ):
+            continue
+        record = mark_fixed(adv.record, Sha(was), now, None, how=fixed_how(adv.record))
+        record["database_specific"]["refixed_reason"] = (  # type: ignore[index]
+            f"fixing commit {was} is on the ref again"
+        )
+        validate_record(record)
+        fixed = Advisory(adv.id, adv.repo_id, adv.introduced, adv.group, adv.severity, record)
+        restored = [PendingChange.from_json(p) for p in stored.pending]
+        tx.update(
+            fixed,
+            state=AdvisoryState.FIXED,
+            pending=[
+                PendingChange(p.artifact, p.file, p.key, p.before, p.before, p.after).to_json()
+                for p in restored
+            ],
+            expect=AdvisoryState.OPEN,
+        )
+    for state in (AdvisoryState.OPEN, AdvisoryState.FIXED):
+        for stored in tx.in_state(repo_id, state):
+            adv = stored.advisory
+            if adv.introduced not in at:
+                continue  # not on this line (another ref's, or not analysed yet)
+            extra = adv.record.get("database_specific")
+            fixed_at = extra.get("fixed") if isinstance(extra, Mapping) else None
+            end = at.get(str(fixed_at), -1) if fixed_at else len(chain)
+            if end <= at[adv.introduced]:
+                continue  # its fix is not on this line: reopening is the rewrite's to decide
+            versions = list(chain[at[adv.introduced] : end])
+            have = adv.record["affected"][0].get("versions")  # type: ignore[index, union-attr]
+            if have != versions:
+                tx.replace_versions(adv.id, versions, now)
 
 
 def _restore_revived(
-    store: AdvisoryStore, repo_id: RepoId, live_shas: Sequence[Sha], now: datetime
+    store: AdvisoryStore,
+    repo_id: RepoId,
+    live_shas: Sequence[Sha],
+    now: datetime,
+    chain: Sequence[Sha] = (),
 ) -> list[Advisory]:
     live = set(live_shas)
     out: list[Advisory] = []
@@ -616,6 +697,8 @@ def _restore_revived(
             ],
             now,
         )
+        if chain:
+            _rederive(tx, repo_id, chain, now)
     return out
 
 

@@ -31,6 +31,7 @@ from tracker.diff.card import diff_card
 from tracker.diff.chat_template import diff_chat_template
 from tracker.diff.code import diff_code
 from tracker.diff.config import diff_config, diff_generation_config
+from tracker.diff.conversations import CONVERSATIONS
 from tracker.diff.executable import diff_executable
 from tracker.diff.gguf import diff_gguf
 from tracker.diff.processor import diff_processor
@@ -41,6 +42,7 @@ from tracker.diff.weights import diff_weights
 from tracker.domain import Artifact, Change, ChangeKind, Snapshot
 
 __all__ = [
+    "CONVERSATION_IDS",
     "DIFFERS",
     "Side",
     "SideState",
@@ -48,6 +50,10 @@ __all__ = [
     "load_json_object",
     "read_side",
 ]
+
+CONVERSATION_IDS = frozenset(c.id for c in CONVERSATIONS)
+"""The ids of the canonical conversations chat templates are rendered on (rendered changes'
+keys end with one)."""
 
 Differ = Callable[[Snapshot | None, Snapshot], list[Change]]
 

@@ -379,6 +379,20 @@ class AdvisoryTx:
                 changed,
             )
 
+    def replace_versions(self, advisory_id: str, shas: Sequence[str], modified: datetime) -> None:
+        """Set an advisory's versions list to `shas` (in order) and `modified`: what re-deriving
+        it from the ref's history after a rewrite gives (commits a rewrite dropped leave it, ones
+        a push brought back return). Nothing else of the record changes."""
+        row = self._s.get(AdvisoryRow, advisory_id)
+        if row is None:
+            raise StoreNotFoundError(f"advisory {advisory_id} does not exist")
+        versions = AdvisoryVersionRow.__table__  # type: ignore[attr-defined]
+        self._s.execute(sa.delete(versions).where(versions.c.advisory_id == advisory_id))
+        row.modified = whole_seconds(modified)
+        self._s.add(row)
+        self._s.flush()
+        self._add_versions(advisory_id, row.repo_pk, shas, 0)
+
     def _add_versions(
         self, advisory_id: str, repo_pk: int, shas: Sequence[str], start: int
     ) -> None:

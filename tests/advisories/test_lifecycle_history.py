@@ -1,0 +1,217 @@
+"""The lifecycle re-derived from the repo's history (issue 24, part 4), through the installed
+`tracker` over small local git histories the Hub replica serves:
+
+- fix → reopen (a force-push drops the fix) → re-fix (a push brings it back) ends fixed at the
+  fixing commit, with `versions` exactly the revisions where the changed value holds (the commit
+  of the forced line is gone from it);
+- over random walks of one generation default (hypothesis), no advisory is ever marked fixed at
+  a commit where the value is not the one before its introducing commit, and each advisory's
+  `versions` is exactly the run of commits from its introducing one where that holds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from tracker.replica import Replica
+from tracker.replica.repos import commit, init_repo, set_ref
+from tracker.replica.stgen import encode_header
+
+pytestmark = [pytest.mark.replica, pytest.mark.slow]
+
+TRACKER = Path(sys.executable).with_name("tracker")
+CONFIG = (Path(__file__).parents[1] / "data" / "configs" / "Qwen__Qwen2.5-1.5B.json").read_bytes()
+WEIGHTS = encode_header([], {"format": "pt"})[0]
+RID = "acme/walk"
+DAY = datetime(2025, 3, 1, 9, 30, tzinfo=UTC)
+
+
+def _gen(temperature: float) -> bytes:
+    return json.dumps({"do_sample": True, "temperature": temperature, "top_p": 0.8}).encode()
+
+
+def _env(url: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACKER_", "HF_"))}
+    env["TRACKER_HF_ENDPOINT"] = url
+    return env
+
+
+def _poll_and_export(root: Path, env: dict[str, str], n: int) -> dict[str, dict[str, Any]]:
+    """`tracker poll --once`, then `tracker advisories export`: the records by id."""
+    for args in (["poll", "--once"], ["advisories", "export", str(root / f"export-{n}")]):
+        done = subprocess.run([str(TRACKER), *args], cwd=root, env=env, capture_output=True,
+                              text=True, timeout=300)  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+    out = {}
+    for path in sorted((root / f"export-{n}").glob("*.json")):
+        record = json.loads(path.read_text())
+        out[record["id"]] = record
+    return out
+
+
+def _generation(records: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        r
+        for r in records.values()
+        if r["database_specific"]["group"] == "generation_config" and not r.get("withdrawn")
+    ]
+
+
+def test_fix_reopen_refix_ends_fixed_with_exact_versions(tmp_path: Path) -> None:
+    hub = tmp_path / "hub"
+    repo = init_repo(hub, RID)
+    commit(repo, {"config.json": CONFIG, "generation_config.json": _gen(0.7),
+                  "model.safetensors": WEIGHTS}, "upload", date=DAY)  # fmt: skip
+    b = commit(repo, {"generation_config.json": _gen(0.9)}, "warmer", date=DAY + timedelta(1))
+    c = commit(repo, {"generation_config.json": _gen(0.7)}, "revert", date=DAY + timedelta(2))
+    (tmp_path / "watchlist.yaml").write_text(f"repos:\n  - id: {RID}\n")
+    with Replica(hub) as replica:
+        env = _env(replica.url)
+        (adv,) = _generation(_poll_and_export(tmp_path, env, 1))
+        assert adv["affected"][0]["ranges"][0]["events"] == [{"introduced": b}, {"fixed": c}]
+        assert adv["affected"][0]["versions"] == [b]
+        # a force-push drops the fix and adds a commit on top of b: open again, at both
+        set_ref(repo, "main", b)
+        c2 = commit(repo, {"README.md": b"forced\n"}, "forced line", date=DAY + timedelta(3))
+        reopened = _poll_and_export(tmp_path, env, 2)[adv["id"]]
+        assert reopened["affected"][0]["ranges"][0]["events"] == [{"introduced": b}]
+        assert reopened["affected"][0]["versions"] == [b, c2]
+        assert reopened["database_specific"]["was_fixed"] == c
+        # the old head is pushed back: c fixes it again, and c2 (off the ref) leaves versions
+        set_ref(repo, "main", c)
+        refixed = _poll_and_export(tmp_path, env, 3)[adv["id"]]
+        assert refixed["affected"][0]["ranges"][0]["events"] == [{"introduced": b}, {"fixed": c}]
+        assert refixed["affected"][0]["versions"] == [b]
+        assert refixed["database_specific"]["fixed"] == c
+        assert "was_fixed" not in refixed["database_specific"]
+        assert refixed["database_specific"]["refixed_reason"] == (
+            f"fixing commit {c} is on the ref again"
+        )
+        assert "## What to do\n\nUpgrade to the fixing revision" in refixed["details"]
+        # and polling again changes nothing
+        assert _poll_and_export(tmp_path, env, 4)[adv["id"]] == refixed
+
+
+VALUES = (0.6, 0.7, 0.9)
+
+
+def _expected(walk: list[float]) -> dict[int, tuple[int | None, list[int]]]:
+    """By introducing step: (fixing step or None, the steps in versions). A step changes the value
+    from walk[k-1] to walk[k]; it is fixed at the first later step whose value is walk[k-1] again.
+    A change that directly undoes an advisory open since the step before it (its before is that
+    advisory's after, its after that advisory's before) is that advisory's fix, not an advisory."""
+    out: dict[int, tuple[int | None, list[int]]] = {}
+    open_: dict[int, tuple[float, float]] = {}  # introducing step -> (before, after)
+    for k in range(1, len(walk)):
+        if walk[k] == walk[k - 1]:
+            continue
+        fixed_here = [i for i, (before, _after) in open_.items() if walk[k] == before]
+        undone = any(open_[i] == (walk[k], walk[k - 1]) for i in fixed_here)
+        for i in fixed_here:
+            del open_[i]
+        if not undone:
+            open_[k] = (walk[k - 1], walk[k])
+            out[k] = (None, [])
+    for k in out:
+        j = next((j for j in range(k + 1, len(walk)) if walk[j] == walk[k - 1]), None)
+        out[k] = (j, list(range(k, j if j is not None else len(walk))))
+    return out
+
+
+@settings(
+    max_examples=5,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(st.lists(st.sampled_from(VALUES), min_size=3, max_size=7))
+@example([0.7, 0.9, 0.6, 0.7, 0.9, 0.9, 0.7])  # a restore from a third value, a re-break
+def test_random_walks_of_one_value_are_fixed_only_where_the_value_is_back(
+    walk: list[float],
+) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        repo = init_repo(root / "hub", RID)
+        first = {
+            "config.json": CONFIG,
+            "generation_config.json": _gen(walk[0]),
+            "model.safetensors": WEIGHTS,
+        }
+        shas = [commit(repo, first, "upload", date=DAY)]
+        for k, value in enumerate(walk[1:], start=1):
+            files: dict[str, bytes | None] = (
+                {"generation_config.json": _gen(value)}
+                if value != walk[k - 1]
+                else {"notes.txt": f"step {k}\n".encode()}  # a commit that keeps the value
+            )
+            shas.append(commit(repo, files, f"step {k}", date=DAY + timedelta(k)))
+        (root / "watchlist.yaml").write_text(f"repos:\n  - id: {RID}\n")
+        with Replica(root / "hub") as replica:
+            records = _generation(_poll_and_export(root, _env(replica.url), 1))
+    got = {}
+    for r in records:
+        events = r["affected"][0]["ranges"][0]["events"]
+        k = shas.index(events[0]["introduced"])
+        fixed = [shas.index(e["fixed"]) for e in events[1:]]
+        assert len(fixed) <= 1
+        got[k] = (
+            fixed[0] if fixed else None,
+            [shas.index(v) for v in r["affected"][0]["versions"]],
+        )
+        for j in fixed:  # never fixed where the value is not the one before the introducing step
+            assert walk[j] == walk[k - 1], (walk, k, j)
+    assert got == _expected(walk), walk
+
+
+_T1 = (
+    "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+_T2 = (
+    "{% for m in messages %}{% if m['role'] == 'system' %}<|system|>{{ m['content'] }}\n"
+    "{% endif %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+_T3 = "{# reverted by hand #}" + _T1  # another source, the same prompts
+
+
+def _template(source: str) -> bytes:
+    return json.dumps({"chat_template": source, "eos_token": "</s>"}).encode()
+
+
+def test_a_revert_that_renders_identically_fixes_the_template_regression(tmp_path: Path) -> None:
+    """A template that renders the system message twice, then a revert written differently (a
+    Jinja comment added) that renders every canonical conversation as before: fixed there, with
+    the texts saying how; before, its source entry kept it open forever (issue 24)."""
+    hub = tmp_path / "hub"
+    repo = init_repo(hub, RID)
+    first = {"config.json": CONFIG, "tokenizer_config.json": _template(_T1),
+             "model.safetensors": WEIGHTS}  # fmt: skip
+    commit(repo, first, "upload", date=DAY)
+    b = commit(repo, {"tokenizer_config.json": _template(_T2)}, "system", date=DAY + timedelta(1))
+    c = commit(repo, {"tokenizer_config.json": _template(_T3)}, "revert", date=DAY + timedelta(2))
+    (tmp_path / "watchlist.yaml").write_text(f"repos:\n  - id: {RID}\n")
+    with Replica(hub) as replica:
+        records = _poll_and_export(tmp_path, _env(replica.url), 1)
+    (adv,) = [r for r in records.values() if r["affected"][0]["ranges"][0]["events"][0]
+              == {"introduced": b}]  # fmt: skip
+    assert adv["database_specific"]["group"] == "chat_template"
+    assert "**Kind: a regression**" in adv["details"]
+    assert adv["affected"][0]["ranges"][0]["events"] == [{"introduced": b}, {"fixed": c}]
+    assert adv["affected"][0]["versions"] == [b]
+    assert adv["database_specific"]["fixed_how"] == "rendered"
+    assert (
+        "its chat template renders every conversation this advisory is about as before "
+        "(its source text differs)" in adv["details"]
+    )
