@@ -72,6 +72,7 @@ from tracker.webhooks.events import (
     REOPENED,
     RESTORED,
     WITHDRAWN,
+    Audience,
     Filter,
     LifecycleEvent,
     RevisionEvent,
@@ -155,6 +156,7 @@ def publish(
     now: datetime,
     context: Context | None = None,
     judgement: Judgement | None = None,
+    audience: Audience | None = None,
 ) -> list[Advisory]:
     """Publish the advisories of one analysed revision; idempotent per (repo, commit).
 
@@ -175,6 +177,9 @@ def publish(
     from the classified changes (values over `osv.MAX_VALUE_CHARS` compacted to a digest, mass
     tensor changes as patterns), validates them and queues webhook deliveries, in time and
     memory proportional to the changes the analysis returned.
+
+    `audience`: which advisories affect a watchlist team, for the subscriptions filtered to one
+    (`tracker.teams.audience`); without it those subscriptions receive nothing of this revision.
     """
     rules = _overrides(overrides)
     if judgement is None:
@@ -196,7 +201,7 @@ def publish(
 
     def once() -> list[Advisory]:
         with store.transaction() as tx:
-            return _publish(tx, subject, changes, prefix, now, judgement)
+            return _publish(tx, subject, changes, prefix, now, judgement, audience)
 
     return _retried(once)
 
@@ -208,6 +213,7 @@ def _publish(
     prefix: str,
     now: datetime,
     judgement: Judgement,
+    audience: Audience | None,
 ) -> list[Advisory]:
     repo_id, sha, previous = subject.repo_id, subject.introduced, subject.previous
     if tx.revision_done(repo_id, sha):
@@ -337,7 +343,7 @@ def _publish(
     for c in classified:
         if c.suppressed is not None:
             tx.record_suppressed(_suppressed(repo_id, sha, c, now))
-    _enqueue_deliveries(tx, subject, out, fixed_here, now)
+    _enqueue_deliveries(tx, subject, out, fixed_here, now, audience)
     tx.mark_revision(repo_id, sha, now)
     return out
 
@@ -362,6 +368,7 @@ def _enqueue_deliveries(
     introduced: Sequence[Advisory],
     fixed: Sequence[Advisory],
     now: datetime,
+    audience: Audience | None,
 ) -> None:
     """The webhook outbox, in the publish transaction: one delivery per subscription that wants
     something of this revision (a crash after the commit delays a delivery, never loses it)."""
@@ -380,13 +387,13 @@ def _enqueue_deliveries(
         tuple(fixed),
         now,
     )
-    for sub_id, body in matching(_filters(subscriptions), event):
+    for sub_id, body in matching(_filters(subscriptions), event, audience):
         outbox.enqueue(sub_id, subject.repo_id, subject.introduced, EVENT, body, now)
 
 
 def _filters(subscriptions: Sequence[Subscription]) -> list[tuple[int, Filter]]:
     return [
-        (s.id, Filter(s.repos, s.min_severity, tuple(k.value for k in s.kinds), s.events))
+        (s.id, Filter(s.repos, s.min_severity, tuple(k.value for k in s.kinds), s.events, s.team))
         for s in subscriptions
     ]
 
@@ -396,6 +403,7 @@ def _enqueue_lifecycle(
     kind: str,
     changed: Sequence[tuple[Sha, Advisory, str]],
     now: datetime,
+    audience: Audience | None,
 ) -> None:
     """The webhook outbox, in the transaction that changed the advisories' state: per revision
     (`sha`: the one dropped or restored), one `kind` delivery per subscription that wants any of
@@ -421,7 +429,7 @@ def _enqueue_lifecycle(
             now,
         )
         for sub_id, f in filters:
-            body = lifecycle_body(event, f)
+            body = lifecycle_body(event, f, audience)
             if body is not None:
                 tx.outbox.enqueue(sub_id, first.repo_id, sha, kind, body, now)
 
@@ -496,6 +504,7 @@ def withdraw_rewritten(
     dropped_shas: Sequence[Sha],
     now: datetime,
     rewrites: Mapping[str, str] | None = None,
+    audience: Audience | None = None,
 ) -> list[Advisory]:
     """Withdraw every advisory of `repo_id` whose introducing commit is in `dropped_shas`.
 
@@ -509,7 +518,9 @@ def withdraw_rewritten(
     `rewrites` maps a dropped sha to a description of the rewrite that dropped it (the force-push
     event: when, the ref, old head → new head), which the reason and the details name.
     """
-    return _retried(lambda: _withdraw_rewritten(store, repo_id, dropped_shas, now, rewrites or {}))
+    return _retried(
+        lambda: _withdraw_rewritten(store, repo_id, dropped_shas, now, rewrites or {}, audience)
+    )
 
 
 def _retried(run: Callable[[], list[Advisory]]) -> list[Advisory]:
@@ -530,6 +541,7 @@ def _withdraw_rewritten(
     dropped_shas: Sequence[Sha],
     now: datetime,
     which: Mapping[str, str],
+    audience: Audience | None,
 ) -> list[Advisory]:
     out: list[Advisory] = []
     withdrawn: list[tuple[Sha, Advisory, str]] = []
@@ -573,24 +585,32 @@ def _withdraw_rewritten(
                 expect=stored.state,
             )
             reopened.append((Sha(fixed_at), new, reason))
-        _enqueue_lifecycle(tx, WITHDRAWN, withdrawn, now)
-        _enqueue_lifecycle(tx, REOPENED, reopened, now)
+        _enqueue_lifecycle(tx, WITHDRAWN, withdrawn, now, audience)
+        _enqueue_lifecycle(tx, REOPENED, reopened, now, audience)
     return out
 
 
 def restore_revived(
-    store: AdvisoryStore, repo_id: RepoId, live_shas: Sequence[Sha], now: datetime
+    store: AdvisoryStore,
+    repo_id: RepoId,
+    live_shas: Sequence[Sha],
+    now: datetime,
+    audience: Audience | None = None,
 ) -> list[Advisory]:
     """Make live again the advisories withdrawn by a rewrite (`WithdrawnBy.REWRITE`) whose
     introducing commit is back on the ref (a later push restored it); returns those restored by
     this call. Advisories withdrawn for any other reason stay withdrawn. In the same transaction,
     the webhook outbox gets an `advisory.restored` delivery per revision for every subscription
     that wants any of its restored advisories."""
-    return _retried(lambda: _restore_revived(store, repo_id, live_shas, now))
+    return _retried(lambda: _restore_revived(store, repo_id, live_shas, now, audience))
 
 
 def _restore_revived(
-    store: AdvisoryStore, repo_id: RepoId, live_shas: Sequence[Sha], now: datetime
+    store: AdvisoryStore,
+    repo_id: RepoId,
+    live_shas: Sequence[Sha],
+    now: datetime,
+    audience: Audience | None,
 ) -> list[Advisory]:
     live = set(live_shas)
     out: list[Advisory] = []
@@ -615,6 +635,7 @@ def _restore_revived(
                 for a in out
             ],
             now,
+            audience,
         )
     return out
 

@@ -100,6 +100,12 @@ class NewSubscription(BaseModel):
     events: list[EventType] = Field(
         default_factory=list, description="Event types it receives; empty: all."
     )
+    team: str | None = Field(
+        default=None,
+        max_length=200,
+        description="Only the advisories that affect this watchlist team (today or at its "
+        "next upgrade), each with the reason in `data.team`; null: no team filter.",
+    )
     secret: str | None = Field(
         default=None, description="Your own whsec_ secret (default: a new one, answered once)."
     )
@@ -122,6 +128,7 @@ class SubscriptionOut(BaseModel):
     min_severity: str
     kinds: list[str]
     events: list[str]
+    team: str | None
     description: str
     enabled: bool
     disabled_reason: str | None
@@ -213,6 +220,8 @@ def create_subscription(body: NewSubscription, c: Ctx = Depends(ctx)) -> Any:
             min_severity=body.min_severity.value,
             kinds=[k.value for k in body.kinds],
             events=list(body.events),
+            team=body.team,
+            teams=[t.name for t in c.app.load_watchlist().teams] if body.team is not None else [],
             secret=body.secret,
             description=body.description,
             now=c.app.clock(),
