@@ -33,7 +33,13 @@ from tracker.store import Store
 from tracker.store.webhooks import WebhookStore
 from tracker.watchlist import Watchlist
 from tracker.webhooks import subscriptions as subs
-from tracker.webhooks.hub import BadHubPayload, HubEvent, read_event, secret_matches
+from tracker.webhooks.hub import (
+    HUB_PAYLOAD,
+    BadHubPayload,
+    HubEvent,
+    read_event,
+    secret_matches,
+)
 
 MAX_HOOK_BODY = 1_000_000
 EventType = Literal[
@@ -366,38 +372,6 @@ def poll_now(org: Org, name: Name, c: Ctx = Depends(ctx)) -> Queued:
 
 
 _PART = REPO_PART.removeprefix("^").removesuffix("$")
-HUB_PAYLOAD: dict[str, Any] = {
-    "type": "object",
-    "required": ["event", "repo"],
-    "description": "The Hub's webhook payload (the fields read; others are ignored).",
-    "properties": {
-        "event": {
-            "type": "object",
-            "required": ["scope"],
-            "properties": {"scope": {"type": "string"}, "action": {"type": "string"}},
-        },
-        "repo": {
-            "type": "object",
-            "required": ["name"],
-            "properties": {
-                "name": {"type": "string", "pattern": f"^{_PART}/{_PART}$"},
-                "type": {"type": "string"},
-                "headSha": {"type": "string"},
-            },
-        },
-        "updatedRefs": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "ref": {"type": "string"},
-                    "oldSha": {"type": ["string", "null"]},
-                    "newSha": {"type": ["string", "null"]},
-                },
-            },
-        },
-    },
-}
 
 
 @router.post(
