@@ -39,7 +39,8 @@ HUB_PAYLOAD: dict[str, Any] = {
             "properties": {
                 "name": {"type": "string"},
                 "type": {"type": "string"},
-                "headSha": {"type": "string"},
+                # the sha of main; null where main is gone (the Hub replica sends that)
+                "headSha": {"type": ["string", "null"]},
             },
         },
         "updatedRefs": {
