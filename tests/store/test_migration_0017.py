@@ -1,12 +1,14 @@
 """Migration 0017_team29 (`subscriptions.team`) up and down on a store with a subscription: down
 to 0016_web27 drops the column and keeps the row; up again adds it back as NULL (no team
-filter), and the store reads the subscription as it was, less the team."""
+filter), and the store reads the subscription as it was, less the team. SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 import sqlalchemy as sa
 from alembic import command
 
@@ -29,8 +31,17 @@ def _columns(engine: sa.Engine) -> list[str]:
     return [c["name"] for c in sa.inspect(engine).get_columns("subscriptions")]
 
 
-def test_0017_down_and_up_keeps_the_subscription(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'tracker.db'}"
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'tracker.db'}"
+        return
+    with request.getfixturevalue("pg_database")("m0017") as url:
+        yield url
+
+
+def test_0017_down_and_up_keeps_the_subscription(database: str) -> None:
+    url = database
     store = Store.open(url)
     hooks = WebhookStore(store.engine)
     sub = hooks.add_subscription(
