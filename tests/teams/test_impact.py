@@ -137,3 +137,15 @@ def test_remote_code_is_judged_on_the_version_the_team_runs() -> None:
         "preflight did not check transformers 4.57.1 (add it to the watchlist's "
         "preflight.transformers)",
     )
+
+
+def test_a_weights_reason_names_a_few_tensors_and_counts_the_rest() -> None:
+    """x-22 (granite's re-uploaded weights: 223 changed keys) made the team page very long when
+    its reason named every tensor; it names five and says how many more, whole names only."""
+    adv = advisory_of(json.loads((GOLDEN / "x_TRACKER-2026-22.json").read_text()))
+    v = judge(adv, team("loads-it", GRANITE), Facts([adv.introduced]))
+    assert (v.impact, v.reason) == (
+        Impact.AFFECTED,
+        "the team loads weights: `content`, `dtypes`, `total_bytes`, `torch_dtype`, "
+        "`model.embed_tokens.weight` and 218 more tensors changed",
+    )

@@ -110,6 +110,24 @@ def _names(keys: Sequence[str]) -> str:
     return ", ".join(f"`{k}`" for k in keys)
 
 
+SHOWN_KEYS = 5
+"""How many changed keys a reason names before it says how many more (a weights advisory changes
+hundreds of tensors: the reason is shortened by dropping names, never by cutting one)."""
+
+
+def _some_names(keys: Sequence[str], group: Artifact) -> str:
+    """The first SHOWN_KEYS of `keys` in backticks, then "and N more tensors" (every dropped
+    key a tensor name of a weights change) or "and N more keys". A weights change names its
+    file-wide keys (`content`, `total_bytes`, ...) before its tensors (dotted names)."""
+    if len(keys) <= SHOWN_KEYS:
+        return _names(keys)
+    if group is Artifact.WEIGHTS:
+        keys = [k for k in keys if "." not in k] + [k for k in keys if "." in k]
+    rest = keys[SHOWN_KEYS:]
+    noun = "tensors" if group is Artifact.WEIGHTS and all("." in k for k in rest) else "keys"
+    return f"{_names(keys[:SHOWN_KEYS])} and {len(rest)} more {noun}"
+
+
 def _generation(keys: Sequence[str], use: TeamRepo) -> Relevance:
     keys = [k for k in keys if not k.startswith("_") and k not in BOOKKEEPING]
     if not keys:
@@ -194,15 +212,7 @@ def _remote_code(adv: Advisory, team: Team, use: TeamRepo, facts: Facts) -> Rele
             "trust_remote_code: review it)",
             (),
         )
-    detail = next((d for d in rc.versions if d.get("version") == v), None)
-    why: list[str] = []
-    for label, key in (("modules absent", "absent"), ("names missing", "missing")):
-        items = detail.get(key) if detail else None
-        items = items if isinstance(items, list) else list(getattr(rc, key, ()) or ())
-        if items:
-            why.append(f"{label}: {', '.join(str(i) for i in items)}")
-    tail = f" ({'; '.join(why)})" if why else ""
-    return True, f"the remote code does not import on transformers {v}{tail}", ()
+    return True, f"the remote code does not import on transformers {v}{rc.why_not(v)}", ()
 
 
 def _settings(team: Team, w: Workload) -> EstimateSettings:
@@ -312,7 +322,7 @@ def relevance_of_keys(
     meaningful = [k for k in keys if k not in BOOKKEEPING]
     if keys and not meaningful:
         return False, f"bookkeeping only ({_names(keys)}): nothing the team runs changes", ()
-    what = _names(meaningful) if meaningful else "the change"
+    what = _some_names(meaningful, group) if meaningful else "the change"
     return True, f"the team loads {group.value.replace('_', ' ')}: {what} changed", ()
 
 
