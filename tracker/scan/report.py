@@ -26,6 +26,7 @@ from tracker.preflight.report import RemoteCode
 from tracker.scan.pins import Found, Pin
 from tracker.store.advisories import AdvisoryStore
 from tracker.store.store import Store
+from tracker.teams.impact import import_break_versions
 
 SEVERITY_RANK = {Severity.LOW: 0, Severity.MODERATE: 1, Severity.HIGH: 2, Severity.CRITICAL: 3}
 
@@ -84,24 +85,6 @@ def runtime_of(found: Found, team: str | None, profile: Mapping[str, str | None]
                 seen[v.version] = str(v.location)
         out[package] = tuple(seen.items())
     return Runtime(out["transformers"], out["vllm"])
-
-
-IMPORT_KEY = "preflight.remote_code.transformers-"
-"""How the key of a preflight import change begins (the version follows): the remote code starts
-or stops importing on that transformers version (`tracker.preflight.delta`)."""
-
-
-def import_break_versions(adv: Advisory) -> tuple[str, ...] | None:
-    """The transformers versions an advisory made only of preflight import changes is about, in
-    record order; None when it holds anything else (judged as any other advisory)."""
-    ds = adv.record.get("database_specific")
-    changes = ds.get("changes") if isinstance(ds, dict) else None
-    if not isinstance(changes, list) or not changes:
-        return None
-    keys = [c.get("key") if isinstance(c, dict) else None for c in changes]
-    if not all(isinstance(k, str) and k.startswith(IMPORT_KEY) for k in keys):
-        return None
-    return tuple(dict.fromkeys(str(k).removeprefix(IMPORT_KEY) for k in keys))
 
 
 def import_break_verdict(versions: Sequence[str], runtime: Runtime) -> tuple[bool, str]:

@@ -279,8 +279,56 @@ def _fit(adv: Advisory, team: Team, use: TeamRepo, facts: Facts) -> Relevance:
     return False, "; ".join(kept), ()
 
 
+IMPORT_KEY = "preflight.remote_code.transformers-"
+"""How the key of a preflight import change begins (the version follows): the remote code starts
+or stops importing on that transformers version (`tracker.preflight.delta`)."""
+
+
+def import_break_versions(adv: Advisory) -> tuple[str, ...] | None:
+    """The transformers versions an advisory made only of preflight import changes is about, in
+    record order; None when it holds anything else (judged as any other advisory)."""
+    ds = adv.record.get("database_specific")
+    changes = ds.get("changes") if isinstance(ds, dict) else None
+    if not isinstance(changes, list) or not changes:
+        return None
+    keys = [c.get("key") if isinstance(c, dict) else None for c in changes]
+    if not all(isinstance(k, str) and k.startswith(IMPORT_KEY) for k in keys):
+        return None
+    return tuple(dict.fromkeys(str(k).removeprefix(IMPORT_KEY) for k in keys))
+
+
+def _import_break(versions: Sequence[str], team: Team, use: TeamRepo) -> Relevance:
+    on = ", ".join(versions)
+    if use.trust_remote_code is False:
+        return False, "the team does not run remote code (trust_remote_code off)", ()
+    if use.trust_remote_code is None:
+        return (
+            None,
+            f"the import changed on transformers {on}; the profile does not say whether the "
+            "team runs remote code",
+            ("trust_remote_code",),
+        )
+    if team.transformers is None:
+        return (
+            None,
+            f"the import changed on transformers {on}; the profile does not say which "
+            "transformers version the team runs",
+            ("transformers",),
+        )
+    if team.transformers in versions:
+        return True, f"the import changed on transformers {on}, which the team runs", ()
+    return (
+        False,
+        f"the import changed on transformers {on} only; the team runs {team.transformers}",
+        (),
+    )
+
+
 def relevance(adv: Advisory, team: Team, use: TeamRepo, facts: Facts) -> Relevance:
     """Whether what the advisory changes touches what the team does, and why."""
+    broken = import_break_versions(adv)
+    if broken is not None:
+        return _import_break(broken, team, use)
     keys = _keys(adv)
     group = adv.group
     ds = adv.record.get("database_specific")
