@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from standardwebhooks import Webhook
 from tracker.api import create_app
 from tracker.app import build
 from tracker.cli.demo import ensure_demo_hub
+from tracker.domain import Severity
 from tracker.replica import Replica
 from tracker.replica.demo import DEMO_TOKEN
 from tracker.settings import load_settings
@@ -30,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TRACKER = Path(sys.executable).with_name("tracker")
 LLAMA = "meta-llama/Llama-2-7b-hf"
 WRITE = "write-token-team-subscriptions-01"
+NOW = datetime(2026, 11, 30, 9, 30, tzinfo=UTC)
 # The demo watchlist's support-bot and eval teams, on Llama-2 alone (revisions: the demo Hub's).
 WATCHLIST = f"""\
 defaults:
@@ -192,5 +195,59 @@ def test_the_api_takes_a_team_and_refuses_an_unknown_one(tmp_path: Path) -> None
             )
             plain = client.post("/v1/subscriptions", json={"url": url}, headers=auth)
             assert plain.json()["team"] is None
+    finally:
+        app.close()
+
+
+def test_a_withdrawal_reaches_the_team_it_concerns_only(tmp_path: Path) -> None:
+    """The lifecycle events (here `advisory.withdrawn`, after a force-push drops the revision)
+    go through the same team filter as publications: the team that uses the repo gets the
+    withdrawal with its verdict ("relevant") and reason; the team that does not, nothing."""
+    from hookkit import REPO, SHAS, change, publish
+
+    from tracker.advisories import service
+    from tracker.domain import Artifact
+    from tracker.store.advisories import AdvisoryStore
+    from tracker.store.webhooks import WebhookStore
+    from tracker.teams.audience import TeamAudience
+    from tracker.teams.facts import StoreFacts
+    from tracker.teams.profile import TeamFields, team_of
+
+    settings = load_settings(state_dir=tmp_path / "state", webhook_allow_networks="127.0.0.0/8")
+    app = build(settings)
+    try:
+        hooks = WebhookStore(app.store.engine)
+        subs = {
+            name: hooks.add_subscription(
+                url=f"http://127.0.0.1:9/{name}", repos=["*"], min_severity=Severity.LOW,
+                kinds=[], secret="whsec_" + "QUJD" * 8, description="", now=NOW, team=name,
+            )
+            for name in ("users", "others")
+        }  # fmt: skip
+        teams = [
+            team_of(TeamFields.model_validate({"name": "users", "repos": [{"id": REPO}]})),
+            team_of(TeamFields.model_validate({"name": "others", "repos": [{"id": "a/b"}]})),
+        ]
+        audience = TeamAudience(lambda: teams, StoreFacts(app.store, app.preflight))
+        eos = change(Artifact.CONFIG, "eos_token_id", 2, 32000, "config.json")
+        publish(app.store, SHAS[0], None, [], audience=audience)
+        [adv] = publish(app.store, SHAS[1], SHAS[0], [eos], audience=audience)
+        gone = service.withdraw_rewritten(
+            AdvisoryStore(app.store.engine), REPO, [SHAS[1]], NOW, None, audience
+        )
+        assert [a.id for a in gone] == [adv.id]
+
+        def bodies(name: str) -> list[tuple[str, Any]]:
+            out = hooks.deliveries(subscription_id=subs[name].id)
+            return [(d.event, json.loads(d.body)["data"]["team"]) for d in reversed(out)]
+
+        reason = "the team loads config: `eos_token_id` changed"
+        assert bodies("users") == [
+            ("revision.advisories", {"name": "users", "verdicts": [
+                {"advisory": adv.id, "impact": "affected", "reason": reason}]}),
+            ("advisory.withdrawn", {"name": "users", "verdicts": [
+                {"advisory": adv.id, "impact": "relevant", "reason": reason}]}),
+        ]  # fmt: skip
+        assert bodies("others") == []
     finally:
         app.close()
