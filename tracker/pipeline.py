@@ -66,6 +66,8 @@ from tracker.store.advisories import AdvisoryStore
 from tracker.store.analysis import AnalysisStore, StoredEstimate
 from tracker.store.outage import unreachable
 from tracker.store.preflight import PreflightStore, StoredPreflight
+from tracker.teams.audience import TeamAudience
+from tracker.teams.facts import StoreFacts
 from tracker.watchlist import WatchedRepo, Watchlist
 
 log = structlog.get_logger(__name__)
@@ -445,6 +447,11 @@ class Pipeline:
         # one: a repo whose answer is never had (an unregistered model type) walks the store once.
         self._known: dict[RepoId, tuple[Sha, Known]] = {}
 
+    def _audience(self) -> TeamAudience:
+        """Which advisories affect each watchlist team, for the team-filtered webhook
+        subscriptions: the watchlist read when first needed, the store's facts as of now."""
+        return TeamAudience(lambda: self.watchlist().teams, StoreFacts(self.store, self.preflight))
+
     def abandon_analysis(self) -> None:
         """The daemon stops: the analysis under way, and any later one, is handed back
         (`AnalysisWorker.abandon`); its revision stays pending."""
@@ -512,6 +519,7 @@ class Pipeline:
             prefix=self.settings.advisory_prefix,
             now=at,
             judgement=computed.judgement,
+            audience=self._audience(),
         )
         store.mark_analysed(rid, sha, now=at)
         self._last[rid] = (sha, after, settings, estimated)
@@ -651,13 +659,25 @@ class Pipeline:
                 withdrawn = tuple(
                     a.id
                     for a in withdraw_rewritten(
-                        self.advisories, rid, dropped, self.clock(), self._rewrites(rid)
+                        self.advisories,
+                        rid,
+                        dropped,
+                        self.clock(),
+                        self._rewrites(rid),
+                        self._audience(),
                     )
                 )
             if new_revisions:
                 # A push can bring dropped commits back: their advisories are live again.
                 live = [m for m, _, away in marks if not away]
-                restore_revived(self.advisories, rid, live, self.clock(), self._chain(rid, marks))
+                restore_revived(
+                    self.advisories,
+                    rid,
+                    live,
+                    self.clock(),
+                    self._chain(rid, marks),
+                    self._audience(),
+                )
                 # (restore_revived changes no revision: `marks` still says what is pending)
             pending = [m for m, analysed, away in marks if not analysed and not away]
             recorded = self.store.could_not_analyse(rid) if pending else {}

@@ -137,3 +137,57 @@ def test_remote_code_is_judged_on_the_version_the_team_runs() -> None:
         "preflight did not check transformers 4.57.1 (add it to the watchlist's "
         "preflight.transformers)",
     )
+
+
+def test_a_weights_reason_names_a_few_tensors_and_counts_the_rest() -> None:
+    """x-22 (granite's re-uploaded weights: 223 changed keys) made the team page very long when
+    its reason named every tensor; it names five and says how many more, whole names only."""
+    adv = advisory_of(json.loads((GOLDEN / "x_TRACKER-2026-22.json").read_text()))
+    v = judge(adv, team("loads-it", GRANITE), Facts([adv.introduced]))
+    assert (v.impact, v.reason) == (
+        Impact.AFFECTED,
+        "the team loads weights: `content`, `dtypes`, `total_bytes`, `torch_dtype`, "
+        "`model.embed_tokens.weight` and 218 more tensors changed",
+    )
+
+
+def test_an_import_break_is_judged_on_the_version_the_team_runs() -> None:
+    """A preflight advisory made only of import changes (`preflight.remote_code.transformers-X`,
+    as tests/scan/test_scan_runtime.py's replica repo publishes) affects a team that runs remote
+    code on one of those versions, and no other: the same rule `tracker scan` applies to a pin.
+    The record is bloom's estimate advisory (golden) with its changes replaced by the two import
+    changes that repo's is_torch_fx_available break makes."""
+    record = json.loads((GOLDEN / "x_TRACKER-2026-40.json").read_text())
+    ds = record["database_specific"]
+    ds["changes"] = [
+        {"key": f"preflight.remote_code.transformers-{v}", "rule": "preflight-import-broken",
+         "before": "importable", "after": "does not import: is_torch_fx_available"}
+        for v in ("5.1.0", "5.24.0")
+    ]  # fmt: skip
+    ds["estimate_changes"] = []
+    adv = advisory_of(record)
+    facts = Facts([ds["previous"], adv.introduced])
+    bloom = "bigscience/bloom-560m"
+
+    def said(transformers: str | None, **use: Any) -> tuple[Impact, str, tuple[str, ...]]:
+        fields = {"name": "t", "transformers": transformers, "repos": [{"id": bloom, **use}]}
+        v = judge(adv, team_of(TeamFields.model_validate(fields)), facts)
+        return v.impact, v.reason, v.missing
+
+    assert said("5.24.0", trust_remote_code=True) == (
+        Impact.AFFECTED, "the import changed on transformers 5.1.0, 5.24.0, which the team runs", (),
+    )  # fmt: skip
+    assert said("4.57.1", trust_remote_code=True) == (
+        Impact.NOT_AFFECTED,
+        "the import changed on transformers 5.1.0, 5.24.0 only; the team runs 4.57.1",
+        (),
+    )
+    assert said("5.24.0", trust_remote_code=False) == (
+        Impact.NOT_AFFECTED, "the team does not run remote code (trust_remote_code off)", (),
+    )  # fmt: skip
+    assert said(None, trust_remote_code=True) == (
+        Impact.UNKNOWN,
+        "the import changed on transformers 5.1.0, 5.24.0; the profile does not say which "
+        "transformers version the team runs",
+        ("transformers",),
+    )

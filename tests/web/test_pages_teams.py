@@ -47,6 +47,20 @@ def _cli(demo_run: Any, *args: str) -> Any:
     return done.returncode, json.loads(done.stdout) if done.returncode == 0 else done.stderr
 
 
+def _states(demo_run: Any) -> dict[str, str]:
+    """Every advisory's state, from the installed `tracker advisories list --json`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACKER_", "HF_"))}
+    env.update(
+        TRACKER_STATE_DIR=str(demo_run.root / "state"),
+        TRACKER_WATCHLIST=str(ROOT / "watchlist.yaml"),
+    )
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("tracker")), "advisories", "list", "--json"],
+        env=env, capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    return {a["id"]: a["state"] for a in json.loads(done.stdout)}
+
+
 def _items(page: str) -> list[tuple[str, str, str]]:
     """(advisory id, impact, the item's text) of every verdict on a page, in order."""
     found = re.findall(r'<li data-advisory="([^"]+)" data-impact="([^"]+)">(.*?)</li>', page, re.S)
@@ -112,6 +126,33 @@ def test_team_and_report_pages_say_what_the_cli_says(demo_run: Any, served_demo:
         links = re.search(r'<ul id="team-links">(.*?)</ul>', home, re.S)
         assert links is not None
         assert re.findall(r'<a href="/teams/([^"]+)">', links[1]) == list(TEAMS)
+        assert '<a href="/teams" id="all-teams">' in home
+        # x-22 (granite's weights, 223 changed keys) names five and counts the rest
+        research = client.get("/teams/research").text
+        [x22] = [t for a, _, t in _items(research) if a == "x_TRACKER-2026-22"]
+        assert "`model.embed_tokens.weight` and 218 more tensors changed" in x22
+        assert len(x22) < 700, len(x22)
+        # the teams index: each team's repos and its counts of the open advisories that affect
+        # it (today, at its next upgrade) or are unknown for it, as the CLI judges them
+        index = client.get("/teams")
+        assert index.status_code == 200
+        found = re.findall(r'<tr data-team="([^"]+)">(.*?)</tr>', index.text, re.S)
+        assert [name for name, _ in found] == list(TEAMS)
+        states = _states(demo_run)
+        for name, row in found:
+            _, rows = _cli(demo_run, "affected", name)
+            _, profile = _cli(demo_run, "show", name)
+            assert f'<a href="/teams/{name}">{name}</a>' in row
+            repos = re.findall(r'<li><a href="/repos/([^"]+)">', row)
+            assert repos == [r["repo"] for r in profile["repos"]], name
+            counts = dict(re.findall(r'<td class="num" data-impact="([^"]+)">(\d+)</td>', row))
+            assert counts == {
+                i: str(sum(r["impact"] == i and states[r["advisory"]] == "open" for r in rows))
+                for i in ("affected", "affects your next upgrade", "unknown")
+            }, name
+        assert dict(re.findall(
+            r'<tr data-team="([^"]+)">.*?data-impact="affected">(\d+)<', index.text, re.S
+        )) == {"support-bot": "1", "research": "6", "eval": "2"}  # fmt: skip
         gone = client.get("/teams/nobody", headers={"Accept": "text/html"})
         assert gone.status_code == 404
         assert "text/html" in gone.headers["content-type"]
@@ -121,7 +162,7 @@ def test_team_and_report_pages_say_what_the_cli_says(demo_run: Any, served_demo:
 
 
 def test_team_pages_pass_axe_the_html_checker_and_a_phone(browser: Any, served_demo: Any) -> None:
-    pages = {"home": "/", **{f"team-{t}": f"/teams/{t}" for t in TEAMS}}
+    pages = {"home": "/", "teams": "/teams", **{f"team-{t}": f"/teams/{t}" for t in TEAMS}}
     pages["report-support-bot-llama"] = "/teams/support-bot/report/meta-llama/Llama-2-7b-hf"
     pages["report-research-chatglm2"] = "/teams/research/report/THUDM/chatglm2-6b"
     texts = {}

@@ -11,6 +11,7 @@ from tracker.advisories import service
 from tracker.domain import Advisory, Artifact, Change, ChangeKind, Commit, RepoId, Sha
 from tracker.store import Store
 from tracker.store.advisories import AdvisoryStore
+from tracker.webhooks.events import Audience
 
 __all__ = ["NOW", "REPO", "SHAS", "Received", "Receiver", "change", "ingest", "publish"]
 
@@ -48,8 +49,10 @@ def publish(
     *,
     repo: RepoId = REPO,
     now: datetime = NOW,
+    audience: Audience | None = None,
 ) -> list[Advisory]:
-    """Ingest `sha` and publish its advisories (the pipeline's publish, outbox included)."""
+    """Ingest `sha` and publish its advisories (the pipeline's publish, outbox included;
+    `audience`: which advisories affect each team, for team subscriptions)."""
     c = ingest(store, sha, previous, repo)
     return service.publish(
         AdvisoryStore(store.engine),
@@ -63,4 +66,5 @@ def publish(
         overrides=None,
         prefix="TRACKER",
         now=now,
+        audience=audience,
     )

@@ -113,6 +113,15 @@ def test_the_hub_webhook_queues_a_poll_of_a_watched_repo_only(
     assert forged.status_code == 403 and HUB_SECRET not in forged.text
     bad = client.post("/v1/hooks/huggingface", content=b"{not json", headers=GOOD)
     assert bad.status_code == 400
+    # a payload that breaks the declared shape is refused whatever its scope (schemathesis'
+    # negative data found `headSha: [...]` acknowledged with a 200)
+    shaped = {**_hook(scope="discussion")}
+    shaped["repo"] = {**shaped["repo"], "headSha": ["not", "a", "sha"]}
+    wrong = client.post("/v1/hooks/huggingface", json=shaped, headers=GOOD)
+    assert (wrong.status_code, wrong.headers["content-type"]) == (400, "application/problem+json")
+    assert wrong.json()["detail"] == (
+        "not a Hub webhook payload: repo.headSha: not a string or null"
+    )
     for payload, why in (
         (_hook("acme/other"), "ignored: acme/other is not watched"),
         (_hook(scope="discussion"), "ignored: scope 'discussion' does not change the repo's files"),

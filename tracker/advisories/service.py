@@ -75,6 +75,7 @@ from tracker.webhooks.events import (
     REOPENED,
     RESTORED,
     WITHDRAWN,
+    Audience,
     Filter,
     LifecycleEvent,
     RevisionEvent,
@@ -163,6 +164,7 @@ def publish(
     now: datetime,
     context: Context | None = None,
     judgement: Judgement | None = None,
+    audience: Audience | None = None,
 ) -> list[Advisory]:
     """Publish the advisories of one analysed revision; idempotent per (repo, commit).
 
@@ -183,6 +185,9 @@ def publish(
     from the classified changes (values over `osv.MAX_VALUE_CHARS` compacted to a digest, mass
     tensor changes as patterns), validates them and queues webhook deliveries, in time and
     memory proportional to the changes the analysis returned.
+
+    `audience`: which advisories affect a watchlist team, for the subscriptions filtered to one
+    (`tracker.teams.audience`); without it those subscriptions receive nothing of this revision.
     """
     rules = _overrides(overrides)
     if judgement is None:
@@ -204,7 +209,7 @@ def publish(
 
     def once() -> list[Advisory]:
         with store.transaction() as tx:
-            return _publish(tx, subject, changes, prefix, now, judgement)
+            return _publish(tx, subject, changes, prefix, now, judgement, audience)
 
     return _retried(once)
 
@@ -216,6 +221,7 @@ def _publish(
     prefix: str,
     now: datetime,
     judgement: Judgement,
+    audience: Audience | None,
 ) -> list[Advisory]:
     repo_id, sha, previous = subject.repo_id, subject.introduced, subject.previous
     if tx.revision_done(repo_id, sha):
@@ -356,7 +362,7 @@ def _publish(
     for c in classified:
         if c.suppressed is not None:
             tx.record_suppressed(_suppressed(repo_id, sha, c, now))
-    _enqueue_deliveries(tx, subject, out, fixed_here, now)
+    _enqueue_deliveries(tx, subject, out, fixed_here, now, audience)
     tx.mark_revision(repo_id, sha, now)
     return out
 
@@ -381,6 +387,7 @@ def _enqueue_deliveries(
     introduced: Sequence[Advisory],
     fixed: Sequence[Advisory],
     now: datetime,
+    audience: Audience | None,
 ) -> None:
     """The webhook outbox, in the publish transaction: one delivery per subscription that wants
     something of this revision (a crash after the commit delays a delivery, never loses it)."""
@@ -399,13 +406,13 @@ def _enqueue_deliveries(
         tuple(fixed),
         now,
     )
-    for sub_id, body in matching(_filters(subscriptions), event):
+    for sub_id, body in matching(_filters(subscriptions), event, audience):
         outbox.enqueue(sub_id, subject.repo_id, subject.introduced, EVENT, body, now)
 
 
 def _filters(subscriptions: Sequence[Subscription]) -> list[tuple[int, Filter]]:
     return [
-        (s.id, Filter(s.repos, s.min_severity, tuple(k.value for k in s.kinds), s.events))
+        (s.id, Filter(s.repos, s.min_severity, tuple(k.value for k in s.kinds), s.events, s.team))
         for s in subscriptions
     ]
 
@@ -415,6 +422,7 @@ def _enqueue_lifecycle(
     kind: str,
     changed: Sequence[tuple[Sha, Advisory, str]],
     now: datetime,
+    audience: Audience | None,
 ) -> None:
     """The webhook outbox, in the transaction that changed the advisories' state: per revision
     (`sha`: the one dropped or restored), one `kind` delivery per subscription that wants any of
@@ -440,7 +448,7 @@ def _enqueue_lifecycle(
             now,
         )
         for sub_id, f in filters:
-            body = lifecycle_body(event, f)
+            body = lifecycle_body(event, f, audience)
             if body is not None:
                 tx.outbox.enqueue(sub_id, first.repo_id, sha, kind, body, now)
 
@@ -515,6 +523,7 @@ def withdraw_rewritten(
     dropped_shas: Sequence[Sha],
     now: datetime,
     rewrites: Mapping[str, str] | None = None,
+    audience: Audience | None = None,
 ) -> list[Advisory]:
     """Withdraw every advisory of `repo_id` whose introducing commit is in `dropped_shas`.
 
@@ -528,7 +537,9 @@ def withdraw_rewritten(
     `rewrites` maps a dropped sha to a description of the rewrite that dropped it (the force-push
     event: when, the ref, old head → new head), which the reason and the details name.
     """
-    return _retried(lambda: _withdraw_rewritten(store, repo_id, dropped_shas, now, rewrites or {}))
+    return _retried(
+        lambda: _withdraw_rewritten(store, repo_id, dropped_shas, now, rewrites or {}, audience)
+    )
 
 
 def _retried(run: Callable[[], list[Advisory]]) -> list[Advisory]:
@@ -549,6 +560,7 @@ def _withdraw_rewritten(
     dropped_shas: Sequence[Sha],
     now: datetime,
     which: Mapping[str, str],
+    audience: Audience | None,
 ) -> list[Advisory]:
     out: list[Advisory] = []
     withdrawn: list[tuple[Sha, Advisory, str]] = []
@@ -592,8 +604,8 @@ def _withdraw_rewritten(
                 expect=stored.state,
             )
             reopened.append((Sha(fixed_at), new, reason))
-        _enqueue_lifecycle(tx, WITHDRAWN, withdrawn, now)
-        _enqueue_lifecycle(tx, REOPENED, reopened, now)
+        _enqueue_lifecycle(tx, WITHDRAWN, withdrawn, now, audience)
+        _enqueue_lifecycle(tx, REOPENED, reopened, now, audience)
     return out
 
 
@@ -603,6 +615,7 @@ def restore_revived(
     live_shas: Sequence[Sha],
     now: datetime,
     chain: Sequence[Sha] = (),
+    audience: Audience | None = None,
 ) -> list[Advisory]:
     """Make live again the advisories withdrawn by a rewrite (`WithdrawnBy.REWRITE`) whose
     introducing commit is back on the ref (a later push restored it); returns those restored by
@@ -617,7 +630,7 @@ def restore_revived(
     live advisory's versions list becomes exactly the chain's revisions from its introducing
     commit up to its fixing one (or the head): commits a rewrite dropped leave it, commits a
     push brought back return."""
-    return _retried(lambda: _restore_revived(store, repo_id, live_shas, now, chain))
+    return _retried(lambda: _restore_revived(store, repo_id, live_shas, now, chain, audience))
 
 
 def _rederive(tx: AdvisoryTx, repo_id: RepoId, chain: Sequence[Sha], now: datetime) -> None:
@@ -672,6 +685,7 @@ def _restore_revived(
     live_shas: Sequence[Sha],
     now: datetime,
     chain: Sequence[Sha] = (),
+    audience: Audience | None = None,
 ) -> list[Advisory]:
     live = set(live_shas)
     out: list[Advisory] = []
@@ -696,6 +710,7 @@ def _restore_revived(
                 for a in out
             ],
             now,
+            audience,
         )
         if chain:
             _rederive(tx, repo_id, chain, now)

@@ -33,7 +33,13 @@ from tracker.store import Store
 from tracker.store.webhooks import WebhookStore
 from tracker.watchlist import Watchlist
 from tracker.webhooks import subscriptions as subs
-from tracker.webhooks.hub import BadHubPayload, HubEvent, read_event, secret_matches
+from tracker.webhooks.hub import (
+    HUB_PAYLOAD,
+    BadHubPayload,
+    HubEvent,
+    read_event,
+    secret_matches,
+)
 
 MAX_HOOK_BODY = 1_000_000
 EventType = Literal[
@@ -100,6 +106,12 @@ class NewSubscription(BaseModel):
     events: list[EventType] = Field(
         default_factory=list, description="Event types it receives; empty: all."
     )
+    team: str | None = Field(
+        default=None,
+        max_length=200,
+        description="Only the advisories that affect this watchlist team (today or at its "
+        "next upgrade), each with the reason in `data.team`; null: no team filter.",
+    )
     secret: str | None = Field(
         default=None, description="Your own whsec_ secret (default: a new one, answered once)."
     )
@@ -122,6 +134,7 @@ class SubscriptionOut(BaseModel):
     min_severity: str
     kinds: list[str]
     events: list[str]
+    team: str | None
     description: str
     enabled: bool
     disabled_reason: str | None
@@ -213,6 +226,8 @@ def create_subscription(body: NewSubscription, c: Ctx = Depends(ctx)) -> Any:
             min_severity=body.min_severity.value,
             kinds=[k.value for k in body.kinds],
             events=list(body.events),
+            team=body.team,
+            teams=[t.name for t in c.app.load_watchlist().teams] if body.team is not None else [],
             secret=body.secret,
             description=body.description,
             now=c.app.clock(),
@@ -357,38 +372,6 @@ def poll_now(org: Org, name: Name, c: Ctx = Depends(ctx)) -> Queued:
 
 
 _PART = REPO_PART.removeprefix("^").removesuffix("$")
-HUB_PAYLOAD: dict[str, Any] = {
-    "type": "object",
-    "required": ["event", "repo"],
-    "description": "The Hub's webhook payload (the fields read; others are ignored).",
-    "properties": {
-        "event": {
-            "type": "object",
-            "required": ["scope"],
-            "properties": {"scope": {"type": "string"}, "action": {"type": "string"}},
-        },
-        "repo": {
-            "type": "object",
-            "required": ["name"],
-            "properties": {
-                "name": {"type": "string", "pattern": f"^{_PART}/{_PART}$"},
-                "type": {"type": "string"},
-                "headSha": {"type": "string"},
-            },
-        },
-        "updatedRefs": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "ref": {"type": "string"},
-                    "oldSha": {"type": ["string", "null"]},
-                    "newSha": {"type": ["string", "null"]},
-                },
-            },
-        },
-    },
-}
 
 
 @router.post(

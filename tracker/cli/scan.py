@@ -3,7 +3,9 @@
 Prints each pin at its file:line:column with what the store says of it (watched or not, how far
 behind HEAD, the advisories affecting the pinned revision and those between it and HEAD), and the
 transformers/vLLM versions found; `--format json|sarif` for machines, `--fail-on SEVERITY` exits 1
-when an advisory at that severity or worse bears on a pin (for CI).
+when an advisory at that severity or worse bears on a pin (for CI). Remote-code advisories are
+judged on the transformers version the code runs: `--team NAME`'s profile's where it names one,
+else the exact versions the requirements and lockfiles pin (`tracker.scan.report.Runtime`).
 """
 
 from __future__ import annotations
@@ -34,13 +36,15 @@ def _severity(value: str | None) -> Any:
         raise ConfigError(f"--fail-on {value!r}: must be one of {names}") from None
 
 
-def scan_report(path: Path) -> tuple[ScanReport, str | None]:
+def scan_report(path: Path, team: str | None = None) -> tuple[ScanReport, str | None]:
     """Scan `path` and match its pins with the store the settings name (no store: every pin says
-    so, and a note explains)."""
+    so, and a note explains); remote-code advisories judged on `team`'s transformers version
+    where its profile names one, else on the versions the scan found."""
     from tracker.app import build
     from tracker.scan.pins import scan
-    from tracker.scan.report import Matcher, match
+    from tracker.scan.report import Matcher, match, runtime_of
     from tracker.settings import load_settings
+    from tracker.teams.facts import StoreFacts
     from tracker.watchlist import load_watchlist
 
     settings = load_settings()
@@ -49,15 +53,37 @@ def scan_report(path: Path) -> tuple[ScanReport, str | None]:
     found = scan(
         path, max_file_bytes=settings.scan_max_file_bytes, max_files=settings.scan_max_files
     )
-    watched = {r.repo_id: r.ref for r in load_watchlist(settings.watchlist).repos}
+    watchlist = load_watchlist(settings.watchlist)
+    watched = {r.repo_id: r.ref for r in watchlist.repos}
+    profile: dict[str, str | None] = {}
+    if team is not None:
+        chosen = watchlist.team(team)
+        profile = {"transformers": chosen.transformers, "vllm": chosen.vllm}
+    runtime = runtime_of(found, team, profile)
     try:
         app = build(settings, read_only=True)
     except NoStoreError as exc:
-        return match(found, Matcher(None, None, watched)), str(exc)
+        return match(found, Matcher(None, None, watched, runtime=runtime)), str(exc)
     try:
-        return match(found, Matcher(app.store, app.advisories, watched)), None
+        facts = StoreFacts(app.store, app.preflight)
+        matcher = Matcher(
+            app.store, app.advisories, watched, runtime=runtime, remote_code=facts.remote_code
+        )
+        return match(found, matcher), None
     finally:
         app.close()
+
+
+def _hit_json(h: Any) -> dict[str, Any]:
+    return {
+        "id": h.id,
+        "severity": h.severity.value,
+        "state": h.state.value,
+        "relation": h.relation.value,
+        "introduced": h.introduced,
+        "summary": h.summary,
+        "note": h.note or None,
+    }
 
 
 def as_json(report: ScanReport) -> dict[str, Any]:
@@ -80,20 +106,15 @@ def as_json(report: ScanReport) -> dict[str, Any]:
                 "head_sha": p.head,
                 "behind": p.behind,
                 "note": p.note,
-                "advisories": [
-                    {
-                        "id": h.id,
-                        "severity": h.severity.value,
-                        "state": h.state.value,
-                        "relation": h.relation.value,
-                        "introduced": h.introduced,
-                        "summary": h.summary,
-                    }
-                    for h in p.hits
-                ],
+                "advisories": [_hit_json(h) for h in p.hits],
+                "cleared": [_hit_json(h) for h in p.cleared],
             }
             for p in report.pins
         ],
+        "runtime": {
+            "transformers": [{"version": v, "source": s} for v, s in report.runtime.transformers],
+            "vllm": [{"version": v, "source": s} for v, s in report.runtime.vllm],
+        },
         "versions": [
             {
                 "path": v.location.path,
@@ -120,17 +141,30 @@ def as_text(report: ScanReport) -> list[str]:
         lines.append(f"  {'watched' if p.watched else 'not watched'}; {p.note}{head}")
         for h in p.hits:
             lines.append(f"  {h.id} {h.severity.value} ({h.relation.value}): {h.summary}")
+            if h.note:
+                lines.append(f"    {h.note}")
+        for h in p.cleared:
+            lines.append(f"  cleared {h.id} {h.severity.value} ({h.relation.value}): {h.summary}")
+            lines.append(f"    {h.note}")
     for v in report.found.versions:
         exact = f" (runs {v.version})" if v.version else ""
         lines.append(f"{v.location}  {v.package} {v.spec or '(any version)'}{exact}  [{v.source}]")
     for s in report.found.skipped:
         lines.append(f"skipped {s.path}: {s.reason}")
+    for package, versions in (
+        ("transformers", report.runtime.transformers),
+        ("vllm", report.runtime.vllm),
+    ):
+        said = ", ".join(f"{v} ({src})" for v, src in versions) or "unknown"
+        lines.append(f"runs {package}: {said}")
     repos = len({p.pin.repo_id for p in report.pins})
     hits = sum(len(p.hits) for p in report.pins)
     stale = sum(1 for p in report.pins if p.behind)
+    cleared = sum(len(p.cleared) for p in report.pins)
     lines.append(
         f"{len(report.pins)} pins of {repos} repos in {report.found.files} files; {stale} behind "
         f"HEAD; {hits} advisory findings"
+        + (f"; {cleared} cleared by the transformers version" if cleared else "")
     )
     return lines
 
@@ -149,6 +183,15 @@ def scan_command(
             "low) affects a pin or comes between it and HEAD.",
         ),
     ] = None,
+    team: Annotated[
+        str | None,
+        typer.Option(
+            "--team",
+            metavar="NAME",
+            help="Judge remote-code advisories on this watchlist team's transformers version "
+            "(default, or when its profile names none: the versions pinned in the code).",
+        ),
+    ] = None,
     draft_team: Annotated[
         str | None,
         typer.Option(
@@ -164,7 +207,7 @@ def scan_command(
     if fmt not in FORMATS:
         raise ConfigError(f"--format {fmt!r}: must be one of {', '.join(FORMATS)}")
     threshold = _severity(fail_on)
-    report, note = scan_report(path)
+    report, note = scan_report(path, team)
     if note:
         typer.echo(f"note: {note}", err=True)
     if draft_team is not None:

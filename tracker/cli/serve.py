@@ -56,6 +56,7 @@ def register(app: typer.Typer) -> None:
         import uvicorn
 
         from tracker.api import create_app
+        from tracker.api.wire import ProblemHttpToolsProtocol
         from tracker.app import build
 
         settings = load_settings()
@@ -74,7 +75,14 @@ def register(app: typer.Typer) -> None:
                     typer.echo(f"serving {url} (Ctrl-C stops)", err=True)
                 # log_config=None: uvicorn's records (access and error) go through
                 # `tracker.logs` like every other library's, JSON on stderr under systemd
-                config = uvicorn.Config(create_app(built), log_level="info", log_config=None)
+                # http: uvicorn's httptools protocol answering an unparsable request (a URL
+                # over 64 kB) with a problem document (`tracker.api.wire`)
+                config = uvicorn.Config(
+                    create_app(built),
+                    log_level="info",
+                    log_config=None,
+                    http=ProblemHttpToolsProtocol,
+                )
                 uvicorn.Server(config).run(sockets=[sock])
             finally:
                 built.close()

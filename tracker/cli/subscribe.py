@@ -47,6 +47,14 @@ def add(
             "revision.advisories, advisory.withdrawn, advisory.reopened, advisory.restored.",
         ),
     ] = None,
+    team: Annotated[
+        str | None,
+        typer.Option(
+            "--team",
+            help="Only the advisories that affect this watchlist team (today or at its next "
+            "upgrade), each with the reason.",
+        ),
+    ] = None,
     secret: Annotated[
         str | None, typer.Option("--secret", help="Your own whsec_ secret (default: a new one).")
     ] = None,
@@ -56,6 +64,7 @@ def add(
     """Subscribe URL to the advisories of the matching repos; prints the signing secret once."""
     app = build(load_settings())
     try:
+        teams = [t.name for t in app.load_watchlist().teams] if team is not None else []
         sub, chosen = subs.add(
             app.webhooks,
             app.settings,
@@ -64,6 +73,8 @@ def add(
             min_severity=min_severity,
             kinds=kind or [],
             events=event or [],
+            team=team,
+            teams=teams,
             secret=secret,
             description=description,
             now=app.clock(),
@@ -89,7 +100,7 @@ def list_(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] =
         typer.echo(json.dumps(rows, indent=2))
         return
     table = Table(title="subscriptions")
-    for col in ("id", "url", "repos", "min severity", "kinds", "events", "state"):
+    for col in ("id", "url", "repos", "min severity", "kinds", "events", "team", "state"):
         table.add_column(col)
     for r in rows:
         state = "enabled" if r["enabled"] else f"disabled: {r['disabled_reason'] or ''}"
@@ -100,6 +111,7 @@ def list_(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] =
             r["min_severity"],
             " ".join(r["kinds"]) or "all",
             " ".join(r["events"]) or "all",
+            r["team"] or "any",
             state,
         )
     Console(width=200).print(table)

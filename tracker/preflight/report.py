@@ -47,6 +47,15 @@ CONFIG_UNREAD = "could not read config.json: "
 the unreadable config is its own advisory)."""
 
 
+def _symbol(item: JSONValue) -> str:
+    """A missing name as a reader knows it: its full symbol (`transformers.x.name`)."""
+    if isinstance(item, dict):
+        for key in ("symbol", "name", "module"):
+            if isinstance(item.get(key), str):
+                return str(item[key])
+    return str(item)
+
+
 @dataclass(frozen=True)
 class RemoteCode:
     """Remote-code compatibility of one revision (`versions`: per checked version, in release
@@ -82,6 +91,19 @@ class RemoteCode:
             if v["version"] == version:
                 return None if v["importable"] is None else bool(v["importable"])
         return None
+
+    def why_not(self, version: str) -> str:
+        """Why the code does not import on `version`, as a parenthesis (" (modules absent: a.py;
+        names missing: transformers.x.y)"), or "" when nothing is recorded: the modules it
+        lacks and the names (by their full symbol) the version lacks."""
+        detail = next((d for d in self.versions if d.get("version") == version), None)
+        why: list[str] = []
+        for label, key in (("modules absent", "absent"), ("names missing", "missing")):
+            items = detail.get(key) if detail else None
+            listed = items if isinstance(items, list) else list(getattr(self, key, ()) or ())
+            if listed:
+                why.append(f"{label}: {', '.join(_symbol(i) for i in listed)}")
+        return f" ({'; '.join(why)})" if why else ""
 
     def to_json(self) -> dict[str, JSONValue]:
         return {

@@ -73,7 +73,7 @@ def to_sarif(report: ScanReport, *, advisory_url: str | None) -> dict[str, Any]:
                     "level": LEVEL[h.severity],
                     "message": {
                         "text": f"{_pinned(p)}: {h.id} ({h.severity.value}, {h.relation.value}): "
-                        f"{h.summary}"
+                        f"{h.summary}" + (f"; {h.note}" if h.note else "")
                     },
                     "locations": [_location(p)],
                     "partialFingerprints": {

@@ -110,6 +110,24 @@ def _names(keys: Sequence[str]) -> str:
     return ", ".join(f"`{k}`" for k in keys)
 
 
+SHOWN_KEYS = 5
+"""How many changed keys a reason names before it says how many more (a weights advisory changes
+hundreds of tensors: the reason is shortened by dropping names, never by cutting one)."""
+
+
+def _some_names(keys: Sequence[str], group: Artifact) -> str:
+    """The first SHOWN_KEYS of `keys` in backticks, then "and N more tensors" (every dropped
+    key a tensor name of a weights change) or "and N more keys". A weights change names its
+    file-wide keys (`content`, `total_bytes`, ...) before its tensors (dotted names)."""
+    if len(keys) <= SHOWN_KEYS:
+        return _names(keys)
+    if group is Artifact.WEIGHTS:
+        keys = [k for k in keys if "." not in k] + [k for k in keys if "." in k]
+    rest = keys[SHOWN_KEYS:]
+    noun = "tensors" if group is Artifact.WEIGHTS and all("." in k for k in rest) else "keys"
+    return f"{_names(keys[:SHOWN_KEYS])} and {len(rest)} more {noun}"
+
+
 def _generation(keys: Sequence[str], use: TeamRepo) -> Relevance:
     keys = [k for k in keys if not k.startswith("_") and k not in BOOKKEEPING]
     if not keys:
@@ -194,15 +212,7 @@ def _remote_code(adv: Advisory, team: Team, use: TeamRepo, facts: Facts) -> Rele
             "trust_remote_code: review it)",
             (),
         )
-    detail = next((d for d in rc.versions if d.get("version") == v), None)
-    why: list[str] = []
-    for label, key in (("modules absent", "absent"), ("names missing", "missing")):
-        items = detail.get(key) if detail else None
-        items = items if isinstance(items, list) else list(getattr(rc, key, ()) or ())
-        if items:
-            why.append(f"{label}: {', '.join(str(i) for i in items)}")
-    tail = f" ({'; '.join(why)})" if why else ""
-    return True, f"the remote code does not import on transformers {v}{tail}", ()
+    return True, f"the remote code does not import on transformers {v}{rc.why_not(v)}", ()
 
 
 def _settings(team: Team, w: Workload) -> EstimateSettings:
@@ -269,8 +279,56 @@ def _fit(adv: Advisory, team: Team, use: TeamRepo, facts: Facts) -> Relevance:
     return False, "; ".join(kept), ()
 
 
+IMPORT_KEY = "preflight.remote_code.transformers-"
+"""How the key of a preflight import change begins (the version follows): the remote code starts
+or stops importing on that transformers version (`tracker.preflight.delta`)."""
+
+
+def import_break_versions(adv: Advisory) -> tuple[str, ...] | None:
+    """The transformers versions an advisory made only of preflight import changes is about, in
+    record order; None when it holds anything else (judged as any other advisory)."""
+    ds = adv.record.get("database_specific")
+    changes = ds.get("changes") if isinstance(ds, dict) else None
+    if not isinstance(changes, list) or not changes:
+        return None
+    keys = [c.get("key") if isinstance(c, dict) else None for c in changes]
+    if not all(isinstance(k, str) and k.startswith(IMPORT_KEY) for k in keys):
+        return None
+    return tuple(dict.fromkeys(str(k).removeprefix(IMPORT_KEY) for k in keys))
+
+
+def _import_break(versions: Sequence[str], team: Team, use: TeamRepo) -> Relevance:
+    on = ", ".join(versions)
+    if use.trust_remote_code is False:
+        return False, "the team does not run remote code (trust_remote_code off)", ()
+    if use.trust_remote_code is None:
+        return (
+            None,
+            f"the import changed on transformers {on}; the profile does not say whether the "
+            "team runs remote code",
+            ("trust_remote_code",),
+        )
+    if team.transformers is None:
+        return (
+            None,
+            f"the import changed on transformers {on}; the profile does not say which "
+            "transformers version the team runs",
+            ("transformers",),
+        )
+    if team.transformers in versions:
+        return True, f"the import changed on transformers {on}, which the team runs", ()
+    return (
+        False,
+        f"the import changed on transformers {on} only; the team runs {team.transformers}",
+        (),
+    )
+
+
 def relevance(adv: Advisory, team: Team, use: TeamRepo, facts: Facts) -> Relevance:
     """Whether what the advisory changes touches what the team does, and why."""
+    broken = import_break_versions(adv)
+    if broken is not None:
+        return _import_break(broken, team, use)
     keys = _keys(adv)
     group = adv.group
     ds = adv.record.get("database_specific")
@@ -312,7 +370,7 @@ def relevance_of_keys(
     meaningful = [k for k in keys if k not in BOOKKEEPING]
     if keys and not meaningful:
         return False, f"bookkeeping only ({_names(keys)}): nothing the team runs changes", ()
-    what = _names(meaningful) if meaningful else "the change"
+    what = _some_names(meaningful, group) if meaningful else "the change"
     return True, f"the team loads {group.value.replace('_', ' ')}: {what} changed", ()
 
 

@@ -3,8 +3,11 @@ advisory for a team, and of an upgrade report, read from an App's stores."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from tracker.advisories.lifecycle import state_of
+from tracker.domain import AdvisoryState
 from tracker.store.advisories.values import id_key
 from tracker.teams.facts import StoreFacts
 from tracker.teams.impact import Verdict, judge
@@ -99,6 +102,38 @@ def affected_rows(app: App, team: Team, *, every: bool) -> list[dict[str, Any]]:
             summary = str(a.record.get("summary", "")).removeprefix(f"{a.repo_id}: ")
             rows.append(verdict_json(judge(a, team, facts), a.severity.value, summary))
         return rows
+
+
+INDEX_IMPACTS = ("affected", "affects your next upgrade", "unknown")
+"""The verdicts the teams index counts per team (`index_rows`)."""
+
+
+def index_rows(app: App, teams: Sequence[Team]) -> list[dict[str, Any]]:
+    """Per team: its name, description, repos and how many open advisories of its repos it is
+    affected by today, at its next upgrade, or cannot be judged for (the team page's verdicts,
+    `affected_rows`, of the advisories whose state is open)."""
+    out = []
+    for team in teams:
+        rows = affected_rows(app, team, every=False)
+        open_ids = {
+            a.id
+            for r in team.repos
+            for a in app.advisories.list_advisories(repo_id=r.repo_id)
+            if state_of(a.record) is AdvisoryState.OPEN
+        }
+        counts = {i: 0 for i in INDEX_IMPACTS}
+        for row in rows:
+            if row["advisory"] in open_ids and row["impact"] in counts:
+                counts[row["impact"]] += 1
+        out.append(
+            {
+                "name": team.name,
+                "description": team.description,
+                "repos": [r.repo_id for r in team.repos],
+                "open": counts,
+            }
+        )
+    return out
 
 
 def report_of(app: App, team: Team, repo_id: str) -> UpgradeReport | str:

@@ -428,6 +428,33 @@ def mount(api: FastAPI, app: views.PagesApp) -> None:
         except NotFoundError as exc:
             raise _Answer(missing(str(exc))) from None
 
+    @api.get("/teams", response_class=HTMLResponse, include_in_schema=False)
+    def teams_page(request: Request) -> Response:
+        """Every watchlist team with its repos and how many open advisories of them affect it
+        today, at its next upgrade, or are unknown for it (`tracker.teams.service.index_rows`),
+        each linking to its team page."""
+        from tracker.errors import TrackerError
+        from tracker.teams.service import INDEX_IMPACTS, index_rows
+
+        if (denied := gate(request)) is not None:
+            return denied
+
+        def render() -> Kept:
+            error = None
+            try:
+                teams = app.load_watchlist().teams
+            except TrackerError as exc:
+                teams, error = (), str(exc).splitlines()[0]
+            try:
+                rows = index_rows(app, teams)
+            except StoreError:
+                raise _Answer(unavailable()) from None
+            return kept_page(
+                request, "teams.html", teams=rows, impacts=INDEX_IMPACTS, watchlist_error=error
+            )
+
+        return answer(request, render)
+
     @api.get("/teams/{team}", response_class=HTMLResponse, include_in_schema=False)
     def team_page(request: Request, team: str) -> Response:
         """A team's profile and every advisory of its repos judged for it, with the reason

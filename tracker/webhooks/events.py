@@ -9,6 +9,9 @@ Two events, each one delivery per (subscription, revision) carrying every matchi
   `advisory.reopened` (`REOPENED`): it removed the revision that fixed them; `advisory.restored`
   (`RESTORED`): a later push brought their introducing revision back (`LifecycleEvent`).
 - `webhook.ping` (`PING`): a test event on request, sent at once outside the outbox.
+A subscription filtered to a watchlist team (`Filter.team`) receives, of each event, only the
+advisories that affect that team (`Audience`, from `tracker.teams.audience`), each with its
+verdict and reason in `data.team`; an event with none of them is not sent.
 Every queued event's `data.sequence` counts the events of its repo queued for that subscription
 (1, 2, ...; `with_sequence`): deliveries may arrive out of order (a retry waits while a later one
 is due), so a receiver orders a repo's events by it and sees a gap as one still to come.
@@ -22,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from fnmatch import fnmatchcase
+from typing import Any, Protocol
 
 from tracker.domain import Advisory, RepoId, Severity, Sha, rfc3339
 
@@ -51,6 +55,7 @@ class Filter:
     min_severity: Severity
     kinds: tuple[str, ...]
     events: tuple[str, ...] = ()  # event types; empty: all
+    team: str | None = None  # only the advisories that affect this watchlist team
 
     def wants_event(self, event: str) -> bool:
         return not self.events or event in self.events
@@ -66,6 +71,36 @@ class Filter:
         )
 
 
+class Audience(Protocol):
+    """Which advisories affect a watchlist team (`tracker.teams.audience.TeamAudience`)."""
+
+    def verdict(self, team: str, adv: Advisory, *, introduced: bool) -> tuple[str, str] | None:
+        """(impact, reason) when `adv` affects `team` (`introduced`: it is new in this event;
+        else it is fixed, withdrawn, reopened or restored); None when it does not or the team
+        is unknown."""
+
+
+def _for_team(
+    f: Filter, audience: Audience | None, groups: Sequence[tuple[Sequence[Advisory], bool]]
+) -> tuple[list[list[Advisory]], dict[str, Any] | None]:
+    """Each group of `f`'s advisories (with whether it is introduced), less those that do not
+    affect `f.team`, and the team's verdicts for `data.team` (None without a team filter). No
+    audience while a team filter is set: nothing (a team cannot be judged without one)."""
+    if f.team is None:
+        return [list(g) for g, _ in groups], None
+    kept: list[list[Advisory]] = []
+    verdicts: list[dict[str, str]] = []
+    for group, introduced in groups:
+        out = []
+        for a in group:
+            said = audience.verdict(f.team, a, introduced=introduced) if audience else None
+            if said is not None:
+                out.append(a)
+                verdicts.append({"advisory": a.id, "impact": said[0], "reason": said[1]})
+        kept.append(out)
+    return kept, {"name": f.team, "verdicts": verdicts}
+
+
 @dataclass(frozen=True)
 class RevisionEvent:
     """A revision's published advisories: those it introduced and those it fixed."""
@@ -79,15 +114,21 @@ class RevisionEvent:
     at: datetime
 
 
-def body_for(event: RevisionEvent, f: Filter) -> str | None:
+def body_for(event: RevisionEvent, f: Filter, audience: Audience | None = None) -> str | None:
     """The JSON body `f`'s subscriber gets for `event`, or None when nothing in it matches."""
     if not f.wants_event(EVENT):
         return None
-    new = [a for a in event.introduced if f.wants(a)]
-    fixed = [a for a in event.fixed if f.wants(a)]
+    (new, fixed), team = _for_team(
+        f,
+        audience,
+        (
+            ([a for a in event.introduced if f.wants(a)], True),
+            ([a for a in event.fixed if f.wants(a)], False),
+        ),
+    )
     if not new and not fixed:
         return None
-    data = {
+    data: dict[str, Any] = {
         "repo": event.repo_id,
         "repo_url": event.repo_url,
         "commit": event.sha,
@@ -95,6 +136,8 @@ def body_for(event: RevisionEvent, f: Filter) -> str | None:
         "advisories": [dict(a.record) for a in new],
         "fixed": [dict(a.record) for a in fixed],
     }
+    if team is not None:
+        data["team"] = team
     return encode({"type": EVENT, "timestamp": rfc3339(event.at), "data": data})
 
 
@@ -114,20 +157,26 @@ class LifecycleEvent:
     at: datetime
 
 
-def lifecycle_body(event: LifecycleEvent, f: Filter) -> str | None:
+def lifecycle_body(
+    event: LifecycleEvent, f: Filter, audience: Audience | None = None
+) -> str | None:
     """The JSON body `f`'s subscriber gets for `event`, or None when nothing in it matches."""
     if not f.wants_event(event.kind):
         return None
-    matched = [a for a in event.advisories if f.wants(a)]
+    (matched,), team = _for_team(
+        f, audience, (([a for a in event.advisories if f.wants(a)], False),)
+    )
     if not matched:
         return None
-    data = {
+    data: dict[str, Any] = {
         "repo": event.repo_id,
         "repo_url": event.repo_url,
         "commit": event.sha,
         "reason": event.reason,
         "advisories": [dict(a.record) for a in matched],
     }
+    if team is not None:
+        data["team"] = team
     return encode({"type": event.kind, "timestamp": rfc3339(event.at), "data": data})
 
 
@@ -140,6 +189,8 @@ def ping_body(subscription_id: int, f: Filter, at: datetime) -> str:
         "kinds": list(f.kinds),
         "note": "a test event: no advisory changed",
     }
+    if f.team is not None:
+        data["team"] = f.team
     return encode({"type": PING, "timestamp": rfc3339(at), "data": data})
 
 
@@ -160,12 +211,14 @@ def encode(payload: object) -> str:
 
 
 def matching(
-    subscriptions: Sequence[tuple[int, Filter]], event: RevisionEvent
+    subscriptions: Sequence[tuple[int, Filter]],
+    event: RevisionEvent,
+    audience: Audience | None = None,
 ) -> list[tuple[int, str]]:
     """(subscription id, body) for every subscription with something to receive from `event`."""
     out = []
     for sub_id, f in subscriptions:
-        body = body_for(event, f)
+        body = body_for(event, f, audience)
         if body is not None:
             out.append((sub_id, body))
     return out

@@ -14,10 +14,52 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from jsonschema import Draft202012Validator
+
 from tracker.domain import RepoId, parse_repo_id
 from tracker.errors import InvalidRepoIdError
 
 CONTENT_SCOPE = "repo.content"
+
+HUB_PAYLOAD: dict[str, Any] = {
+    "type": "object",
+    "required": ["event", "repo"],
+    "description": "The Hub's webhook payload (the fields read; others are ignored). A "
+    "repo.name that is not a watchable ORG/NAME id is acknowledged and ignored, as any "
+    "repo that is not watched.",
+    "properties": {
+        "event": {
+            "type": "object",
+            "required": ["scope"],
+            "properties": {"scope": {"type": "string"}, "action": {"type": "string"}},
+        },
+        "repo": {
+            "type": "object",
+            "required": ["name"],
+            "properties": {
+                "name": {"type": "string"},
+                "type": {"type": "string"},
+                # the sha of main; null where main is gone (the Hub replica sends that)
+                "headSha": {"type": ["string", "null"]},
+            },
+        },
+        "updatedRefs": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "ref": {"type": "string"},
+                    "oldSha": {"type": ["string", "null"]},
+                    "newSha": {"type": ["string", "null"]},
+                },
+            },
+        },
+    },
+}
+"""The payload's shape (`../shared/HUB-PROTOCOL.md` §11), as the API's schema declares it: a
+payload that breaks it is refused (`read_event`), whatever its scope."""
+
+_VALIDATOR = Draft202012Validator(HUB_PAYLOAD)
 
 
 @dataclass(frozen=True)
@@ -52,10 +94,23 @@ def secret_matches(given: str | None, expected: str) -> bool:
     return hmac.compare_digest(given.encode("latin-1", "replace"), expected.encode("latin-1"))
 
 
+def _kind(types: object) -> str:
+    """What the schema asked for, in words ("a string", "a string or null")."""
+    names = {"string": "a string", "object": "an object", "array": "an array", "null": "null"}
+    listed = types if isinstance(types, list) else [types]
+    return " or ".join(names.get(str(t), str(t)) for t in listed)
+
+
 def read_event(payload: Any) -> HubEvent:
     """The repo a Hub webhook payload is about, and whether its content changed."""
     if not isinstance(payload, Mapping):
         raise BadHubPayload("the payload is not a JSON object")
+    error = next(iter(sorted(_VALIDATOR.iter_errors(payload), key=lambda e: list(e.path))), None)
+    if error is not None:
+        where = ".".join(str(p) for p in error.absolute_path) or "the payload"
+        if error.validator == "required":
+            raise BadHubPayload(f"{where}: {error.message}".removeprefix("the payload: "))
+        raise BadHubPayload(f"{where}: not {_kind(error.validator_value)}")
     event, repo = payload.get("event"), payload.get("repo")
     if not isinstance(event, Mapping) or not isinstance(event.get("scope"), str):
         raise BadHubPayload("event.scope is missing")

@@ -76,14 +76,21 @@ def add(
     description: str,
     now: datetime,
     events: Sequence[str] = (),
+    team: str | None = None,
+    teams: Sequence[str] = (),
 ) -> tuple[Subscription, str]:
-    """Check and add a subscription; returns it with its secret (made here unless given)."""
+    """Check and add a subscription; returns it with its secret (made here unless given).
+    `team`: only the advisories that affect this watchlist team (one of `teams`, the
+    watchlist's team names)."""
     globs = tuple(dict.fromkeys(g.strip() for g in repos if g.strip())) or ("*",)
     if any(len(g) > 200 for g in globs):
         raise ConfigError("a repo glob is at most 200 characters")
     severity = _severity(min_severity)
     kind_list = _kinds(kinds)
     event_list = _events(events)
+    if team is not None and team not in teams:
+        known = ", ".join(teams) or "none"
+        raise ConfigError(f"no team {team!r} in the watchlist (teams: {known})")
     check_target(url, settings)
     chosen = _secret(secret)
     sub = store.add_subscription(
@@ -95,6 +102,7 @@ def add(
         description=description,
         now=now,
         events=event_list,
+        team=team,
     )
     return sub, chosen
 
@@ -125,6 +133,7 @@ def subscription_json(sub: Subscription, *, secret: str | None = None) -> dict[s
         "min_severity": sub.min_severity.value,
         "kinds": [k.value for k in sub.kinds],
         "events": list(sub.events),
+        "team": sub.team,
         "description": sub.description,
         "enabled": sub.enabled,
         "disabled_reason": sub.disabled_reason,
@@ -198,7 +207,7 @@ def ping(
     recorded. StoreNotFoundError for an unknown subscription."""
     sub = store.subscription(subscription_id)
     at = clock()
-    f = Filter(sub.repos, sub.min_severity, tuple(k.value for k in sub.kinds), sub.events)
+    f = Filter(sub.repos, sub.min_severity, tuple(k.value for k in sub.kinds), sub.events, sub.team)
     msg_id = new_msg_id()
     deliverer = Deliverer(store, settings, clock)
     try:

@@ -75,6 +75,7 @@ def _subscription(row: SubscriptionRow) -> Subscription:
         created_at=row.created_at,
         updated_at=row.updated_at,
         events=tuple(json.loads(row.events or "[]")),
+        team=row.team,
     )
 
 
@@ -188,9 +189,11 @@ class WebhookStore:
         description: str,
         now: datetime,
         events: Sequence[str] = (),
+        team: str | None = None,
     ) -> Subscription:
         row = SubscriptionRow(
             events=_dump(list(events)),
+            team=team,
             url=url,
             repos=_dump(list(repos)),
             min_severity=min_severity.value,

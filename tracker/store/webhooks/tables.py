@@ -30,6 +30,8 @@ class SubscriptionRow(StoreModel, table=True):
     kinds: str = Field(sa_column=sa.Column(sa.Text, nullable=False))  # JSON list; [] = all
     # JSON list of event types; NULL or [] = all (migration 0016_web27)
     events: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
+    # the watchlist team whose affected advisories it receives; NULL: no team filter (0017_team29)
+    team: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
     secrets: str = Field(sa_column=sa.Column(sa.Text, nullable=False))  # JSON [{secret, expires}]
     description: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
     enabled: bool = Field(sa_column=sa.Column(sa.Boolean, nullable=False))

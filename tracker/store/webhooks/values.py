@@ -52,6 +52,7 @@ class Subscription:
     created_at: datetime
     updated_at: datetime
     events: tuple[str, ...] = ()  # the event types it receives; empty: all
+    team: str | None = None  # only the advisories that affect this watchlist team; None: any
 
     def signing_secrets(self, now: datetime) -> tuple[str, ...]:
         """The secrets a delivery at `now` is signed with: the current one and any retired one
