@@ -56,6 +56,7 @@ def register(app: typer.Typer) -> None:
         import uvicorn
 
         from tracker.api import create_app
+        from tracker.api.slowheaders import header_deadline_protocol
         from tracker.app import build
 
         settings = load_settings()
@@ -74,7 +75,11 @@ def register(app: typer.Typer) -> None:
                     typer.echo(f"serving {url} (Ctrl-C stops)", err=True)
                 # log_config=None: uvicorn's records (access and error) go through
                 # `tracker.logs` like every other library's, JSON on stderr under systemd
-                config = uvicorn.Config(create_app(built), log_level="info", log_config=None)
+                # a request's header must be in within TRACKER_HTTP_HEADER_TIMEOUT_S
+                http = header_deadline_protocol(settings.http_header_timeout_s)
+                config = uvicorn.Config(
+                    create_app(built), log_level="info", log_config=None, http=http
+                )
                 uvicorn.Server(config).run(sockets=[sock])
             finally:
                 built.close()
