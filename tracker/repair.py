@@ -20,7 +20,9 @@ false LoRA "cannot resolve", fixes and answers lost). `tracker verify` names eac
 4. last, replaces each suspect row with the bytes read (so a repair stopped half-way finds the
    same suspects and redoes the same work: every step before is idempotent).
 
-Revisions not yet analysed (the tail a poll has still to analyse) are left to the next poll.
+Revisions not yet analysed (the tail a poll has still to analyse) are left to the next poll. Run
+it with the poll workers stopped: an advisory a worker extends or fixes while the scratch analysis
+runs is overwritten with the scratch's state of it.
 """
 
 from __future__ import annotations
@@ -187,6 +189,7 @@ def _repair_repo(app: App, rid: RepoId, rows: Sequence[Suspect], tmp: Path) -> R
             clean=clean,
             clean_prefix=SCRATCH_PREFIX,
             clean_suppressed=suppressed,
+            previous={Sha(r.commit.sha): r.previous for r in copied},
             prefix=app.settings.advisory_prefix,
             now=now,
             reason=reason,

@@ -18,6 +18,7 @@ to a clean run's; `tracker verify` then says "all match" and a second repair has
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from bench.netfaults import by_natural_key, env_for, setting, tracker_run
 from bench.storefaults import snapshot
@@ -92,6 +94,7 @@ def test_repair_withdraws_what_a_lying_length_published_and_publishes_the_real_o
     _, hub, watchlist, reference = world
     url = f"sqlite:///{tmp_path / 'old' / 'tracker.db'}"
     env = env_for(url, hub.url, watchlist, tmp_path / "state")
+    env["TRACKER_WEBHOOK_ALLOW_NETWORKS"] = "127.0.0.0/8"
     made = subprocess.run(
         [sys.executable, "-c", OLD_RELEASE, REPO], env=env, capture_output=True, text=True,
         timeout=600, check=False,
@@ -121,6 +124,8 @@ def test_repair_withdraws_what_a_lying_length_published_and_publishes_the_real_o
     assert line.startswith(f"{REPO}: not repaired: read again, "), down.stderr
     assert by_natural_key(snapshot(url)) == before
 
+    subscribed = tracker_run(env, "subscribe", "add", "http://127.0.0.1:9/hook")
+    assert subscribed.returncode == 0, subscribed.stderr
     fixed = tracker_run(env, "repair", "--json")
     assert fixed.returncode == 0, fixed.stderr[-3000:]
     report = json.loads(fixed.stdout)
@@ -164,6 +169,20 @@ def test_repair_withdraws_what_a_lying_length_published_and_publishes_the_real_o
     differs = [k for k in _live(want) if got.get(k) != _live(want)[k]]
     assert differs == [], differs
     assert reason not in json.dumps(after["files"])
+
+    # subscribers are told: each withdrawn advisory in its revision's advisory.withdrawn
+    # delivery, each published one in its revision's revision.advisories delivery
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        queued = conn.execute(sa.text("SELECT event, sha, body FROM webhook_deliveries")).all()
+    engine.dispose()
+    told: dict[str, set[str]] = {}
+    for event, _, body in queued:
+        ids = set(re.findall(r"x_TRACKER-\d{4}-\d+", body))
+        told.setdefault(event, set()).update(ids)
+    assert told.get("advisory.withdrawn", set()) >= {w["id"] for w in repo["withdrawn"]}
+    assert set(told) <= {"advisory.withdrawn", "revision.advisories"}, told
+    assert told.get("revision.advisories", set()) == set(repo["published"])
 
     again = tracker_run(env, "verify")
     assert (again.returncode, again.stdout.strip().endswith(": all match")) == (0, True), again

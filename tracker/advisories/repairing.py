@@ -10,7 +10,8 @@ unique per repo in both stores:
   severity, state, versions), it becomes the clean one, `published` kept, `modified` now.
 Ids the clean analysis wrote into records (a fix that restores another advisory names it) are
 mapped to the store's. One transaction; withdrawn advisories get their `advisory.withdrawn`
-webhook deliveries in it.
+webhook deliveries in it, and advisories published now a `revision.advisories` delivery per
+revision (rewritten ones get none: their id was delivered before).
 """
 
 from __future__ import annotations
@@ -25,10 +26,10 @@ from typing import Any
 from tracker.advisories.lifecycle import withdraw
 from tracker.advisories.osv import advisory_id
 from tracker.advisories.schema import validate_record
-from tracker.advisories.service import _enqueue_lifecycle, _package_url
+from tracker.advisories.service import _enqueue_lifecycle, _filters, _package_url
 from tracker.domain import Advisory, AdvisoryState, RepoId, Sha, WithdrawnBy, rfc3339
 from tracker.store.advisories import AdvisoryStore, StoredAdvisory, SuppressedChange
-from tracker.webhooks.events import WITHDRAWN
+from tracker.webhooks.events import EVENT, WITHDRAWN, RevisionEvent, matching
 
 _TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z")
 _STATES = (AdvisoryState.OPEN, AdvisoryState.FIXED, AdvisoryState.WITHDRAWN)
@@ -65,13 +66,16 @@ def reconcile(
     clean: Sequence[StoredAdvisory],
     clean_prefix: str,
     clean_suppressed: Mapping[Sha, Sequence[SuppressedChange]],
+    previous: Mapping[Sha, Sha | None],
     prefix: str,
     now: datetime,
     reason: str,
 ) -> Reconciled:
     """Make `repo_id`'s advisories introduced at the `live` revisions those of `clean` (the
     advisories a clean analysis of the repo published, ids under `clean_prefix`; see the module
-    docstring). `reason`: why what only the old analysis published is withdrawn."""
+    docstring). `reason`: why what only the old analysis published is withdrawn; `previous`:
+    each live revision's previous one (the `revision.advisories` deliveries of what is published
+    now name it)."""
     live_set = set(live)
     stamp = rfc3339(now)
     withdrawn: list[tuple[str, str]] = []
@@ -94,6 +98,7 @@ def reconcile(
                 ids[s.advisory.id] = advisory_id(prefix, now.year, tx.allocate(prefix, now.year))
         pattern = re.compile(rf"x_{re.escape(clean_prefix)}-\d{{4}}-\d+\b")
         lifecycle: list[tuple[Sha, Advisory, str]] = []
+        new_at: dict[Sha, list[Advisory]] = {}
         for key, old in sorted(have.items(), key=lambda kv: kv[1].advisory.id):
             if key in want or old.state is AdvisoryState.WITHDRAWN:
                 continue
@@ -132,12 +137,19 @@ def reconcile(
             if old is None:
                 tx.insert(adv, package_name=_package_url(adv), pending=pending)
                 published.append(adv.id)
+                new_at.setdefault(adv.introduced, []).append(adv)
             else:
                 updated.append(adv.id)
             tx.overwrite(adv, state=s.state, pending=pending, withdrawn_by=by)
         for sha in live:
             tx.replace_suppressed(repo_id, sha, clean_suppressed.get(sha, ()))
         _enqueue_lifecycle(tx, WITHDRAWN, lifecycle, now)
+        subscriptions = tx.outbox.subscriptions() if new_at else []
+        for sha, advs in new_at.items():  # what subscribers never got: a revision's delivery
+            url = _package_url(advs[0])
+            event = RevisionEvent(repo_id, url, sha, previous.get(sha), tuple(advs), (), now)
+            for sub_id, body in matching(_filters(subscriptions), event):
+                tx.outbox.enqueue(sub_id, repo_id, sha, EVENT, body, now)
     return Reconciled(tuple(withdrawn), tuple(published), tuple(updated))
 
 
