@@ -604,7 +604,9 @@ def poll_repo(
     except FetchAbandonedError as exc:  # SIGTERM mid-fetch: not the repo's failure
         left = len(new) - len(ingested)
         bound.info("repo.fetch_abandoned", reason=str(exc), revisions=len(ingested), left=left)
-        return PollReport(
+        if before.status in (RepoStatus.NEW, RepoStatus.OK):  # as a stop between two revisions
+            return finish(RepoStatus.OK, None)
+        return PollReport(  # its state stays the one it had: nothing was learned about it
             repo_id=rid,
             status=before.status,
             head=head,
