@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench soak venv clean preflight-wheels web-tools bench-tools
+.PHONY: demo test lint bench soak venv clean preflight-wheels web-tools bench-tools image-rootfs image
 
 venv: $(STAMP)
 
@@ -62,6 +62,27 @@ preflight-wheels: $(STAMP)
 soak: $(STAMP)
 	bash .ci/pg-ensure
 	$(BIN)/python -m bench.run soak contentfaults
+
+# The OCI image's build steps (the Dockerfile RUNs this target): tracker and its dependencies in
+# a venv at IMAGE_PREFIX (the path it runs from: a venv's scripts name it), byte-compiled, with the
+# default watchlist beside it, and `tracker --help` run from it. IMAGE_PIP_ARGS adds pip options;
+# IMAGE_DEPS_FROM, when set, is a site-packages whose packages the venv sees (a .pth) instead of
+# installing them (tests/ops/test_image.py, which has no container engine: then `--no-deps`).
+IMAGE_PREFIX ?= /opt/tracker
+IMAGE_PIP_ARGS ?=
+IMAGE_DEPS_FROM ?=
+image-rootfs:
+	rm -rf $(IMAGE_PREFIX)/.venv
+	$(PY) -m venv $(IMAGE_PREFIX)/.venv
+	$(if $(IMAGE_DEPS_FROM),echo '$(IMAGE_DEPS_FROM)' > $$(ls -d $(IMAGE_PREFIX)/.venv/lib/python3*/site-packages)/_image_deps.pth)
+	$(IMAGE_PREFIX)/.venv/bin/python -m pip install -q --no-cache-dir $(IMAGE_PIP_ARGS) .
+	$(IMAGE_PREFIX)/.venv/bin/python -m compileall -q $$(ls -d $(IMAGE_PREFIX)/.venv/lib/python3*/site-packages/tracker)
+	install -m 0644 watchlist.yaml $(IMAGE_PREFIX)/watchlist.yaml
+	$(IMAGE_PREFIX)/.venv/bin/tracker --help >/dev/null
+
+# The image itself, where a container engine exists (docker or podman).
+image:
+	$$(command -v docker || command -v podman) build -t tracker:latest .
 
 clean:
 	rm -rf $(VENV)

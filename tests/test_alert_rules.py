@@ -39,7 +39,7 @@ def test_promtool_checks_the_rules() -> None:
     done = subprocess.run([_promtool(), "check", "rules", str(RULES / "tracker-alerts.yml")],
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "SUCCESS: 7 rules found" in done.stdout
+    assert "SUCCESS: 8 rules found" in done.stdout
 
 
 def test_promtool_unit_tests_of_the_rules_pass() -> None:
@@ -87,3 +87,40 @@ def test_every_metric_the_rules_read_is_served(tmp_path: Path) -> None:
         dict(k[1])["repo"]: v for k, v in samples.items()
         if k[0] == "tracker_repo_poll_interval_seconds"
     } == {"acme/a": 600.0, "acme/b": 3600.0}  # fmt: skip
+
+
+def test_lease_churn_is_counted_in_the_store_and_served(tmp_path: Path) -> None:
+    """`tracker_lease_churn_total` (the TrackerLeaseChurn alert): a worker's lease runs out, a
+    second worker takes the repo over (taken_over 1), the first finishes its poll and finds its
+    lease gone (lost 1); a takeover of a repo nobody held and a finish in time count nothing.
+    The counts live in the store (migration 0018): `tracker serve` is not the workers' process."""
+    settings = load_settings(state_dir=tmp_path / "state", watchlist=tmp_path / "w.yaml")
+    (tmp_path / "w.yaml").write_text("repos:\n  - id: acme/a\n  - id: acme/b\n")
+    now = datetime.now(UTC)
+    app = build(settings, clock=lambda: now)
+    try:
+        work = WorkStore(app.store.engine)
+        lease = timedelta(seconds=settings.worker_lease_s)
+        work.sync({RepoId("acme/a"): 600.0, RepoId("acme/b"): 600.0}, now - 3 * lease,
+                  changed=[], prune=True)  # fmt: skip
+        first = work.claim("w-1", now - 2 * lease, lease=lease, limit=2)
+        assert [c.taken_from for c in first] == [None, None]
+        done = work.finish(first[1], now - 2 * lease, next_due=now - lease, ok=True, error=None)
+        assert done  # in time: nothing lost
+        taken = work.claim("w-2", now, lease=lease, limit=2)
+        assert sorted((c.repo_id, c.taken_from) for c in taken) == [
+            ("acme/a", "w-1"), ("acme/b", None),
+        ]  # fmt: skip
+        late = work.finish(first[0], now, next_due=now + lease, ok=True, error=None)
+        assert late is False
+        with TestClient(create_app(app)) as client:
+            text = client.get("/metrics").text
+    finally:
+        app.close()
+    churn = {
+        s.labels["kind"]: s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+        if s.name == "tracker_lease_churn_total"
+    }
+    assert churn == {"taken_over": 1.0, "lost": 1.0}

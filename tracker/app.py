@@ -101,6 +101,11 @@ class App:
         if pipeline is not None:
             pipeline.abandon_analysis()
 
+    def abandon_fetches(self) -> None:
+        """SIGTERM: every Hub call under way ends at its next request or body chunk
+        (`tracker.sources.Sources.stop`); the revision it was for stays pending."""
+        self.sources.stop()
+
     def close(self) -> None:
         pipeline = self.__dict__.get("pipeline")
         if pipeline is not None:

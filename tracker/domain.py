@@ -444,6 +444,7 @@ class WithdrawnBy(StrEnum):
     """What withdrew an advisory: decides whether and when it may be restored."""
 
     REWRITE = "rewrite"  # a history rewrite dropped its introducing commit; restored if it returns
+    REPAIR = "repair"  # `tracker repair`: published from a fault of the transport; stays withdrawn
 
 
 @dataclass(frozen=True)

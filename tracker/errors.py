@@ -88,6 +88,12 @@ class DeadlineError(TransientSourceError):
     request, or a `Retry-After` longer than the cap (`retry_after` then says when to come back)."""
 
 
+class FetchAbandonedError(DeadlineError):
+    """The worker is stopping (SIGTERM): the Hub call under way was abandoned at its next request
+    or body chunk. Not retried; the revision it was fetching stays pending (not stored, the repo
+    due again), never "could not read"."""
+
+
 class RateBudgetWait(DeadlineError):
     """The shared rate budget allows the next request only after `retry_after` seconds, longer
     than the cap on waits: not a failure of the repo. The daemon keeps the repo's place in the

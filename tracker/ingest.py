@@ -28,6 +28,7 @@ from tracker.errors import (
     AccessDeniedError,
     ArtifactError,
     DeadlineError,
+    FetchAbandonedError,
     IntegrityError,
     NotFoundError,
     OversizedArtifactError,
@@ -468,6 +469,7 @@ def poll_repo(
     deadline = PollDeadline(rid, limits.poll_deadline_s)
     retry_after: float | None = None
     left: int | None = None  # revisions not fetched because the daemon is stopping
+    new: list[Commit] = []  # the revisions this poll ingests, oldest first (once listed)
 
     def finish(status: RepoStatus, error: str | None, event: EventKind | None = None) -> PollReport:
         """Record the poll; an event when the repo enters GONE/GATED (or leaves them)."""
@@ -546,7 +548,6 @@ def poll_repo(
                 bound.warning(
                     "repo.force_pushed", old_head=cursor, new_head=head, dropped=len(dropped)
                 )
-        new: list[Commit] = []
         for c in chain:
             if c.sha == base:
                 break
@@ -599,6 +600,25 @@ def poll_repo(
             new_revisions=tuple(ingested),
             seconds=time.perf_counter() - started,
             budget_wait=exc.retry_after or 0.0,
+        )
+    except FetchAbandonedError as exc:  # SIGTERM mid-fetch: not the repo's failure
+        left = len(new) - len(ingested)
+        bound.info("repo.fetch_abandoned", reason=str(exc), revisions=len(ingested), left=left)
+        if before.status in (RepoStatus.NEW, RepoStatus.OK):  # as a stop between two revisions
+            return finish(RepoStatus.OK, None)
+        return PollReport(  # its state stays the one it had: nothing was learned about it
+            repo_id=rid,
+            status=before.status,
+            head=head,
+            revisions_ingested=len(ingested),
+            files_fetched=counters.files,
+            bytes_fetched=counters.bytes_fetched(),
+            requests=counters.requests(),
+            rewritten=rewritten,
+            error=None,
+            new_revisions=tuple(ingested),
+            seconds=time.perf_counter() - started,
+            stopped=True,
         )
     except RevisionNotFoundError as exc:
         return finish(

@@ -529,6 +529,7 @@ class Daemon:
                         continue  # a second SIGTERM: the stop is under way
                     self.stopping.set()
                     self.app.abandon_analysis()  # the stop never waits for an analysis budget
+                    self.app.abandon_fetches()  # nor for a fetch's deadline
                     self.wake_claims.set()
                     self.wake_deliveries.set()
                     log.info("poll.stopping", signal=signal.Signals(signum).name)

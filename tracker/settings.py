@@ -160,6 +160,12 @@ class Settings(BaseSettings):
         default="",
         description="Comma-separated CIDRs webhook targets may resolve to although not public (loopback, private, link-local are refused otherwise), e.g. 127.0.0.0/8,::1/128.",
     )
+    http_header_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        le=600,
+        description="Seconds `tracker serve` gives a client to send a request's whole header, from the connection (or the request's first byte on a kept-alive one); past it the connection is closed (slow-header clients cannot hold connections).",
+    )
     webhook_timeout_s: float = Field(
         default=10.0,
         gt=0,

@@ -53,6 +53,10 @@ def test_verify_passes_a_clean_store_and_names_every_damaged_row(tmp_path: Path)
     assert (clean.returncode, clean.stdout.strip(), clean.stderr) == (
         0, "verified 3 blobs and 4 file versions of 2 revisions: all match", "",
     )  # fmt: skip
+    nothing = tracker(state, "http://127.0.0.1:9", "verify", "--repair")
+    assert (nothing.returncode, nothing.stdout.strip(), nothing.stderr) == (
+        0, "nothing to repair: no recorded 'could not read' is suspect", "",
+    )  # fmt: skip
 
     db = sqlite3.connect(state / "tracker.db")
     with db:

@@ -722,6 +722,8 @@ def _revivable(withdrawn_by: WithdrawnBy | None) -> bool:
     match withdrawn_by:
         case WithdrawnBy.REWRITE:
             return True
+        case WithdrawnBy.REPAIR:  # what a fault of the transport produced never comes back
+            return False
         case None:  # withdrawn before withdrawn_by was recorded, not by a rewrite
             return False
         case _:

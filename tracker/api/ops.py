@@ -298,6 +298,16 @@ def _store_metrics(c: OpsCounts) -> Iterator[Metric]:
     for name in ("held", "expired"):
         leases.add_metric([name], c.leases.get(name, 0))
     yield leases
+    churn = CounterMetricFamily(
+        "tracker_lease_churn",
+        "Repo leases changing hands since the store was made: taken_over (a worker claimed a "
+        "repo whose holder's lease had run out) or lost (a worker finished a poll and found "
+        "its lease had run out and been taken).",
+        labels=["kind"],
+    )
+    for name in ("taken_over", "lost"):
+        churn.add_metric([name], c.lease_churn.get(name, 0))
+    yield churn
     used = GaugeMetricFamily(
         "tracker_rate_budget_used",
         "Requests counted against each Hub bucket's rate budget in its current window.",

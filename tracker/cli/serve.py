@@ -56,7 +56,7 @@ def register(app: typer.Typer) -> None:
         import uvicorn
 
         from tracker.api import create_app
-        from tracker.api.wire import ProblemHttpToolsProtocol
+        from tracker.api.slowheaders import header_deadline_protocol
         from tracker.app import build
 
         settings = load_settings()
@@ -76,12 +76,11 @@ def register(app: typer.Typer) -> None:
                 # log_config=None: uvicorn's records (access and error) go through
                 # `tracker.logs` like every other library's, JSON on stderr under systemd
                 # http: uvicorn's httptools protocol answering an unparsable request (a URL
-                # over 64 kB) with a problem document (`tracker.api.wire`)
+                # over 64 kB) with a problem document (`tracker.api.wire`), and closing a
+                # connection whose request header is not in within TRACKER_HTTP_HEADER_TIMEOUT_S
+                http = header_deadline_protocol(settings.http_header_timeout_s)
                 config = uvicorn.Config(
-                    create_app(built),
-                    log_level="info",
-                    log_config=None,
-                    http=ProblemHttpToolsProtocol,
+                    create_app(built), log_level="info", log_config=None, http=http
                 )
                 uvicorn.Server(config).run(sockets=[sock])
             finally:

@@ -100,6 +100,12 @@ class Sources:
         self._lock = threading.Lock()
         self._by_repo: dict[tuple[RepoId, str | None], RepoSource] = {}
         self._hub: RepoSource | None = None
+        self.stopping = threading.Event()
+
+    def stop(self) -> None:
+        """The worker is stopping (SIGTERM): every Hub call under way, and any later one, is
+        abandoned at its next request or body chunk (FetchAbandonedError)."""
+        self.stopping.set()
 
     def _new_hub(self) -> RepoSource:
         from tracker.sources.hub import HubSource
@@ -112,6 +118,7 @@ class Sources:
             request_deadline_s=self._request_deadline_s,
             retry_after_cap_s=self._retry_after_cap_s,
             budget=self._budget,
+            stopping=self.stopping,
         )
 
     def hub(self) -> RepoSource:

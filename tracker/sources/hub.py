@@ -52,6 +52,7 @@ from tracker.errors import (
     BadResponseError,
     DeadlineError,
     EntryNotFoundError,
+    FetchAbandonedError,
     GatedRepoError,
     IntegrityError,
     NotFoundError,
@@ -119,6 +120,7 @@ def _count_request(request: httpx2.Request) -> None:
     source = _active.get()
     if source is not None:
         source._count_request()
+        source.check_stopping(f"{request.method} {request.url.path}")
     deadline = _deadline.get()
     if deadline is not None:
         deadline.check(f"{request.method} {request.url.path}")
@@ -131,8 +133,16 @@ def _count_request(request: httpx2.Request) -> None:
 class _GuardedStream(httpx2.SyncByteStream):
     """A response body read under the call's deadline and the stall detector."""
 
-    def __init__(self, inner: Any, deadline: _Deadline, what: str, length: int | None) -> None:
+    def __init__(
+        self,
+        inner: Any,
+        deadline: _Deadline,
+        what: str,
+        length: int | None,
+        source: HubSource | None = None,
+    ) -> None:
         self._inner = inner
+        self._source = source
         self._deadline = deadline
         self._what = what
         self._left = length
@@ -147,6 +157,8 @@ class _GuardedStream(httpx2.SyncByteStream):
             if self._left is not None:
                 self._left -= len(chunk)
             self._deadline.check(self._what)
+            if self._source is not None:
+                self._source.check_stopping(self._what)
             if now - window_start >= self._deadline.stall_s:
                 wanted = STALL_MIN_BYTES if self._left is None else min(STALL_MIN_BYTES, self._left)
                 if window_bytes < wanted:  # retried like a timeout (a new connection may do)
@@ -184,7 +196,7 @@ def _guard_response(response: httpx2.Response) -> None:
     declared = response.headers.get("Content-Length", "")
     length = int(declared) if declared.isdigit() else None
     what = f"{response.request.method} {response.request.url.path}"
-    response.stream = _GuardedStream(response.stream, deadline, what, length)
+    response.stream = _GuardedStream(response.stream, deadline, what, length, _active.get())
     if response.status_code >= 400 or not _file_read.get():
         _read_bounded(response, what)
 
@@ -348,9 +360,11 @@ class HubSource:
         retry_after_cap_s: float = 60.0,
         sleep: Callable[[float], None] | None = None,
         budget: RequestBudget | None = None,
+        stopping: threading.Event | None = None,
     ) -> None:
         install_client(timeout_s)
         self.budget = budget
+        self.stopping = stopping
         self.endpoint = endpoint.rstrip("/")
         self.token = token
         self.timeout_s = timeout_s
@@ -372,6 +386,13 @@ class HubSource:
     def _count_request(self) -> None:
         with self._lock:
             self._requests += 1
+
+    def check_stopping(self, what: str) -> None:
+        """FetchAbandonedError once the worker is stopping (`Sources.stop`): checked before every
+        request and after every body chunk, so a SIGTERM ends a call under way at once, or
+        within one read timeout (`timeout_s`) of a body that sends nothing."""
+        if self.stopping is not None and self.stopping.is_set():
+            raise FetchAbandonedError(f"{what}: abandoned, the worker is stopping")
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         """`fn` with its requests counted, under a deadline per attempt (`request_deadline_s`

@@ -22,6 +22,8 @@ from tracker.store.engine import current_revision, head_revision, transaction
 from tracker.store.tables import IngestionStateRow, RepoRow, RevisionRow
 from tracker.store.webhooks.tables import DeliveryAttemptRow, DeliveryRow, PollRequestRow
 from tracker.store.workers import (
+    LEASE_CHURN,
+    LeaseCounterRow,
     RateBudgetRow,
     RepoScheduleRow,
     WorkerRow,
@@ -73,6 +75,7 @@ class OpsCounts:
     poll_requests: Mapping[str, int] = field(default_factory=dict)  # waiting / claimed → count
     workers: Mapping[str, int] = field(default_factory=dict)  # alive / no_heartbeat → count
     leases: Mapping[str, int] = field(default_factory=dict)  # held / expired → count
+    lease_churn: Mapping[str, int] = field(default_factory=dict)  # taken_over / lost → count
     # bucket → (requests used in the current window, quota)
     rate_budget: Mapping[str, tuple[int, int]] = field(default_factory=dict)
 
@@ -193,6 +196,11 @@ class OpsReader:
                     sa.func.count().filter(leased, sa.not_(running)),
                 ).select_from(RepoScheduleRow)
             ).one()
+            churn = dict.fromkeys(LEASE_CHURN, 0)
+            for name, value in s.execute(
+                sa.select(col(LeaseCounterRow.name), col(LeaseCounterRow.value))
+            ).all():
+                churn[str(name)] = int(value)
             budget = {  # a window that has ended reads as unused
                 r.bucket: (r.used if r.window_start == window_start(now, r.window_s) else 0,
                            r.quota)
@@ -206,5 +214,6 @@ class OpsReader:
             poll_requests={"waiting": int(reqs[0]), "claimed": int(reqs[1])},
             workers={"alive": int(wk[0]), "no_heartbeat": int(wk[1])},
             leases={"held": int(ls[0]), "expired": int(ls[1])},
+            lease_churn=churn,
             rate_budget=budget,
         )

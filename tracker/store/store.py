@@ -518,6 +518,25 @@ class Store:
             s.flush()
             return _to_stored(row)
 
+    def replace_file(self, repo_id: RepoId, sha: Sha, path: str, fv: FileVersion) -> None:
+        """`tracker repair` only: what is stored for `path` at revision `sha` becomes `fv` (its
+        bytes stored), in place of a "could not read" an earlier release recorded from a fault of
+        the transport."""
+        with self._writing() as s:
+            rev = self._rev(s, self._repo(s, repo_id), sha)
+            row = s.execute(
+                sa.select(RevisionFileRow).where(
+                    col(RevisionFileRow.revision_pk) == rev.id, col(RevisionFileRow.path) == path
+                )
+            ).scalar_one_or_none()
+            if row is None:
+                raise StoreNotFoundError(f"{repo_id}@{sha}: {path} is not stored")
+            digest = put_blob(s, fv.data) if fv.data is not None else fv.blob_sha256
+            row.kind = fv.kind.value
+            row.blob_sha256 = digest if fv.kind is not FileKind.UNREADABLE else None
+            row.reason = fv.reason
+            s.add(row)  # `fetched` stays: whether this revision fetched it or carried it on
+
     @staticmethod
     def _find(s: Session, repo_pk: int, sha: str) -> RevisionRow | None:
         return s.execute(

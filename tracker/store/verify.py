@@ -157,6 +157,53 @@ def verify_store(engine: sa.Engine, *, max_file_bytes: int = MAX_FILE_BYTES) -> 
     return VerifyReport(blobs, versions, revisions, tuple(problems))
 
 
+@dataclass(frozen=True)
+class Suspect:
+    """A recorded "could not read" an earlier release made from a fault of the transport
+    (`fault` says which): what `tracker repair` reads again."""
+
+    repo_id: str
+    sha: str
+    path: str
+    entry: TreeEntry
+    reason: str
+    fault: str
+
+
+def suspects(engine: sa.Engine, *, max_file_bytes: int = MAX_FILE_BYTES) -> list[Suspect]:
+    """Every suspect "could not read" of a live revision, by repo and then ingestion order
+    (`tracker.integrity.transport_fault`)."""
+    out: list[Suspect] = []
+    with transaction(engine, "store") as s:
+        rows = s.execute(
+            sa.select(
+                col(RepoRow.repo_id),
+                col(RevisionRow.sha),
+                col(RevisionRow.tree_hash),
+                col(RevisionFileRow.path),
+                col(RevisionFileRow.reason),
+            )
+            .join(RevisionRow, col(RevisionRow.id) == col(RevisionFileRow.revision_pk))
+            .join(RepoRow, col(RepoRow.id) == col(RevisionRow.repo_pk))
+            .where(
+                col(RevisionFileRow.kind) == FileKind.UNREADABLE.value,
+                col(RevisionRow.rewritten_away) == sa.false(),
+            )
+            .order_by(col(RepoRow.repo_id), col(RevisionRow.seq), col(RevisionFileRow.path))
+        ).all()
+        trees: dict[str, dict[str, TreeEntry]] = {}
+        for repo_id, sha, tree_hash, path, reason in rows:
+            if tree_hash not in trees:
+                trees[tree_hash] = {e.path: e for e in load_tree(s, tree_hash)}
+            entry = trees[tree_hash].get(path)
+            if entry is None:
+                continue
+            fault = transport_fault(entry, reason or "", max_file_bytes)
+            if fault is not None:
+                out.append(Suspect(repo_id, sha, path, entry, reason or "", fault))
+    return out
+
+
 def _blob(engine: sa.Engine, digest: str) -> bytes | None:
     with transaction(engine, "store") as s:
         data = s.execute(
@@ -188,4 +235,4 @@ def _header_problem(engine: sa.Engine, digest: str) -> str | None:
     return None if isinstance(obj, dict) else "its stored header is not a JSON object"
 
 
-__all__ = ["Problem", "VerifyReport", "verify_store"]
+__all__ = ["Problem", "Suspect", "VerifyReport", "suspects", "verify_store"]

@@ -69,7 +69,26 @@ class RateBudgetRow(StoreModel, table=True):
     blocked_until: datetime | None = Field(default=None, sa_column=sa.Column(UtcDateTime))
 
 
-WORKER_TABLES = ("repo_schedule", "workers", "rate_budget")
+class LeaseCounterRow(StoreModel, table=True):
+    """Lease churn since the store was made (migration 0018), one row per kind: `taken_over`
+    (a worker claimed a repo whose holder's lease had expired) and `lost` (a worker finished a
+    poll and found its lease taken: it had expired under it). Counters: they only grow."""
+
+    __tablename__ = "lease_counters"
+
+    name: str = Field(sa_column=sa.Column(sa.String(32), primary_key=True))
+    value: int = Field(sa_column=sa.Column(sa.BigInteger, nullable=False))
+
+
+LEASE_CHURN = ("taken_over", "lost")
+WORKER_TABLES = ("repo_schedule", "workers", "rate_budget", "lease_counters")
+
+
+def count_churn(s: Any, name: str, n: int = 1) -> None:
+    """Add `n` to lease counter `name` (one of LEASE_CHURN), in the caller's transaction."""
+    table = LeaseCounterRow.__table__  # type: ignore[attr-defined]
+    insert_ignore(s, table, {"name": name, "value": 0}, ["name"])
+    s.execute(sa.update(table).where(table.c.name == name).values(value=table.c.value + n))
 
 
 @dataclass(frozen=True)
@@ -304,13 +323,17 @@ class WorkStore:
                 return []
         out: list[Claim] = []
         with transaction(self.engine, "claim repos", write=True) as s:
+            taken = 0
             for row in s.scalars(q.with_for_update(skip_locked=True)).all():
                 job = uuid.uuid4().hex
                 asked = row.requested_at is not None and row.requested_at <= now
                 out.append(Claim(RepoId(row.repo_id), job, now, row.lease_owner, asked))
+                taken += row.lease_owner is not None  # its holder's lease had expired
                 row.lease_owner, row.lease_job = worker_id, job
                 row.lease_since, row.lease_expires = now, now + lease
                 s.add(row)
+            if taken:
+                count_churn(s, "taken_over", taken)
         return out
 
     def finish(
@@ -332,6 +355,7 @@ class WorkStore:
                 .with_for_update()
             ).first()
             if row is None or row.lease_job != claim.job:
+                count_churn(s, "lost")
                 return False
             row.last_poll = now
             row.consecutive_failures = 0 if ok else row.consecutive_failures + 1
@@ -465,15 +489,18 @@ class WorkStore:
 
 
 __all__ = [
+    "LEASE_CHURN",
     "WORKER_TABLES",
     "BudgetWindow",
     "Claim",
+    "LeaseCounterRow",
     "RateBudgetRow",
     "RepoScheduleRow",
     "ScheduledRepo",
     "WorkStore",
     "Worker",
     "WorkerRow",
+    "count_churn",
     "paced_allowance",
     "window_start",
 ]

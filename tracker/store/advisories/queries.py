@@ -415,6 +415,50 @@ class AdvisoryTx:
             )
         )
 
+    def overwrite(
+        self,
+        adv: Advisory,
+        *,
+        state: AdvisoryState,
+        pending: Sequence[dict[str, str]],
+        withdrawn_by: WithdrawnBy | None,
+    ) -> None:
+        """`tracker repair` only: replace a record with what a clean analysis of its revisions
+        publishes (`tracker.repair`): its state, pending list and whole versions list, which may
+        shrink (a false fix ended it early, or a false change extended it). `content_modified`
+        and `modified` take the record's `modified`."""
+        if (state is AdvisoryState.WITHDRAWN) != (withdrawn_by is not None):
+            raise StoreError(f"advisory {adv.id}: withdrawn_by goes with state withdrawn only")
+        row = self._s.get(AdvisoryRow, adv.id)
+        if row is None:
+            raise StoreNotFoundError(f"advisory {adv.id} does not exist")
+        self._s.execute(
+            sa.delete(AdvisoryVersionRow.__table__)  # type: ignore[attr-defined]
+            .where(AdvisoryVersionRow.__table__.c.advisory_id == adv.id)  # type: ignore[attr-defined]
+            .execution_options(synchronize_session=False)
+        )
+        row.record = _stored_record(adv.record)
+        row.severity = adv.severity.value
+        row.modified = row.content_modified = _record_time(adv.record, "modified")
+        row.state = state.value
+        row.withdrawn_by = withdrawn_by.value if withdrawn_by is not None else None
+        row.pending = _dump(list(pending))
+        self._s.add(row)
+        self._s.flush()
+        self._add_versions(adv.id, row.repo_pk, _versions(adv.record), 0)
+
+    def replace_suppressed(
+        self, repo_id: RepoId, sha: Sha, changes: Sequence[SuppressedChange]
+    ) -> None:
+        """`tracker repair` only: the suppressed changes of one revision become `changes`."""
+        table = SuppressedChangeRow.__table__  # type: ignore[attr-defined]
+        self._s.execute(
+            sa.delete(table).where(table.c.repo_pk == self._repo_pk(repo_id), table.c.sha == sha)
+        )
+        for change in changes:
+            self.record_suppressed(change)
+        self._s.flush()
+
     def mark_revision(self, repo_id: RepoId, sha: Sha, at: datetime) -> None:
         self._s.add(
             AdvisoryRevisionRow(
