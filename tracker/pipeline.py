@@ -49,6 +49,7 @@ from tracker.estimate import (
 )
 from tracker.estimate.checkpoint import CensusCache, count_shards, index_total_size
 from tracker.ingest import PollReport, poll_all
+from tracker.lineage import Lineage, fixed_by, record_links
 from tracker.preflight import (
     Preflight,
     PreflightSettings,
@@ -63,6 +64,7 @@ from tracker.sources import RepoSource
 from tracker.store import AnalysisOverrun, EventKind, RepoStatus, Store
 from tracker.store.advisories import AdvisoryStore
 from tracker.store.analysis import AnalysisStore, StoredEstimate
+from tracker.store.lineage import LineageStore
 from tracker.store.outage import unreachable
 from tracker.store.preflight import PreflightStore, StoredPreflight
 from tracker.watchlist import WatchedRepo, Watchlist
@@ -120,6 +122,7 @@ class CycleReport:
     """A whole poll cycle, per repo in watchlist order."""
 
     repos: tuple[RepoCycle, ...] = field(default_factory=tuple)
+    lineage: tuple[str, ...] = ()  # stale-derivative advisories published after the repos
 
     @property
     def revisions_ingested(self) -> int:
@@ -442,6 +445,25 @@ class Pipeline:
         # last had (`_since`). Like `_last`, it stands only for the revision right before the next
         # one: a repo whose answer is never had (an unregistered model type) walks the store once.
         self._known: dict[RepoId, tuple[Sha, Known]] = {}
+        self.lineage_store = LineageStore(store.engine)
+        self.lineage = Lineage(
+            store=store,
+            advisories=advisories,
+            lineage=self.lineage_store,
+            base_source=lambda base: source_for(WatchedRepo(base)),
+            watched=lambda: {w.repo_id for w in self.watchlist().repos},
+            repo_url=self._repo_url,
+            limits=self.limits,
+            prefix=settings.advisory_prefix,
+            clock=clock,
+        )
+
+    def _repo_url(self, rid: RepoId) -> str:
+        """The URL advisories name as `rid` (watched: its own; a base not watched: on the Hub)."""
+        for w in self.watchlist().repos:
+            if w.repo_id == rid:
+                return repo_url(w, self.settings.hub_public_url)
+        return f"{self.settings.hub_public_url.rstrip('/')}/{rid}"
 
     def abandon_analysis(self) -> None:
         """The daemon stops: the analysis under way, and any later one, is handed back
@@ -491,6 +513,9 @@ class Pipeline:
         pf_after, pf_error = computed.preflight
 
         at = self.clock()
+        lineage_fixed = (
+            fixed_by(self.advisories, rid, after) if previous is not None else frozenset()
+        )
         self.analysis.save(
             Diff(repo_id=rid, before=previous, after=sha, changes=changes),
             StoredEstimate(repo_id=rid, sha=sha, estimate=est_after, error=est_error),
@@ -510,7 +535,9 @@ class Pipeline:
             prefix=self.settings.advisory_prefix,
             now=at,
             judgement=computed.judgement,
+            lineage_fixed=lineage_fixed,
         )
+        record_links(self.lineage_store, rid, after, at)
         store.mark_analysed(rid, sha, now=at)
         self._last[rid] = (sha, after, settings, estimated)
         self._known[rid] = (sha, _known_after(had, sha, pf_after))
@@ -748,7 +775,16 @@ class Pipeline:
                     stopped=stopped,
                 )
             )
-        return CycleReport(repos=tuple(out))
+        lineage: list[str] = []
+        if stop is None or not stop():
+            only = None if repos is None else [w.repo_id for w in watched]
+            try:
+                lineage = self.lineage.check(only)
+            except Exception as exc:  # lineage must not stop the cycle's own report
+                if unreachable(exc):
+                    raise
+                log.exception("lineage.check_failed")
+        return CycleReport(repos=tuple(out), lineage=tuple(lineage))
 
 
 def cycle_json(report: CycleReport) -> str:

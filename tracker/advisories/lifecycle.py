@@ -216,10 +216,16 @@ OPEN_ADVICE = "open_advice"
 def fixed_advice(record: Mapping[str, JSONValue], sha: str) -> str:
     """What to do about a fixed advisory: take the fixing revision (named whole)."""
     url = _repo_url(record)
+    extra = record.get("database_specific")
+    restored = (
+        "no value its base model left is there any more"
+        if isinstance(extra, Mapping) and "lineage" in extra  # a stale derivative (`stale`)
+        else "every value this advisory is about is back there to what it was before the "
+        "introducing commit"
+    )
     return (
         f"Upgrade to the fixing revision [`{sha[:12]}`]({commit_url(url, Sha(sha))}) "
-        f'(`revision="{sha}"` in `from_pretrained`) or later: every value this advisory is about '
-        "is back there to what it was before the introducing commit. Revisions from the "
+        f'(`revision="{sha}"` in `from_pretrained`) or later: {restored}. Revisions from the '
         "introducing commit up to it are affected (the versions listed); do not pin one of them."
     )
 
@@ -272,11 +278,12 @@ def fixed_paragraph(record: Mapping[str, JSONValue], sha: Sha, fix: Commit | Non
         else f"[`{sha[:12]}`]({commit_url(url, sha)})"
     )
     extra = record.get("database_specific")
-    what = (
-        "it resolves every consistency finding this advisory is about"
-        if isinstance(extra, Mapping) and "first_seen" in extra  # a findings advisory (`broken`)
-        else "it sets every value this advisory is about back to what it was before"
-    )
+    if isinstance(extra, Mapping) and "lineage" in extra:  # a stale derivative (`stale`)
+        what = "it no longer has any value its base model left (re-converted or re-derived)"
+    elif isinstance(extra, Mapping) and "first_seen" in extra:  # a findings advisory (`broken`)
+        what = "it resolves every consistency finding this advisory is about"
+    else:
+        what = "it sets every value this advisory is about back to what it was before"
     return (
         f"**Fixed** by commit {by}: {what}. Revisions from the introducing commit up to it "
         f"({n} ingested) are affected; upgrade to `{sha[:12]}` or later to leave them."

@@ -155,6 +155,7 @@ def publish(
     now: datetime,
     context: Context | None = None,
     judgement: Judgement | None = None,
+    lineage_fixed: frozenset[str] = frozenset(),
 ) -> list[Advisory]:
     """Publish the advisories of one analysed revision; idempotent per (repo, commit).
 
@@ -175,6 +176,10 @@ def publish(
     from the classified changes (values over `osv.MAX_VALUE_CHARS` compacted to a digest, mass
     tensor changes as patterns), validates them and queues webhook deliveries, in time and
     memory proportional to the changes the analysis returned.
+
+    `lineage_fixed`: the open stale-derivative advisories this revision fixes
+    (`tracker.lineage.fixed_by`: it no longer holds the values its base left), fixed here like
+    any other, in the same transaction.
     """
     rules = _overrides(overrides)
     if judgement is None:
@@ -196,7 +201,7 @@ def publish(
 
     def once() -> list[Advisory]:
         with store.transaction() as tx:
-            return _publish(tx, subject, changes, prefix, now, judgement)
+            return _publish(tx, subject, changes, prefix, now, judgement, lineage_fixed)
 
     return _retried(once)
 
@@ -208,6 +213,7 @@ def _publish(
     prefix: str,
     now: datetime,
     judgement: Judgement,
+    lineage_fixed: frozenset[str] = frozenset(),
 ) -> list[Advisory]:
     repo_id, sha, previous = subject.repo_id, subject.introduced, subject.previous
     if tx.revision_done(repo_id, sha):
@@ -217,6 +223,9 @@ def _publish(
     extend: list[tuple[OpenCandidate, str | None]] = []
     for cand in tx.open_candidates(repo_id, previous, sha) if previous is not None else []:
         pending = [PendingChange.from_json(p) for p in cand.pending]
+        if cand.id in lineage_fixed:  # a stale derivative re-converted (`tracker.lineage`)
+            fixed_here.append(_fix_stale(tx, cand.id, subject, sha, now))
+            continue
         step = advance(pending, changes)
         # findings advisories (`broken`): their entries move with the findings, not the changes
         after, settled = broken.settle(step.pending, judgement.introduced, judgement.resolved)
@@ -340,6 +349,23 @@ def _publish(
     _enqueue_deliveries(tx, subject, out, fixed_here, now)
     tx.mark_revision(repo_id, sha, now)
     return out
+
+
+def _fix_stale(tx: AdvisoryTx, adv_id: str, subject: Subject, sha: Sha, now: datetime) -> Advisory:
+    """Mark the open stale-derivative advisory `adv_id` fixed at `sha` (its pending kept)."""
+    stored = tx.get(adv_id)
+    if stored is None:  # pragma: no cover - the candidate was read in this transaction
+        raise AdvisoryError(f"advisory {adv_id} vanished")
+    if stored.state is not AdvisoryState.OPEN:  # another writer fixed it since (PostgreSQL)
+        raise AdvisoryConflictError(f"advisory {adv_id} is no longer open")
+    old = stored.advisory
+    record = mark_fixed(old.record, sha, now, subject.commit)
+    validate_record(record)
+    fixed = Advisory(old.id, old.repo_id, old.introduced, old.group, old.severity, record)
+    tx.update(
+        fixed, state=AdvisoryState.FIXED, pending=list(stored.pending), expect=AdvisoryState.OPEN
+    )
+    return fixed
 
 
 def _pin(group: ChangeGroup, judgement: Judgement) -> tuple[Sha | None, bool]:
