@@ -25,6 +25,7 @@ import structlog
 
 from tracker.advisories.osv import advisory_id
 from tracker.advisories.schema import validate_record
+from tracker.advisories.service import enqueue_introduced
 from tracker.advisories.stale import (
     ARTIFACT,
     Stale,
@@ -289,6 +290,7 @@ class Lineage:
                 package_name=subject.url,
                 pending=[p.to_json() for p in initial_pending(stale)],
             )
+            enqueue_introduced(tx, link.repo_id, subject.url, sha, adv, now)
         log.info("lineage.stale", repo=link.repo_id, base=link.base_id, advisory=adv_id)
         return adv
 

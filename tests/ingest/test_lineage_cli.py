@@ -191,13 +191,89 @@ def test_base_fixes_its_template_the_gguf_converted_before_is_stale_until_reconv
         assert "it no longer has any value its base model left" in fixed["details"]
         tree = _lineage(run, GGUF_REPO)
         (base_node,) = tree["bases"]
-        assert (base_node["repo"], base_node["state"], base_node["head"]) == (BASE, "up to date", None)
+        assert (base_node["repo"], base_node["state"], base_node["head"]) == (
+            BASE,
+            "up to date",
+            None,
+        )
         assert [(a["id"], a["state"]) for a in base_node["advisories"]] == [
             (stale[0]["id"], "fixed")
         ]
 
         unknown = run("lineage", "acme/nothing-here")
-        assert unknown.returncode != 0
+        assert unknown.returncode == 3  # not found
         assert unknown.stderr.strip().endswith(
             "acme/nothing-here is not in the store, and no watched repo names it as its base"
         )
+
+
+def test_a_watched_base_changes_template_and_eos_the_finetune_made_before_is_stale(
+    tmp_path: Path,
+) -> None:
+    """The base watched too (read from the store revision by revision, with its commit title),
+    and a safetensors-side fine-tune made before the base changed both its template and its
+    generation eos: one advisory naming both, fixed when the fine-tune takes the new files."""
+    root, state = tmp_path / "hub", tmp_path / "state"
+    root.mkdir()
+    state.mkdir()
+    base, ft = init_repo(root, BASE), init_repo(root, FT_REPO)
+    generation = json.loads((MODEL / "generation_config.json").read_text())
+    b1 = commit(base, _own_files(OLD), "Upload", date=T0)
+    ft_card = _card(f"base_model: {BASE}\nbase_model_relation: finetune\n")
+    f1 = commit(ft, {"README.md": ft_card, **_own_files(OLD)}, "Fine-tune",
+                date=T0 + timedelta(hours=1))  # fmt: skip
+    new_generation = json.dumps({**generation, "eos_token_id": [151643, 151647]}).encode()
+    b2 = commit(base, {"chat_template.jinja": FIXED.encode(),
+                       "generation_config.json": new_generation},
+                "Fix the template and stop on EOT too", date=T0 + timedelta(days=1))  # fmt: skip
+    watchlist = tmp_path / "watchlist.yaml"
+    watchlist.write_text(f"repos:\n  - id: {BASE}\n  - id: {FT_REPO}\n")
+    with Replica(root) as hub:
+
+        def run(*args: str) -> subprocess.CompletedProcess[str]:
+            env = dict(os.environ, TRACKER_STATE_DIR=str(state), TRACKER_HF_ENDPOINT=hub.url,
+                       TRACKER_WATCHLIST=str(watchlist))  # fmt: skip
+            return subprocess.run([str(TRACKER), *args], capture_output=True, text=True,
+                                  env=env, timeout=600, check=False)  # fmt: skip
+
+        # one poll sees the whole history: the fine-tune is compared with every base revision
+        polled = run("poll", "--once", "--json")
+        assert polled.returncode == 0, polled.stderr
+        listed = json.loads(run("advisories", "list", "--json").stdout)
+        stale = [a for a in listed if a["group"] == "lineage"]
+        assert [(a["repo"], a["severity"], a["introduced"], a["state"]) for a in stale] == [
+            (FT_REPO, "high", f1, "open")
+        ]
+        assert stale[0]["summary"] == (
+            f"{FT_REPO}: stale derivative: fine-tuned before {BASE} changed its chat template "
+            f"(and 1 more) at {b2[:12]}"
+        )
+        record = json.loads(run("advisories", "show", stale[0]["id"], "--json").stdout)
+        assert record["details"].startswith(
+            f"**Severity: high**: fine-tuned before [{BASE}]({HF}/{BASE}) changed its chat "
+            f"template at [`{b2[:12]}`]({HF}/{BASE}/commit/{b2}) (“Fix the template and stop on "
+            "EOT too”); this repo still renders the old prompt."
+        )
+        assert (
+            "- **high** `eos_token_id`: this repo still has eos_token_id = 151643; the base now has another."
+            in record["details"]
+        )
+        assert [(s["key"], s["file"]) for s in record["database_specific"]["lineage"]["stale"]] == [
+            ("chat_template", ""),
+            ("eos_token_id", ""),
+        ]
+        tree = _lineage(run, BASE)
+        assert (tree["watched"], tree["head"]) == (True, b2)
+        (node,) = tree["derivatives"]
+        assert (node["repo"], node["relation"], node["via"], node["state"]) == (
+            FT_REPO, "finetune", "card", "stale")  # fmt: skip
+
+        # the fine-tune takes the base's new template and generation config: fixed there
+        f2 = commit(ft, {"chat_template.jinja": FIXED.encode(),
+                         "generation_config.json": new_generation},
+                    "Take the base's fixes", date=T0 + timedelta(days=2))  # fmt: skip
+        assert run("poll", "--once", "--json").returncode == 0
+        fixed = json.loads(run("advisories", "show", stale[0]["id"], "--json").stdout)
+        assert fixed["database_specific"]["fixed"] == f2
+        assert _lineage(run, FT_REPO)["bases"][0]["state"] == "up to date"
+        assert b1 != b2

@@ -410,6 +410,16 @@ def _enqueue_deliveries(
         outbox.enqueue(sub_id, subject.repo_id, subject.introduced, EVENT, body, now)
 
 
+def enqueue_introduced(
+    tx: AdvisoryTx, repo_id: RepoId, repo_url: str, sha: Sha, advisory: Advisory, now: datetime
+) -> None:
+    """The webhook outbox for one advisory published outside a revision's own publishing (a
+    stale derivative, `tracker.lineage`), in its transaction: a `revision.advisories` delivery
+    of the revision it is introduced at, for every subscription that wants it."""
+    subject = Subject(repo_id, repo_url, sha, None, None, None)
+    _enqueue_deliveries(tx, subject, [advisory], [], now)
+
+
 def _filters(subscriptions: Sequence[Subscription]) -> list[tuple[int, Filter]]:
     return [
         (s.id, Filter(s.repos, s.min_severity, tuple(k.value for k in s.kinds), s.events))

@@ -143,7 +143,7 @@ def _still(s: Stale, where: str) -> str:
 def _where(s: Stale) -> str:
     if s.gguf:
         return f"your GGUF `{s.file}`"
-    return "this repo's own files"
+    return "this repo"
 
 
 @dataclass(frozen=True)
