@@ -314,6 +314,28 @@ def _head(store: Store, rid: RepoId) -> Sha | None:
     return revs[-1].sha if revs else None
 
 
+MATTERS = ("chat_template", "bos_token_id", "eos_token_id", "pad_token_id")
+"""What a derivative's unit and its base at the newest compared revision may not differ in
+without a finding (`differs_from_base`): the prompt it renders and the ids it starts, stops and
+pads with. Generation defaults and tokenizers may differ on purpose (a fine-tune's own)."""
+
+
+def _differs(store: Store, link: Link) -> list[JSONValue]:
+    """Each (unit file, key) where the derivative at its head has another value than its base at
+    the newest revision compared (`link.base_values`), for the keys that matter (MATTERS); a key
+    one side does not say is not compared."""
+    head = _head(store, link.repo_id)
+    if head is None or link.base_values is None:
+        return []
+    base = link.base_values
+    out: list[JSONValue] = []
+    for unit in effective_units(store.snapshot(link.repo_id, head)):
+        for key in MATTERS:
+            if key in unit.values and key in base and unit.values[key] != base[key]:
+                out.append({"file": unit.file, "key": key})
+    return out
+
+
 def _node(
     store: Store,
     advisories: AdvisoryStore,
@@ -339,6 +361,7 @@ def _node(
         "repo": rid,
         "watched": rid in watched,
         "head": _head(store, rid),
+        "differs_from_base": _differs(store, link),
         "relation": link.relation,
         "via": link.via,
         "state": state,

@@ -161,11 +161,15 @@ def test_base_fixes_its_template_the_gguf_converted_before_is_stale_until_reconv
         }
         ft_node = next(n for n in tree["derivatives"] if n["repo"] == FT_REPO)
         assert (ft_node["head"], ft_node["base_compared_at"], ft_node["advisories"]) == (f1, b2, [])
+        # a finding at the base's newest revision: the GGUF's template differs, the fine-tune's not
+        differs = {n["repo"]: n["differs_from_base"] for n in tree["derivatives"]}
+        assert differs == {GGUF_REPO: [{"file": Q4, "key": "chat_template"}], FT_REPO: []}
         text = run("lineage", GGUF_REPO)
         assert text.returncode == 0, text.stderr
-        assert text.stdout.splitlines()[:3] == [
+        assert text.stdout.splitlines() == [
             f"{GGUF_REPO} (watched, head {g1[:12]})",
             f"  base {BASE} (quantized, via card+gguf; not watched): stale",
+            f"      the derivative differs at the base revision compared: chat_template ({Q4})",
             f"      {stale[0]['id']} [high, open] {stale[0]['summary']}",
         ]
 
@@ -196,6 +200,7 @@ def test_base_fixes_its_template_the_gguf_converted_before_is_stale_until_reconv
             "up to date",
             None,
         )
+        assert base_node["differs_from_base"] == []
         assert [(a["id"], a["state"]) for a in base_node["advisories"]] == [
             (stale[0]["id"], "fixed")
         ]

@@ -28,6 +28,12 @@ def _line(node: dict[str, Any], role: str, depth: int) -> list[str]:
     elif state == "base unreadable":
         state += f": {node['base_error']}"
     out = [f"{pad}{role} {node['repo']} ({how}, via {node['via']}; {where}{head}): {state}"]
+    if node["differs_from_base"]:
+        what = ", ".join(
+            f"{d['key']} ({d['file'] or 'own files'})" for d in node["differs_from_base"]
+        )
+        who = "differs from its base" if role == "derivative" else "the derivative differs"
+        out.append(f"{pad}    {who} at the base revision compared: {what}")
     for a in node["advisories"]:
         out.append(f"{pad}    {a['id']} [{a['severity']}, {a['state']}] {a['summary']}")
     for child in node.get("bases", []):
