@@ -776,7 +776,7 @@ class Pipeline:
                 )
             )
         lineage: list[str] = []
-        if stop is None or not stop():
+        if not any(r.stopped for r in out):  # a stopping daemon compares on its next start
             only = None if repos is None else [w.repo_id for w in watched]
             try:
                 lineage = self.lineage.check(only)
