@@ -337,6 +337,7 @@ class Artifact(StrEnum):
     MODEL_CARD = "model_card"
     PROCESSOR = "processor"
     ESTIMATE = "estimate"
+    LINEAGE = "lineage"  # a derivative left behind by its base model (`tracker.lineage`)
 
 
 class ChangeKind(StrEnum):

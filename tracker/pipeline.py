@@ -50,6 +50,7 @@ from tracker.estimate import (
 )
 from tracker.estimate.checkpoint import CensusCache, count_shards, index_total_size
 from tracker.ingest import PollReport, poll_all
+from tracker.lineage import Lineage, fixed_by, record_links
 from tracker.preflight import (
     Preflight,
     PreflightSettings,
@@ -64,6 +65,7 @@ from tracker.sources import RepoSource
 from tracker.store import AnalysisOverrun, EventKind, RepoStatus, Store
 from tracker.store.advisories import AdvisoryStore
 from tracker.store.analysis import AnalysisStore, StoredEstimate
+from tracker.store.lineage import LineageStore
 from tracker.store.outage import unreachable
 from tracker.store.preflight import PreflightStore, StoredPreflight
 from tracker.teams.audience import TeamAudience
@@ -123,6 +125,7 @@ class CycleReport:
     """A whole poll cycle, per repo in watchlist order."""
 
     repos: tuple[RepoCycle, ...] = field(default_factory=tuple)
+    lineage: tuple[str, ...] = ()  # stale-derivative advisories published after the repos
 
     @property
     def revisions_ingested(self) -> int:
@@ -446,6 +449,25 @@ class Pipeline:
         # last had (`_since`). Like `_last`, it stands only for the revision right before the next
         # one: a repo whose answer is never had (an unregistered model type) walks the store once.
         self._known: dict[RepoId, tuple[Sha, Known]] = {}
+        self.lineage_store = LineageStore(store.engine)
+        self.lineage = Lineage(
+            store=store,
+            advisories=advisories,
+            lineage=self.lineage_store,
+            base_source=lambda base: source_for(WatchedRepo(base)),
+            watched=lambda: {w.repo_id for w in self.watchlist().repos},
+            repo_url=self._repo_url,
+            limits=self.limits,
+            prefix=settings.advisory_prefix,
+            clock=clock,
+        )
+
+    def _repo_url(self, rid: RepoId) -> str:
+        """The URL advisories name as `rid` (watched: its own; a base not watched: on the Hub)."""
+        for w in self.watchlist().repos:
+            if w.repo_id == rid:
+                return repo_url(w, self.settings.hub_public_url)
+        return f"{self.settings.hub_public_url.rstrip('/')}/{rid}"
 
     def _audience(self) -> TeamAudience:
         """Which advisories affect each watchlist team, for the team-filtered webhook
@@ -500,6 +522,9 @@ class Pipeline:
         pf_after, pf_error = computed.preflight
 
         at = self.clock()
+        lineage_fixed = (
+            fixed_by(self.advisories, rid, after) if previous is not None else frozenset()
+        )
         self.analysis.save(
             Diff(repo_id=rid, before=previous, after=sha, changes=changes),
             StoredEstimate(repo_id=rid, sha=sha, estimate=est_after, error=est_error),
@@ -520,7 +545,9 @@ class Pipeline:
             now=at,
             judgement=computed.judgement,
             audience=self._audience(),
+            lineage_fixed=lineage_fixed,
         )
+        record_links(self.lineage_store, rid, after, at)
         store.mark_analysed(rid, sha, now=at)
         self._last[rid] = (sha, after, settings, estimated)
         self._known[rid] = (sha, _known_after(had, sha, pf_after))
@@ -784,7 +811,16 @@ class Pipeline:
                     stopped=stopped,
                 )
             )
-        return CycleReport(repos=tuple(out))
+        lineage: list[str] = []
+        if not any(r.stopped for r in out):  # a stopping daemon compares on its next start
+            only = None if repos is None else [w.repo_id for w in watched]
+            try:
+                lineage = self.lineage.check(only)
+            except Exception as exc:  # lineage must not stop the cycle's own report
+                if unreachable(exc):
+                    raise
+                log.exception("lineage.check_failed")
+        return CycleReport(repos=tuple(out), lineage=tuple(lineage))
 
 
 def cycle_json(report: CycleReport) -> str:

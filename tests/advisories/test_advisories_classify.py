@@ -1031,7 +1031,7 @@ def test_invalid_overrides_report_every_problem_at_once() -> None:
             }
         )
     assert exc.value.problems == (
-        "advisories.rules[0].match.artifact[0]: 'confg' is not one of config, generation_config, tokenizer, special_tokens, chat_template, weights, custom_code, executable, model_card, processor, estimate (did you mean 'config'?)",
+        "advisories.rules[0].match.artifact[0]: 'confg' is not one of config, generation_config, tokenizer, special_tokens, chat_template, weights, custom_code, executable, model_card, processor, estimate, lineage (did you mean 'config'?)",
         "advisories.rules[0].match: unknown key 'kynd' (did you mean 'kind'?); allowed: artifact, kind, key, file",
         "advisories.rules[0].severity: 'urgent' is not one of critical, high, moderate, low",
         "advisories.rules[1].match: must name any of artifact, kind, key, file",

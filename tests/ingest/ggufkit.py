@@ -194,14 +194,23 @@ def write_qwen_like(
     specials: dict[str, int],
     quant: Q = Q.Q4_K,
     version: int = 3,
+    base_models: tuple[tuple[str, str, str], ...] = (),
 ) -> list[Path]:
     """A qwen2-architecture GGUF from `config` (a real config.json) with `template`, the stand-in
-    151,643 base tokens followed by `added`, and `specials` (`eos`: id …)."""
+    151,643 base tokens followed by `added`, and `specials` (`eos`: id …). `base_models`: (name,
+    organization, repo URL) of each base, as convert_hf_to_gguf writes `general.base_model.*`
+    from the card's `base_model`."""
     cfg = json.loads(config.read_text())
     base = stand_in_vocab(151_643)
     w = gguf.GGUFWriter(path, "qwen2")
     w.add_type(gguf.GGUFType.MODEL)
     w.add_name(name)
+    if base_models:
+        w.add_base_model_count(len(base_models))
+        for i, (base_name, org, url) in enumerate(base_models):
+            w.add_base_model_name(i, base_name)
+            w.add_base_model_organization(i, org)
+            w.add_base_model_repo_url(i, url)
     w.add_file_type(
         gguf.LlamaFileType.MOSTLY_Q4_K_M if quant is Q.Q4_K else gguf.LlamaFileType.MOSTLY_Q8_0
     )

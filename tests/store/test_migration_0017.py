@@ -49,7 +49,7 @@ def test_0017_down_and_up_keeps_the_subscription(database: str) -> None:
         secret="whsec_" + "QUJD" * 8, description="team hook", now=NOW,
         events=["revision.advisories"], team="eval",
     )  # fmt: skip
-    assert (head_revision(), hooks.subscription(sub.id).team) == ("0018_lease_counters", "eval")
+    assert (head_revision(), hooks.subscription(sub.id).team) == ("0019_lineage28", "eval")
     store.close()
 
     engine = sa.create_engine(url)

@@ -33,17 +33,19 @@ import sqlalchemy as sa
 from storekit import head_revision, tracker, tracker_env
 
 from tracker.store.generation import GENERATION_TABLES
+from tracker.store.lineage import LINEAGE_TABLES
 from tracker.store.preflight import PREFLIGHT_TABLES
 from tracker.store.schema import ALL_TABLES, METADATA, WEBHOOK_TABLES, WORKER_TABLES
 
 OLD_TABLES = tuple(
     t
     for t in ALL_TABLES
-    if t not in PREFLIGHT_TABLES + WEBHOOK_TABLES + WORKER_TABLES + GENERATION_TABLES
+    if t
+    not in PREFLIGHT_TABLES + WEBHOOK_TABLES + WORKER_TABLES + GENERATION_TABLES + LINEAGE_TABLES
 )
-"""The tables the previous release has (0006's preflight table, 0007's push-side tables and 0008's
-worker tables are new: empty after migrating; 0012's generation counters start at one row per
-domain)."""
+"""The tables the previous release has (0006's preflight table, 0007's push-side tables, 0008's
+worker tables and 0019's lineage links are new: empty after migrating; 0012's generation counters
+start at one row per domain)."""
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PREVIOUS_RELEASE = "74b5949d9247f50f7e24d7abf56e2ea734e9af30"
@@ -345,7 +347,7 @@ def test_previous_release_database_migrates_with_every_row(
             ).all()
             new_tables = {
                 t: conn.execute(sa.text(f"SELECT count(*) FROM {t}")).scalar_one()
-                for t in WEBHOOK_TABLES + WORKER_TABLES
+                for t in WEBHOOK_TABLES + WORKER_TABLES + LINEAGE_TABLES
             }
             query = sa.text("SELECT domain FROM store_generations ORDER BY domain")
             domains = list(conn.execute(query).scalars())
@@ -357,7 +359,8 @@ def test_previous_release_database_migrates_with_every_row(
     )
     for table in OLD_TABLES:
         assert after[table] == before[table], table
-    assert new_tables == dict.fromkeys(WEBHOOK_TABLES + WORKER_TABLES, 0)  # 0007, 0008: empty
+    # 0007, 0008, 0019: empty (a migration reads no card: links come with the next analysis)
+    assert new_tables == dict.fromkeys(WEBHOOK_TABLES + WORKER_TABLES + LINEAGE_TABLES, 0)
     assert domains == ["advisories", "poll_outcomes", "revisions"]  # 0012, 0014
 
     # The migrated store takes new writes: the demo's next poll brings the force-pushed commit back.

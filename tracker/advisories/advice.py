@@ -78,6 +78,8 @@ CHECKS: Mapping[Artifact, str] = {
     Artifact.MODEL_CARD: "review the model card changes (license and access terms in particular)",
     Artifact.PROCESSOR: "re-run your preprocessing tests",
     Artifact.ESTIMATE: "re-check your hardware plan against the new estimate",
+    Artifact.LINEAGE: "re-convert from the base model's newer revision, or set its new values "
+    "where you run this derivative",
 }
 """What to check before taking a change, by the artifact it changes."""
 

@@ -37,6 +37,7 @@ GROUP_LABELS: Mapping[Artifact, str] = {
     Artifact.MODEL_CARD: "model card",
     Artifact.PROCESSOR: "processor config",
     Artifact.ESTIMATE: "estimate",
+    Artifact.LINEAGE: "lineage",
 }
 """How an advisory's text names each group (every Artifact can be a group)."""
 

@@ -284,14 +284,19 @@ def fixed_how(record: Mapping[str, JSONValue]) -> str:
 def fixed_advice(record: Mapping[str, JSONValue], sha: str) -> str:
     """What to do about a fixed advisory: take the fixing revision (named whole)."""
     url = _repo_url(record)
-    why = {
-        FINDINGS: "the consistency findings this advisory is about are resolved there",
-        RENDERED: "its chat template renders every conversation this advisory is about as "
-        "before the introducing commit",
-    }.get(
-        fixed_how(record),
-        "every value this advisory is about is back there to what it was before the "
-        "introducing commit",
+    extra = record.get("database_specific")
+    why = (
+        "no value its base model left is there any more"
+        if isinstance(extra, Mapping) and "lineage" in extra  # a stale derivative (`stale`)
+        else {
+            FINDINGS: "the consistency findings this advisory is about are resolved there",
+            RENDERED: "its chat template renders every conversation this advisory is about as "
+            "before the introducing commit",
+        }.get(
+            fixed_how(record),
+            "every value this advisory is about is back there to what it was before the "
+            "introducing commit",
+        )
     )
     return (
         f"Upgrade to the fixing revision [`{sha[:12]}`]({commit_url(url, Sha(sha))}) "
@@ -349,7 +354,9 @@ def fixed_paragraph(record: Mapping[str, JSONValue], sha: Sha, fix: Commit | Non
     )
     extra = record.get("database_specific")
     what = (
-        "it resolves every consistency finding this advisory is about"
+        "it no longer has any value its base model left (re-converted or re-derived)"
+        if isinstance(extra, Mapping) and "lineage" in extra  # a stale derivative (`stale`)
+        else "it resolves every consistency finding this advisory is about"
         if isinstance(extra, Mapping) and "first_seen" in extra  # a findings advisory (`broken`)
         else "it resolves every consistency finding this advisory is about (the defect is gone, "
         "although not every value it changed is back to the one before)"

@@ -165,6 +165,7 @@ def publish(
     context: Context | None = None,
     judgement: Judgement | None = None,
     audience: Audience | None = None,
+    lineage_fixed: frozenset[str] = frozenset(),
 ) -> list[Advisory]:
     """Publish the advisories of one analysed revision; idempotent per (repo, commit).
 
@@ -188,6 +189,10 @@ def publish(
 
     `audience`: which advisories affect a watchlist team, for the subscriptions filtered to one
     (`tracker.teams.audience`); without it those subscriptions receive nothing of this revision.
+
+    `lineage_fixed`: the open stale-derivative advisories this revision fixes
+    (`tracker.lineage.fixed_by`: it no longer holds the values its base left), fixed here like
+    any other, in the same transaction.
     """
     rules = _overrides(overrides)
     if judgement is None:
@@ -209,7 +214,7 @@ def publish(
 
     def once() -> list[Advisory]:
         with store.transaction() as tx:
-            return _publish(tx, subject, changes, prefix, now, judgement, audience)
+            return _publish(tx, subject, changes, prefix, now, judgement, audience, lineage_fixed)
 
     return _retried(once)
 
@@ -222,6 +227,7 @@ def _publish(
     now: datetime,
     judgement: Judgement,
     audience: Audience | None,
+    lineage_fixed: frozenset[str] = frozenset(),
 ) -> list[Advisory]:
     repo_id, sha, previous = subject.repo_id, subject.introduced, subject.previous
     if tx.revision_done(repo_id, sha):
@@ -231,6 +237,9 @@ def _publish(
     extend: list[tuple[OpenCandidate, str | None]] = []
     for cand in tx.open_candidates(repo_id, previous, sha) if previous is not None else []:
         pending = [PendingChange.from_json(p) for p in cand.pending]
+        if cand.id in lineage_fixed:  # a stale derivative re-converted (`tracker.lineage`)
+            fixed_here.append(_fix_stale(tx, cand.id, subject, sha, now))
+            continue
         step = advance(pending, changes)
         # findings advisories (`broken`): their entries move with the findings, not the changes
         # (and the findings a change advisory carries: its defect, which decides its fix)
@@ -367,6 +376,23 @@ def _publish(
     return out
 
 
+def _fix_stale(tx: AdvisoryTx, adv_id: str, subject: Subject, sha: Sha, now: datetime) -> Advisory:
+    """Mark the open stale-derivative advisory `adv_id` fixed at `sha` (its pending kept)."""
+    stored = tx.get(adv_id)
+    if stored is None:  # pragma: no cover - the candidate was read in this transaction
+        raise AdvisoryError(f"advisory {adv_id} vanished")
+    if stored.state is not AdvisoryState.OPEN:  # another writer fixed it since (PostgreSQL)
+        raise AdvisoryConflictError(f"advisory {adv_id} is no longer open")
+    old = stored.advisory
+    record = mark_fixed(old.record, sha, now, subject.commit)
+    validate_record(record)
+    fixed = Advisory(old.id, old.repo_id, old.introduced, old.group, old.severity, record)
+    tx.update(
+        fixed, state=AdvisoryState.FIXED, pending=list(stored.pending), expect=AdvisoryState.OPEN
+    )
+    return fixed
+
+
 def _pin(group: ChangeGroup, judgement: Judgement) -> tuple[Sha | None, bool]:
     """(the revision advice pins when not the previous one, whether none can be pinned): the
     previous revision when it loads; else the newest earlier one that loads, if none of the
@@ -408,6 +434,22 @@ def _enqueue_deliveries(
     )
     for sub_id, body in matching(_filters(subscriptions), event, audience):
         outbox.enqueue(sub_id, subject.repo_id, subject.introduced, EVENT, body, now)
+
+
+def enqueue_introduced(
+    tx: AdvisoryTx,
+    repo_id: RepoId,
+    repo_url: str,
+    sha: Sha,
+    advisory: Advisory,
+    now: datetime,
+    audience: Audience | None = None,
+) -> None:
+    """The webhook outbox for one advisory published outside a revision's own publishing (a
+    stale derivative, `tracker.lineage`), in its transaction: a `revision.advisories` delivery
+    of the revision it is introduced at, for every subscription that wants it."""
+    subject = Subject(repo_id, repo_url, sha, None, None, None)
+    _enqueue_deliveries(tx, subject, [advisory], [], now, audience)
 
 
 def _filters(subscriptions: Sequence[Subscription]) -> list[tuple[int, Filter]]:

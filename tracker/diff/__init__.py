@@ -34,6 +34,7 @@ from tracker.diff.config import diff_config, diff_generation_config
 from tracker.diff.conversations import CONVERSATIONS
 from tracker.diff.executable import diff_executable
 from tracker.diff.gguf import diff_gguf
+from tracker.diff.lineage import LineageLink, Unit, base_values, effective_units, read_links
 from tracker.diff.processor import diff_processor
 from tracker.diff.sandbox import DEFAULT_LIMITS, Renderer, RenderLimits, render_in_process
 from tracker.diff.special_tokens import diff_special_tokens
@@ -44,10 +45,15 @@ from tracker.domain import Artifact, Change, ChangeKind, Snapshot
 __all__ = [
     "CONVERSATION_IDS",
     "DIFFERS",
+    "LineageLink",
     "Side",
     "SideState",
+    "Unit",
+    "base_values",
     "diff_snapshots",
+    "effective_units",
     "load_json_object",
+    "read_links",
     "read_side",
 ]
 

@@ -86,6 +86,11 @@ class GGUFEstimate:
         }
 
 
+def context_label(tokens: int) -> str:
+    """4096 → `4k`, 131072 → `128k` (how the fit sentences name a context)."""
+    return _k(tokens)
+
+
 def _k(tokens: int) -> str:
     return f"{tokens // 1024}k" if tokens % 1024 == 0 else f"{tokens:,}"
 
@@ -156,4 +161,11 @@ def _fit(card: Card, s: EstimateSettings, need: int, context: int) -> ContextFit
     return ContextFit(context, need, need <= card.vram_gb * 1e9 / s.headroom)
 
 
-__all__ = ["CONTEXTS", "ContextFit", "GGUFEstimate", "estimate_gguf", "kv_bytes_per_token"]
+__all__ = [
+    "CONTEXTS",
+    "ContextFit",
+    "GGUFEstimate",
+    "context_label",
+    "estimate_gguf",
+    "kv_bytes_per_token",
+]

@@ -10,6 +10,7 @@ from tracker.store.advisories.tables import ADVISORY_TABLES
 from tracker.store.analysis import ANALYSIS_TABLES
 from tracker.store.base import METADATA
 from tracker.store.generation import GENERATION_TABLES
+from tracker.store.lineage import LINEAGE_TABLES
 from tracker.store.preflight import PREFLIGHT_TABLES
 from tracker.store.tables import SNAPSHOT_TABLES
 from tracker.store.webhooks.tables import WEBHOOK_TABLES
@@ -23,6 +24,7 @@ ALL_TABLES: tuple[str, ...] = (
     + WEBHOOK_TABLES
     + WORKER_TABLES
     + GENERATION_TABLES
+    + LINEAGE_TABLES
 )
 """Every table of the store (all in `METADATA`; `METADATA.sorted_tables` orders them by dependency)."""
 

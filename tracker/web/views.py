@@ -213,6 +213,64 @@ class ChartPoint:
 
 
 @dataclass(frozen=True)
+class GGUFRow:
+    """One GGUF model of the shown revision on the repo page: its estimate from the stored header
+    (`tracker.estimate.gguf`, as `tracker estimate ORG/NAME` gives it) and, per card in the
+    estimate's card order, the longest context it holds at batch 1 (None: not even the
+    shortest)."""
+
+    path: str
+    quant: str
+    weight_bytes: int
+    kv_bytes_per_token: int
+    context_length: int
+    held: tuple[str | None, ...]
+
+
+@dataclass(frozen=True)
+class GGUFTable:
+    """The repo page's per-quant fit table: the cards (columns), the rows, and each model that
+    could not be estimated with why."""
+
+    cards: tuple[str, ...]
+    rows: tuple[GGUFRow, ...]
+    unreadable: tuple[tuple[str, str], ...]
+
+
+def gguf_table(app: PagesApp, rid: RepoId, sha: str) -> GGUFTable | None:
+    """The GGUF fit table of a revision with GGUF models and no config.json (None otherwise),
+    under the watched repo's `estimate:` settings (defaults when it is no longer watched)."""
+    from tracker.errors import EstimateError
+    from tracker.estimate import EstimateSettings
+    from tracker.estimate.gguf import context_label, estimate_gguf
+
+    snap = app.store.snapshot(rid, Sha(sha))
+    if "config.json" in snap.files or not snap.gguf_models:
+        return None
+    mapping = next((w.estimate for w in app.load_watchlist().repos if w.repo_id == rid), {})
+    settings = EstimateSettings.from_mapping(mapping)
+    rows: list[GGUFRow] = []
+    cards: tuple[str, ...] = ()
+    unreadable: list[tuple[str, str]] = []
+    for _, model in sorted(snap.gguf_models.items()):
+        try:
+            est = estimate_gguf(model, settings)
+        except EstimateError as exc:
+            unreadable.append((model.path, str(exc)))
+            continue
+        cards = tuple(est.fits)
+        held = tuple(
+            next((context_label(f.context) for f in reversed(fits) if f.fits), None)
+            for fits in est.fits.values()
+        )
+        rows.append(
+            GGUFRow(est.path, est.quant, est.weight_bytes, est.kv_bytes_per_token,
+                    est.context_length, held)
+        )  # fmt: skip
+    return GGUFTable(cards, tuple(rows), tuple(unreadable))
+
+
+@dataclass(frozen=True)
 class RepoView:
     state: RepoState
     revisions: tuple[StoredRevision, ...]
@@ -226,6 +284,7 @@ class RepoView:
     repo_url: str | None
     open_by_severity: tuple[tuple[str, int], ...] = field(default=())
     preflight: StoredPreflight | None = None
+    gguf: GGUFTable | None = None
 
 
 def change_groups(changes: Sequence[Change]) -> tuple[ChangeGroupView, ...]:
@@ -312,6 +371,10 @@ def repo(app: PagesApp, repo_id: str, rev: str | None) -> RepoView:
         repo_url=repo_url(app, st),
         open_by_severity=tuple((s.value, counts[s.value]) for s in SEVERITIES),
         preflight=app.preflight.get(st.repo_id, selected.sha) if selected else None,
+        # a GGUF repo has no config.json: its estimate is per quant file, from the headers
+        gguf=gguf_table(app, st.repo_id, selected.sha)
+        if selected is not None and stored is not None and stored.estimate is None
+        else None,
     )
 
 
