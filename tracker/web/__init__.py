@@ -198,7 +198,7 @@ def mount(api: FastAPI, app: views.PagesApp) -> None:
     `modified`)."""
     # Imported here: tracker.api imports this package (its app mounts the pages).
     from tracker.api.caching import LIST, Kept, keep
-    from tracker.api.memo import kept_response
+    from tracker.api.memo import kept_response, memo_of
     from tracker.web import access
 
     env = environment()
@@ -212,6 +212,9 @@ def mount(api: FastAPI, app: views.PagesApp) -> None:
     ) -> Kept:
         ctx.setdefault("alternates", [])
         body = env.get_template(name).render(**ctx).encode()
+        shared = False
+        if last_modified is None and (seen := memo_of(request).made_at()) is not None:
+            last_modified, shared = seen.second, seen.shared
         return keep(
             request,
             body,
@@ -221,6 +224,7 @@ def mount(api: FastAPI, app: views.PagesApp) -> None:
             vary="Authorization, Cookie",
             access=may_read,
             last_modified=last_modified,
+            modified_shared=shared,
         )
 
     def page(name: str, status: int = 200, **ctx: Any) -> Response:
