@@ -41,6 +41,7 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from tracker.advisories.lifecycle import state_of
 from tracker.domain import Artifact, RepoId
+from tracker.web.views import gb_text
 
 pytestmark = pytest.mark.slow
 
@@ -154,10 +155,17 @@ def test_granite_page_shows_the_estimate_timeline_fix_and_charts(
     headline = _text(browser, "#headline")
     assert (
         f"Fine-tuning {GRANITE} at batch 1 and {m['train_tokens']:,} tokens takes about "
-        f"{m['full_finetune']:,.1f} GB ({m['full_finetune_states']:,.1f} GB of it weights, "
-        f"gradients and AdamW state), and {m['lora']:,.1f} GB with LoRA r=16"
+        f"{gb_text(m['full_finetune'])} ({gb_text(m['full_finetune_states'])} of it weights, "
+        f"gradients and AdamW state), and {gb_text(m['lora'])} with LoRA r=16"
     ) in headline
-    assert f"{m['kv_cache'] * 1000:,.0f} MB of KV cache per 4,096-token sequence" in headline
+    # one unit per magnitude: the headline writes each figure as the Memory table does
+    per_sequence = (
+        f"{gb_text(m['kv_cache'])} of KV cache and a {gb_text(m['serve_prefill'])} prefill "
+        "working set per 4,096-token sequence"
+    )
+    assert per_sequence in headline
+    assert _text(browser, "#kv-cache") == gb_text(m["kv_cache"])
+    assert _text(browser, "#serve-prefill") == gb_text(m["serve_prefill"])
     # parameters against the checkpoint census
     total = browser.find_elements(By.CSS_SELECTOR, "#params-total td")
     assert total[0].get_attribute("data-value") == str(report["params"]["total"])

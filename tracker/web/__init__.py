@@ -50,8 +50,7 @@ def _num(x: Any) -> str:
     return f"{x:,}" if isinstance(x, int) else f"{x:,.3f}"
 
 
-def _gb(x: float) -> str:
-    return f"{x:,.2f} GB" if x >= 0.1 or x == 0 else f"{x * 1000:,.1f} MB"
+_gb = views.gb_text
 
 
 def _bytes(n: int) -> str:
@@ -100,7 +99,14 @@ def environment() -> Environment:
         lstrip_blocks=False,
     )
     env.filters.update(
-        num=_num, gb=_gb, bytes=_bytes, when=_when, day=_day, shape=_shape, plain=_plain
+        num=_num,
+        gb=_gb,
+        bytes=_bytes,
+        when=_when,
+        day=_day,
+        shape=_shape,
+        plain=_plain,
+        duration=views.duration_text,
     )
     env.globals.update(
         repo_href=repo_href,
@@ -111,6 +117,9 @@ def environment() -> Environment:
         diff_lines=views.diff_lines,
         side_by_side=views.side_by_side,
         setups=views.SETUPS,
+        estimate_word=views.estimate_word,
+        estimate_words=views.ESTIMATE_WORDS,
+        confident=views.confident,
         max_changes=MAX_CHANGES,
         max_title=MAX_TITLE,
         static_url=STYLESHEET,

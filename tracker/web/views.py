@@ -373,8 +373,55 @@ def compare(app: PagesApp, repo_id: str, a: str | None, b: str | None) -> Compar
 # -- the headline ----------------------------------------------------------------------------
 
 
-def _gb(x: float) -> str:
-    return f"{x:,.1f} GB"
+def gb_text(x: float) -> str:
+    """A figure in decimal GB as every page writes it: GB with two decimals from 0.1 GB, MB
+    with one below (one unit per magnitude: the headline and the tables agree)."""
+    return f"{x:,.2f} GB" if x >= 0.1 or x == 0 else f"{x * 1000:,.1f} MB"
+
+
+_gb = gb_text
+
+
+def duration_text(seconds: float) -> str:
+    """A duration in the largest unit that keeps it above 1: hours with one decimal from an
+    hour, whole minutes from a minute, whole seconds below (never "0.0 hours")."""
+    if seconds >= 3600:
+        return f"{seconds / 3600:,.1f} hours"
+    if seconds >= 60:
+        return f"{round(seconds / 60):,} min"
+    return f"{max(1, round(seconds)):,} s"
+
+
+ESTIMATE_WORDS: dict[str, str] = {
+    "verified": "a reader for this family counted the parameters and the checkpoint's own "
+    "census (its safetensors headers) agrees within the tolerance",
+    "checked": "no reader for this family, but the checkpoint census agrees with the count "
+    "within the tolerance",
+    "derived": "the count follows from the config alone: no checkpoint census was compared "
+    "(none published, or custom code read as the nearest native type); nothing disputes it, "
+    "nothing confirms it",
+    "unverified": "something disputes the count (the census, or config keys the reader does "
+    "not understand): the numbers are shown for reference and no card-fit verdict is given",
+}
+"""What each word the pages use for an estimate means (the repo page's legend)."""
+
+
+def estimate_word(est: Estimate) -> str:
+    """The word the pages use for `est`: "verified" only where a checkpoint census was compared
+    (`census_delta_pct` set); a family reader's count with no census compared is "derived", as
+    custom code read under a native type is."""
+    v = est.verification
+    if v.status.value == "verified" and v.census_delta_pct is None:
+        return "derived"
+    return v.status.value
+
+
+def confident(est: Estimate) -> bool:
+    """Whether the card-fit table may colour a fit as a verdict: vouched for, and not custom
+    code without a checkpoint census to check the nearest-native reading against."""
+    if not est.verification.vouched:
+        return False
+    return not (est.custom_code and est.verification.census_delta_pct is None)
 
 
 def _smallest_fit(est: Estimate, setup: str) -> tuple[str, Fit] | None:
@@ -387,20 +434,26 @@ def _smallest_fit(est: Estimate, setup: str) -> tuple[str, Fit] | None:
 
 
 def _fit_words(est: Estimate, setup: str) -> str:
+    """The verdict for `setup` as a predicate (it starts with its verb: fits, is, needs)."""
     found = _smallest_fit(est, setup)
     if found is None:
         split = next((c for c in est.cards if c.fit(setup).split is not None), None)
         if split is not None:
-            return f"{split.fit(setup).summary} on {split.name}"
+            layers = split.fit(setup).split or ()
+            return (
+                f"needs 2 {split.name} cards at batch 1 "
+                f"({' + '.join(str(n) for n in layers)} layers)"
+            )
         return "fits no listed card, not even split over 2 cards"
     name, fit = found
     if fit.borderline:
-        return f"borderline on one {name}"
+        return f"is borderline on one {name}"
     return f"fits one {name} at batch {fit.batch}"
 
 
 def headline(repo_id: str, est: Estimate) -> list[str]:
-    """The headline sentences of the model page, from the estimate's own numbers.
+    """The headline sentences of the model page, from the estimate's own numbers, in the units
+    the tables use (`gb_text`).
 
     An unverified estimate gets its numbers and no card-fit verdict (as its advisories do)."""
     m = est.memory
@@ -411,9 +464,12 @@ def headline(repo_id: str, est: Estimate) -> list[str]:
         f"AdamW state), and {_gb(m.lora)} with LoRA r={lora_rank}"
     )
     shipped = "as shipped" if m.serve_weights_source != "settings" else "as set"
+    per_sequence = f"{_gb(m.kv_cache)} of KV cache"
+    if m.serve_prefill:
+        per_sequence += f" and a {_gb(m.serve_prefill)} prefill working set"
     serve = (
         f"Serving its {_gb(m.serve_weights)} of weights {shipped} ({m.serve_weights_format}) "
-        f"with {m.kv_cache * 1000:,.0f} MB of KV cache per {m.serve_tokens:,}-token sequence"
+        f"with {per_sequence} per {m.serve_tokens:,}-token sequence"
     )
     if m.serve_weights_upcast is not None:
         serve += f" (upcast to bf16: {_gb(m.serve_weights_upcast)})"
