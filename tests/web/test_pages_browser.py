@@ -306,6 +306,24 @@ def test_custom_code_repo_shows_the_notice(browser: Any, served_demo: Any) -> No
     assert f"nearest native model type, {estimate.model_type};" in notice
     unverified = browser.find_elements(By.ID, "unverified")
     assert bool(unverified) == (not estimate.verification.vouched)
+    # no census compared: "derived", as the legend on the page says, and no fit colours
+    assert estimate.verification.census_delta_pct is None
+    assert _text(browser, "#estimate-word") == "derived"
+    legend = browser.find_element(By.ID, "estimate-legend")
+    assert legend.is_displayed()
+    assert [d.text for d in legend.find_elements(By.CSS_SELECTOR, "dt")] == [
+        "verified", "checked", "derived", "unverified",
+    ]  # fmt: skip
+    current = legend.find_element(By.CSS_SELECTOR, "div.current")
+    assert current.find_element(By.CSS_SELECTOR, "dd").text.startswith("the count follows")
+    cells = browser.find_elements(By.CSS_SELECTOR, "#fit td")
+    assert cells and all(c.get_attribute("class") == "" for c in cells)
+    drawn = {
+        browser.execute_script("return getComputedStyle(arguments[0]).backgroundImage", c)
+        for c in cells
+    }
+    assert len(drawn) == 1 and next(iter(drawn)).startswith("repeating-linear-gradient")
+    assert "for reference, not a verdict" in _text(browser, "#fit caption")
 
 
 def test_pages_read_with_javascript_off(browser: Any, served_demo: Any) -> None:
