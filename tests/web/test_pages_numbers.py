@@ -238,13 +238,47 @@ def test_download_times_and_the_priced_card(
     pages: list[tuple[str, str, Estimate | None, str]],
 ) -> None:
     durations = set()
+    cannots = priced_again = 0
     for repo, _, est, page in pages:
         durations |= set(re.findall(r"GB in ([\d.,]+ (?:hours|min|s)) at", page))
         if est is None or est.cost.hours is None:
             continue
         gpu = est.cost.assumptions["gpu"]
         assert f"GPU-hours on {gpu}, $" in page, repo
-        priced = next((c for c in est.cards if c.name == gpu), None)
-        cannot = priced is not None and max(priced.lora.batch, priced.full_finetune.batch) < 1
+        vram = est.settings["cost_card"]["vram_gb"]
+        cannot = any(c.vram_gb >= vram and c.full_finetune.batch < 1 for c in est.cards)
         assert ('id="cost-card-cannot"' in page) == cannot, repo
+        cannots += cannot
+        if not cannot:
+            continue
+        # priced again on the cheapest listed card that holds a full fine-tune, from the
+        # numbers shown: the FLOPs, that card's peak and price, the utilization
+        tree = lxml_html.fromstring(page)
+        runnable = tree.xpath('//*[@id="cost-runnable"]')
+        holders = [
+            card
+            for card in est.settings["cards"]
+            if any(c.name == card["name"] and c.full_finetune.batch >= 1 for c in est.cards)
+        ]
+        assert bool(runnable) == bool(holders), repo
+        if not holders:
+            continue
+        util = est.cost.assumptions["utilization"]
+        usd = {
+            c["name"]: est.cost.flops
+            / (c["bf16_tflops"] * 1e12 * util)
+            / 3600
+            * c["price_per_hour"]
+            for c in holders
+        }
+        name = min(usd, key=usd.__getitem__)
+        text = " ".join(runnable[0].text_content().split())
+        hours = usd[name] / next(c for c in holders if c["name"] == name)["price_per_hour"]
+        assert text.startswith(
+            f"On one {name}, which holds it at batch "
+            f"{next(c for c in est.cards if c.name == name).full_finetune.batch}: about "
+            f"{hours:.1f} GPU-hours, ${usd[name]:,.0f} "
+        ), (repo, text)
+        priced_again += 1
     assert durations and not any(d.startswith("0.") for d in durations), durations
+    assert cannots >= 5 and priced_again >= 5, (cannots, priced_again)

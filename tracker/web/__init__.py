@@ -120,6 +120,8 @@ def environment() -> Environment:
         estimate_word=views.estimate_word,
         estimate_words=views.ESTIMATE_WORDS,
         confident=views.confident,
+        runnable_price=views.runnable_price,
+        priced_card_runs=views.priced_card_runs,
         max_changes=MAX_CHANGES,
         max_title=MAX_TITLE,
         static_url=STYLESHEET,

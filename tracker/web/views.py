@@ -424,6 +424,57 @@ def confident(est: Estimate) -> bool:
     return not (est.custom_code and est.verification.census_delta_pct is None)
 
 
+@dataclass(frozen=True)
+class RunnablePrice:
+    """The estimate's training FLOPs priced on a listed card that holds a full fine-tune at
+    batch 1 on one card: hours = FLOPs / (bf16 peak × utilization), USD = hours × price."""
+
+    card: str
+    batch: int
+    hours: float
+    usd: float
+    tflops: float
+    utilization: float
+    usd_per_hour: float
+
+
+def priced_card_runs(est: Estimate) -> bool | None:
+    """Whether the priced card (the settings' `cost_card`) holds a full fine-tune at batch 1,
+    from the fit table (a fit depends only on VRAM, and more VRAM never fits less): True when
+    a listed card with no more VRAM holds it, False when one with no less does not; None when
+    the table cannot say."""
+    vram = float((est.settings.get("cost_card") or {}).get("vram_gb") or 0.0)
+    if vram <= 0:
+        return None
+    if any(c.vram_gb <= vram and c.full_finetune.batch >= 1 for c in est.cards):
+        return True
+    if any(c.vram_gb >= vram and c.full_finetune.batch < 1 for c in est.cards):
+        return False
+    return None
+
+
+def runnable_price(est: Estimate) -> RunnablePrice | None:
+    """Where the priced card cannot hold a full fine-tune at batch 1 (`priced_card_runs`), the
+    cheapest listed card (the estimate's settings `cards`, with their price and peak) that can,
+    priced with the same FLOPs and utilization; None where the priced card can, or no listed
+    card can, or a card has no peak or price."""
+    fits = {c.name: c.full_finetune.batch for c in est.cards}
+    if priced_card_runs(est) is not False:
+        return None
+    utilization = float(est.cost.assumptions.get("utilization") or 0.0)
+    best: RunnablePrice | None = None
+    for card in est.settings.get("cards") or ():
+        name, tflops = card.get("name"), float(card.get("bf16_tflops") or 0.0)
+        price = float(card.get("price_per_hour") or 0.0)
+        if fits.get(name, 0) < 1 or tflops <= 0 or price <= 0 or utilization <= 0:
+            continue
+        hours = est.cost.flops / (tflops * 1e12 * utilization) / 3600
+        made = RunnablePrice(name, fits[name], hours, hours * price, tflops, utilization, price)
+        if best is None or made.usd < best.usd:
+            best = made
+    return best
+
+
 def _smallest_fit(est: Estimate, setup: str) -> tuple[str, Fit] | None:
     """The smallest card (by VRAM) that holds `setup` at batch 1 on one card, with its fit."""
     for card in sorted(est.cards, key=lambda c: c.vram_gb):
