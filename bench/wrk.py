@@ -547,7 +547,8 @@ def run() -> str:
         f"{', '.join(f'{x:.1f}' for x in load_after)} after the runs (2 cores, shared with "
         "other work: nginx's numbers are far below a quiet machine's too)."
         + (
-            " The store was seeded once into `WRK_SEEDED` by an earlier run and copied."
+            " The store was seeded once into `WRK_SEEDED` (by this run if it was empty, else by "
+            "an earlier one) and copied."
             if os.environ.get("WRK_SEEDED")
             else ""
         ),
