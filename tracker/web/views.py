@@ -427,10 +427,12 @@ def confident(est: Estimate) -> bool:
 @dataclass(frozen=True)
 class RunnablePrice:
     """The estimate's training FLOPs priced on a listed card that holds a full fine-tune at
-    batch 1 on one card: hours = FLOPs / (bf16 peak × utilization), USD = hours × price."""
+    batch 1, on one card or split over `cards` of them: GPU-hours = FLOPs / (bf16 peak ×
+    utilization), USD = GPU-hours × price (the hours spread over the cards)."""
 
     card: str
     batch: int
+    cards: int
     hours: float
     usd: float
     tflops: float
@@ -455,10 +457,17 @@ def priced_card_runs(est: Estimate) -> bool | None:
 
 def runnable_price(est: Estimate) -> RunnablePrice | None:
     """Where the priced card cannot hold a full fine-tune at batch 1 (`priced_card_runs`), the
-    cheapest listed card (the estimate's settings `cards`, with their price and peak) that can,
-    priced with the same FLOPs and utilization; None where the priced card can, or no listed
-    card can, or a card has no peak or price."""
-    fits = {c.name: c.full_finetune.batch for c in est.cards}
+    cheapest listed card (the estimate's settings `cards`, with their price and peak) that
+    holds it, on one card or split over two (the fit table's), priced with the same FLOPs and
+    utilization; None where the priced card can, or no listed card can, or a card has no peak
+    or price."""
+    fits: dict[str, tuple[int, int]] = {}
+    for c in est.cards:
+        f = c.full_finetune
+        if f.batch >= 1:
+            fits[c.name] = (f.batch, 1)
+        elif f.split is not None:
+            fits[c.name] = (1, f.split_cards or len(f.split))
     if priced_card_runs(est) is not False:
         return None
     utilization = float(est.cost.assumptions.get("utilization") or 0.0)
@@ -466,10 +475,11 @@ def runnable_price(est: Estimate) -> RunnablePrice | None:
     for card in est.settings.get("cards") or ():
         name, tflops = card.get("name"), float(card.get("bf16_tflops") or 0.0)
         price = float(card.get("price_per_hour") or 0.0)
-        if fits.get(name, 0) < 1 or tflops <= 0 or price <= 0 or utilization <= 0:
+        if name not in fits or tflops <= 0 or price <= 0 or utilization <= 0:
             continue
         hours = est.cost.flops / (tflops * 1e12 * utilization) / 3600
-        made = RunnablePrice(name, fits[name], hours, hours * price, tflops, utilization, price)
+        batch, cards = fits[name]
+        made = RunnablePrice(name, batch, cards, hours, hours * price, tflops, utilization, price)
         if best is None or made.usd < best.usd:
             best = made
     return best
