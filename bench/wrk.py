@@ -12,7 +12,8 @@ read back from the demo's analysis instead of computed again. The copies' file t
 stored; the diff row uses a demo repo.
 
 Rows: the API's advisory list, Atom feed and a diff, and the pages (home, a repo page at its head
-and at `?rev=`, an advisory page). Served: `tracker serve` (uvicorn, one process) on loopback;
+and at `?rev=`, the same repo page asked with `Accept-Encoding: gzip`, an advisory page, a compare
+page). Served: `tracker serve` (uvicorn, one process) on loopback;
 the static side is nginx (`_NGINX`: one worker process, as tracker is one process; keep-alive,
 TCP_NODELAY, sendfile; its access log written to /dev/null, as tracker's is) serving files holding the exact bytes
 `tracker serve` answered for each URL. Every row runs `wrk -t2 -c8 -d10s --latency`, tracker
@@ -265,9 +266,14 @@ def _ms(text: str) -> float:
     return float(m.group(1)) * _UNITS[m.group(2)]
 
 
-def wrk(url: str) -> Wrk:
+GZIP = "Accept-Encoding: gzip"
+"""The header of the gzip row (its nginx side serves the gzipped bytes tracker answered)."""
+
+
+def wrk(url: str, header: str | None = None) -> Wrk:
+    extra = ["-H", header] if header else []
     done = subprocess.run(
-        ["wrk", "-t2", "-c8", f"-d{DURATION_S}s", "--latency", url],
+        ["wrk", "-t2", "-c8", f"-d{DURATION_S}s", "--latency", *extra, url],
         capture_output=True,
         text=True,
         timeout=DURATION_S * 6 + 30,
@@ -309,11 +315,11 @@ def _nginx(tmp: Path, port: int) -> subprocess.Popen[bytes]:
     )
 
 
-def rows_of(seeded: dict[str, Any]) -> list[tuple[str, str]]:
-    """(label, path) of each row: the API's, then the pages'."""
+def rows_of(seeded: dict[str, Any]) -> list[tuple[str, str, str | None]]:
+    """(label, path, request header) of each row: the API's, then the pages'."""
     frm, to = seeded["diff"]
     org, name = DIFF_REPO.split("/")
-    return [
+    rows: list[tuple[str, str]] = [
         ("advisory list (first page, 100 items)", "/v1/advisories?limit=100"),
         ("Atom feed of every repo (100 newest entries)", "/v1/feeds/advisories.atom"),
         (
@@ -327,7 +333,17 @@ def rows_of(seeded: dict[str, Any]) -> list[tuple[str, str]]:
             f"/repos/{PAGE_REPO}?rev={seeded['page_rev']}",
         ),
         (f"advisory page {seeded['page_advisory']}", f"/advisories/{seeded['page_advisory']}"),
+        (
+            f"compare page of {DIFF_REPO}, first → last revision",
+            f"/repos/{org}/{name}/compare?from={frm}&to={to}",
+        ),
     ]
+    out: list[tuple[str, str, str | None]] = [(label, path, None) for label, path in rows]
+    out.insert(
+        6,
+        (f"repo page of {PAGE_REPO} at its head, gzip", f"/repos/{PAGE_REPO}", GZIP),
+    )
+    return out
 
 
 def _polled_once(tmp: Path, db: str | None) -> None:
@@ -365,19 +381,23 @@ def measure(tmp: Path, seeded: dict[str, Any], db: str | None = None) -> list[di
         procs.append(serve)
         _wait(f"{api}/healthz", serve)
         files = []
-        for i, (label, path) in enumerate(rows):
+        for i, (label, path, header) in enumerate(rows):
             t0 = time.perf_counter()
-            answer = httpx.get(api + path, timeout=120)
+            asked = dict([header.split(": ", 1)]) if header else {}
+            with httpx.stream("GET", api + path, headers=asked, timeout=120) as answer:
+                body = answer.read() if not header else b"".join(answer.iter_raw())
             first_s = time.perf_counter() - t0
             answer.raise_for_status()
+            if header and answer.headers.get("content-encoding") != "gzip":
+                raise RuntimeError(f"{path} was not answered gzipped to {header!r}")
             name_ = f"row{i}.bin"
-            (tmp / "static" / name_).write_bytes(answer.content)
-            files.append((label, path, name_, len(answer.content), first_s))
+            (tmp / "static" / name_).write_bytes(body)  # the bytes on the wire
+            files.append((label, path, name_, len(body), first_s, header))
         os.chmod(tmp, 0o755)  # nginx's worker may run as another user
         static = _nginx(tmp, static_port)
         procs.append(static)
         _wait(f"http://127.0.0.1:{static_port}/{files[0][2]}", static)
-        for _, _, name_, size, _ in files:
+        for _, _, name_, size, _, _ in files:
             got = httpx.get(f"http://127.0.0.1:{static_port}/{name_}", timeout=30).content
             if len(got) != size:
                 raise RuntimeError(f"nginx served {len(got)} bytes of {name_}, not {size}")
@@ -395,9 +415,9 @@ def measure(tmp: Path, seeded: dict[str, Any], db: str | None = None) -> list[di
                 while not count.exists() and time.monotonic() < deadline:
                     time.sleep(0.1)
             try:
-                for label, path, name_, size, first_s in files:
-                    ours = wrk(api + path)
-                    theirs = wrk(f"http://127.0.0.1:{static_port}/{name_}")
+                for label, path, name_, size, first_s, header in files:
+                    ours = wrk(api + path, header)
+                    theirs = wrk(f"http://127.0.0.1:{static_port}/{name_}", header)
                     out.append(
                         {
                             "label": label, "path": path, "bytes": size, "hz": hz,
@@ -527,12 +547,15 @@ def run() -> str:
         f"{', '.join(f'{x:.1f}' for x in load_after)} after the runs (2 cores, shared with "
         "other work: nginx's numbers are far below a quiet machine's too)."
         + (
-            " The store was seeded once into `WRK_SEEDED` by an earlier run and copied."
+            " The store was seeded once into `WRK_SEEDED` (by this run if it was empty, else by "
+            "an earlier one) and copied."
             if os.environ.get("WRK_SEEDED")
             else ""
         ),
         "",
-        "No compare page row: the compare page does not exist yet (another issue adds it).",
+        "The gzip row asks with `Accept-Encoding: gzip` (tracker answers the gzip form kept with "
+        "the page, compressed once per render); its nginx side serves the same gzipped bytes "
+        "from a file. bytes: the bytes on the wire.",
         "",
         "Each row runs twice: on the idle store, and while a second process commits no-change "
         f"polls at {POLL_HZ:.0f} Hz through the real `Store.record_poll` (what a daemon polling a "

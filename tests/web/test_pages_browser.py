@@ -41,6 +41,7 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from tracker.advisories.lifecycle import state_of
 from tracker.domain import Artifact, RepoId
+from tracker.web.views import gb_text
 
 pytestmark = pytest.mark.slow
 
@@ -154,10 +155,17 @@ def test_granite_page_shows_the_estimate_timeline_fix_and_charts(
     headline = _text(browser, "#headline")
     assert (
         f"Fine-tuning {GRANITE} at batch 1 and {m['train_tokens']:,} tokens takes about "
-        f"{m['full_finetune']:,.1f} GB ({m['full_finetune_states']:,.1f} GB of it weights, "
-        f"gradients and AdamW state), and {m['lora']:,.1f} GB with LoRA r=16"
+        f"{gb_text(m['full_finetune'])} ({gb_text(m['full_finetune_states'])} of it weights, "
+        f"gradients and AdamW state), and {gb_text(m['lora'])} with LoRA r=16"
     ) in headline
-    assert f"{m['kv_cache'] * 1000:,.0f} MB of KV cache per 4,096-token sequence" in headline
+    # one unit per magnitude: the headline writes each figure as the Memory table does
+    per_sequence = (
+        f"{gb_text(m['kv_cache'])} of KV cache and a {gb_text(m['serve_prefill'])} prefill "
+        "working set per 4,096-token sequence"
+    )
+    assert per_sequence in headline
+    assert _text(browser, "#kv-cache") == gb_text(m["kv_cache"])
+    assert _text(browser, "#serve-prefill") == gb_text(m["serve_prefill"])
     # parameters against the checkpoint census
     total = browser.find_elements(By.CSS_SELECTOR, "#params-total td")
     assert total[0].get_attribute("data-value") == str(report["params"]["total"])
@@ -298,6 +306,24 @@ def test_custom_code_repo_shows_the_notice(browser: Any, served_demo: Any) -> No
     assert f"nearest native model type, {estimate.model_type};" in notice
     unverified = browser.find_elements(By.ID, "unverified")
     assert bool(unverified) == (not estimate.verification.vouched)
+    # no census compared: "derived", as the legend on the page says, and no fit colours
+    assert estimate.verification.census_delta_pct is None
+    assert _text(browser, "#estimate-word") == "derived"
+    legend = browser.find_element(By.ID, "estimate-legend")
+    assert legend.is_displayed()
+    assert [d.text for d in legend.find_elements(By.CSS_SELECTOR, "dt")] == [
+        "verified", "checked", "derived", "unverified",
+    ]  # fmt: skip
+    current = legend.find_element(By.CSS_SELECTOR, "div.current")
+    assert current.find_element(By.CSS_SELECTOR, "dd").text.startswith("the count follows")
+    cells = browser.find_elements(By.CSS_SELECTOR, "#fit td")
+    assert cells and all(c.get_attribute("class") == "" for c in cells)
+    drawn = {
+        browser.execute_script("return getComputedStyle(arguments[0]).backgroundImage", c)
+        for c in cells
+    }
+    assert len(drawn) == 1 and next(iter(drawn)).startswith("repeating-linear-gradient")
+    assert "for reference, not a verdict" in _text(browser, "#fit caption")
 
 
 def test_pages_read_with_javascript_off(browser: Any, served_demo: Any) -> None:

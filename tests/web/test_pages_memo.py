@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime, parsedate_to_datetime
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +94,20 @@ class Served:
             for k, path in PAGES.items()
         }
 
+    def since(self, dates: dict[str, str]) -> dict[str, httpx.Response]:
+        return {
+            k: self.client.get(path, headers={**BEARER, "If-Modified-Since": dates[k]})
+            for k, path in PAGES.items()
+        }
+
+
+def _modified(answers: dict[str, httpx.Response]) -> dict[str, datetime]:
+    return {k: parsedate_to_datetime(r.headers["last-modified"]) for k, r in answers.items()}
+
+
+def _http_date(when: datetime) -> str:
+    return format_datetime(when, usegmt=True)
+
 
 def _ok(answers: dict[str, httpx.Response]) -> dict[str, httpx.Response]:
     assert {k: r.status_code for k, r in answers.items()} == dict.fromkeys(PAGES, 200)
@@ -123,6 +138,15 @@ def _kept_without_a_read(served: Served, first: dict[str, httpx.Response]) -> No
         PAGES, (304, b"")
     )
     assert {k: r.headers["etag"] for k, r in not_modified.items()} == etags
+    # If-Modified-Since: the page's own Last-Modified is a 304, a second before it the page
+    dates = {k: r.headers["last-modified"] for k, r in first.items()}
+    assert {k: (r.status_code, r.content) for k, r in served.since(dates).items()} == (
+        dict.fromkeys(PAGES, (304, b""))
+    )
+    earlier = {k: _http_date(d - timedelta(seconds=1)) for k, d in _modified(first).items()}
+    assert {k: (r.status_code, r.content) for k, r in served.since(earlier).items()} == {
+        k: (200, r.content) for k, r in first.items()
+    }
     renders_after, statements_after = served.counters()
     assert statements_after - statements == 0  # the store was not read
     assert _renders_of(renders_after) == _renders_of(renders)  # nothing rendered
@@ -130,7 +154,11 @@ def _kept_without_a_read(served: Served, first: dict[str, httpx.Response]) -> No
 
 def _changed(served: Served, before: dict[str, httpx.Response], which: set[str]) -> dict[str, Any]:
     """The pages asked with the ETags of `before`: those in `which` answer 200 with new bytes and
-    a new ETag (the first conditional GET after a change), the others 304."""
+    a new ETag (the first conditional GET after a change), the others 304. Asked with the
+    `Last-Modified` of `before`: the advisory page is a 304 unless in `which` (its record's
+    `modified`), the others answer 200 with a later `Last-Modified` (the store or the watchlist
+    moved since), never a 304 for bytes that changed."""
+    time.sleep(1.0)  # the state before the change was first seen at least a second ago
     etags = {k: r.headers["etag"] for k, r in before.items()}
     answers = served.conditional(etags)
     assert {k: r.status_code for k, r in answers.items()} == {
@@ -139,7 +167,16 @@ def _changed(served: Served, before: dict[str, httpx.Response], which: set[str])
     for k in which:
         assert answers[k].content != before[k].content, k
         assert answers[k].headers["etag"] != etags[k], k
-    return {k: answers[k] if k in which else before[k] for k in PAGES}
+    dated = served.since({k: r.headers["last-modified"] for k, r in before.items()})
+    moved = {k for k in PAGES if k in which or k != "advisory"}
+    assert {k: r.status_code for k, r in dated.items()} == {
+        k: 200 if k in moved else 304 for k in PAGES
+    }
+    later = _modified({k: dated[k] for k in moved})
+    assert all(later[k] > _modified(before)[k] for k in moved), (later, _modified(before))
+    for k in moved:  # the same page as the first answer after the change (or as before)
+        assert dated[k].content == (answers[k] if k in which else before[k]).content, k
+    return {k: dated[k] if k in moved else before[k] for k in PAGES}
 
 
 def test_pages_are_kept_until_the_store_or_the_watchlist_changes(tmp_path: Path) -> None:

@@ -102,7 +102,10 @@ class Kept:
     made it (the metrics label its hits with it). `access` is who may be served it
     (`tracker.api.memo.MemoHits` asks it before serving a kept answer; None: the API's rule,
     `tracker.api.auth.read_allowed`). `last_modified`: when its content last changed, where the
-    route knows it (`Last-Modified`, and `If-Modified-Since` when no `If-None-Match` is sent)."""
+    route knows it (`Last-Modified`, and `If-Modified-Since` when no `If-None-Match` is sent);
+    `modified_shared`: another content had the same `Last-Modified` second (a page made from a
+    store state first seen in the second the previous one was, `tracker.api.memo.Seen`), so an
+    `If-Modified-Since` naming exactly that second is answered in full."""
 
     body: bytes
     etag: str
@@ -112,6 +115,7 @@ class Kept:
     access: Callable[[Request], bool] | None = None
     gzip: Form | None = None
     last_modified: datetime | None = None
+    modified_shared: bool = False
 
     @property
     def identity(self) -> Form:
@@ -126,7 +130,7 @@ class Kept:
         """Status, headers and body for a request sending these headers: the gzip form when
         the request accepts it; a 304 when `If-None-Match` names either form's tag (with the
         tag it named), or, without `If-None-Match`, when `If-Modified-Since` is not before
-        `last_modified`."""
+        `last_modified` (after it, when that second is `modified_shared`)."""
         chosen = self.identity
         if self.gzip is not None and accepts_gzip(accept_encoding):
             chosen = self.gzip
@@ -137,7 +141,10 @@ class Kept:
                     return 304, list(form.not_modified_headers), b""
         elif if_modified_since is not None and self.last_modified is not None:
             since = _http_date(if_modified_since)
-            if since is not None and self.last_modified.replace(microsecond=0) <= since:
+            modified = self.last_modified.replace(microsecond=0)
+            if since is not None and (
+                modified < since or (modified == since and not self.modified_shared)
+            ):
                 return 304, list(chosen.not_modified_headers), b""
         return 200, list(chosen.ok_headers), chosen.body
 
@@ -187,12 +194,13 @@ def keep(
     vary: str = "Authorization",
     access: Callable[[Request], bool] | None = None,
     last_modified: datetime | None = None,
+    modified_shared: bool = False,
 ) -> Kept:
     """`body` with its ETag and `cache_control` (and `headers`, e.g. `Link`, digests, on both
     forms), made into a `Kept` answer served to whom `access` allows, with its gzip form when
     it is `compressible` (both forms, whoever asks: either tag is a 304 to any client). When
     reads need a token the answer is private and varies by `vary` (the request headers a token
-    comes in)."""
+    comes in). `last_modified` and `modified_shared`: as `Kept`'s."""
     etag = etag_of(body)
     out = {"Cache-Control": cache_control, **(headers or {})}
     if last_modified is not None:
@@ -216,6 +224,7 @@ def keep(
         access,
         gz,
         last_modified,
+        modified_shared,
     )
 
 

@@ -31,8 +31,11 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -48,7 +51,26 @@ from tracker.store.generation import StoreGeneration
 SIZE = 256
 MAX_BYTES = 64 * 1024 * 1024
 T = TypeVar("T")
-Stamp = tuple[str, tuple[int, int, int] | None]
+Files = tuple[int, int, int] | None
+Stamp = tuple[str, Files, int]
+
+
+@dataclass(frozen=True)
+class Seen:
+    """When this server first saw the store and watchlist as a kept answer was made from them:
+    the whole `second` (UTC) it read them in, which the pages send as `Last-Modified`, and
+    whether that second is `shared` with the state seen before it (two states seen within one
+    second: `If-Modified-Since` naming that second cannot tell them apart, so it is not a 304).
+    `serial` counts the states seen, so a watchlist put back as it was is a new state."""
+
+    read: tuple[str, Files]
+    second: datetime
+    shared: bool
+    serial: int
+
+    @property
+    def stamp(self) -> Stamp:
+        return (*self.read, self.serial)
 
 
 def _size(value: Any) -> int:
@@ -68,7 +90,8 @@ class Memo:
     """At most `size` rendered answers and at most `max_bytes` bytes of them (least recently
     used out; an answer over an eighth of `max_bytes` is never kept), each with the stamp it was
     made at: the store's generation and the watchlist file's (mtime, size, inode), since feeds
-    classify fit moves by the watchlist's overrides.
+    classify fit moves by the watchlist's overrides, numbered in the order this memo saw them
+    (`Seen`: the second each was first seen in is the pages' `Last-Modified`, `made_at`).
 
     Single flight: while one request renders a key, the others asking for it wait for that
     render instead of each making their own (after a change, N concurrent requests make one
@@ -80,8 +103,10 @@ class Memo:
         size: int = SIZE,
         watchlist: Path | None = None,
         max_bytes: int = MAX_BYTES,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.generation = generation
+        self.clock = clock
         self.size = size
         self.max_bytes = max_bytes
         self.watchlist = watchlist
@@ -91,6 +116,8 @@ class Memo:
         self._items: OrderedDict[Hashable, tuple[Stamp, Any, int]] = OrderedDict()
         self._lock = threading.Lock()
         self._flights: dict[Hashable, tuple[threading.Lock, list[int]]] = {}
+        self._seen: Seen | None = None
+        self._making = threading.local()
 
     @property
     def blocking(self) -> bool:
@@ -103,14 +130,38 @@ class Memo:
 
     def stamp(self) -> Stamp:
         """What the kept answers depend on, now."""
-        files: tuple[int, int, int] | None = None
+        return self.observe().stamp
+
+    def observe(self) -> Seen:
+        """The store's generation and the watchlist file now, with when this memo first saw
+        them so: the clock is read before them, and a state unlike the one seen last is a new
+        `Seen` whose second is never before the last one's (`shared` when equal)."""
+        started = self.clock()
+        files: Files = None
         if self.watchlist is not None:
             try:
                 st = os.stat(self.watchlist)
                 files = (st.st_mtime_ns, st.st_size, st.st_ino)
             except OSError:
                 files = None
-        return self.generation.current(), files
+        read = (self.generation.current(), files)
+        with self._lock:
+            last = self._seen
+            if last is not None and last.read == read:
+                return last
+            second = datetime.fromtimestamp(int(started), UTC)
+            shared = last is not None and second <= last.second
+            if last is not None and shared:
+                second = last.second
+            seen = Seen(read, second, shared, last.serial + 1 if last is not None else 0)
+            self._seen = seen
+            return seen
+
+    def made_at(self) -> Seen | None:
+        """The `Seen` the answer this thread is making now (`get_or_make`'s `make`) is made
+        from; None outside a `make`."""
+        seen: Seen | None = getattr(self._making, "seen", None)
+        return seen
 
     def holds(self, key: Hashable) -> bool:
         """Whether anything is kept for `key` (current or not)."""
@@ -155,11 +206,16 @@ class Memo:
             flight[1][0] += 1
         try:
             with flight[0]:
-                now = self.stamp()
+                seen = self.observe()
+                now = seen.stamp
                 kept = self.peek(key, now)
                 if kept is not None:
                     return cast(T, kept)
-                value = make()
+                self._making.seen = seen
+                try:
+                    value = make()
+                finally:
+                    self._making.seen = None
                 with self._lock:
                     self.renders += 1
                     self.renders_by[label] += 1
@@ -254,4 +310,13 @@ class MemoHits:
         await self.app(scope, receive, send)
 
 
-__all__ = ["Memo", "MemoHits", "kept_response", "key_of", "memo_of", "request_key", "route_label"]
+__all__ = [
+    "Memo",
+    "MemoHits",
+    "Seen",
+    "kept_response",
+    "key_of",
+    "memo_of",
+    "request_key",
+    "route_label",
+]

@@ -50,8 +50,7 @@ def _num(x: Any) -> str:
     return f"{x:,}" if isinstance(x, int) else f"{x:,.3f}"
 
 
-def _gb(x: float) -> str:
-    return f"{x:,.2f} GB" if x >= 0.1 or x == 0 else f"{x * 1000:,.1f} MB"
+_gb = views.gb_text
 
 
 def _bytes(n: int) -> str:
@@ -100,7 +99,14 @@ def environment() -> Environment:
         lstrip_blocks=False,
     )
     env.filters.update(
-        num=_num, gb=_gb, bytes=_bytes, when=_when, day=_day, shape=_shape, plain=_plain
+        num=_num,
+        gb=_gb,
+        bytes=_bytes,
+        when=_when,
+        day=_day,
+        shape=_shape,
+        plain=_plain,
+        duration=views.duration_text,
     )
     env.globals.update(
         repo_href=repo_href,
@@ -111,6 +117,11 @@ def environment() -> Environment:
         diff_lines=views.diff_lines,
         side_by_side=views.side_by_side,
         setups=views.SETUPS,
+        estimate_word=views.estimate_word,
+        estimate_words=views.ESTIMATE_WORDS,
+        confident=views.confident,
+        runnable_price=views.runnable_price,
+        priced_card_runs=views.priced_card_runs,
         max_changes=MAX_CHANGES,
         max_title=MAX_TITLE,
         static_url=STYLESHEET,
@@ -198,7 +209,7 @@ def mount(api: FastAPI, app: views.PagesApp) -> None:
     `modified`)."""
     # Imported here: tracker.api imports this package (its app mounts the pages).
     from tracker.api.caching import LIST, Kept, keep
-    from tracker.api.memo import kept_response
+    from tracker.api.memo import kept_response, memo_of
     from tracker.web import access
 
     env = environment()
@@ -212,6 +223,9 @@ def mount(api: FastAPI, app: views.PagesApp) -> None:
     ) -> Kept:
         ctx.setdefault("alternates", [])
         body = env.get_template(name).render(**ctx).encode()
+        shared = False
+        if last_modified is None and (seen := memo_of(request).made_at()) is not None:
+            last_modified, shared = seen.second, seen.shared
         return keep(
             request,
             body,
@@ -221,6 +235,7 @@ def mount(api: FastAPI, app: views.PagesApp) -> None:
             vary="Authorization, Cookie",
             access=may_read,
             last_modified=last_modified,
+            modified_shared=shared,
         )
 
     def page(name: str, status: int = 200, **ctx: Any) -> Response:

@@ -436,8 +436,116 @@ def compare(app: PagesApp, repo_id: str, a: str | None, b: str | None) -> Compar
 # -- the headline ----------------------------------------------------------------------------
 
 
-def _gb(x: float) -> str:
-    return f"{x:,.1f} GB"
+def gb_text(x: float) -> str:
+    """A figure in decimal GB as every page writes it: GB with two decimals from 0.1 GB, MB
+    with one below (one unit per magnitude: the headline and the tables agree)."""
+    return f"{x:,.2f} GB" if x >= 0.1 or x == 0 else f"{x * 1000:,.1f} MB"
+
+
+_gb = gb_text
+
+
+def duration_text(seconds: float) -> str:
+    """A duration in the largest unit that keeps it above 1: hours with one decimal from an
+    hour, whole minutes from a minute, whole seconds below (never "0.0 hours")."""
+    if seconds >= 3600:
+        return f"{seconds / 3600:,.1f} hours"
+    if seconds >= 60:
+        return f"{round(seconds / 60):,} min"
+    return f"{max(1, round(seconds)):,} s"
+
+
+ESTIMATE_WORDS: dict[str, str] = {
+    "verified": "a reader for this family counted the parameters and the checkpoint's own "
+    "census (its safetensors headers) agrees within the tolerance",
+    "checked": "no reader for this family, but the checkpoint census agrees with the count "
+    "within the tolerance",
+    "derived": "the count follows from the config alone: no checkpoint census was compared "
+    "(none published, or custom code read as the nearest native type); nothing disputes it, "
+    "nothing confirms it",
+    "unverified": "something disputes the count (the census, or config keys the reader does "
+    "not understand): the numbers are shown for reference and no card-fit verdict is given",
+}
+"""What each word the pages use for an estimate means (the repo page's legend)."""
+
+
+def estimate_word(est: Estimate) -> str:
+    """The word the pages use for `est`: "verified" only where a checkpoint census was compared
+    (`census_delta_pct` set); a family reader's count with no census compared is "derived", as
+    custom code read under a native type is."""
+    v = est.verification
+    if v.status.value == "verified" and v.census_delta_pct is None:
+        return "derived"
+    return v.status.value
+
+
+def confident(est: Estimate) -> bool:
+    """Whether the card-fit table may colour a fit as a verdict: vouched for, and not custom
+    code without a checkpoint census to check the nearest-native reading against."""
+    if not est.verification.vouched:
+        return False
+    return not (est.custom_code and est.verification.census_delta_pct is None)
+
+
+@dataclass(frozen=True)
+class RunnablePrice:
+    """The estimate's training FLOPs priced on a listed card that holds a full fine-tune at
+    batch 1, on one card or split over `cards` of them: GPU-hours = FLOPs / (bf16 peak ×
+    utilization), USD = GPU-hours × price (the hours spread over the cards)."""
+
+    card: str
+    batch: int
+    cards: int
+    hours: float
+    usd: float
+    tflops: float
+    utilization: float
+    usd_per_hour: float
+
+
+def priced_card_runs(est: Estimate) -> bool | None:
+    """Whether the priced card (the settings' `cost_card`) holds a full fine-tune at batch 1,
+    from the fit table (a fit depends only on VRAM, and more VRAM never fits less): True when
+    a listed card with no more VRAM holds it, False when one with no less does not; None when
+    the table cannot say."""
+    vram = float((est.settings.get("cost_card") or {}).get("vram_gb") or 0.0)
+    if vram <= 0:
+        return None
+    if any(c.vram_gb <= vram and c.full_finetune.batch >= 1 for c in est.cards):
+        return True
+    if any(c.vram_gb >= vram and c.full_finetune.batch < 1 for c in est.cards):
+        return False
+    return None
+
+
+def runnable_price(est: Estimate) -> RunnablePrice | None:
+    """Where the priced card cannot hold a full fine-tune at batch 1 (`priced_card_runs`), the
+    cheapest listed card (the estimate's settings `cards`, with their price and peak) that
+    holds it, on one card or split over two (the fit table's), priced with the same FLOPs and
+    utilization; None where the priced card can, or no listed card can, or a card has no peak
+    or price."""
+    fits: dict[str, tuple[int, int]] = {}
+    for c in est.cards:
+        f = c.full_finetune
+        if f.batch >= 1:
+            fits[c.name] = (f.batch, 1)
+        elif f.split is not None:
+            fits[c.name] = (1, f.split_cards or len(f.split))
+    if priced_card_runs(est) is not False:
+        return None
+    utilization = float(est.cost.assumptions.get("utilization") or 0.0)
+    best: RunnablePrice | None = None
+    for card in est.settings.get("cards") or ():
+        name, tflops = card.get("name"), float(card.get("bf16_tflops") or 0.0)
+        price = float(card.get("price_per_hour") or 0.0)
+        if name not in fits or tflops <= 0 or price <= 0 or utilization <= 0:
+            continue
+        hours = est.cost.flops / (tflops * 1e12 * utilization) / 3600
+        batch, cards = fits[name]
+        made = RunnablePrice(name, batch, cards, hours, hours * price, tflops, utilization, price)
+        if best is None or made.usd < best.usd:
+            best = made
+    return best
 
 
 def _smallest_fit(est: Estimate, setup: str) -> tuple[str, Fit] | None:
@@ -450,20 +558,26 @@ def _smallest_fit(est: Estimate, setup: str) -> tuple[str, Fit] | None:
 
 
 def _fit_words(est: Estimate, setup: str) -> str:
+    """The verdict for `setup` as a predicate (it starts with its verb: fits, is, needs)."""
     found = _smallest_fit(est, setup)
     if found is None:
         split = next((c for c in est.cards if c.fit(setup).split is not None), None)
         if split is not None:
-            return f"{split.fit(setup).summary} on {split.name}"
+            layers = split.fit(setup).split or ()
+            return (
+                f"needs 2 {split.name} cards at batch 1 "
+                f"({' + '.join(str(n) for n in layers)} layers)"
+            )
         return "fits no listed card, not even split over 2 cards"
     name, fit = found
     if fit.borderline:
-        return f"borderline on one {name}"
+        return f"is borderline on one {name}"
     return f"fits one {name} at batch {fit.batch}"
 
 
 def headline(repo_id: str, est: Estimate) -> list[str]:
-    """The headline sentences of the model page, from the estimate's own numbers.
+    """The headline sentences of the model page, from the estimate's own numbers, in the units
+    the tables use (`gb_text`).
 
     An unverified estimate gets its numbers and no card-fit verdict (as its advisories do)."""
     m = est.memory
@@ -474,9 +588,12 @@ def headline(repo_id: str, est: Estimate) -> list[str]:
         f"AdamW state), and {_gb(m.lora)} with LoRA r={lora_rank}"
     )
     shipped = "as shipped" if m.serve_weights_source != "settings" else "as set"
+    per_sequence = f"{_gb(m.kv_cache)} of KV cache"
+    if m.serve_prefill:
+        per_sequence += f" and a {_gb(m.serve_prefill)} prefill working set"
     serve = (
         f"Serving its {_gb(m.serve_weights)} of weights {shipped} ({m.serve_weights_format}) "
-        f"with {m.kv_cache * 1000:,.0f} MB of KV cache per {m.serve_tokens:,}-token sequence"
+        f"with {per_sequence} per {m.serve_tokens:,}-token sequence"
     )
     if m.serve_weights_upcast is not None:
         serve += f" (upcast to bf16: {_gb(m.serve_weights_upcast)})"
