@@ -143,7 +143,8 @@ def reconcile(
             tx.overwrite(adv, state=s.state, pending=pending, withdrawn_by=by)
         for sha in live:
             tx.replace_suppressed(repo_id, sha, clean_suppressed.get(sha, ()))
-        _enqueue_lifecycle(tx, WITHDRAWN, lifecycle, now)
+        # no team audience: a team-filtered subscription gets no repair withdrawals
+        _enqueue_lifecycle(tx, WITHDRAWN, lifecycle, now, None)
         subscriptions = tx.outbox.subscriptions() if new_at else []
         for sha, advs in new_at.items():  # what subscribers never got: a revision's delivery
             url = _package_url(advs[0])
