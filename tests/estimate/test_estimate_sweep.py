@@ -59,9 +59,9 @@ def _offenders(results: list[Result]) -> list[str]:
 def test_no_class_of_transformers_is_more_than_1pct_off_while_vouched(rows: list[Row]) -> None:
     """Every class in the table, estimated in-process: none is more than 1% off the meta-device
     count unless marked unverified; the outcome counts are at least what issue 25's item 3
-    reached: 625 classes, 221 exact and 348 within 1% (61% of the 569 built; the standalone
+    reached: 625 classes, 223 exact and 350 within 1% (62% of the 569 built; the standalone
     vision transformers, speech encoders, ConvNeXts, ResNets, RegNet, Swins, FocalNet, Conformers,
-    merger ViTs, Mix Transformers, V-JEPA 2, SegGPT and SAM's image encoder read, and more of
+    merger ViTs, Mix Transformers, V-JEPA 2, SegGPT, SAM's image encoder and InternVL read, and more of
     BERT's lineage); causal-LM classes 164 of the 176 built within 1% (93%), and only 1 refused."""
     results = [estimate_row(r) for r in rows]
     assert len(results) == 625
@@ -70,8 +70,8 @@ def test_no_class_of_transformers_is_more_than_1pct_off_while_vouched(rows: list
     within = counts["all"]["exact"] + counts["all"]["within-1%"]
     causal = counts["causal"]["exact"] + counts["causal"]["within-1%"]
     built = sum(n for k, n in counts["causal"].items() if k != "not-built")
-    assert counts["all"]["exact"] >= 221, counts
-    assert within >= 348 and causal >= 164, counts
+    assert counts["all"]["exact"] >= 223, counts
+    assert within >= 350 and causal >= 164, counts
     assert within / (len(results) - counts["all"]["not-built"]) >= 0.60, counts
     assert built == 176 and causal / built >= 0.90, counts
     assert counts["causal"]["refused"] <= 1, counts
@@ -359,6 +359,10 @@ TOWERS_READ = (
     "qwen3_vl_moe",
     "cosmos3_omni",
     "audioflamingo3",  # the Whisper-style encoder and its two-linear projector
+    # refused before: vision_config.patch_size is a [height, width] list; now the standalone
+    # InternVL tower reader and the pixel-shuffle projector
+    "internvl",
+    "qianfan_ocr",
 )
 
 
