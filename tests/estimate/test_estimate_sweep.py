@@ -387,6 +387,29 @@ def test_every_result_off_by_more_than_1pct_names_what_is_not_understood(
     assert not [r for r in results if r.outcome == "unverified" and not r.why]
 
 
+def test_every_refusal_names_the_model_type_and_the_key(rows: list[Row]) -> None:
+    """A class refused (no number at all) says in one line which model_type has no reader and
+    which key or value the general reader could not size it by; before, the line named only
+    the key ("config lacks hidden_size / …"), not that the family itself is not modelled."""
+    said = re.compile(
+        r"^model_type '[^']+' has no family reader and the general reader cannot size it: "
+        r"config (lacks \S|\S+ must )"
+    )
+    refused = [r for r in map(estimate_row, rows) if r.outcome == "refused"]
+    assert len(refused) >= 100
+    assert [f"{r.row.model_type}: {r.why}" for r in refused if not said.match(r.why)] == []
+    assert all("\n" not in r.why for r in refused)
+    by_type = {r.row.model_type: r.why for r in refused}
+    assert by_type["sam2"] == (
+        "model_type 'sam2' has no family reader and the general reader cannot size it: "
+        "config lacks hidden_size / n_embd / d_model / n_embed / dim / model_dim / emb_dim"
+    )
+    assert by_type["hiera"] == (
+        "model_type 'hiera' has no family reader and the general reader cannot size it: "
+        "config num_heads must be a number, got list [1, 2, 4, 8]"
+    )
+
+
 @pytest.mark.parametrize("model_type", TOWERS_READ)
 def test_wrappers_with_towers_read(rows: list[Row], model_type: str) -> None:
     row = next(r for r in rows if r.model_type == model_type)
