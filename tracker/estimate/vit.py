@@ -344,9 +344,18 @@ def _internvl_wrapped(root: ConfigView, v: ConfigView, text_hidden: int, n: Note
     return scratch.total + 2 * width + _lin(width, text_hidden) + _lin(text_hidden, text_hidden)
 
 
+def _siglip2_wrapped(root: ConfigView, v: ConfigView, text_hidden: int, n: Notes) -> int:
+    """SigLIP 2's tower as built alone, in its dual encoder: no projector to the text model (the
+    two towers meet in a similarity, through a learned scale and bias)."""
+    scratch = Tally()
+    read_vit(v, scratch, n)
+    return scratch.total + 2  # logit_scale, logit_bias
+
+
 WRAPPED: dict[str, vision.WrappedTower] = {
     "internvl_vision": _internvl_wrapped,
     "qianfan_ocr_vision": _internvl_wrapped,
+    "siglip2_vision_model": _siglip2_wrapped,
 }
 """Vision towers of FORMS counted inside their multimodal wrapper with the standalone reader."""
 
