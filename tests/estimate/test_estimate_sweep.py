@@ -499,3 +499,15 @@ def test_standalone_encoders_refuse_hostile_values_in_one_line(
                 estimate(dict(row.config, **{key: value}))
             except EstimateError as exc:
                 assert "\n" not in str(exc), (key, value)
+
+
+def test_a_siglip2_tower_in_another_wrapper_is_not_read_as_the_dual_encoder() -> None:
+    """The standalone SigLIP 2 reader counts Siglip2Model's tower only: Phi-4-reasoning-vision's
+    siglip2_vision_model (no num_patches, a projector of its own) stays the generic reading, as
+    before, instead of a one-line refusal ("config lacks vision_config.num_patches")."""
+    from tracker.estimate import estimate
+
+    path = Path(__file__).resolve().parents[1] / "data" / "configs"
+    config = json.loads((path / "microsoft__Phi-4-reasoning-vision-15B.json").read_text())
+    result = estimate(config)
+    assert any("siglip2_vision_model" in r for r in result.verification.reasons)

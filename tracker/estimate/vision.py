@@ -167,11 +167,11 @@ def count_towers(
     t: Tally,
     n: Notes,
     dims: dict[str, Any],
-    wrapped: Mapping[str, WrappedTower] | None = None,
+    wrapped: Mapping[tuple[str, str], WrappedTower] | None = None,
 ) -> int:
     """Add the vision and audio towers and projectors of a multimodal config to `t`; return
-    their count. `wrapped` holds the standalone readers (by vision_config.model_type) that count
-    a tower inside its wrapper."""
+    their count. `wrapped` holds the standalone readers that count a tower inside its wrapper, by
+    (the wrapper's model_type, vision_config.model_type)."""
     vision = _count_vision(root, model_type, t, n, dims, wrapped or {})
     return vision + _count_audio(root, model_type, t, n, dims)
 
@@ -352,15 +352,15 @@ def _count_vision(
     t: Tally,
     n: Notes,
     dims: dict[str, Any],
-    wrapped: Mapping[str, WrappedTower],
+    wrapped: Mapping[tuple[str, str], WrappedTower],
 ) -> int:
     v = root.sub("vision_config")
     if v is None:
         return 0
     text_hidden = int(dims["hidden"])
     vtype = v.str("model_type")
-    if vtype in wrapped:
-        total = wrapped[vtype](root, v, text_hidden, n)
+    if (model_type, vtype) in wrapped:
+        total = wrapped[model_type, vtype](root, v, text_hidden, n)
     elif vtype in ("siglip_vision_model", "idefics3_vision", "siglip"):
         total = _siglip(v)
         if model_type == "idefics3":

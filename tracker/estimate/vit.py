@@ -352,12 +352,15 @@ def _siglip2_wrapped(root: ConfigView, v: ConfigView, text_hidden: int, n: Notes
     return scratch.total + 2  # logit_scale, logit_bias
 
 
-WRAPPED: dict[str, vision.WrappedTower] = {
-    "internvl_vision": _internvl_wrapped,
-    "qianfan_ocr_vision": _internvl_wrapped,
-    "siglip2_vision_model": _siglip2_wrapped,
+WRAPPED: dict[tuple[str, str], vision.WrappedTower] = {
+    ("internvl", "internvl_vision"): _internvl_wrapped,
+    ("qianfan_ocr", "qianfan_ocr_vision"): _internvl_wrapped,
+    ("siglip2", "siglip2_vision_model"): _siglip2_wrapped,
 }
-"""Vision towers of FORMS counted inside their multimodal wrapper with the standalone reader."""
+"""Vision towers of FORMS counted inside their wrapper (by the wrapper's model_type and the
+tower's) with the standalone reader; the same tower in another wrapper, with its own projector,
+is not among them (Phi-4-reasoning-vision's SigLIP 2 tower stays the generic, approximate
+reading)."""
 
 
 def read_tower(c: ConfigView, t: Tally, n: Notes) -> Result:
