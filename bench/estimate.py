@@ -239,7 +239,8 @@ def _estimate_row(row: dict[str, str]) -> tuple[float, float, str, str]:
             est, what = m.serve_fixed + batch * m.serve_per_sequence, "serving"
         elif "LoRA" in row["method"]:
             est = m.lora_fixed + batch * m.act_per_sample
-            what = "LoRA" if s.lora_base == "bf16" else "QLoRA"
+            # "shipped" (the default) is the checkpoint's own format: bf16 for these rows
+            what = {"bf16": "LoRA", "shipped": "LoRA (base as shipped)"}.get(s.lora_base, "QLoRA")
         else:
             est, what = m.full_fixed + batch * m.act_per_sample, "full"
         cards = s.serve_shards if row["task"] == "serving" else s.shards

@@ -255,7 +255,9 @@ def per_class_table(results: list[Result]) -> str:
         f"# The estimate across transformers {TRANSFORMERS_VERSION}, per class\n",
         "Written by `make bench` (`python -m bench.run sweep`; summary in bench/RESULTS.md). "
         "Outcomes: `exact`, `within-1%` (0 < |delta| ≤ 1%), `unverified` (more than 1% off, "
-        "marked unverified), `refused` (one-line error), `not-built` (transformers cannot build "
+        "marked unverified), `refused` (one-line error naming the model_type that has no "
+        "reader and the key the general reader could not size it by: without a count of the "
+        "stack no number can be given honestly, so none is), `not-built` (transformers cannot build "
         "the default config either), `silently-wrong` (more than 1% off and not marked "
         "unverified). The reasons are the estimate's verification reasons (or its error, or "
         "transformers').\n",

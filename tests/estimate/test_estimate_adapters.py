@@ -139,3 +139,70 @@ def test_which_families_adapt_their_experts() -> None:
         config = small_config(case)
         found = all_linear_params(read_config(config), config, 16)
         assert found is not None and found[1] == want, case
+
+
+def peft_named(config: dict[str, Any], targets: list[str]) -> int | str:
+    """LoRA parameters PEFT creates at r=16 for the named `targets`, or its error's first line."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    peft = pytest.importorskip("peft")
+    values = {k: v for k, v in config.items() if k != "model_type"}
+    cfg = transformers.AutoConfig.for_model(config["model_type"], **values)
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with torch.device("meta"):
+            model = transformers.AutoModelForCausalLM.from_config(cfg)
+        try:
+            wrapped = peft.get_peft_model(model, peft.LoraConfig(r=16, target_modules=targets))
+        except ValueError as e:
+            return str(e).splitlines()[0]
+    return sum(p.numel() for n, p in wrapped.named_parameters() if ".lora_" in n)
+
+
+NAMED = [
+    ("mixtral", ["w1", "w3", "w2"]),
+    ("mixtral", ["gate", "q_proj"]),
+    ("mixtral", ["w2"]),
+    ("deepseek_v3", ["gate_proj", "up_proj", "down_proj"]),
+    ("deepseek_v3", ["down_proj", "q_a_proj"]),
+    ("qwen3_next", ["gate_proj", "up_proj", "gate"]),
+    ("granitemoe", ["q_proj", "o_proj"]),
+    ("llama", ["gate_proj", "down_proj"]),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("case", "targets"), NAMED)
+def test_named_targets_count_what_peft_creates(case: str, targets: list[str]) -> None:
+    """Named targets in a family PEFT converts go where PEFT sends them (on the meta device):
+    Mixtral's w1/w3/w2 and DeepSeek-V3's and Qwen3-Next's gate_proj/up_proj/down_proj to the fused
+    experts (gate_up_proj at rank 2r), `gate` to the router, and the dense and shared-expert
+    Linears of those names are then not adapted. Before, the names resolved by Linear name
+    (Mixtral's w1 to nothing, DeepSeek-V3's gate_proj to the dense and shared MLPs)."""
+    config = small_config(case)
+    created = peft_named(config, targets)
+    assert isinstance(created, int), created
+    resolution, why = resolve_targets(read_config(config), config, targets, 16)
+    assert resolution is not None, why
+    assert resolution.unresolved == {}
+    assert sum(resolution.adapter_params(t) or 0 for t in targets) == created
+
+
+@pytest.mark.slow
+def test_half_of_a_fused_pair_is_refused_as_peft_refuses() -> None:
+    """PEFT raises for w1 without w3 (fused into gate_up_proj); the resolution says why, in one
+    line, instead of adapting the w1 Linears that transformers 5 no longer has."""
+    config = small_config("mixtral")
+    created = peft_named(config, ["w1", "w2"])
+    assert created == (
+        "Cannot convert PEFT target(s) w1 without also targeting w3 because they are fused into "
+        "gate_up_proj."
+    )
+    resolution, why = resolve_targets(read_config(config), config, ["w1", "w2"], 16)
+    assert resolution is not None, why
+    assert resolution.unresolved == {
+        "w1": "PEFT cannot adapt w1 without also targeting w3: they are fused into the experts' "
+        "gate_up_proj"
+    }
+    assert resolution.adapter_params("w2") == 16 * 2 * 4 * (96 + 64)  # 2 layers, 4 experts

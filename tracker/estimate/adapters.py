@@ -514,6 +514,68 @@ def all_linear(
     return out, "adapted"
 
 
+FUSED_NAMES: Mapping[str, Mapping[str, str]] = {
+    "mixtral": {"gate": "router", "w1": "gate_up", "w3": "gate_up", "w2": "down"},
+    "qwen2_moe": {
+        "gate": "router",
+        "gate_proj": "gate_up",
+        "up_proj": "gate_up",
+        "down_proj": "down",
+    },
+}
+"""Per conversion pattern, the v4 names PEFT 0.21.2 maps onto transformers 5's fused experts
+(`gate_up_proj` from two names, `down_proj`) and the router, for a named target as for
+`all-linear`."""
+
+
+def _fused_name(pattern: str, target: str) -> str | None:
+    """The v4 name of FUSED_NAMES[pattern] that `target` names (itself or a dotted suffix)."""
+    for old in FUSED_NAMES[pattern]:
+        if target == old or target.endswith(f".{old}"):
+            return old
+    return None
+
+
+def named_target(
+    reading: Reading, config: Mapping[str, Any], modules: list[Module], targets: list[str], t: str
+) -> list[Module] | str:
+    """What PEFT adapts for the named target `t` among `targets` (not `all-linear`), or why it
+    refuses. A Linear whose last name part is `t` — except, in a family PEFT converts (PEFT_FUSED,
+    with routed experts), for the v4 expert names: these go to the fused 3-D parameters and the
+    router instead (the Linears of that name, dense MLPs and shared experts, are then not
+    adapted). `gate_up_proj` needs both of its two names (PEFT raises otherwise) and is adapted at
+    rank 2r; each of the two names is given half of it here, r·E·(h + 2I)."""
+    moe = [spec for spec in reading.layers if spec.ffn == "moe" and spec.experts]
+    pattern = peft_fused(config)
+    old = _fused_name(pattern, t) if pattern and moe else None
+    if pattern is None or old is None:
+        return [m for m in modules if m[0] == t or m[0].endswith(f".{t}")]
+    names = FUSED_NAMES[pattern]
+    role = names[old]
+    h = reading.hidden
+    if role == "gate_up":
+        pair = sorted(n for n, r in names.items() if r == "gate_up")
+        given = {_fused_name(pattern, x) for x in targets}
+        if not set(pair) <= given:
+            missing = ", ".join(n for n in pair if n not in given)
+            return (
+                f"PEFT cannot adapt {old} without also targeting {missing}: they are fused into "
+                "the experts' gate_up_proj"
+            )
+    out: list[Module] = []
+    for spec in moe:
+        e, i = spec.experts, spec.moe_width
+        if role == "router":
+            out.append(("gate", "mlp.router", h, e))
+        elif role == "down":
+            out.append(("experts.down_proj", "mlp.experts", e * i, e * h))
+        elif spec.gated:  # half of gate_up_proj at rank 2r: r·(E·h + 2E·I)
+            out.append(("experts.gate_up_proj", "mlp.experts", e * h, 2 * e * i))
+        else:
+            out.append(("experts.up_proj", "mlp.experts", e * h, e * i))
+    return out
+
+
 def all_linear_params(
     reading: Reading, config: Mapping[str, Any], rank: int
 ) -> tuple[int, str | None] | None:

@@ -151,7 +151,7 @@ def read_config(
         extra = 0  # a composite config's …ForCausalLM is the text model alone: no towers
         notes.note(f"{architecture} builds the text model alone: towers not counted")
     else:
-        extra = vision.count_towers(root, model_type, tally, notes, dims)
+        extra = vision.count_towers(root, model_type, tally, notes, dims, vit.WRAPPED)
     if cls_role is Role.BASE and not traits.task_heads and text_type != "bert":
         _drop_lm_head(tally, dims, architecture, notes)
     elif cls_role is Role.OTHER and not _head_modelled(architecture, model_type, traits):
@@ -286,10 +286,19 @@ def _read_text(
         )
     # a decoder stack alone, sized by the seq2seq keys (TrOCR's `decoder_layers`)
     alone = cls_role is Role.DECODER and c.has("decoder_layers") and not c.has("encoder_layers")
-    if is_encoder_decoder(c) or alone:
-        specs, dims = read_encdec(c, traits, t, n, decoder_only=cls_role is Role.DECODER)
-        return specs, dims, known
-    d = read_decoder(c, traits, n)
+    try:
+        if is_encoder_decoder(c) or alone:
+            specs, dims = read_encdec(c, traits, t, n, decoder_only=cls_role is Role.DECODER)
+            return specs, dims, known
+        d = read_decoder(c, traits, n)
+    except EstimateError as e:
+        if known:
+            raise
+        # No family reader, and the general reader cannot size it: no honest number at all.
+        raise EstimateError(
+            f"model_type {text_type!r} has no family reader and the general reader cannot size "
+            f"it: {e}"
+        ) from e
     specs = build_decoder(d, t)
     emb = (d.vocab + d.learned_positions + d.token_types) * d.hidden
     dims = {

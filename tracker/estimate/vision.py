@@ -15,6 +15,7 @@ parameters are missing from the count.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from tracker.errors import EstimateError
@@ -156,12 +157,23 @@ def _generic_vit(v: ConfigView, text_hidden: int) -> int:
     return total
 
 
+WrappedTower = Callable[[ConfigView, ConfigView, int, Notes], int]
+"""Counts a vision tower with its projector: (root config, vision_config, text width, notes)."""
+
+
 def count_towers(
-    root: ConfigView, model_type: str, t: Tally, n: Notes, dims: dict[str, Any]
+    root: ConfigView,
+    model_type: str,
+    t: Tally,
+    n: Notes,
+    dims: dict[str, Any],
+    wrapped: Mapping[tuple[str, str], WrappedTower] | None = None,
 ) -> int:
     """Add the vision and audio towers and projectors of a multimodal config to `t`; return
-    their count."""
-    return _count_vision(root, model_type, t, n, dims) + _count_audio(root, model_type, t, n, dims)
+    their count. `wrapped` holds the standalone readers that count a tower inside its wrapper, by
+    (the wrapper's model_type, vision_config.model_type)."""
+    vision = _count_vision(root, model_type, t, n, dims, wrapped or {})
+    return vision + _count_audio(root, model_type, t, n, dims)
 
 
 WHISPER_ENCODERS = frozenset(
@@ -335,14 +347,21 @@ QWEN3_VIT = frozenset(
 
 
 def _count_vision(
-    root: ConfigView, model_type: str, t: Tally, n: Notes, dims: dict[str, Any]
+    root: ConfigView,
+    model_type: str,
+    t: Tally,
+    n: Notes,
+    dims: dict[str, Any],
+    wrapped: Mapping[tuple[str, str], WrappedTower],
 ) -> int:
     v = root.sub("vision_config")
     if v is None:
         return 0
     text_hidden = int(dims["hidden"])
     vtype = v.str("model_type")
-    if vtype in ("siglip_vision_model", "idefics3_vision", "siglip"):
+    if (model_type, vtype) in wrapped:
+        total = wrapped[model_type, vtype](root, v, text_hidden, n)
+    elif vtype in ("siglip_vision_model", "idefics3_vision", "siglip"):
         total = _siglip(v)
         if model_type == "idefics3":
             scale = root.int("scale_factor", default=2)

@@ -330,6 +330,39 @@ TOWERS: dict[str, Callable[[ConfigView], int]] = {
 multimodal wrapper (the Qwen3-VL ViT keeps its patch mergers: they are part of the tower)."""
 
 
+def _internvl_wrapped(root: ConfigView, v: ConfigView, text_hidden: int, n: Notes) -> int:
+    """InternVL's and Qianfan-OCR's tower as built alone, and their projector: a LayerNorm and
+    two linears from the pixel-shuffled width (hidden_size × (1 / downsample_ratio)²)."""
+    scratch = Tally()
+    read_vit(v, scratch, n)
+    ratio = root.float("downsample_ratio", 0.5)
+    if not 0 < ratio <= 1:
+        raise EstimateError(f"config downsample_ratio must be in (0, 1], got {ratio}")
+    width = v.int("hidden_size") * int(1 / ratio) ** 2
+    # which layer's features feed the projector: every layer is built either way
+    root.mark("projector_hidden_act", "vision_feature_layer", "vision_feature_select_strategy")
+    return scratch.total + 2 * width + _lin(width, text_hidden) + _lin(text_hidden, text_hidden)
+
+
+def _siglip2_wrapped(root: ConfigView, v: ConfigView, text_hidden: int, n: Notes) -> int:
+    """SigLIP 2's tower as built alone, in its dual encoder: no projector to the text model (the
+    two towers meet in a similarity, through a learned scale and bias)."""
+    scratch = Tally()
+    read_vit(v, scratch, n)
+    return scratch.total + 2  # logit_scale, logit_bias
+
+
+WRAPPED: dict[tuple[str, str], vision.WrappedTower] = {
+    ("internvl", "internvl_vision"): _internvl_wrapped,
+    ("qianfan_ocr", "qianfan_ocr_vision"): _internvl_wrapped,
+    ("siglip2", "siglip2_vision_model"): _siglip2_wrapped,
+}
+"""Vision towers of FORMS counted inside their wrapper (by the wrapper's model_type and the
+tower's) with the standalone reader; the same tower in another wrapper, with its own projector,
+is not among them (Phi-4-reasoning-vision's SigLIP 2 tower stays the generic, approximate
+reading)."""
+
+
 def read_tower(c: ConfigView, t: Tally, n: Notes) -> Result:
     """Count a standalone tower of TOWERS with vision.py's reader of the same tower."""
     total = TOWERS[c.str("model_type")](c)

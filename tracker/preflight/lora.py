@@ -31,6 +31,7 @@ from tracker.estimate.adapters import (
     EXPERTS_NOT_ADAPTED,
     all_linear,
     derive_modules,
+    named_target,
 )
 from tracker.estimate.reading import Reading
 
@@ -101,18 +102,29 @@ def resolve_targets(
         return None, modules
     adapted, experts = all_linear(reading, config, modules)
     out: dict[str, dict[str, dict[str, int]]] = {}
+    unresolved: dict[str, str] = {}
+    seen = list(modules)
     for t in targets:
+        found = (
+            adapted if t == ALL_LINEAR else named_target(reading, config, modules, list(targets), t)
+        )
+        if isinstance(found, str):
+            unresolved[t] = found
+            continue
+        seen += found
         per: dict[str, dict[str, int]] = {}
-        for name, kind, i, o in adapted if t == ALL_LINEAR else modules:
-            if t == ALL_LINEAR or name == t:
-                slot = per.setdefault(kind, {"modules": 0, "adapter_params": 0})
-                slot["modules"] += 1
-                slot["adapter_params"] += rank * (i + o)
+        for _, kind, i, o in found:
+            slot = per.setdefault(kind, {"modules": 0, "adapter_params": 0})
+            slot["modules"] += 1
+            slot["adapter_params"] += rank * (i + o)
         out[t] = {k: per[k] for k in KINDS if k in per}
-    kinds = tuple(k for k in KINDS if any(m[1] == k for m in modules + adapted))
+    kinds = tuple(k for k in KINDS if any(m[1] == k for m in seen + adapted))
     notes = []
     if experts == "adapted":
         notes.append(EXPERTS_ADAPTED)
     elif experts == "not adapted":
         notes.append(EXPERTS_NOT_ADAPTED)
-    return LoraResolution(rank=rank, targets=out, kinds=kinds, notes=tuple(notes)), None
+    resolution = LoraResolution(
+        rank=rank, targets=out, kinds=kinds, notes=tuple(notes), unresolved=unresolved
+    )
+    return resolution, None
