@@ -25,7 +25,7 @@ demo: $(STAMP)
 TEST_WORKERS ?= 2
 test: $(STAMP) web-tools
 	bash .ci/pg-ensure
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist worksteal
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist worksteal -m "not soak"
 
 # The tests' system tools: Debian's chromium and chromium-driver (never a downloaded browser), Java
 # for the Nu Html Checker, Debian's prometheus for promtool (tests/test_alert_rules.py), and
@@ -59,8 +59,9 @@ preflight-wheels: $(STAMP)
 
 # Long fault trials (store kills and concurrent pollers, SQLite and PostgreSQL; transport faults that
 # look like content over the whole demo); results in bench/RESULTS.md.
-soak: $(STAMP)
+soak: $(STAMP) web-tools
 	bash .ci/pg-ensure
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist worksteal -m soak
 	$(BIN)/python -m bench.run soak contentfaults
 
 # The OCI image's build steps (the Dockerfile RUNs this target): tracker and its dependencies in
