@@ -106,6 +106,6 @@ def test_config_pad_token_id_under_generation_config_is_not_called_unchanged_for
     assert change.summary == (
         "pad_token_id removed in config.json: 0 → null (unchanged for generate(): 0 from "
         "generation_config.json; model code reads config.json's: the embedding's padding_idx and "
-        "the sequence-classification head)"
+        "the sequence-classification head (inferred))"
     )
     assert "shadowed" not in change.summary

@@ -47,6 +47,7 @@ _SHORT = {
     "vocab-size-disagrees-with-checkpoint": "`vocab_size` other than the checkpoint's embedding",
     "dtype-disagrees-with-checkpoint": "a dtype other than the checkpoint's",
     "template-token-undefined": "a chat template token the tokenizer does not define",
+    "auto-map-code-missing": "`auto_map` names a code file the revision does not have",
 }
 MAX_SUMMARY = 160
 

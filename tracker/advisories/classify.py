@@ -8,15 +8,16 @@ data in `tracker.advisories.rules`; transformers' knowledge is in `tracker.advis
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fnmatch import fnmatchcase
 from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from tracker.advisories.effects import Context
+from tracker.advisories.effects import Context, Executed
 from tracker.advisories.knowledge import Knowledge, load
 from tracker.advisories.rules import DEFAULT_RULES, EXECUTED_PREFIX, SEVERITY_RANK, Match, Rule
+from tracker.diff.special_tokens import INFERRED, MODEL_READS_CLAUSE
 from tracker.domain import Artifact, Change, ChangeKind, JSONValue, Severity
 from tracker.problems import validate
 
@@ -135,7 +136,29 @@ def classify(
     measured = context.executed(change) if executed and context is not None else None
     decided = f"transformers {measured.version}" if measured is not None else "inferred"
     decided = "watchlist" if own else decided
+    if context is not None:
+        change = _reads_as_executed(change, context.executed(change))
     return Classified(change, rule.severity, rule.name, rationale, reason, decided)
+
+
+def _reads_as_executed(change: Change, measured: Executed | None) -> Change:
+    """`change` with its summary's "model code reads config.json's" claim (the diff stage's
+    hand table, labelled inferred) replaced by what running transformers measured: what of the
+    model built differs, or which classes read the key when it runs; or that the model built and
+    run is the same. Unchanged where transformers was not run on the change."""
+    summary = change.summary
+    start = summary.find(MODEL_READS_CLAUSE)
+    end = summary.find(INFERRED + ")", start)
+    if change.file != "config.json" or start < 0 or end < 0 or measured is None:
+        return change
+    checked = f"checked with transformers {measured.version}"
+    if measured.kind == "model" and measured.readers:
+        claim = f"{MODEL_READS_CLAUSE}{'; '.join(measured.readers)} ({checked})"
+    elif measured.kind in ("same", "unread", "generation-same"):
+        claim = f"the model transformers builds from this config does not read it ({checked})"
+    else:
+        return change
+    return replace(change, summary=summary[:start] + claim + summary[end + len(INFERRED) :])
 
 
 def _alias_note(rule: Rule, names: tuple[str, ...], knowledge: Knowledge) -> str:

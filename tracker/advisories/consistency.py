@@ -28,6 +28,10 @@ not have, and every finding of a first ingested revision is new. Checks:
   skips names it cannot find), but code that takes the class by this name
   (`getattr(transformers, architectures[0])`: `transformers serve`; serving engines that pick
   their implementation by it, e.g. vLLM) fails;
+- `auto-map-code-missing`: an `auto_map` entry of config.json or tokenizer_config.json names a
+  module (`configuration_x.ConfigClass` → `configuration_x.py`) that the revision's tree does not
+  have, and no other repo (`org/name--module.Class`): transformers fetches the module from this
+  revision, so loading with `trust_remote_code=True` fails;
 - `template-token-undefined`: the chat template writes a special-token literal the tokenizer
   does not define, so it is encoded as ordinary text: `<|name|>` or DeepSeek's `<｜name｜>`, or a
   literal in the style of the tokenizer's own special tokens (`<s>`, `[INST]`, `<start_of_turn>`:
@@ -50,6 +54,7 @@ from weakref import WeakKeyDictionary
 from tracker.advisories.effects import Context, Side
 from tracker.advisories.knowledge import load
 from tracker.advisories.tokenizer_view import TokenizerView, read_tokenizer
+from tracker.diff import load_json_object, read_side
 from tracker.domain import JSONValue, Severity
 from tracker.estimate.classes import PINNED, known
 
@@ -75,6 +80,7 @@ class Finding:
     key: str
     text: str
     file: str = ""
+    code: str = ""  # auto-map-code-missing: the code file that is missing
 
     def to_json(self) -> dict[str, JSONValue]:
         return {
@@ -376,6 +382,50 @@ def _class_findings(side: Side) -> list[Finding]:
     ]
 
 
+_AUTO_MAP_FILES = ("config.json", "tokenizer_config.json")
+HISTORY_CHECKS = frozenset({"auto-map-code-missing"})
+"""Checks whose findings stand only on what a revision did (`_evidenced`): introduced where the
+previous revision had what this one lacks, and fix evidence only for a finding published."""
+
+
+def _auto_map_findings(side: Side) -> list[Finding]:
+    """Each code file an `auto_map` names that `side`'s tree lacks (one finding per file)."""
+    paths = {e.path for e in side.snapshot.tree}
+    out: list[Finding] = []
+    for file in _AUTO_MAP_FILES:
+        doc = (
+            side.config
+            if file == "config.json"
+            else read_side(side.snapshot, file, load_json_object)
+        )
+        value = doc.value if doc.state == "ok" else None
+        auto_map = value.get("auto_map") if value is not None else None
+        if not isinstance(auto_map, Mapping):
+            continue
+        missing: dict[str, None] = {}
+        for refs in auto_map.values():
+            for ref in refs if isinstance(refs, list) else [refs]:
+                if not isinstance(ref, str) or "--" in ref or "." not in ref:
+                    continue  # another repo's code (`org/name--module.Class`), or no module
+                module = ref.rsplit(".", 1)[0]
+                code = f"{module.replace('.', '/')}.py"
+                if code not in paths:
+                    missing.setdefault(code, None)
+        for code in missing:
+            out.append(
+                Finding(
+                    "auto-map-code-missing",
+                    Severity.HIGH,
+                    "auto_map",
+                    f"`auto_map` in {file} names {code}, which this revision does not have: "
+                    "loading with trust_remote_code=True fails",
+                    file,
+                    code,
+                )
+            )
+    return out
+
+
 def show_json(value: object) -> str:
     return json.dumps(value, ensure_ascii=False)
 
@@ -490,6 +540,7 @@ _CHECKS = (
     (_size_findings, lambda p: p in _TOKEN_FILES or p.endswith(".safetensors")),
     (_dtype_findings, lambda p: p == "config.json" or p.endswith(".safetensors")),
     (_class_findings, lambda p: p == "config.json" or p.endswith(".py")),
+    (_auto_map_findings, lambda p: p in _AUTO_MAP_FILES or p.endswith(".py")),
     (
         _template_findings,
         lambda p: p in _TOKEN_FILES or "chat_template" in p or p.endswith(".jinja"),
@@ -529,8 +580,25 @@ def introduced(context: Context | None) -> list[Finding]:
         if not any(reads(p) for p in changed):
             continue
         old = {(f.check, f.text) for f in (check(context.before) if context.before else [])}
-        out += [f for f in check(context.after) if (f.check, f.text) not in old]
+        out += [
+            f
+            for f in check(context.after)
+            if (f.check, f.text) not in old and _evidenced(f, context.before)
+        ]
     return out
+
+
+def _evidenced(finding: Finding, before: Side | None) -> bool:
+    """Whether a new finding stands on what the revision did. A code file that `auto_map` names
+    counts as missing only where the previous revision had it (the revision deleted it): a tree
+    that never listed it may be a partial copy of the repo (the demo's trees leave out the code
+    the corpus lacks), and a finding there could be false of the real revision."""
+    if finding.check not in HISTORY_CHECKS:
+        return True
+    if before is None:
+        return False
+    paths = {e.path for e in before.snapshot.tree}
+    return finding.code in paths
 
 
 def resolved(context: Context | None) -> list[Finding]:

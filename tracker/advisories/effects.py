@@ -169,12 +169,15 @@ class Executed:
     special tokens differ), `tokenizer-text` (ordinary text encodes to other ids),
     `tokenizer-broken` / `tokenizer-loads` (it no longer / now loads), and `unexecuted` (not
     run, e.g. the tokenizer class is the repo's own: `evidence` says why). `evidence` says what
-    was measured; `attributes` names the effective attributes that differ."""
+    was measured; `attributes` names the effective attributes that differ; `readers` what of
+    the model built differs (`model.embed_tokens.padding_idx: 0 → null`) or which of its
+    classes read a differing attribute when it runs (a `model` effect; else empty)."""
 
     kind: str
     evidence: str
     version: str
     attributes: Sequence[str] = field(default_factory=tuple)
+    readers: Sequence[str] = field(default_factory=tuple)
 
 
 class Executing(Protocol):

@@ -544,7 +544,13 @@ class Executor:
             return Executed("model", f"{where}: with only `{key}` changed, {why}", self.version)
         differ = _differ(old.attrs, new.attrs)
         if old.tree != new.tree or old.model != new.model:
-            return Executed("model", f"{where}: {_tree_delta(old, new)}", self.version, differ)
+            return Executed(
+                "model",
+                f"{where}: {_tree_delta(old, new)}",
+                self.version,
+                differ,
+                _tree_rows(old, new),
+            )
         if not differ and key.rsplit(".", 1)[-1] in ("dtype", "torch_dtype") and new.attrs["dtype"]:
             return Executed(
                 "same",
@@ -591,6 +597,7 @@ class Executor:
                 f"it runs ({shown}): a different computation",
                 self.version,
                 differ,
+                tuple(f"`{k}` by {', '.join(new.reads[k.rsplit('.', 1)[-1]][:3])}" for k in read),
             )
         return Executed(
             "unread",
@@ -938,6 +945,23 @@ def _tree_delta(old: _Built, new: _Built) -> str:
     return "the model built on the meta device differs: " + (
         ", ".join(parts) if parts else "its module tree"
     )
+
+
+def _tree_rows(old: _Built, new: _Built) -> tuple[str, ...]:
+    """The attributes, parameters and buffers of the model built that differ between two trees
+    (layer indices folded; `model.embed_tokens.padding_idx: 0 → null`, `lm_head.weight: absent →
+    (32000, 4096)`), else the modules whose `extra_repr` differs."""
+    leaf = {"attribute", "parameter", "buffer", "tied"}
+    rows: dict[str, None] = {}
+    modules: dict[str, None] = {}
+    ra = {(r[0], r[1]): r[2] for r in old.tree or ()}
+    rb = {(r[0], r[1]): r[2] for r in new.tree or ()}
+    for name, kind in sorted(set(ra) | set(rb)):
+        a, b = ra.get((name, kind), "absent"), rb.get((name, kind), "absent")
+        if a != b:
+            target = rows if kind in leaf else modules
+            target.setdefault(f"{_pattern(name) or 'model'}: {a} → {b}", None)
+    return tuple(rows or modules)
 
 
 def _count(n: int) -> str:

@@ -23,7 +23,7 @@ from tracker.advisories.classify import (
     classify,
     parse_overrides,
 )
-from tracker.advisories.consistency import Finding, assign
+from tracker.advisories.consistency import HISTORY_CHECKS, Finding, assign
 from tracker.advisories.consistency import introduced as introduced_findings
 from tracker.advisories.consistency import resolved as resolved_findings
 from tracker.advisories.generation import Generation, effective_generation
@@ -307,7 +307,25 @@ def _publish(
     # advisory of its own (`broken`); otherwise it rides on the advisory of the change it concerns.
     alone = judgement.introduced if previous is None or not groups else ()
     carried = assign([] if alone else judgement.introduced, group_keys)
-    resolving = assign(judgement.resolved, group_keys)
+    # a finding whose check needs history to stand (`consistency.HISTORY_CHECKS`) is fix evidence
+    # only where an open advisory of the repo carries it
+    published = (
+        {
+            f
+            for s in tx.in_state(repo_id, AdvisoryState.OPEN)
+            for f in _findings_of(s.advisory.record)
+        }
+        if any(f.check in HISTORY_CHECKS for f in judgement.resolved)
+        else set()
+    )
+    resolving = assign(
+        [
+            f
+            for f in judgement.resolved
+            if f.check not in HISTORY_CHECKS or (f.check, f.text) in published
+        ],
+        group_keys,
+    )
     earlier = (
         [*tx.in_state(repo_id, AdvisoryState.OPEN), *tx.in_state(repo_id, AdvisoryState.FIXED)]
         if groups and previous is not None

@@ -132,7 +132,12 @@ def _map_unreadable(before: Snapshot | None, after: Snapshot) -> list[Change]:
 MODEL_READS: dict[str, str] = {
     "pad_token_id": "the embedding's padding_idx and the sequence-classification head",
 }
-"""What model code (not generation) reads of a config.json token id, where it is known."""
+"""What model code (not generation) reads of a config.json token id, where it is known: the
+fallback, labelled "(inferred)", for where transformers is not run on the change
+(`tracker.advisories.classify` replaces the clause with the executed effect where it is)."""
+MODEL_READS_CLAUSE = "model code reads config.json's: "
+"""Where the "what reads it" claim of an "unchanged for generate()" summary starts."""
+INFERRED = " (inferred)"
 
 
 def _unchanged_because(
@@ -144,7 +149,7 @@ def _unchanged_because(
     value = f"{show(effective)} from {source or 'no file'}"
     if path == CONFIG_FILE:
         reads = MODEL_READS.get(key, f"code that reads `config.{key}`")
-        return f"unchanged for generate(): {value}; model code reads config.json's: {reads}"
+        return f"unchanged for generate(): {value}; {MODEL_READS_CLAUSE}{reads}{INFERRED}"
     if path == SPECIAL_TOKENS_MAP_FILE and _token_sources(sides) == (TOKENIZER_CONFIG_FILE,):
         return (
             "not read: tokenizer_config.json has `added_tokens_decoder`, so transformers does "
