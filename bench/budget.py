@@ -28,7 +28,6 @@ def _stats(values: list[float]) -> tuple[str, str, str]:
 
 
 def run() -> str:
-    from tracker.analysis_worker import AnalysisWorker
     from tracker.app import build
     from tracker.estimate import EstimateSettings
     from tracker.pipeline import Analyst
@@ -36,6 +35,7 @@ def run() -> str:
     from tracker.replica import Replica
     from tracker.replica.demo import DEMO_DIR, build_repo
     from tracker.replica.stgen import OidCache
+    from tracker.sandbox.analysis_worker import AnalysisWorker
     from tracker.settings import load_settings
 
     with tempfile.TemporaryDirectory() as name:

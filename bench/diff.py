@@ -15,7 +15,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tracker.diff import diff_snapshots
-from tracker.domain import Artifact, RepoId, SafetensorsHeader, Sha, Snapshot, TensorInfo, TreeEntry
+from tracker.shared.domain import (
+    Artifact,
+    RepoId,
+    SafetensorsHeader,
+    Sha,
+    Snapshot,
+    TensorInfo,
+    TreeEntry,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 V3_CONFIG = (

@@ -31,7 +31,7 @@ def _pct(values: list[float], q: float) -> float:
 def _steps() -> Iterator[tuple[object, object]]:
     """(before, after) snapshots of every revision step of every corpus history, oldest first;
     each snapshot holds every file of the history at its latest version so far."""
-    from tracker.domain import RepoId, Sha, Snapshot, TreeEntry
+    from tracker.shared.domain import RepoId, Sha, Snapshot, TreeEntry
 
     for directory in sorted(p for p in CORPUS.iterdir() if p.is_dir()):
         commits: dict[str, tuple[str, list[tuple[str, Path]]]] = {}

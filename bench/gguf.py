@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tracker.errors import TrackerError
+from tracker.shared.errors import TrackerError
 from tracker.sources.gguf import parse_gguf, parse_gguf_bytes
 
 MiB = 1024 * 1024

@@ -22,13 +22,13 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("HF_HUB_DISABLE_XET", "1")
 
-from tracker.artifacts import DEFAULT_TRACKED, is_header_only, is_pickle
-from tracker.domain import parse_repo_id
-from tracker.ingest import poll_all, poll_repo
+from tracker.ingest.snapshots import poll_all, poll_repo
 from tracker.logs import configure as configure_logs
 from tracker.replica import Replica, RequestRecord
 from tracker.replica.repos import commit, init_repo, write_lfs_object
 from tracker.replica.stgen import build_shards, index_json, model_tensors, shard_evenly
+from tracker.shared.artifacts import DEFAULT_TRACKED, is_header_only, is_pickle
+from tracker.shared.domain import parse_repo_id
 from tracker.sources.fake import FakeSource
 from tracker.sources.hub import HubSource
 from tracker.store import Store

@@ -157,7 +157,7 @@ def _stand_in(tables: SymbolTables) -> str:
 def run() -> str:
     from tracker.app import build
     from tracker.cli.demo import ensure_demo_hub
-    from tracker.ingest import poll_all
+    from tracker.ingest.snapshots import poll_all
     from tracker.replica import Replica
     from tracker.replica.demo import DEMO_TOKEN
     from tracker.settings import load_settings

@@ -178,7 +178,7 @@ def _ok(client: httpx.Client, url: str) -> bool:
 
 
 def _analysed(store: Any, rid: str, sha: str) -> bool:
-    from tracker.errors import StoreNotFoundError
+    from tracker.shared.errors import StoreNotFoundError
 
     try:
         state = store.repo_state(rid)

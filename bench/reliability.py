@@ -32,12 +32,12 @@ from tracker.diff.card import parse_card
 from tracker.diff.conversations import CONVERSATIONS, template_variables
 from tracker.diff.sandbox import render_in_process
 from tracker.diff.tokenizer import summarise_tokenizer
-from tracker.domain import RepoId, Sha
-from tracker.errors import TrackerError
 from tracker.estimate import EstimateSettings, estimate, parse_config
 from tracker.estimate.checkpoint import index_total_size as _total_size
 from tracker.preflight import imports as preflight_imports
 from tracker.preflight.census_lora import tensor_names
+from tracker.shared.domain import RepoId, Sha
+from tracker.shared.errors import TrackerError
 from tracker.sources.hub import HubSource
 from tracker.sources.safetensors import parse_file_prefix
 from tracker.watchlist import load_watchlist

@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tracker.errors import EstimateError
 from tracker.estimate import estimate
-from tracker.estimate_values import VerificationStatus
+from tracker.shared.errors import EstimateError
+from tracker.shared.estimate_values import VerificationStatus
 
 TRANSFORMERS_VERSION = "5.24.0"
 ROOT = Path(__file__).resolve().parents[1]

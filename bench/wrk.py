@@ -170,8 +170,8 @@ def republish(
     from tracker.advisories.effects import Context
     from tracker.advisories.service import publish
     from tracker.app import build
-    from tracker.domain import RepoId
     from tracker.settings import load_settings
+    from tracker.shared.domain import RepoId
 
     app = build(load_settings(state_dir=tmp / "state", database_url=db))
     publishes = 0

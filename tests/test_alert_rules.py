@@ -18,8 +18,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tracker.api import create_app
 from tracker.app import build
-from tracker.domain import RepoId
 from tracker.settings import load_settings
+from tracker.shared.domain import RepoId
 from tracker.store.workers import WorkStore
 
 RULES = Path(__file__).resolve().parents[1] / "prometheus"

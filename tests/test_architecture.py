@@ -29,12 +29,12 @@ PURE_MODULES = (
     "tracker/advisories/knowledge.py",
     "tracker/advisories/stale.py",
     "tracker/advisories/generation.py",
-    "tracker/domain.py",
-    "tracker/estimate_values.py",
-    "tracker/errors.py",
-    "tracker/bounded.py",
-    "tracker/artifacts.py",
-    "tracker/problems.py",
+    "tracker/shared/domain.py",
+    "tracker/shared/estimate_values.py",
+    "tracker/shared/errors.py",
+    "tracker/shared/bounded.py",
+    "tracker/shared/artifacts.py",
+    "tracker/shared/problems.py",
     "tracker/preflight/imports.py",
     "tracker/preflight/symbols.py",
     "tracker/preflight/compat.py",
@@ -62,12 +62,12 @@ PURE_ALLOWED_THIRD_PARTY = {
 }
 # tracker modules every pure stage may import (pure themselves, listed above)
 PURE_SHARED = (
-    "tracker.domain",
-    "tracker.estimate_values",  # the estimate's values, re-exported by tracker.domain
-    "tracker.errors",
-    "tracker.bounded",
-    "tracker.artifacts",
-    "tracker.problems",
+    "tracker.shared.domain",
+    "tracker.shared.estimate_values",  # the estimate's values, re-exported by tracker.shared.domain
+    "tracker.shared.errors",
+    "tracker.shared.bounded",
+    "tracker.shared.artifacts",
+    "tracker.shared.problems",
 )
 FORBIDDEN_IN_PURE = {
     "sqlmodel",
@@ -332,3 +332,26 @@ def test_maps_keyed_by_an_enum_cover_every_member() -> None:
             continue
         missing = [m.value for m in kind if m not in value]
         assert not missing, f"{name} (keyed by {kind.__name__}) has no entry for {missing}"
+
+
+# At the top of tracker/: the composition root, where the stages meet (the poll pipeline and the
+# repair of old stores), the settings, the watchlist and the logging set-up. Every stage, door and
+# piece of plumbing has a role-named folder (README, "Layout").
+TOP_LEVEL = {"__init__", "app", "pipeline", "repair", "settings", "watchlist", "logs"}
+ROLE_FOLDERS = {
+    "sources", "ingest", "diff", "estimate", "preflight", "advisories", "lineage",  # stages
+    "cli", "api", "feeds", "webhooks", "web", "scan", "teams",  # doors
+    "store", "daemon", "sandbox", "shared", "replica", "demo_data",  # plumbing, values, test Hub
+}  # fmt: skip
+
+
+def test_the_top_level_holds_only_the_composition_root_and_role_folders() -> None:
+    assert {p.stem for p in PACKAGE_DIR.glob("*.py")} == TOP_LEVEL
+    folders = {p.name for p in PACKAGE_DIR.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert folders == ROLE_FOLDERS
+
+
+def test_the_shared_values_are_pure() -> None:
+    # everything in tracker/shared is importable by every pure stage: each is checked as one
+    shared = {p.relative_to(PACKAGE_DIR.parent).as_posix() for p in _py_files("tracker/shared")}
+    assert shared - {"tracker/shared/__init__.py"} <= set(PURE_MODULES)

@@ -1,10 +1,11 @@
-"""tracker.artifacts: the one table of tracked files, their fetch modes and size caps."""
+"""tracker.shared.artifacts: the one table of tracked files, their fetch modes and size caps."""
 
 from __future__ import annotations
 
 import pytest
 
-from tracker.artifacts import (
+from tracker.settings import load_settings
+from tracker.shared.artifacts import (
     AUTO_MAP_FILES,
     DEFAULT_TRACKED,
     FILE_RULES,
@@ -14,8 +15,7 @@ from tracker.artifacts import (
     is_pickle,
     rule_for,
 )
-from tracker.domain import Artifact
-from tracker.settings import load_settings
+from tracker.shared.domain import Artifact
 
 
 def test_default_tracked_list_is_the_readmes() -> None:

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from tracker import errors
 from tracker.cli import EXIT_CODES, exit_code_for
+from tracker.shared import errors
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tracker.domain import Artifact, Change, ChangeKind, is_full_sha, parse_repo_id
-from tracker.errors import InvalidRepoIdError
+from tracker.shared.domain import Artifact, Change, ChangeKind, is_full_sha, parse_repo_id
+from tracker.shared.errors import InvalidRepoIdError
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=20),
@@ -71,8 +71,8 @@ def test_ref_names_follow_git_check_ref_format(name: str) -> None:
     same as git's own (`git check-ref-format --allow-onelevel`)."""
     import subprocess
 
-    from tracker.domain import is_ref_name
-    from tracker.errors import InvalidRevisionError, WatchlistError
+    from tracker.shared.domain import is_ref_name
+    from tracker.shared.errors import InvalidRevisionError, WatchlistError
     from tracker.store.store import parse_revision
     from tracker.watchlist import parse_watchlist
 

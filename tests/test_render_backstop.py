@@ -13,8 +13,8 @@ import time
 import pytest
 
 from tracker.diff.sandbox import RenderLimits, RenderOutcome
-from tracker.errors import RetryLaterError
-from tracker.render_backstop import RenderBackstopError, RenderWorker
+from tracker.sandbox.render_backstop import RenderBackstopError, RenderWorker
+from tracker.shared.errors import RetryLaterError
 
 SPIN = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
 HELLO = "{{ messages[0].content }}"

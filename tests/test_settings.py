@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from tracker.artifacts import Limits
 from tracker.cli import one_line
-from tracker.errors import ConfigError
 from tracker.settings import load_settings
+from tracker.shared.artifacts import Limits
+from tracker.shared.errors import ConfigError
 
 
 def test_deadline_defaults_flow_into_the_fetch_limits(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -22,8 +22,8 @@ from pathlib import Path
 import annotated_types
 import pytest
 
-from tracker.errors import ConfigError
 from tracker.settings import Settings, _variable, allowed_range, load_settings
+from tracker.shared.errors import ConfigError
 
 TRACKER = Path(sys.executable).with_name("tracker")
 HUGE = "1" + "0" * 30  # an integer, and a float for float fields

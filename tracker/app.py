@@ -14,9 +14,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tracker.domain import Clock
-from tracker.errors import ConfigError, StoreError
 from tracker.settings import Settings
+from tracker.shared.domain import Clock
+from tracker.shared.errors import ConfigError, StoreError
 from tracker.sources import RepoSource, Sources
 from tracker.store import Store
 from tracker.store.advisories import AdvisoryStore
@@ -117,7 +117,7 @@ def _require_store(settings: Settings) -> None:
     """NoStoreError when the store named by `settings` is an SQLite file that is not there (so
     that connecting creates no file). A server database (PostgreSQL) is checked when opened
     without migrating (`Store.open(migrate=False)`): no schema is the same NoStoreError."""
-    from tracker.errors import NoStoreError
+    from tracker.shared.errors import NoStoreError
 
     url = settings.effective_database_url
     if not url.startswith("sqlite:///"):
@@ -179,7 +179,7 @@ def build(
         store = Store.unopened(settings.effective_database_url)
     budget = None
     if sources is None:
-        from tracker.ratebudget import RateBudget, budget_enabled
+        from tracker.daemon.ratebudget import RateBudget, budget_enabled
 
         if budget_enabled(settings):
             from tracker.store.workers import WorkStore

@@ -1,6 +1,6 @@
 """Where the stages meet: poll (sources → snapshots), then per new revision diff, estimate, advisories.
 
-One poll cycle = `Pipeline.run_cycle`: ingest every watched repo (`tracker.ingest`), withdraw advisories
+One poll cycle = `Pipeline.run_cycle`: ingest every watched repo (`tracker.ingest.snapshots`), withdraw advisories
 whose introducing commits a history rewrite dropped, then analyse every ingested revision that is not
 yet analysed, oldest first. Analysing a revision: diff it against the revision ingested before it,
 rerun the estimate from its config.json (and safetensors headers), diff the estimates, store both in
@@ -30,17 +30,9 @@ from tracker.advisories.service import (
     restore_revived,
     withdraw_rewritten,
 )
-from tracker.analysis_worker import (
-    AnalysisHandedBackError,
-    AnalysisLimits,
-    AnalysisOverrunError,
-    AnalysisWorker,
-)
 from tracker.diff import diff_snapshots
 from tracker.diff.config import CONFIG_FILE, GENERATION_CONFIG_FILE
 from tracker.diff.sandbox import RenderLimits
-from tracker.domain import Change, Clock, Diff, Estimate, RepoId, Severity, Sha, Snapshot, rfc3339
-from tracker.errors import EstimateError, RetryLaterError, StoreNotFoundError, TrackerError
 from tracker.estimate import (
     EstimateSettings,
     estimate,
@@ -49,8 +41,8 @@ from tracker.estimate import (
     parse_config,
 )
 from tracker.estimate.checkpoint import CensusCache, count_shards, index_total_size
-from tracker.ingest import PollReport, poll_all
-from tracker.lineage import Lineage, fixed_by, record_links
+from tracker.ingest.snapshots import PollReport, poll_all
+from tracker.lineage.check import Lineage, fixed_by, record_links
 from tracker.preflight import (
     Preflight,
     PreflightSettings,
@@ -59,8 +51,26 @@ from tracker.preflight import (
     preflight_snapshot,
 )
 from tracker.preflight.delta import Since, preflight_delta
-from tracker.render_backstop import render_batch
+from tracker.sandbox.analysis_worker import (
+    AnalysisHandedBackError,
+    AnalysisLimits,
+    AnalysisOverrunError,
+    AnalysisWorker,
+)
+from tracker.sandbox.render_backstop import render_batch
 from tracker.settings import Settings
+from tracker.shared.domain import (
+    Change,
+    Clock,
+    Diff,
+    Estimate,
+    RepoId,
+    Severity,
+    Sha,
+    Snapshot,
+    rfc3339,
+)
+from tracker.shared.errors import EstimateError, RetryLaterError, StoreNotFoundError, TrackerError
 from tracker.sources import RepoSource
 from tracker.store import AnalysisOverrun, EventKind, RepoStatus, Store
 from tracker.store.advisories import AdvisoryStore
@@ -167,7 +177,7 @@ def render_limits(settings: Settings) -> RenderLimits:
 
 
 def backstop_diff(settings: Settings) -> Callable[[Snapshot | None, Snapshot], Sequence[Change]]:
-    """`diff_snapshots` with chat templates rendered in the backstop worker (`tracker.render_backstop`)
+    """`diff_snapshots` with chat templates rendered in the backstop worker (`tracker.sandbox.render_backstop`)
     under `settings`' limits: the differ a Pipeline runs unless its stages say otherwise."""
     limits = render_limits(settings)
 
@@ -201,7 +211,7 @@ def estimate_snapshot(
         return None, str(exc)
     except RecursionError as exc:  # a recorded state, never a stuck revision
         return None, f"could not analyse the estimate: {exc.__class__.__name__}"
-    # A MemoryError goes up to the analysis budget (`tracker.analysis_worker`): no property of
+    # A MemoryError goes up to the analysis budget (`tracker.sandbox.analysis_worker`): no property of
     # the revision, the whole revision is recorded as could not analyse.
 
 
@@ -274,7 +284,7 @@ class Analyst:
     """Diffs, estimates and preflights of one revision against the one before it, under the
     watched repo's settings: everything of an analysis that reads only the two snapshots.
 
-    Runs in the analysis worker under the budget (`tracker.analysis_worker`) when the pipeline
+    Runs in the analysis worker under the budget (`tracker.sandbox.analysis_worker`) when the pipeline
     uses the real stages; in the pipeline's process when a test passes its own."""
 
     def __init__(self, stages: Stages, symbol_tables: TableSource | None) -> None:
@@ -382,7 +392,7 @@ class Analyst:
             )
             return result, None
         except MemoryError:
-            raise  # the analysis budget's (`tracker.analysis_worker`)
+            raise  # the analysis budget's (`tracker.sandbox.analysis_worker`)
         except Exception as exc:
             if unreachable(exc):
                 raise  # the store went away: no property of the revision
@@ -661,7 +671,7 @@ class Pipeline:
         When the poll brought `new_revisions`, advisories withdrawn by an earlier rewrite whose
         introducing commit is back on the ref are restored. Returns (analysed, withdrawn ids,
         error, could not analyse). A revision whose analysis overruns its budget
-        (`tracker.analysis_worker`) is recorded as could not analyse and skipped, and the next one
+        (`tracker.sandbox.analysis_worker`) is recorded as could not analyse and skipped, and the next one
         is analysed; it is tried again only once `analysis_timeout_s` or `analysis_memory_mib` is
         raised over the limits it overran. Revisions are analysed oldest first; the first one that fails stops the repo's
         analysis there (later ones depend on it: estimate deltas, fixed events), stays pending

@@ -8,7 +8,7 @@ false LoRA "cannot resolve", fixes and answers lost). `tracker verify` names eac
 (`tracker.store.verify.suspects`); repairing a repo that has one:
 
 1. reads every suspect file again from its source, checked against the tree like any ingest
-   (`tracker.ingest.read_content`, `read_header`); a read that still fails leaves the repo as
+   (`tracker.ingest.snapshots.read_content`, `read_header`); a read that still fails leaves the repo as
    it was (its error reported, exit 1), so nothing false is replaced by something unchecked;
 2. copies the repo's analysed live revisions, with the bytes read in step 1 in place of the
    suspect rows, into a scratch SQLite store and analyses them there, oldest first, with the
@@ -36,11 +36,11 @@ import structlog
 
 from tracker.advisories.repairing import all_of, reconcile
 from tracker.app import App
-from tracker.artifacts import Fetch, fetch_mode
-from tracker.domain import GGUFHeader, RepoId, Sha, TreeEntry
-from tracker.errors import TrackerError
-from tracker.ingest import read_content, read_header
+from tracker.ingest.snapshots import read_content, read_header
 from tracker.pipeline import Pipeline
+from tracker.shared.artifacts import Fetch, fetch_mode
+from tracker.shared.domain import GGUFHeader, RepoId, Sha, TreeEntry
+from tracker.shared.errors import TrackerError
 from tracker.store import Store
 from tracker.store.advisories import AdvisoryStore, SuppressedChange
 from tracker.store.analysis import AnalysisStore

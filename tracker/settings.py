@@ -19,9 +19,9 @@ from urllib.parse import urlsplit
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from tracker.artifacts import MAX_FILE_BYTES, MAX_HEADER_BYTES, Limits
-from tracker.errors import ConfigError
-from tracker.problems import describe
+from tracker.shared.artifacts import MAX_FILE_BYTES, MAX_HEADER_BYTES, Limits
+from tracker.shared.errors import ConfigError
+from tracker.shared.problems import describe
 
 DEFAULT_HUB = "https://huggingface.co"
 MIN_TOKEN_CHARS = 16
@@ -419,7 +419,7 @@ class Settings(BaseSettings):
 
     @property
     def limits(self) -> Limits:
-        """The fetch caps (`tracker.artifacts.Limits`)."""
+        """The fetch caps (`tracker.shared.artifacts.Limits`)."""
         return Limits(self.max_file_bytes, self.max_safetensors_header_bytes, self.poll_deadline_s)
 
     @property

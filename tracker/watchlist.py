@@ -22,13 +22,13 @@ import yaml
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 from tracker.advisories.classify import OverridesBlock
-from tracker.artifacts import DEFAULT_TRACKED
-from tracker.bounded import CONFIG_YAML, BoundsError, load_yaml
-from tracker.domain import JSONValue, RepoId, is_ref_name, parse_repo_id
-from tracker.errors import InvalidRepoIdError, NotFoundError, NotWatchedError, WatchlistError
 from tracker.estimate.settings import EstimateBlock
 from tracker.preflight.settings import PreflightBlock
-from tracker.problems import collect, validate
+from tracker.shared.artifacts import DEFAULT_TRACKED
+from tracker.shared.bounded import CONFIG_YAML, BoundsError, load_yaml
+from tracker.shared.domain import JSONValue, RepoId, is_ref_name, parse_repo_id
+from tracker.shared.errors import InvalidRepoIdError, NotFoundError, NotWatchedError, WatchlistError
+from tracker.shared.problems import collect, validate
 from tracker.teams.profile import Team, TeamFields, team_of, team_problems
 
 _INTERVAL = re.compile(r"^\s*(\d+)\s*(s|m|h|d)\s*$")
@@ -314,7 +314,7 @@ def load_watchlist(path: Path) -> Watchlist:
 
 
 def _load_yaml(text: str, path: Path) -> Any:
-    """The YAML of the watchlist, bounded (`tracker.bounded.CONFIG_YAML`): nesting, size and
+    """The YAML of the watchlist, bounded (`tracker.shared.bounded.CONFIG_YAML`): nesting, size and
     alias expansion are capped, so a hostile file is refused, never expanded."""
     try:
         return load_yaml(text, str(path), CONFIG_YAML)

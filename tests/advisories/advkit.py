@@ -11,7 +11,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from tracker.advisories import service
-from tracker.domain import (
+from tracker.shared.domain import (
     Advisory,
     Artifact,
     Change,

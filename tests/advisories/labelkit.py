@@ -26,7 +26,7 @@ from typing import Any
 
 from tracker.advisories.classify import Classified, Context, classify
 from tracker.diff import diff_snapshots
-from tracker.domain import Change, RepoId, Sha, Snapshot, TreeEntry
+from tracker.shared.domain import Change, RepoId, Sha, Snapshot, TreeEntry
 
 HERE = Path(__file__).resolve().parent
 LABELS = HERE / "data" / "labels.tsv"

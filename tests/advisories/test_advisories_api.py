@@ -11,9 +11,9 @@ from fastapi.testclient import TestClient
 
 from tracker.advisories.service import withdraw_rewritten
 from tracker.api import create_app
-from tracker.domain import Artifact as A
-from tracker.domain import ChangeKind as K
 from tracker.settings import Settings
+from tracker.shared.domain import Artifact as A
+from tracker.shared.domain import ChangeKind as K
 from tracker.store.advisories import AdvisoryStore
 
 M = MIXTRAL_SHAS

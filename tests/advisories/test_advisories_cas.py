@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from advkit import HUB, NOW, R1, R1_SHAS, ch, commit, make_store, publish
 
-from tracker.domain import AdvisoryState, WithdrawnBy
-from tracker.domain import Artifact as A
-from tracker.domain import ChangeKind as K
+from tracker.shared.domain import AdvisoryState, WithdrawnBy
+from tracker.shared.domain import Artifact as A
+from tracker.shared.domain import ChangeKind as K
 from tracker.store.advisories import AdvisoryConflictError, AdvisoryStore
 from tracker.store.advisories.queries import AdvisoryTx
 

@@ -15,11 +15,11 @@ from tracker.advisories.classify import (
     highest,
     parse_overrides,
 )
-from tracker.domain import Artifact as A
-from tracker.domain import Change
-from tracker.domain import ChangeKind as K
-from tracker.domain import Severity as S
-from tracker.errors import ConfigError
+from tracker.shared.domain import Artifact as A
+from tracker.shared.domain import Change
+from tracker.shared.domain import ChangeKind as K
+from tracker.shared.domain import Severity as S
+from tracker.shared.errors import ConfigError
 
 CONFIGS = Path(__file__).resolve().parents[1] / "data" / "configs"
 

@@ -10,9 +10,9 @@ from advkit import HUB, MIXTRAL, MIXTRAL_SHAS, NOW, ch, commit, publish
 
 from tracker.app import build
 from tracker.cli import main
-from tracker.domain import Artifact as A
-from tracker.domain import ChangeKind as K
 from tracker.settings import load_settings
+from tracker.shared.domain import Artifact as A
+from tracker.shared.domain import ChangeKind as K
 
 M = MIXTRAL_SHAS
 

@@ -9,8 +9,8 @@ import sqlalchemy as sa
 from advkit import HUB, MIXTRAL, MIXTRAL_SHAS, NOW, ch, commit, ingest
 
 from tracker.advisories.service import publish
-from tracker.domain import Artifact as A
-from tracker.domain import ChangeKind as K
+from tracker.shared.domain import Artifact as A
+from tracker.shared.domain import ChangeKind as K
 from tracker.store import Store
 from tracker.store.advisories import AdvisoryStore
 from tracker.store.engine import create_engine

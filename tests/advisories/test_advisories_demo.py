@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 
 from tracker.advisories.schema import validate_record
 from tracker.api import create_app
-from tracker.domain import RepoId
+from tracker.shared.domain import RepoId
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,7 @@ from labelkit import HERE, Step, corpus_steps, demo_steps, with_changes
 
 from tracker.advisories.classify import Classified, Context, classify
 from tracker.advisories.execute import Executor
-from tracker.domain import Change, Severity
+from tracker.shared.domain import Change, Severity
 
 pytest.importorskip("transformers")
 pytestmark = pytest.mark.slow

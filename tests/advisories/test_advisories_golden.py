@@ -19,7 +19,7 @@ from tracker.advisories.effects import Context
 from tracker.advisories.export import export
 from tracker.advisories.schema import validate_record
 from tracker.advisories.service import withdraw_rewritten
-from tracker.domain import Change, Estimate, RepoId, Sha
+from tracker.shared.domain import Change, Estimate, RepoId, Sha
 from tracker.store.advisories import AdvisoryStore
 
 HERE = Path(__file__).parent

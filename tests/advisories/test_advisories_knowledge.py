@@ -68,7 +68,7 @@ def test_classification_works_without_transformers_installed() -> None:
         import sys
         sys.modules["transformers"] = None  # not installed
         from tracker.advisories.classify import classify
-        from tracker.domain import Artifact, Change, ChangeKind
+        from tracker.shared.domain import Artifact, Change, ChangeKind
         got = classify(Change(Artifact.CONFIG, ChangeKind.CHANGED, "config.json", "n_layer", 48, 24, ""))
         print(got.severity.value, got.rule)
         assert "transformers" not in [m.split(".")[0] for m in sys.modules if sys.modules[m]]
@@ -84,7 +84,7 @@ def test_key_value_heads_are_never_called_another_name_of_attention_heads() -> N
     `encoder_attention_heads`) with `num_attention_heads` (BART's); Llama holds both, so no text
     may call one "another name of" the other (issue 24, part 2)."""
     from tracker.advisories.classify import classify
-    from tracker.domain import Artifact, Change, ChangeKind
+    from tracker.shared.domain import Artifact, Change, ChangeKind
 
     knowledge = load()
     assert "num_attention_heads" in knowledge.names_of("num_key_value_heads")  # rules still match

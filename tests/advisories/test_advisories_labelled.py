@@ -20,7 +20,7 @@ from labelkit import (
 )
 
 from tracker.advisories.rules import DEFAULT_RULES
-from tracker.domain import Severity
+from tracker.shared.domain import Severity
 
 LABELS = load_labels()
 

@@ -22,10 +22,10 @@ from tracker.advisories.lifecycle import (
 )
 from tracker.advisories.osv import build_record
 from tracker.advisories.schema import SCHEMA_VERSION, osv_schema, validate_record
-from tracker.domain import Artifact as A
-from tracker.domain import ChangeKind as K
-from tracker.domain import Sha
-from tracker.errors import AdvisoryError
+from tracker.shared.domain import Artifact as A
+from tracker.shared.domain import ChangeKind as K
+from tracker.shared.domain import Sha
+from tracker.shared.errors import AdvisoryError
 
 M = MIXTRAL_SHAS
 URL = "http://127.0.0.1:1/mistralai/Mixtral-8x7B-v0.1"

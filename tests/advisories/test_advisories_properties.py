@@ -21,7 +21,7 @@ from tracker.advisories.classify import Classified, Context, classify
 from tracker.advisories.knowledge import load
 from tracker.advisories.rules import SEVERITY_RANK
 from tracker.diff import diff_snapshots
-from tracker.domain import Artifact, RepoId, Severity, Sha
+from tracker.shared.domain import Artifact, RepoId, Severity, Sha
 from tracker.store.advisories import AdvisoryStore
 
 KNOWLEDGE = load()

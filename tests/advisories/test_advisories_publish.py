@@ -11,13 +11,19 @@ from advkit import HUB, MIXTRAL, MIXTRAL_SHAS, NOW, R1, R1_SHAS, ch, commit, mak
 from tracker.advisories import service
 from tracker.advisories.schema import validate_record
 from tracker.advisories.service import withdraw_rewritten
-from tracker.domain import AdvisoryState, SafetensorsHeader, Severity, TensorInfo, WithdrawnBy
-from tracker.domain import Artifact as A
-from tracker.domain import ChangeKind as K
-from tracker.errors import AdvisoryError, ConfigError, StoreError
 from tracker.preflight.delta import preflight_delta
 from tracker.preflight.report import Preflight, run_preflight
 from tracker.preflight.settings import PreflightSettings
+from tracker.shared.domain import (
+    AdvisoryState,
+    SafetensorsHeader,
+    Severity,
+    TensorInfo,
+    WithdrawnBy,
+)
+from tracker.shared.domain import Artifact as A
+from tracker.shared.domain import ChangeKind as K
+from tracker.shared.errors import AdvisoryError, ConfigError, StoreError
 from tracker.store.advisories import AdvisoryStore
 
 M = MIXTRAL_SHAS

@@ -12,9 +12,9 @@ from advkit import HUB, MIXTRAL, MIXTRAL_SHAS, NOW, ch, commit, publish
 
 from tracker.api import create_app
 from tracker.app import build
-from tracker.domain import Artifact as A
-from tracker.domain import ChangeKind as K
 from tracker.settings import load_settings
+from tracker.shared.domain import Artifact as A
+from tracker.shared.domain import ChangeKind as K
 
 M = MIXTRAL_SHAS
 

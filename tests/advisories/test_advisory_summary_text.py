@@ -6,7 +6,7 @@ from __future__ import annotations
 from tracker.advisories.classify import Classified
 from tracker.advisories.groups import ChangeGroup
 from tracker.advisories.osv import SUMMARY_CHARS, count_unit, fit, items_of, summary_line
-from tracker.domain import Artifact, Change, ChangeKind, RepoId, Severity
+from tracker.shared.domain import Artifact, Change, ChangeKind, RepoId, Severity
 
 MIXTRAL = RepoId("mistralai/Mixtral-8x7B-v0.1")
 # the demo's Mixtral preflight answer, whose summary was stored as "… weights 93.41 …"

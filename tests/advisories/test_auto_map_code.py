@@ -116,7 +116,7 @@ def test_deleting_the_code_auto_map_names_is_a_finding_and_restoring_it_fixes_it
 def _snap(files: dict[str, bytes], sha: str) -> Any:
     import hashlib
 
-    from tracker.domain import RepoId, Sha, Snapshot, TreeEntry
+    from tracker.shared.domain import RepoId, Sha, Snapshot, TreeEntry
 
     tree = tuple(
         TreeEntry(p, hashlib.sha1(b).hexdigest(), len(b)) for p, b in sorted(files.items())

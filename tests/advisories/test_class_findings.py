@@ -14,7 +14,7 @@ from labelkit import CORPUS
 
 from tracker.advisories.consistency import findings_of, introduced, resolved
 from tracker.advisories.effects import Context, Side
-from tracker.domain import RepoId, Severity, Sha, Snapshot, TreeEntry
+from tracker.shared.domain import RepoId, Severity, Sha, Snapshot, TreeEntry
 
 BLOOM = CORPUS / "bigscience__bloom-560m"
 UNKNOWN = json.loads((BLOOM / "08_957a865e_config.json").read_text())

@@ -9,7 +9,7 @@ from pathlib import Path
 from tests.diff.diffkit import make_snapshot
 from tracker.advisories.consistency import introduced
 from tracker.advisories.effects import Context
-from tracker.domain import SafetensorsHeader, Severity, TensorInfo
+from tracker.shared.domain import SafetensorsHeader, Severity, TensorInfo
 
 CONFIG = json.loads(
     (Path(__file__).parents[1] / "data" / "configs" / "Qwen__Qwen2.5-1.5B.json").read_text()

@@ -16,8 +16,8 @@ from markdown_it import MarkdownIt
 from tracker.advisories.values import inline
 from tracker.api import create_app
 from tracker.app import build
-from tracker.domain import Artifact, ChangeKind
 from tracker.settings import load_settings
+from tracker.shared.domain import Artifact, ChangeKind
 from tracker.store.advisories import AdvisoryStore
 from tracker.web.markdown import render_markdown
 

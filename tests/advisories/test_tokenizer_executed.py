@@ -20,8 +20,8 @@ from labelkit import CORPUS, corpus_steps, with_changes
 from tracker.advisories.classify import Classified, Context, classify
 from tracker.advisories.execute import Executor
 from tracker.diff import diff_snapshots
-from tracker.domain import RepoId, Severity, Sha, Snapshot, TreeEntry
 from tracker.pipeline import Analyst
+from tracker.shared.domain import RepoId, Severity, Sha, Snapshot, TreeEntry
 
 pytest.importorskip("transformers")
 pytestmark = pytest.mark.slow

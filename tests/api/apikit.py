@@ -7,8 +7,8 @@ from pathlib import Path
 
 from tracker.advisories import service
 from tracker.app import App, build
-from tracker.domain import Artifact, Change, ChangeKind, Commit, RepoId, Sha
 from tracker.settings import load_settings
+from tracker.shared.domain import Artifact, Change, ChangeKind, Commit, RepoId, Sha
 from tracker.store import Store
 
 NOW = datetime(2026, 11, 30, 9, 30, 0, tzinfo=UTC)

@@ -22,8 +22,8 @@ from fastapi.testclient import TestClient
 from tracker.api import create_app
 from tracker.api.auth import token_matches
 from tracker.app import App
-from tracker.errors import ConfigError
 from tracker.settings import load_settings
+from tracker.shared.errors import ConfigError
 
 TRACKER = Path(sys.executable).with_name("tracker")
 READ2 = "read-token-rotated-0123456789"

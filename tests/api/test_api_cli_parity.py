@@ -145,12 +145,12 @@ def test_advisory_filters_match_tracker_advisories_list(demo_run: Any, client: A
 
 
 def test_since_reads_the_same_in_the_cli_and_the_api(demo_run: Any, client: Any) -> None:
-    """One reading of `since` (`tracker.queries.parse_since`): RFC 3339, or an ISO date or
+    """One reading of `since` (`tracker.store.queries.parse_since`): RFC 3339, or an ISO date or
     date-time read as UTC, rounded up to the whole second, so that every advisory listed shows
     a `modified` at or after it; the installed CLI and the API keep the same ones."""
     from datetime import UTC, datetime, timedelta
 
-    from tracker.domain import parse_rfc3339
+    from tracker.shared.domain import parse_rfc3339
 
     everything = client.get("/v1/advisories", params={"limit": 500}).json()["items"]
     shown = sorted({parse_rfc3339(i["modified"]) for i in everything})

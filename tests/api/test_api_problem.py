@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from tracker.api import create_app
 from tracker.api.problem import PROBLEM_TYPE
 from tracker.app import App
-from tracker.errors import StoreError
+from tracker.shared.errors import StoreError
 
 
 @pytest.fixture

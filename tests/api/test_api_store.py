@@ -20,7 +20,8 @@ from fastapi.testclient import TestClient
 from tracker.api import create_app
 from tracker.api.repos import media_type_of
 from tracker.app import App, build
-from tracker.domain import (
+from tracker.settings import load_settings
+from tracker.shared.domain import (
     Advisory,
     AdvisoryState,
     Artifact,
@@ -32,7 +33,6 @@ from tracker.domain import (
     WithdrawnBy,
     rfc3339,
 )
-from tracker.settings import load_settings
 from tracker.store.values import FileVersion, RepoStatus
 
 T0 = datetime(2026, 11, 1, 12, 0, 0, tzinfo=UTC)
@@ -717,7 +717,7 @@ def test_a_store_that_cannot_say_its_generation_leaves_the_answer_to_the_routes(
 ) -> None:
     """Only a request something is kept for reads the generation: /healthz reads nothing, and
     when the store cannot be read a kept list is a 503 problem, never a 500 or a stale answer."""
-    from tracker.errors import StoreError
+    from tracker.shared.errors import StoreError
 
     client, _, _ = served
     assert client.get("/v1/advisories").status_code == 200  # kept now
@@ -748,7 +748,7 @@ def _no_change_polls(app: App, n: int = 3) -> None:
 def _kept_across_polls_then_changed(
     client: TestClient, app: App, seeder: Seeder, reads: Any
 ) -> None:
-    from tracker.domain import Diff
+    from tracker.shared.domain import Diff
     from tracker.store.analysis import StoredEstimate
 
     urls = [

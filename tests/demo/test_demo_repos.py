@@ -12,7 +12,6 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from tracker.errors import InvalidRepoIdError
 from tracker.replica.repos import (
     HUB_GITATTRIBUTES,
     LfsPointer,
@@ -29,6 +28,7 @@ from tracker.replica.repos import (
     write_sparse_lfs_object,
     zero_padded_sha256,
 )
+from tracker.shared.errors import InvalidRepoIdError
 
 D1 = datetime(2024, 1, 1, 12, 0, tzinfo=UTC)
 D2 = datetime(2024, 1, 2, 12, 0, tzinfo=UTC)

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 
-from tracker.domain import RepoId, SafetensorsHeader, Sha, Snapshot, TreeEntry
+from tracker.shared.domain import RepoId, SafetensorsHeader, Sha, Snapshot, TreeEntry
 
 DATA = Path(__file__).parent / "data"
 HISTORIES = DATA / "histories"

@@ -1,7 +1,7 @@
 """The render budget is deterministic: the same template gives the same result on an idle machine and on
 a saturated one (a busy process on every core), because it is counted in steps, never in seconds.
 
-Renders go through the backstop worker (`tracker.render_backstop.render_batch`), as the pipeline does.
+Renders go through the backstop worker (`tracker.sandbox.render_backstop.render_batch`), as the pipeline does.
 The real template is the heaviest chat template in ../shared/corpus by step count (NVIDIA
 Nemotron-3-Nano's, with its tool and reasoning branches).
 """
@@ -29,8 +29,8 @@ from tracker.diff.sandbox import (
     render_bounded,
     render_in_process,
 )
-from tracker.domain import ChangeKind
-from tracker.render_backstop import render_batch
+from tracker.sandbox.render_backstop import render_batch
+from tracker.shared.domain import ChangeKind
 
 CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus" / "models"
 NEMOTRON = CORPUS / "nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B-BF16" / "chat_template.jinja"

@@ -10,7 +10,7 @@ from tracker.diff import diff_snapshots
 from tracker.diff.chat_template import render_all, resolve_templates
 from tracker.diff.conversations import CONVERSATIONS
 from tracker.diff.sandbox import DEFAULT_LIMITS
-from tracker.domain import Artifact, ChangeKind
+from tracker.shared.domain import Artifact, ChangeKind
 
 GRANITE = "ibm-granite__granite-3.1-1b-a400m-instruct"
 KIMI = DATA / "models" / "moonshotai__Kimi-K2-Instruct"

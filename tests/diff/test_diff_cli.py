@@ -11,8 +11,8 @@ from diffkit import history
 
 from tracker.app import build
 from tracker.cli import main
-from tracker.domain import Commit, RepoId, Sha, TreeEntry
 from tracker.settings import load_settings
+from tracker.shared.domain import Commit, RepoId, Sha, TreeEntry
 from tracker.store.values import FileVersion
 
 REPO = RepoId("mistralai/Mixtral-8x7B-v0.1")

@@ -7,7 +7,7 @@ import json
 from diffkit import DATA, history, make_snapshot
 
 from tracker.diff import diff_snapshots
-from tracker.domain import Artifact, ChangeKind
+from tracker.shared.domain import Artifact, ChangeKind
 
 MODELING_V1 = b'''"""ChatGLM-style modeling file."""
 import math

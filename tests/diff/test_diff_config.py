@@ -9,7 +9,7 @@ import pytest
 from diffkit import history, make_snapshot, version
 
 from tracker.diff import diff_snapshots
-from tracker.domain import Artifact, ChangeKind
+from tracker.shared.domain import Artifact, ChangeKind
 
 
 def _replay(name: str) -> list[tuple[str, list[tuple[str, str, str, str, object, object]]]]:

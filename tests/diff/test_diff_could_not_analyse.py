@@ -17,7 +17,7 @@ from pathlib import Path
 from diffkit import make_snapshot
 
 from tracker.diff import diff_snapshots
-from tracker.domain import Artifact, ChangeKind
+from tracker.shared.domain import Artifact, ChangeKind
 
 CONFIG = json.loads(
     (

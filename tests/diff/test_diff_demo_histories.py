@@ -14,7 +14,7 @@ import pytest
 from diffkit import make_snapshot
 
 from tracker.diff import diff_snapshots
-from tracker.domain import Change, Snapshot
+from tracker.shared.domain import Change, Snapshot
 
 DEMO = Path(__file__).resolve().parents[2] / "tracker" / "demo_data" / "repos"
 REPOS = (

@@ -14,7 +14,7 @@ import pytest
 
 from tracker.diff.conversations import CONVERSATIONS, template_variables
 from tracker.diff.sandbox import FIXED_NOW
-from tracker.render_backstop import render_template
+from tracker.sandbox.render_backstop import render_template
 
 TEMPLATES = sorted((Path(__file__).parent / "data" / "templates").glob("*.jinja"))
 TOKENS = {"bos_token": "<BOS>", "eos_token": "<EOS>", "unk_token": "<UNK>", "pad_token": "<PAD>"}

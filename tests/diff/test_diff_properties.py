@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracker.diff._common import json_key_changes
-from tracker.domain import Artifact, ChangeKind
+from tracker.shared.domain import Artifact, ChangeKind
 
 _KEYS = st.text(alphabet="abcdefghij_", min_size=1, max_size=6)
 _LEAF = st.one_of(

@@ -11,7 +11,7 @@ from diffkit import make_snapshot, version
 
 from tracker.diff import diff_snapshots
 from tracker.diff.render import render_json, render_text
-from tracker.domain import Diff, RepoId, Sha
+from tracker.shared.domain import Diff, RepoId, Sha
 
 GOLDEN = Path(__file__).parent / "golden"
 GRANITE = "ibm-granite__granite-3.1-1b-a400m-instruct"

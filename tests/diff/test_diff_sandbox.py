@@ -15,8 +15,8 @@ from diffkit import make_snapshot
 from tracker.diff import diff_snapshots
 from tracker.diff.conversations import CONVERSATIONS
 from tracker.diff.sandbox import DEFAULT_LIMITS, RenderOutcome, render_bounded
-from tracker.domain import ChangeKind
-from tracker.render_backstop import render_template
+from tracker.sandbox.render_backstop import render_template
+from tracker.shared.domain import ChangeKind
 
 LIMITS = DEFAULT_LIMITS
 VARS = {"messages": [{"role": "user", "content": "hi"}], "bos_token": "<s>"}

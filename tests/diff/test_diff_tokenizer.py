@@ -10,8 +10,8 @@ from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers,
 
 from tracker.diff import diff_snapshots
 from tracker.diff.tokenizer import summarise_tokenizer
-from tracker.domain import Artifact, ChangeKind
-from tracker.errors import UnreadableArtifactError
+from tracker.shared.domain import Artifact, ChangeKind
+from tracker.shared.errors import UnreadableArtifactError
 
 TEXT = [
     "An on-call engineer needs to know what changed between two revisions of a model repository.",

@@ -8,7 +8,7 @@ from collections import defaultdict
 from diffkit import DATA, make_snapshot
 
 from tracker.diff import diff_snapshots
-from tracker.domain import Artifact, ChangeKind, SafetensorsHeader, TensorInfo
+from tracker.shared.domain import Artifact, ChangeKind, SafetensorsHeader, TensorInfo
 
 MIXTRAL = DATA / "models" / "mistralai__Mixtral-8x7B-v0.1"
 INDEX = (MIXTRAL / "model.safetensors.index.json").read_bytes()

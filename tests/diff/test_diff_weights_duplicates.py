@@ -10,7 +10,7 @@ from diffkit import make_snapshot
 
 from tracker.diff import diff_snapshots
 from tracker.diff.weights import build_manifest
-from tracker.domain import Artifact, ChangeKind, SafetensorsHeader, Snapshot, TensorInfo
+from tracker.shared.domain import Artifact, ChangeKind, SafetensorsHeader, Snapshot, TensorInfo
 
 S1 = "model-00001-of-00002.safetensors"
 S2 = "model-00002-of-00002.safetensors"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tracker.advisories.stale import find_stale, initial_pending, resolved
 from tracker.diff.lineage import LineageLink, Unit, effective_units, read_links
-from tracker.domain import RepoId, Sha, Snapshot, TreeEntry
+from tracker.shared.domain import RepoId, Sha, Snapshot, TreeEntry
 from tracker.sources.gguf import parse_gguf_bytes
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "ingest"))

@@ -14,7 +14,7 @@ from diffkit import make_snapshot
 
 from tracker.diff import diff_snapshots
 from tracker.diff.special_tokens import effective_special_tokens
-from tracker.domain import ChangeKind
+from tracker.shared.domain import ChangeKind
 
 _VOCAB = {"<unk>": 0, "<s>": 1, "</s>": 2, "<pad>": 3, "hello": 4}
 _DECODER = {

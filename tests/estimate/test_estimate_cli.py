@@ -56,7 +56,10 @@ def test_one_off_estimate_loads_no_framework_store_or_schema() -> None:
     client, nor the change and file values (issue 9 item 7: the process start is measured in
     `make bench`)."""
     heavy = ("typer", "rich", "pydantic", "yaml", "sqlalchemy", "huggingface_hub", "tracker.store")
-    heavy += ("tracker.domain", "tracker.artifacts")  # the change and file values it never builds
+    heavy += (
+        "tracker.shared.domain",
+        "tracker.shared.artifacts",
+    )  # the change and file values it never builds
     heavy += ("tracker.estimate.mixers",)  # MLA, linear-attention and SSM classes: Qwen3 has none
     code = (
         "import atexit, sys\n"
@@ -109,9 +112,9 @@ def test_every_corpus_config_parses_and_is_estimated() -> None:
 
 
 def test_nonfinite_constants_keep_every_other_bound() -> None:
-    from tracker.bounded import DOCUMENT, BoundsError, load_json
-    from tracker.errors import EstimateError
     from tracker.estimate import parse_config
+    from tracker.shared.bounded import DOCUMENT, BoundsError, load_json
+    from tracker.shared.errors import EstimateError
 
     config = parse_config(b'{"a": [NaN, Infinity, -Infinity], "b": 1}')
     assert [str(x) for x in config["a"]] == ["nan", "inf", "-inf"]

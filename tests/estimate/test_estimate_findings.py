@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracker.domain import SafetensorsHeader, TensorInfo
 from tracker.estimate import EstimateSettings, estimate
+from tracker.shared.domain import SafetensorsHeader, TensorInfo
 
 CONFIGS = Path(__file__).parents[1] / "data" / "configs"
 LEVELS = {"info", "warning", "error"}

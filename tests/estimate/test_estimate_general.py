@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from tracker.domain import SafetensorsHeader, TensorInfo, VerificationStatus
 from tracker.estimate import estimate
 from tracker.estimate.params import read_config
 from tracker.estimate.settings import EstimateSettings
+from tracker.shared.domain import SafetensorsHeader, TensorInfo, VerificationStatus
 
 CONFIGS = Path(__file__).parents[1] / "data" / "configs"
 
@@ -704,7 +704,7 @@ def test_an_audio_tower_not_modelled_makes_the_estimate_unverified() -> None:
 def test_malformed_omniasr_convolutions_are_rejected_with_the_key(
     change: dict[str, Any], message: str
 ) -> None:
-    from tracker.errors import EstimateError
+    from tracker.shared.errors import EstimateError
 
     config = _default_config("omniasr", "OmniASRForConditionalGeneration")
     config["audio_config"] |= change

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from tracker.domain import Artifact, ChangeKind, Estimate, SafetensorsHeader, TensorInfo
-from tracker.errors import ConfigError, EstimateError
 from tracker.estimate import EstimateSettings, estimate, estimate_delta, parse_config
+from tracker.shared.domain import Artifact, ChangeKind, Estimate, SafetensorsHeader, TensorInfo
+from tracker.shared.errors import ConfigError, EstimateError
 
 DATA = Path(__file__).parents[1] / "data"
 CONFIGS = DATA / "configs"

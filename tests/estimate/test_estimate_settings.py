@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from tracker.errors import ConfigError
 from tracker.estimate import Card, EstimateSettings, estimate
 from tracker.estimate.memory import QUANT_BYTES, compute, layer_activation_bytes
 from tracker.estimate.params import read_config
+from tracker.shared.errors import ConfigError
 
 CONFIGS = Path(__file__).parents[1] / "data" / "configs"
 

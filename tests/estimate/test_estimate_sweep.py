@@ -21,7 +21,7 @@ import pytest
 from bench.sweep import TABLE, Result, Row, classify, estimate_row, load_table, summary
 from tracker.estimate import classes
 from tracker.estimate.classes import Role
-from tracker.estimate_values import VerificationStatus
+from tracker.shared.estimate_values import VerificationStatus
 
 TRACKER = Path(sys.executable).with_name("tracker")
 
@@ -487,8 +487,8 @@ def test_standalone_encoders_refuse_hostile_values_in_one_line(
 ) -> None:
     """Each top-level key of a standalone encoder's config replaced by each hostile value: the
     estimate is made or refused with a one-line EstimateError, never another exception."""
-    from tracker.errors import EstimateError
     from tracker.estimate import estimate
+    from tracker.shared.errors import EstimateError
 
     row = next(r for r in rows if r.model_type == model_type)
     for key in row.config:

@@ -18,8 +18,8 @@ from typing import Any
 
 import jsonschema
 
-from tracker.domain import Advisory, Artifact, RepoId, Severity, Sha, parse_rfc3339
 from tracker.replica.repos import commit, init_repo
+from tracker.shared.domain import Advisory, Artifact, RepoId, Severity, Sha, parse_rfc3339
 
 HERE = Path(__file__).resolve().parent
 DEMO_GOLDEN = HERE.parent / "demo" / "golden"

@@ -15,7 +15,6 @@ import feedparser
 import pytest
 from feedkit import advisory_of, check_json_feed, demo_advisories
 
-from tracker.domain import Artifact, Change, ChangeKind, Severity
 from tracker.feeds import (
     FeedQueryError,
     FitMove,
@@ -26,6 +25,7 @@ from tracker.feeds import (
     render_atom,
     render_json_feed,
 )
+from tracker.shared.domain import Artifact, Change, ChangeKind, Severity
 from tracker.web.markdown import render_markdown
 
 BASE = "http://127.0.0.1:8080/"

@@ -19,9 +19,9 @@ import pytest
 from feedkit import FIT_REPO, fit_step
 
 from tracker.app import App, build
-from tracker.domain import Artifact, ChangeKind, RepoId, Severity
 from tracker.replica import Replica
 from tracker.settings import load_settings
+from tracker.shared.domain import Artifact, ChangeKind, RepoId, Severity
 
 pytestmark = pytest.mark.replica
 

@@ -334,7 +334,7 @@ def assert_agrees_with_gguf_py(path: Path, header: Any) -> None:
     """tracker's header of `path` says what gguf-py's GGUFReader reads, on every key and tensor:
     values kept whole equal; digested arrays by count, the sha256 of the element bytes rebuilt
     from the reader's values, and the special entries; nested arrays by count and bytes."""
-    from tracker.domain import GGUFArray
+    from tracker.shared.domain import GGUFArray
 
     reader = gguf_reader(path)
     assert header.version == reader.fields["GGUF.version"].contents()

@@ -16,9 +16,9 @@ import typer
 from typer.testing import CliRunner
 
 from tracker.cli import exit_code_for, poll, watch
-from tracker.errors import TrackerError
 from tracker.replica import Replica
 from tracker.replica.repos import commit, init_repo
+from tracker.shared.errors import TrackerError
 
 pytestmark = pytest.mark.replica
 T0 = datetime(2025, 1, 1, tzinfo=UTC)

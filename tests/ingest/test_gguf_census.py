@@ -19,7 +19,7 @@ from ggufkit import Q, write_llama2
 from tracker.advisories.classify import classify
 from tracker.advisories.effects import Context
 from tracker.diff.gguf import diff_gguf
-from tracker.domain import (
+from tracker.shared.domain import (
     Artifact,
     ChangeKind,
     GGUFHeader,

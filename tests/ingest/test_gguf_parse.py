@@ -10,8 +10,8 @@ import gguf
 import pytest
 from ggufkit import assert_agrees_with_gguf_py, write_kinds, write_llama2, write_qwen25
 
-from tracker.domain import GGUFArray, gguf_models, gguf_shard
-from tracker.errors import IntegrityError, UnreadableArtifactError
+from tracker.shared.domain import GGUFArray, gguf_models, gguf_shard
+from tracker.shared.errors import IntegrityError, UnreadableArtifactError
 from tracker.sources.gguf import GGML_TYPES, parse_gguf, parse_gguf_bytes
 
 CAP = 100_000_000

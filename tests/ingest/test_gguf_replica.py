@@ -27,10 +27,10 @@ from ggufkit import (
 )
 from helpers_ingest import open_store
 
-from tracker.domain import GGUFArray, GGUFHeader, RepoId
-from tracker.ingest import poll_repo
+from tracker.ingest.snapshots import poll_repo
 from tracker.replica import Replica
 from tracker.replica.repos import commit, init_repo
+from tracker.shared.domain import GGUFArray, GGUFHeader, RepoId
 from tracker.sources.gguf import TYPE_NAMES, parse_gguf_bytes
 from tracker.sources.hub import HubSource
 from tracker.store import RepoStatus

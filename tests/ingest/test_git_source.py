@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from helpers_ingest import open_store, safetensors_bytes
 
-from tracker.domain import RepoId, Sha
-from tracker.errors import EntryNotFoundError, RepoNotFoundError, RevisionNotFoundError
-from tracker.ingest import poll_repo
+from tracker.ingest.snapshots import poll_repo
 from tracker.replica.repos import commit, init_repo, lfs_object_path, set_ref
+from tracker.shared.domain import RepoId, Sha
+from tracker.shared.errors import EntryNotFoundError, RepoNotFoundError, RevisionNotFoundError
 from tracker.sources.git import GitSource
 from tracker.store import RepoStatus, Store
 from tracker.watchlist import WatchedRepo

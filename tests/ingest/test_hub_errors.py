@@ -11,10 +11,10 @@ import pytest
 from huggingface_hub import errors as hf_errors
 from huggingface_hub.utils._http import hf_raise_for_status
 
-from tracker import errors
-from tracker.domain import RepoId
 from tracker.replica import Replica
 from tracker.replica.repos import commit, init_repo
+from tracker.shared import errors
+from tracker.shared.domain import RepoId
 from tracker.sources.hub import HubSource, _translate
 
 URL = "http://127.0.0.1:9/api/models/acme/tiny/tree/main"

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from huggingface_hub import constants as hf_constants
 
-from tracker.domain import RepoId
 from tracker.replica import Replica
 from tracker.replica.repos import commit, init_repo
+from tracker.shared.domain import RepoId
 from tracker.sources.hub import HubSource
 
 

@@ -10,16 +10,16 @@ from pathlib import Path
 import pytest
 from helpers_ingest import open_store, safetensors_bytes
 
-from tracker.domain import RepoId, Sha
-from tracker.errors import (
+from tracker.ingest.snapshots import poll_all, poll_repo
+from tracker.replica import Replica
+from tracker.replica.repos import commit, init_repo, set_ref
+from tracker.shared.domain import RepoId, Sha
+from tracker.shared.errors import (
     EntryNotFoundError,
     OversizedArtifactError,
     RepoNotFoundError,
     RevisionNotFoundError,
 )
-from tracker.ingest import poll_all, poll_repo
-from tracker.replica import Replica
-from tracker.replica.repos import commit, init_repo, set_ref
 from tracker.sources.hub import HubSource
 from tracker.store import EventKind, RepoStatus, Store
 from tracker.watchlist import WatchedRepo
@@ -171,7 +171,7 @@ def test_ten_gigabyte_header_is_refused_without_download(
     assert report.status is RepoStatus.OK
     assert "over the cap" in store.snapshot(RID, sha).unreadable["model.safetensors"]
     # The prefix is read twice (an unreadable header is re-read once, to tell a damaged transfer
-    # from a broken file: tracker.ingest.read_header), never more than its 8 bytes.
+    # from a broken file: tracker.ingest.snapshots.read_header), never more than its 8 bytes.
     assert [r.range for r in hub.requests if "/resolve/" in r.path and "model." in r.path] == [
         "bytes=0-7",
         "bytes=0-7",
@@ -312,12 +312,12 @@ def test_pickle_files_carry_their_scan_status_and_are_never_downloaded(
 def test_every_pickle_suffix_gets_its_scan_and_is_diffed(
     root: Path, hub: Replica, store: Store
 ) -> None:
-    """`tracker.artifacts` is the one pickle list: a `.pickle` file and an upper-case `.PT` are
+    """`tracker.shared.artifacts` is the one pickle list: a `.pickle` file and an upper-case `.PT` are
     scanned by the Hub source, never fetched by ingest, and diffed as executables."""
     import pickle
 
     from tracker.diff import diff_snapshots
-    from tracker.domain import Artifact
+    from tracker.shared.domain import Artifact
 
     repo = init_repo(root, RID)
     first = commit(repo, {"config.json": CONFIG}, "config", date=T0)

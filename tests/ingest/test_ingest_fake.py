@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from helpers_ingest import open_store, safetensors_bytes
 
-from tracker.domain import RepoId, Sha
-from tracker.errors import BadResponseError, TransientSourceError
-from tracker.ingest import auto_map_modules, poll_all, poll_repo
+from tracker.ingest.snapshots import auto_map_modules, poll_all, poll_repo
+from tracker.shared.domain import RepoId, Sha
+from tracker.shared.errors import BadResponseError, TransientSourceError
 from tracker.sources.fake import FakeSource
 from tracker.store import EventKind, RepoStatus, Store
 from tracker.watchlist import WatchedRepo
@@ -255,7 +255,7 @@ def test_huge_declared_header_and_malformed_json_are_recorded(store: Store) -> N
 def test_oversized_file_is_unreadable_not_fetched(store: Store) -> None:
     src = FakeSource()
     sha = src.commit(RID, {"tokenizer.json": b"x" * 5000}, "big")
-    from tracker.artifacts import Limits
+    from tracker.shared.artifacts import Limits
 
     poll_repo(store, src, WatchedRepo(RID), limits=Limits(max_file_bytes=1000))
     assert src.calls["read_file"] == 0

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from helpers_ingest import open_store, safetensors_bytes
 
-from tracker.domain import RepoId, TreeEntry
-from tracker.errors import IntegrityError
-from tracker.ingest import INTEGRITY_READS, poll_repo
-from tracker.integrity import check_content, check_object, content_mismatch, git_blob_id
+from tracker.ingest.integrity import check_content, check_object, content_mismatch, git_blob_id
+from tracker.ingest.snapshots import INTEGRITY_READS, poll_repo
+from tracker.shared.domain import RepoId, TreeEntry
+from tracker.shared.errors import IntegrityError
 from tracker.sources.fake import FakeSource
 from tracker.store import RepoStatus, Store
 from tracker.watchlist import WatchedRepo

@@ -16,8 +16,8 @@ from helpers_ingest import open_store
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracker.domain import RepoId
-from tracker.ingest import poll_repo
+from tracker.ingest.snapshots import poll_repo
+from tracker.shared.domain import RepoId
 from tracker.sources.git import GitSource
 from tracker.sources.names import escape_name, escape_text_name, unescape_name
 from tracker.store import RepoStatus

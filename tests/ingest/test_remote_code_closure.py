@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tracker.app import build
-from tracker.ingest import relative_imports
+from tracker.ingest.snapshots import relative_imports
 from tracker.replica import Replica
 from tracker.replica.repos import commit, init_repo
 from tracker.settings import load_settings
@@ -73,7 +73,7 @@ def test_a_remote_code_file_over_the_ast_bound_is_read_token_by_token() -> None:
     in the memory of one line, with the answer `ast` gives."""
     import tracemalloc
 
-    from tracker.ingest import AST_MAX_BYTES, _relative_imports_ast
+    from tracker.ingest.snapshots import AST_MAX_BYTES, _relative_imports_ast
 
     code = (
         b'"""from .not_an_import import x"""\nfrom .sib import a\n'

@@ -11,7 +11,7 @@ from helpers_ingest import safetensors_bytes
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracker.errors import OversizedArtifactError, UnreadableArtifactError
+from tracker.shared.errors import OversizedArtifactError, UnreadableArtifactError
 from tracker.sources.safetensors import header_length, parse_file_prefix, parse_header
 
 DTYPES = {"F32": 4, "BF16": 2, "F16": 2, "I64": 8}

@@ -19,7 +19,7 @@ import pytest
 import structlog
 
 from tracker.app import build
-from tracker.scheduler import Daemon
+from tracker.daemon.scheduler import Daemon
 from tracker.settings import load_settings
 
 

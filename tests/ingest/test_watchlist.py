@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tracker.errors import InvalidRepoIdError, NotWatchedError, WatchlistError
+from tracker.shared.errors import InvalidRepoIdError, NotWatchedError, WatchlistError
 from tracker.watchlist import (
     DEFAULT_TRACKED,
     add_repo,
@@ -176,7 +176,7 @@ def test_add_creates_a_file_and_repos_block(tmp_path: Path) -> None:
 
 
 def test_estimate_and_advisory_blocks_are_validated_at_load_time() -> None:
-    from tracker.errors import WatchlistError
+    from tracker.shared.errors import WatchlistError
     from tracker.watchlist import parse_watchlist
 
     data = {

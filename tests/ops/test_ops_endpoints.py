@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from alembic import command
 from prometheus_client.parser import text_string_to_metric_families
 
-from tracker.domain import AdvisoryState, Artifact, RepoId, Severity
+from tracker.shared.domain import AdvisoryState, Artifact, RepoId, Severity
 from tracker.store import RepoStatus, Store
 from tracker.store.engine import _alembic_config, head_revision, writer
 from tracker.store.webhooks import Attempt, Outcome, WebhookStore

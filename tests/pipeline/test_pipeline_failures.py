@@ -11,11 +11,11 @@ import pytest
 
 from tracker.app import build
 from tracker.diff import diff_snapshots
-from tracker.domain import Change, Snapshot
 from tracker.pipeline import Stages
 from tracker.replica import Replica
 from tracker.replica.repos import commit, init_repo
 from tracker.settings import load_settings
+from tracker.shared.domain import Change, Snapshot
 from tracker.store import RepoStatus
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "configs"

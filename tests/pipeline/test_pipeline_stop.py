@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from tracker.app import build
-from tracker.domain import RepoId
 from tracker.replica import Replica
 from tracker.replica.repos import commit, init_repo
 from tracker.settings import load_settings
+from tracker.shared.domain import RepoId
 
 pytestmark = pytest.mark.replica
 

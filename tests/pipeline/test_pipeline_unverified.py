@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from tracker.app import build
-from tracker.domain import RepoId, VerificationStatus
 from tracker.replica import Replica
 from tracker.replica.repos import commit, init_repo
 from tracker.settings import load_settings
+from tracker.shared.domain import RepoId, VerificationStatus
 
 CONFIGS = Path(__file__).resolve().parents[1] / "data" / "configs"
 UNKNOWN_KEYS = ("expert_ffn_width", "experts_routed_per_token", "n_expert_slots")

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from tracker.domain import ChangeKind
 from tracker.preflight.delta import preflight_delta
 from tracker.preflight.report import Preflight, RemoteCode, run_preflight
 from tracker.preflight.settings import PreflightSettings
 from tracker.preflight.wheels import SymbolTables
+from tracker.shared.domain import ChangeKind
 
 from .conftest import VERSIONS
 from .test_preflight_symbols import CONFIG, CONFIGURATION, _run

@@ -20,12 +20,12 @@ import json
 
 import pytest
 
-from tracker.domain import SafetensorsHeader, TensorInfo, TreeEntry
 from tracker.estimate import EstimateSettings
 from tracker.estimate.checkpoint import compare, stored_by_dtype
 from tracker.preflight.capacity import Box
 from tracker.preflight.report import run_preflight
 from tracker.preflight.settings import PreflightSettings
+from tracker.shared.domain import SafetensorsHeader, TensorInfo, TreeEntry
 
 U8_PARAMS = 2_722_740_830_208
 BF16 = 57_179_884_544

@@ -19,13 +19,13 @@ from typing import Any
 
 import pytest
 
-from tracker.domain import SafetensorsHeader, TensorInfo
 from tracker.estimate.params import read_config
 from tracker.preflight import PreflightSettings, run_preflight
 from tracker.preflight.census_lora import census_modules, resolve_census
 from tracker.preflight.lora import ALL_LINEAR, resolve_targets
 from tracker.preflight.safeeval import Unknown, evaluate
 from tracker.preflight.settings import DEFAULT_TARGETS
+from tracker.shared.domain import SafetensorsHeader, TensorInfo
 
 HERE = Path(__file__).parent
 CONFIGS = HERE.parents[0] / "data" / "configs"

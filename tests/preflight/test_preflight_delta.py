@@ -8,7 +8,10 @@ from pathlib import Path
 from tracker.advisories.advice import Assessment, Kind, advice
 from tracker.advisories.classify import Classified
 from tracker.advisories.groups import ChangeGroup, Subject
-from tracker.domain import (
+from tracker.preflight.delta import preflight_delta
+from tracker.preflight.report import Preflight, run_preflight
+from tracker.preflight.settings import PreflightSettings
+from tracker.shared.domain import (
     Artifact,
     Change,
     ChangeKind,
@@ -19,9 +22,6 @@ from tracker.domain import (
     TensorInfo,
     TreeEntry,
 )
-from tracker.preflight.delta import preflight_delta
-from tracker.preflight.report import Preflight, run_preflight
-from tracker.preflight.settings import PreflightSettings
 
 CONFIGS = Path(__file__).parents[1] / "data" / "configs"
 NEXT = json.loads((CONFIGS / "Qwen__Qwen3-Next-80B-A3B-Thinking.json").read_text())

@@ -199,8 +199,8 @@ def test_every_revision_gets_a_preflight_and_a_changed_answer_is_an_advisory(
     }
 
     # Stored per revision, the first one (nothing to compare it with) included.
-    from tracker.domain import RepoId
     from tracker.settings import load_settings
+    from tracker.shared.domain import RepoId
     from tracker.store import Store
     from tracker.store.preflight import PreflightStore
 
@@ -238,8 +238,8 @@ def test_a_revision_whose_code_stops_parsing_is_a_high_advisory_and_imports_nowh
 
     from tracker.api import create_app
     from tracker.app import build
-    from tracker.domain import RepoId
     from tracker.settings import load_settings
+    from tracker.shared.domain import RepoId
 
     config = _remote_code_config()
     broken = BROKEN + b"def oops(:\n"

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from tracker.domain import SafetensorsHeader, TensorInfo, TreeEntry
 from tracker.estimate import checkpoint
 from tracker.estimate.checkpoint import compare, header_by_dtype, header_census
 from tracker.preflight.report import run_preflight
 from tracker.preflight.settings import PreflightSettings
+from tracker.shared.domain import SafetensorsHeader, TensorInfo, TreeEntry
 
 
 def _header() -> SafetensorsHeader:

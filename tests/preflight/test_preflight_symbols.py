@@ -21,7 +21,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracker.errors import PackageIndexError
 from tracker.preflight.compat import check_version, first_missing, version_key
 from tracker.preflight.imports import imports_of
 from tracker.preflight.symbols import (
@@ -32,6 +31,7 @@ from tracker.preflight.symbols import (
     skeleton,
 )
 from tracker.preflight.wheels import SymbolTables
+from tracker.shared.errors import PackageIndexError
 
 from .conftest import VERSIONS
 

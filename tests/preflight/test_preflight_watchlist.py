@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tracker.errors import WatchlistError
 from tracker.preflight.capacity import Box
 from tracker.preflight.settings import DEFAULT_TARGETS, PreflightSettings
+from tracker.shared.errors import WatchlistError
 from tracker.watchlist import parse_watchlist
 
 

@@ -13,7 +13,7 @@ import pytest
 from workkit import commit_eos
 
 from tracker.app import build
-from tracker.ingest import poll_all
+from tracker.ingest.snapshots import poll_all
 from tracker.replica import Replica
 from tracker.replica.repos import commit, init_repo
 from tracker.settings import load_settings

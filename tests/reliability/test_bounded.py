@@ -1,4 +1,4 @@
-"""tracker.bounded: JSON and YAML are refused, with one line, before a hostile shape is built."""
+"""tracker.shared.bounded: JSON and YAML are refused, with one line, before a hostile shape is built."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tracker.bounded import (
+from tracker.shared.bounded import (
     DOCUMENT,
     FRONT_MATTER,
     LARGE_DOCUMENT,
@@ -18,7 +18,7 @@ from tracker.bounded import (
     load_json,
     load_yaml,
 )
-from tracker.errors import UnreadableArtifactError
+from tracker.shared.errors import UnreadableArtifactError
 
 CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus"
 TOKENIZER = CORPUS / "pairs/mistralai__Mistral-7B-Instruct-v0.3/rev-main-83e9aa1/tokenizer.json"

@@ -20,11 +20,11 @@ from types import SimpleNamespace
 import pytest
 from helpers_replica import make_llama
 
-from tracker.domain import RepoId, Sha
-from tracker.errors import DeadlineError, TransientSourceError
-from tracker.ingest import poll_repo
+from tracker.ingest.snapshots import poll_repo
 from tracker.replica import Replica
 from tracker.replica.faultproxy import Fault, FaultProxy, Mode
+from tracker.shared.domain import RepoId, Sha
+from tracker.shared.errors import DeadlineError, TransientSourceError
 from tracker.sources.hub import HubSource, _retry_after
 from tracker.store import RepoStatus, Store
 from tracker.watchlist import WatchedRepo

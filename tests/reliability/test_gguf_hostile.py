@@ -13,9 +13,9 @@ from ggufkit import write_llama2
 from hostile import peak_of
 
 from bench.gguf import CAP, hostile_headers
-from tracker.domain import RepoId
-from tracker.errors import UnreadableArtifactError
-from tracker.ingest import poll_repo
+from tracker.ingest.snapshots import poll_repo
+from tracker.shared.domain import RepoId
+from tracker.shared.errors import UnreadableArtifactError
 from tracker.sources.fake import FakeSource
 from tracker.sources.gguf import parse_gguf_bytes
 from tracker.store import RepoStatus, Store

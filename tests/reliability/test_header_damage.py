@@ -24,11 +24,11 @@ from pathlib import Path
 import pytest
 from helpers_replica import TINY_TENSORS, make_llama, safetensors_bytes
 
-from tracker.domain import RepoId, Sha
-from tracker.errors import UnreadableArtifactError
-from tracker.ingest import poll_repo
+from tracker.ingest.snapshots import poll_repo
 from tracker.replica import Replica
 from tracker.replica.faultproxy import Fault, FaultProxy, Mode
+from tracker.shared.domain import RepoId, Sha
+from tracker.shared.errors import UnreadableArtifactError
 from tracker.sources.hub import HubSource
 from tracker.sources.safetensors import parse_header
 from tracker.store import RepoStatus, Store

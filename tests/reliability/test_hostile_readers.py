@@ -39,12 +39,12 @@ from tracker.diff.conversations import CONVERSATIONS, template_variables
 from tracker.diff.sandbox import render_in_process
 from tracker.diff.tokenizer import summarise_tokenizer
 from tracker.diff.weights import diff_weights
-from tracker.domain import ChangeKind
-from tracker.errors import TrackerError
 from tracker.estimate import EstimateSettings, estimate, parse_config
 from tracker.estimate.checkpoint import index_total_size as _total_size
 from tracker.preflight import imports as preflight_imports
 from tracker.preflight.census_lora import tensor_names
+from tracker.shared.domain import ChangeKind
+from tracker.shared.errors import TrackerError
 from tracker.sources.safetensors import parse_file_prefix
 
 MiB = 1024 * 1024

@@ -24,8 +24,8 @@ from hostile import peak_of, yaml_bombs
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from tracker.domain import RepoId, Sha
-from tracker.errors import ConfigError, SourceError
+from tracker.shared.domain import RepoId, Sha
+from tracker.shared.errors import ConfigError, SourceError
 from tracker.sources.hub import HubSource
 from tracker.watchlist import load_watchlist
 

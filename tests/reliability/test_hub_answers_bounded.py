@@ -6,7 +6,7 @@ every object in it given an extra field nested 100 (or 3,000) levels deep. Befor
 parsed such an answer whole: 100 levels were read and the field ignored (the poll went on), 3,000
 were "response is JSON nested too deeply to read" after a RecursionError (the readers bench showed
 "unexpected RecursionError: ..." earlier still). Now each answer is checked within
-`tracker.bounded.HUB_ANSWER` before it is parsed, and refused with the config readers' reason: the
+`tracker.shared.bounded.HUB_ANSWER` before it is parsed, and refused with the config readers' reason: the
 poll records the repo failing with that one line (exit 1, `watch list` shows it), and once the
 answers are whole again the next poll reads the repo.
 """
@@ -27,12 +27,12 @@ from helpers_replica import T0, make_llama
 from hostile import peak_of
 from reliakit import tracker
 
-from tracker.bounded import HUB_ANSWER
-from tracker.domain import RepoId
-from tracker.errors import BadResponseError, NotFoundError
 from tracker.replica import Replica
 from tracker.replica.faultproxy import Fault, FaultProxy, Mode
 from tracker.replica.repos import commit
+from tracker.shared.bounded import HUB_ANSWER
+from tracker.shared.domain import RepoId
+from tracker.shared.errors import BadResponseError, NotFoundError
 from tracker.sources.hub import HubSource
 
 MiB = 1024 * 1024

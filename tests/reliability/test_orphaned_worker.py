@@ -11,8 +11,8 @@ import subprocess
 import sys
 from dataclasses import asdict
 
-from tracker.analysis_worker import HEADER, READY
 from tracker.diff.sandbox import RenderLimits
+from tracker.sandbox.analysis_worker import HEADER, READY
 from tracker.settings import load_settings
 
 
@@ -38,7 +38,7 @@ def _orphan(proc: subprocess.Popen[bytes], request: bytes) -> tuple[int, str]:
 
 
 def test_an_orphaned_analysis_worker_exits_quietly() -> None:
-    proc = _start("tracker.analysis_serve")
+    proc = _start("tracker.sandbox.analysis_serve")
     assert proc.stdin is not None and proc.stdout is not None
     settings = pickle.dumps(load_settings())
     proc.stdin.write(HEADER.pack(len(settings)) + settings)
@@ -51,7 +51,7 @@ def test_an_orphaned_analysis_worker_exits_quietly() -> None:
 
 
 def test_an_orphaned_render_worker_exits_quietly() -> None:
-    proc = _start("tracker.render_backstop")
+    proc = _start("tracker.sandbox.render_backstop")
     assert proc.stdout is not None
     assert proc.stdout.readline() == b'"ready"\n'
     request = {"source": "{{ 1 }}", "variables": [{}], "limits": asdict(RenderLimits())}

@@ -21,7 +21,7 @@ from test_analysis_budget import _big_tokenizer
 from workkit import commit_eos
 
 from tracker.app import build
-from tracker.ingest import poll_all
+from tracker.ingest.snapshots import poll_all
 from tracker.replica import Replica
 from tracker.replica.repos import commit, init_repo
 from tracker.settings import load_settings

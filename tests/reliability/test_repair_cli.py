@@ -42,8 +42,8 @@ Setting = tuple[Path, Replica, Path, dict[str, Any]]
 OLD_RELEASE = """
 import json, sys
 from tracker.app import build
-from tracker.domain import RepoId
-from tracker.ingest import poll_all
+from tracker.shared.domain import RepoId
+from tracker.ingest.snapshots import poll_all
 from tracker.settings import load_settings
 from tracker.store.values import FileVersion
 

@@ -28,11 +28,11 @@ pytestmark = pytest.mark.replica
 
 
 def _analysis_worker(pid: int) -> int | None:
-    """The pid of `pid`'s child running `tracker.analysis_serve` (None: not started)."""
+    """The pid of `pid`'s child running `tracker.sandbox.analysis_serve` (None: not started)."""
     for task in Path(f"/proc/{pid}/task").iterdir():
         for child in (task / "children").read_text().split():
             cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
-            if b"tracker.analysis_serve" in cmdline:
+            if b"tracker.sandbox.analysis_serve" in cmdline:
                 return int(child)
     return None
 

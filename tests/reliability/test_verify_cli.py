@@ -17,8 +17,8 @@ from pathlib import Path
 from hostile import MODELS
 from reliakit import tracker
 
-from tracker.domain import RepoId
-from tracker.ingest import poll_repo
+from tracker.ingest.snapshots import poll_repo
+from tracker.shared.domain import RepoId
 from tracker.sources.fake import FakeSource
 from tracker.store import Store
 from tracker.watchlist import WatchedRepo

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tracker.domain import Artifact, Change, ChangeKind, Commit, Diff, RepoId, Sha
-from tracker.errors import StoreNotFoundError
 from tracker.estimate import estimate
+from tracker.shared.domain import Artifact, Change, ChangeKind, Commit, Diff, RepoId, Sha
+from tracker.shared.errors import StoreNotFoundError
 from tracker.store import Store
 from tracker.store.analysis import AnalysisStore, StoredEstimate
 

@@ -12,7 +12,7 @@ import pytest
 import sqlalchemy as sa
 from alembic import command
 
-from tracker.domain import Severity
+from tracker.shared.domain import Severity
 from tracker.store import Store
 from tracker.store.engine import _alembic_config, head_revision, writer
 from tracker.store.webhooks import WebhookStore

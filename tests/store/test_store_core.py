@@ -14,8 +14,8 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from storekit import head_revision
 
-from tracker.domain import Commit, RepoId, SafetensorsHeader, Sha, TensorInfo, TreeEntry
-from tracker.errors import StoreError, StoreNotFoundError
+from tracker.shared.domain import Commit, RepoId, SafetensorsHeader, Sha, TensorInfo, TreeEntry
+from tracker.shared.errors import StoreError, StoreNotFoundError
 from tracker.store import EventKind, FileVersion, RepoStatus, Store
 from tracker.store.schema import ALL_TABLES, METADATA
 
@@ -252,7 +252,7 @@ def test_open_bad_url_is_a_store_error(tmp_path: Path) -> None:
 
 
 def test_ingest_with_force_push_on_this_backend(store: Store) -> None:
-    from tracker.ingest import poll_repo
+    from tracker.ingest.snapshots import poll_repo
     from tracker.sources.fake import FakeSource
     from tracker.watchlist import WatchedRepo
 

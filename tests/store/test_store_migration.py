@@ -55,7 +55,7 @@ import sys
 from datetime import UTC, datetime
 
 from tracker.advisories.service import withdraw_rewritten
-from tracker.domain import Severity
+from tracker.shared.domain import Severity
 from tracker.store import EventKind, RepoStatus, Store
 from tracker.store.advisories import AdvisoryStore, SuppressedChange
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from storekit import tracker, tracker_env
 
-from tracker.domain import RepoId
 from tracker.replica.repos import commit, init_repo
+from tracker.shared.domain import RepoId
 from tracker.store import Store
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.feeds.feedkit import advisory_of
-from tracker.domain import RepoId, Sha
 from tracker.preflight.report import RemoteCode
+from tracker.shared.domain import RepoId, Sha
 from tracker.teams.impact import Impact, Position, judge
 from tracker.teams.profile import TeamFields, team_of
 

@@ -40,7 +40,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from tracker.advisories.lifecycle import state_of
-from tracker.domain import Artifact, RepoId
+from tracker.shared.domain import Artifact, RepoId
 from tracker.web.views import gb_text
 
 pytestmark = pytest.mark.slow

@@ -14,7 +14,7 @@ from pagekit import visit
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
-from tracker.domain import RepoId
+from tracker.shared.domain import RepoId
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,7 @@ verdict differs.
 
 The shards are sparse LFS objects (the header, then a hole). Their oids stand in for the sha256
 of 1.56 TB of zeros, which nothing computes: tracker checks a header by the sizes and the oid the
-server declares, never by hashing the weights (tracker/integrity.py).
+server declares, never by hashing the weights (tracker/ingest/integrity.py).
 """
 
 from __future__ import annotations

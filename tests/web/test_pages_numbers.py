@@ -26,8 +26,8 @@ from fastapi.testclient import TestClient
 from lxml import html as lxml_html
 
 from tracker.api import create_app
-from tracker.domain import Estimate
-from tracker.estimate_values import Fit
+from tracker.shared.domain import Estimate
+from tracker.shared.estimate_values import Fit
 from tracker.web.views import gb_text, headline
 
 G = r"[\d,]+\.\d{1,2} (?:GB|MB)"

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 from bench.webhook_receiver import Received, Receiver
 from tracker.advisories import service
-from tracker.domain import Advisory, Artifact, Change, ChangeKind, Commit, RepoId, Sha
+from tracker.shared.domain import Advisory, Artifact, Change, ChangeKind, Commit, RepoId, Sha
 from tracker.store import Store
 from tracker.store.advisories import AdvisoryStore
 from tracker.webhooks.events import Audience

@@ -30,9 +30,9 @@ import pytest
 from hookkit import NOW, SHAS, Receiver, change, publish
 
 from bench.webhook_receiver import Hostile
-from tracker.domain import Artifact
 from tracker.replica.repos import commit, init_repo
 from tracker.settings import load_settings
+from tracker.shared.domain import Artifact
 from tracker.store import Store
 from tracker.store.webhooks import Attempt, DeliveryState, WebhookStore
 from tracker.webhooks import subscriptions as subs

@@ -19,8 +19,8 @@ from standardwebhooks import Webhook
 
 from tracker.api import create_app
 from tracker.app import build
-from tracker.domain import Artifact, RepoId, Sha
 from tracker.settings import load_settings
+from tracker.shared.domain import Artifact, RepoId, Sha
 from tracker.store.webhooks import WebhookStore
 from tracker.webhooks.deliver import Deliverer
 

@@ -15,10 +15,10 @@ import pytest
 from hookkit import REPO, SHAS, Receiver, ingest
 from huggingface_hub import WebhookPayload
 
-from tracker.domain import RepoId, Severity
 from tracker.replica import Replica
 from tracker.replica.repos import commit, init_repo
 from tracker.replica.webhooks import HubWebhook
+from tracker.shared.domain import RepoId, Severity
 from tracker.store import Store
 from tracker.store.advisories import AdvisoryStore
 from tracker.store.webhooks import WebhookStore

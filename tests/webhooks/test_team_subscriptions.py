@@ -23,10 +23,10 @@ from standardwebhooks import Webhook
 from tracker.api import create_app
 from tracker.app import build
 from tracker.cli.demo import ensure_demo_hub
-from tracker.domain import Severity
 from tracker.replica import Replica
 from tracker.replica.demo import DEMO_TOKEN
 from tracker.settings import load_settings
+from tracker.shared.domain import Severity
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACKER = Path(sys.executable).with_name("tracker")
@@ -206,7 +206,7 @@ def test_a_withdrawal_reaches_the_team_it_concerns_only(tmp_path: Path) -> None:
     from hookkit import REPO, SHAS, change, publish
 
     from tracker.advisories import service
-    from tracker.domain import Artifact
+    from tracker.shared.domain import Artifact
     from tracker.store.advisories import AdvisoryStore
     from tracker.store.webhooks import WebhookStore
     from tracker.teams.audience import TeamAudience

@@ -18,8 +18,8 @@ import pytest
 from hookkit import SHAS, Receiver, change, publish
 from standardwebhooks import Webhook
 
-from tracker.domain import Artifact
 from tracker.replica.repos import commit, init_repo
+from tracker.shared.domain import Artifact
 from tracker.store import Store
 from tracker.store.webhooks import DeliveryState, WebhookStore
 

@@ -15,8 +15,8 @@ import pytest
 from hookkit import NOW, REPO, SHAS, Received, Receiver, change, publish
 from standardwebhooks import Webhook, WebhookVerificationError
 
-from tracker.domain import Artifact, RepoId, Severity, Sha
 from tracker.settings import Settings, load_settings
+from tracker.shared.domain import Artifact, RepoId, Severity, Sha
 from tracker.store import Store
 from tracker.store.webhooks import DeliveryState, Outcome, WebhookStore
 from tracker.webhooks import subscriptions as subs
@@ -158,7 +158,7 @@ def test_the_outbox_commits_with_the_advisories_and_only_once(store: Store) -> N
     assert [a.id for a in again] == [a.id for a in first]
     assert len(w.deliveries()) == 1
     # A publish that fails after the outbox row was written leaves neither advisory nor delivery.
-    from tracker.errors import AdvisoryError
+    from tracker.shared.errors import AdvisoryError
     from tracker.store.advisories import AdvisoryTx
 
     original = AdvisoryTx.mark_revision
@@ -292,7 +292,7 @@ def test_rotation_signs_with_both_secrets_until_the_grace_ends(store: Store) -> 
 
 
 def test_ssrf_guard_refuses_internal_targets_unless_allowed(store: Store) -> None:
-    from tracker.errors import ConfigError
+    from tracker.shared.errors import ConfigError
 
     closed = _settings(webhook_allow_networks="")
     for url in (

@@ -16,8 +16,8 @@ from hookkit import NOW, REPO, SHAS, Receiver, change, publish
 from standardwebhooks import Webhook
 
 from tracker.advisories import service
-from tracker.domain import Artifact
 from tracker.settings import load_settings
+from tracker.shared.domain import Artifact
 from tracker.store import Store
 from tracker.store.advisories import AdvisoryStore
 from tracker.store.webhooks import DeliveryState, WebhookStore

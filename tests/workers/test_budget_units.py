@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from tracker.errors import DeadlineError, RateBudgetWait
-from tracker.ratebudget import RateBudget, bucket_of, budget_enabled, quotas
-from tracker.scheduler import next_due
+from tracker.daemon.ratebudget import RateBudget, bucket_of, budget_enabled, quotas
+from tracker.daemon.scheduler import next_due
 from tracker.settings import load_settings
+from tracker.shared.errors import DeadlineError, RateBudgetWait
 from tracker.store import Store
 from tracker.store.workers import WorkStore, paced_allowance, window_start
 

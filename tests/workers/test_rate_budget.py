@@ -19,7 +19,7 @@ import httpx
 import pytest
 from workkit import Daemon, commit_eos, env_for, until
 
-from tracker.ratebudget import bucket_of
+from tracker.daemon.ratebudget import bucket_of
 from tracker.replica import Replica
 from tracker.replica.repos import init_repo
 

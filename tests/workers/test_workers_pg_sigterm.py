@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from workkit import Daemon, commit_eos, env_for, run, status, until
 
-from tracker.domain import RepoId
 from tracker.replica import Replica
 from tracker.replica.repos import init_repo
+from tracker.shared.domain import RepoId
 from tracker.store import Store
 from tracker.store.workers import WorkStore
 

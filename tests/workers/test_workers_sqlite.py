@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from workkit import Daemon, commit_eos, config, env_for, run, status, until
 
-from tracker.domain import RepoId
 from tracker.replica import Replica
 from tracker.replica.repos import init_repo
+from tracker.shared.domain import RepoId
 from tracker.store import Store
 from tracker.store.workers import WorkStore
 

@@ -21,8 +21,8 @@ from enum import StrEnum
 from tracker.advisories.groups import ChangeGroup, Subject
 from tracker.advisories.values import inline
 from tracker.diff.conversations import CONVERSATIONS
-from tracker.domain import Artifact, ChangeKind, JSONValue
 from tracker.preflight.delta import SINCE
+from tracker.shared.domain import Artifact, ChangeKind, JSONValue
 
 
 class Kind(StrEnum):

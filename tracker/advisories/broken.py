@@ -22,8 +22,8 @@ from tracker.advisories.lifecycle import FINDING_ARTIFACT, PendingChange, value_
 from tracker.advisories.osv import commit_url, compact_estimate, purl
 from tracker.advisories.schema import SCHEMA_VERSION
 from tracker.advisories.values import literal
-from tracker.domain import Artifact, JSONValue, Severity, is_full_sha, rfc3339
-from tracker.errors import AdvisoryError
+from tracker.shared.domain import Artifact, JSONValue, Severity, is_full_sha, rfc3339
+from tracker.shared.errors import AdvisoryError
 
 ARTIFACT = FINDING_ARTIFACT
 """The artifact of a finding's pending entry (no change has it: only findings move such entries)."""

@@ -17,9 +17,9 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from tracker.advisories.effects import Context, Executed
 from tracker.advisories.knowledge import Knowledge, load
 from tracker.advisories.rules import DEFAULT_RULES, EXECUTED_PREFIX, SEVERITY_RANK, Match, Rule
-from tracker.diff.special_tokens import INFERRED, MODEL_READS_CLAUSE
-from tracker.domain import Artifact, Change, ChangeKind, JSONValue, Severity
-from tracker.problems import validate
+from tracker.diff import INFERRED, MODEL_READS_CLAUSE
+from tracker.shared.domain import Artifact, Change, ChangeKind, JSONValue, Severity
+from tracker.shared.problems import validate
 
 __all__ = [
     "DEFAULT_RULES",

@@ -55,8 +55,8 @@ from tracker.advisories.effects import Context, Side
 from tracker.advisories.knowledge import load
 from tracker.advisories.tokenizer_view import TokenizerView, read_tokenizer
 from tracker.diff import load_json_object, read_side
-from tracker.domain import JSONValue, Severity
 from tracker.estimate.classes import PINNED, known
+from tracker.shared.domain import JSONValue, Severity
 
 TOKEN_KEYS = ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id")
 _DTYPES = {

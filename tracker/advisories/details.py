@@ -23,7 +23,7 @@ from tracker.advisories.values import (
     literal,
     value_diff,
 )
-from tracker.domain import Artifact, ChangeKind, Commit, Estimate, JSONValue
+from tracker.shared.domain import Artifact, ChangeKind, Commit, Estimate, JSONValue
 
 GROUP_LABELS: Mapping[Artifact, str] = {
     Artifact.CONFIG: "config",

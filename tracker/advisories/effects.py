@@ -32,9 +32,9 @@ from typing import Any, Protocol
 from tracker.advisories.knowledge import MISSING, ConfigClass, Knowledge, load
 from tracker.diff import Side as FileSide
 from tracker.diff import SideState, load_json_object, read_side
-from tracker.domain import Artifact, Change, ChangeKind, JSONValue, Snapshot
-from tracker.errors import EstimateError
 from tracker.estimate import estimate
+from tracker.shared.domain import Artifact, Change, ChangeKind, JSONValue, Snapshot
+from tracker.shared.errors import EstimateError
 
 CONFIG_FILE = "config.json"
 GENERATION_FILE = "generation_config.json"

@@ -13,8 +13,8 @@ import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from tracker.domain import Advisory, JSONValue
-from tracker.errors import AdvisoryError
+from tracker.shared.domain import Advisory, JSONValue
+from tracker.shared.errors import AdvisoryError
 
 
 def _natural(advisory_id: str) -> tuple[str, int]:

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 from tracker.advisories.knowledge import Knowledge
 from tracker.diff import SideState, load_json_object, read_side
-from tracker.domain import JSONValue, Snapshot
+from tracker.shared.domain import JSONValue, Snapshot
 
 CONFIG_FILE = "config.json"
 GENERATION_FILE = "generation_config.json"

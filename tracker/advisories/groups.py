@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from tracker.advisories.classify import Classified, highest
 from tracker.advisories.generation import Generation
-from tracker.domain import Artifact, ChangeKind, Commit, Estimate, RepoId, Severity, Sha
+from tracker.shared.domain import Artifact, ChangeKind, Commit, Estimate, RepoId, Severity, Sha
 
 ESTIMATE_GROUP = Artifact.ESTIMATE
 DTYPE_KEYS = frozenset({"torch_dtype", "dtype"})

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from tracker.domain import JSONValue
+from tracker.shared.domain import JSONValue
 
 PINNED = "5.24.0"
 """The transformers release the checked-in table was generated from (the `oracle` extra pins it)."""

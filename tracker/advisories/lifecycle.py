@@ -24,7 +24,7 @@ from datetime import datetime
 from tracker.advisories.details import advice_of, commit_line, with_advice, with_status
 from tracker.advisories.osv import commit_url
 from tracker.diff import CONVERSATION_IDS
-from tracker.domain import (
+from tracker.shared.domain import (
     AdvisoryState,
     Change,
     ChangeKind,
@@ -34,7 +34,7 @@ from tracker.domain import (
     is_full_sha,
     rfc3339,
 )
-from tracker.errors import AdvisoryError
+from tracker.shared.errors import AdvisoryError
 
 Location = tuple[str, str, str]
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 
 from tracker.diff import SideState, load_json_object, read_side
-from tracker.domain import Snapshot
+from tracker.shared.domain import Snapshot
 
 SINGLE = ("model.safetensors", "pytorch_model.bin")
 INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")

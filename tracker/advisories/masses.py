@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tracker.advisories.classify import Classified
-from tracker.domain import Artifact, ChangeKind, JSONValue
+from tracker.shared.domain import Artifact, ChangeKind, JSONValue
 
 MASS_MIN = 6
 """The fewest changes of one pattern shown as a pattern (fewer are listed one by one)."""

@@ -19,7 +19,7 @@ from tracker.advisories.details import GROUP_LABELS, render_details
 from tracker.advisories.groups import ESTIMATE_GROUP, ChangeGroup, Subject, is_reupload
 from tracker.advisories.masses import Mass, collapse
 from tracker.advisories.schema import SCHEMA_VERSION
-from tracker.domain import (
+from tracker.shared.domain import (
     Artifact,
     Change,
     ChangeKind,
@@ -31,7 +31,7 @@ from tracker.domain import (
     is_full_sha,
     rfc3339,
 )
-from tracker.errors import AdvisoryError
+from tracker.shared.errors import AdvisoryError
 
 MAX_VALUE_CHARS = 100_000
 """A change's before/after values go into `database_specific.changes` whole up to this many

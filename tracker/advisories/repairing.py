@@ -27,7 +27,7 @@ from tracker.advisories.lifecycle import withdraw
 from tracker.advisories.osv import advisory_id
 from tracker.advisories.schema import validate_record
 from tracker.advisories.service import _enqueue_lifecycle, _filters, _package_url
-from tracker.domain import Advisory, AdvisoryState, RepoId, Sha, WithdrawnBy, rfc3339
+from tracker.shared.domain import Advisory, AdvisoryState, RepoId, Sha, WithdrawnBy, rfc3339
 from tracker.store.advisories import AdvisoryStore, StoredAdvisory, SuppressedChange
 from tracker.webhooks.events import EVENT, WITHDRAWN, RevisionEvent, matching
 

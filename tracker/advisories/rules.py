@@ -51,7 +51,7 @@ from tracker.advisories.effects import (
     token_names,
 )
 from tracker.advisories.knowledge import MISSING
-from tracker.domain import Artifact, Change, ChangeKind, JSONValue, Severity
+from tracker.shared.domain import Artifact, Change, ChangeKind, JSONValue, Severity
 
 EXECUTED_PREFIX = "executed-"
 """Rules whose names start so are decided by running transformers (`tracker.advisories.execute`);

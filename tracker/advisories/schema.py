@@ -14,8 +14,8 @@ from typing import Any
 
 import jsonschema
 
-from tracker.domain import JSONValue, is_full_sha
-from tracker.errors import AdvisoryError
+from tracker.shared.domain import JSONValue, is_full_sha
+from tracker.shared.errors import AdvisoryError
 
 SCHEMA_VERSION = "1.7.4"
 """The OSV schema version our records declare. The bundled schema file carries no version; 1.7.4 is

@@ -47,7 +47,7 @@ from tracker.advisories.lifecycle import (
 from tracker.advisories.loading import why_not_loading
 from tracker.advisories.osv import advisory_id, build_record, change_json
 from tracker.advisories.schema import validate_record
-from tracker.domain import (
+from tracker.shared.domain import (
     Advisory,
     AdvisoryState,
     Artifact,
@@ -60,7 +60,7 @@ from tracker.domain import (
     WithdrawnBy,
     is_full_sha,
 )
-from tracker.errors import AdvisoryError
+from tracker.shared.errors import AdvisoryError
 from tracker.store.advisories import (
     AdvisoryConflictError,
     AdvisoryStore,
@@ -191,7 +191,7 @@ def publish(
     (`tracker.teams.audience`); without it those subscriptions receive nothing of this revision.
 
     `lineage_fixed`: the open stale-derivative advisories this revision fixes
-    (`tracker.lineage.fixed_by`: it no longer holds the values its base left), fixed here like
+    (`tracker.lineage.check.fixed_by`: it no longer holds the values its base left), fixed here like
     any other, in the same transaction.
     """
     rules = _overrides(overrides)
@@ -237,7 +237,7 @@ def _publish(
     extend: list[tuple[OpenCandidate, str | None]] = []
     for cand in tx.open_candidates(repo_id, previous, sha) if previous is not None else []:
         pending = [PendingChange.from_json(p) for p in cand.pending]
-        if cand.id in lineage_fixed:  # a stale derivative re-converted (`tracker.lineage`)
+        if cand.id in lineage_fixed:  # a stale derivative re-converted (`tracker.lineage.check`)
             fixed_here.append(_fix_stale(tx, cand.id, subject, sha, now))
             continue
         step = advance(pending, changes)
@@ -464,7 +464,7 @@ def enqueue_introduced(
     audience: Audience | None = None,
 ) -> None:
     """The webhook outbox for one advisory published outside a revision's own publishing (a
-    stale derivative, `tracker.lineage`), in its transaction: a `revision.advisories` delivery
+    stale derivative, `tracker.lineage.check`), in its transaction: a `revision.advisories` delivery
     of the revision it is introduced at, for every subscription that wants it."""
     subject = Subject(repo_id, repo_url, sha, None, None, None)
     _enqueue_deliveries(tx, subject, [advisory], [], now, audience)

@@ -25,8 +25,17 @@ from tracker.advisories.schema import SCHEMA_VERSION
 from tracker.advisories.values import literal
 from tracker.diff import Unit
 from tracker.diff.lineage import TEMPLATE, TOKENIZER
-from tracker.domain import Artifact, Commit, JSONValue, RepoId, Severity, Sha, is_full_sha, rfc3339
-from tracker.errors import AdvisoryError
+from tracker.shared.domain import (
+    Artifact,
+    Commit,
+    JSONValue,
+    RepoId,
+    Severity,
+    Sha,
+    is_full_sha,
+    rfc3339,
+)
+from tracker.shared.errors import AdvisoryError
 
 ARTIFACT = "lineage"
 """The artifact of a stale entry's pending location (no change of the derivative has it)."""

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tracker.diff import SideState, load_json_object, read_side
-from tracker.domain import JSONValue, Snapshot
+from tracker.shared.domain import JSONValue, Snapshot
 
 ROLES = ("bos", "eos", "unk", "sep", "pad", "cls", "mask")
 """The named special tokens, in transformers' `SPECIAL_TOKENS_ATTRIBUTES` order (without `_token`)."""

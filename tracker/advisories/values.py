@@ -13,7 +13,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping
 
-from tracker.domain import JSONValue
+from tracker.shared.domain import JSONValue
 
 MAX_INLINE = 60
 """The longest value (as text) a table cell shows; longer ones are shown whole under the table."""

@@ -26,10 +26,10 @@ from tracker.api.memo import kept_response
 from tracker.api.models import AdvisoryPage, Order
 from tracker.api.params import SEVERITY_ANY_CASE, any_case
 from tracker.api.problem import Problem
-from tracker.domain import AdvisoryState, Artifact, rfc3339
-from tracker.errors import InvalidRepoIdError
-from tracker.queries import FilterError, advisory_filter
+from tracker.shared.domain import AdvisoryState, Artifact, rfc3339
+from tracker.shared.errors import InvalidRepoIdError
 from tracker.store.advisories.listing import AdvisorySummary, advisory_page
+from tracker.store.queries import FilterError, advisory_filter
 
 router = APIRouter(tags=["advisories"], dependencies=[Depends(require_read)])
 MAX_VALUES = 50  # values of one filter in one request
@@ -115,7 +115,7 @@ def list_advisories(
     cursor: Annotated[str | None, Query(max_length=500)] = None,
 ) -> Response:
     """Filters combine: every one given must hold; one given several times matches any of its
-    values (`tracker.queries.advisory_filter`, as `tracker advisories list` applies them)."""
+    values (`tracker.store.queries.advisory_filter`, as `tracker advisories list` applies them)."""
     try:
         where = advisory_filter(
             repos=repo or (),

@@ -28,8 +28,6 @@ from tracker.api.caching import LIST, Kept, keep
 from tracker.api.memo import kept_response
 from tracker.api.params import SEVERITY_ANY_CASE, Name, Org, repo_id_of
 from tracker.api.problem import Problem
-from tracker.domain import Artifact, ChangeKind, RepoId, Severity
-from tracker.errors import StoreNotFoundError, TrackerError
 from tracker.feeds import (
     ATOM_TYPE,
     DEFAULT_LIMIT,
@@ -47,7 +45,9 @@ from tracker.feeds import (
 )
 from tracker.feeds.entries import TAG
 from tracker.feeds.jsonfeed import JsonFeed
-from tracker.queries import SEVERITY_ORDER, FilterError, advisory_filter
+from tracker.shared.domain import Artifact, ChangeKind, RepoId, Severity
+from tracker.shared.errors import StoreNotFoundError, TrackerError
+from tracker.store.queries import SEVERITY_ORDER, FilterError, advisory_filter
 from tracker.web.markdown import render_markdown
 from tracker.web.views import PagesApp, repo_url
 
@@ -157,7 +157,7 @@ _JSON_DOC: dict[int | str, dict[str, Any]] = {
 def _serve(
     request: Request, repo_id: str | None, min_severity: Floors, limit: int, atom: bool
 ) -> Response:
-    # The severity floor as /v1/advisories reads it (`tracker.queries.advisory_filter`): any
+    # The severity floor as /v1/advisories reads it (`tracker.store.queries.advisory_filter`): any
     # case, the lowest of several, an empty or unknown value a 400 naming the choices.
     try:
         where = advisory_filter(min_severities=min_severity or ())

@@ -26,9 +26,9 @@ from starlette.concurrency import run_in_threadpool
 from tracker.api.auth import REALM, require_write
 from tracker.api.params import REPO_PART, Name, Org
 from tracker.api.problem import Problem
-from tracker.domain import Artifact, Clock, RepoId, Severity, parse_repo_id
-from tracker.errors import ConfigError, InvalidRepoIdError, StoreNotFoundError
 from tracker.settings import Settings
+from tracker.shared.domain import Artifact, Clock, RepoId, Severity, parse_repo_id
+from tracker.shared.errors import ConfigError, InvalidRepoIdError, StoreNotFoundError
 from tracker.store import Store
 from tracker.store.webhooks import WebhookStore
 from tracker.watchlist import Watchlist

@@ -5,7 +5,7 @@ front of every route.
 - A body without one (chunked) is read chunk by chunk and refused with 413 as soon as it passes
   `max_bytes`: a 100 MB chunked body costs at most `max_bytes` plus one chunk of memory.
 - A JSON body nested deeper than `max_depth` is refused with 400 before any route parses it
-  (`tracker.bounded.json_depth`, iterative), so no handler can hit Python's recursion limit.
+  (`tracker.shared.bounded.json_depth`, iterative), so no handler can hit Python's recursion limit.
 Answers are problem documents (`tracker.api.problem`), with OSV's `code` and `message` on the
 OSV routes. The body, once read, is replayed to the route unchanged.
 """
@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from tracker.api.problem import PROBLEM_TYPE, body_of, document, is_osv_path
-from tracker.bounded import json_depth
+from tracker.shared.bounded import json_depth
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tracker.domain import AdvisoryState, Artifact, Severity
+from tracker.shared.domain import AdvisoryState, Artifact, Severity
 
 Order = Literal["oldest", "newest"]
 

@@ -41,8 +41,8 @@ from tracker.api.auth import require_read
 from tracker.api.encoding import COMPRESSIONS
 from tracker.api.limits import ASGIApp, Message, Receive, Scope, Send
 from tracker.api.problem import respond
-from tracker.domain import AdvisoryState, Clock, Severity
-from tracker.errors import TrackerError
+from tracker.shared.domain import AdvisoryState, Clock, Severity
+from tracker.shared.errors import TrackerError
 from tracker.store.ops import OpsCounts, OpsReader
 from tracker.store.statements import StatementCount, uncounted
 from tracker.store.values import RepoStatus

@@ -21,8 +21,8 @@ from tracker.api.auth import require_read
 from tracker.api.caching import ADVISORY, NOT_MODIFIED, cached_json
 from tracker.api.params import REPO_PART
 from tracker.api.problem import Problem
-from tracker.domain import is_full_sha, parse_repo_id
-from tracker.errors import InvalidRepoIdError
+from tracker.shared.domain import is_full_sha, parse_repo_id
+from tracker.shared.errors import InvalidRepoIdError
 from tracker.store.advisories import AdvisoryStore
 
 DEFAULT_PAGE_SIZE = 100

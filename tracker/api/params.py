@@ -8,11 +8,11 @@ from typing import Annotated
 from fastapi import Path
 
 from tracker.api.problem import Problem
-from tracker.domain import RepoId, Severity, parse_repo_id
-from tracker.errors import InvalidRepoIdError
+from tracker.shared.domain import RepoId, Severity, parse_repo_id
+from tracker.shared.errors import InvalidRepoIdError
 from tracker.store.store import REVISION_PATTERN
 
-# A repo id part as `tracker.domain.parse_repo_id` accepts it: 1-96 of [A-Za-z0-9._-], starting
+# A repo id part as `tracker.shared.domain.parse_repo_id` accepts it: 1-96 of [A-Za-z0-9._-], starting
 # with a letter or digit, no "..", not ending with "." (written without lookarounds).
 REPO_PART = r"^[A-Za-z0-9][A-Za-z0-9_-]*(?:\.[A-Za-z0-9_-]+)*$"
 

@@ -35,7 +35,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 from starlette.routing import Match
 
-from tracker.errors import InvalidRevisionError, StoreError, StoreNotFoundError
+from tracker.shared.errors import InvalidRevisionError, StoreError, StoreNotFoundError
 
 log = structlog.get_logger(__name__)
 

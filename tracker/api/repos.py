@@ -6,7 +6,7 @@ through `tracker.api.caching` (strong ETag, 304, Cache-Control by how the conten
 A revision is named as the CLI names it (`Store.resolve`): a full sha, a short sha, the ref,
 `HEAD`, each with an optional `~n`. Content named only by full shas is immutable; anything named
 by a ref or short sha can move and is `no-cache`. The diff and estimate answers are exactly the
-CLI's (`tracker.queries.diff_revisions` + `render_json`, `tracker.cli.estimating.store_report`).
+CLI's (`tracker.store.queries.diff_revisions` + `render_json`, `tracker.cli.estimating.store_report`).
 The routes are sync `def`s: Starlette runs them in its threadpool, so store reads never block
 the event loop.
 """
@@ -49,10 +49,10 @@ from tracker.api.models import (
 )
 from tracker.api.params import REVISION, REVISION_WORDS, Name, Org, Rev, any_case, repo_id_of
 from tracker.api.problem import Problem
-from tracker.domain import Artifact, is_full_sha, rfc3339
-from tracker.errors import ConfigError, EstimateError, StoreNotFoundError
-from tracker.queries import FilterError, choice
+from tracker.shared.domain import Artifact, is_full_sha, rfc3339
+from tracker.shared.errors import ConfigError, EstimateError, StoreNotFoundError
 from tracker.store.advisories.listing import counts_by_repo
+from tracker.store.queries import FilterError, choice
 from tracker.store.values import FileKind, RepoState, RepoStatus
 
 router = APIRouter(tags=["store"], dependencies=[Depends(require_read)])
@@ -165,7 +165,7 @@ def revisions(
     limit: Annotated[int, Query(ge=1, le=paging.MAX_LIMIT)] = paging.DEFAULT_LIMIT,
     cursor: Annotated[str | None, Query(max_length=500)] = None,
 ) -> Response:
-    from tracker.queries import revision_json
+    from tracker.store.queries import revision_json
 
     app = _app(request)
     repo_id = repo_id_of(org, name)
@@ -198,7 +198,7 @@ def revisions(
     summary="Every revision and event: exactly `tracker history --json`",
 )
 def history(org: Org, name: Name, request: Request) -> Response:
-    from tracker.queries import history_json
+    from tracker.store.queries import history_json
 
     return cached_json(request, history_json(_app(request).store, repo_id_of(org, name)), LIST)
 
@@ -367,7 +367,7 @@ def diff(
     ] = None,
 ) -> Response:
     from tracker.diff.render import render_json
-    from tracker.queries import diff_revisions
+    from tracker.store.queries import diff_revisions
 
     app = _app(request)
     repo_id = repo_id_of(org, name)

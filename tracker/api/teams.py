@@ -15,7 +15,7 @@ from tracker.api.auth import require_read
 from tracker.api.caching import LIST, NOT_MODIFIED, cached_json
 from tracker.api.params import Name, Org, repo_id_of
 from tracker.api.problem import Problem
-from tracker.errors import NotFoundError, NotWatchedError
+from tracker.shared.errors import NotFoundError, NotWatchedError
 from tracker.teams.profile import Team
 
 router = APIRouter(tags=["teams"], dependencies=[Depends(require_read)])

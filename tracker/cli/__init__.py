@@ -14,8 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tracker import errors
 from tracker.cli.exits import EXIT_CODES, exit_code_for, one_line
+from tracker.shared import errors
 
 if TYPE_CHECKING:
     import typer

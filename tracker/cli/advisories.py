@@ -10,8 +10,8 @@ from typing import Annotated, Any
 import typer
 
 from tracker.cli.tables import Col, console, print_table
-from tracker.errors import ConfigError, NoStoreError, StoreNotFoundError
 from tracker.settings import load_settings
+from tracker.shared.errors import ConfigError, NoStoreError, StoreNotFoundError
 
 
 def _store() -> tuple[Any, Any]:
@@ -65,11 +65,11 @@ def register(app: typer.Typer) -> None:
 
         Filters combine: every one given must hold; a filter given several times matches any of
         its values. Severities, kinds and states are case-insensitive. `/v1/advisories` applies
-        the same filters (`tracker.queries.advisory_filter`).
+        the same filters (`tracker.store.queries.advisory_filter`).
         """
         from tracker.advisories.lifecycle import state_of
-        from tracker.domain import Artifact, parse_rfc3339, rfc3339
-        from tracker.queries import FilterError, advisory_filter
+        from tracker.shared.domain import Artifact, parse_rfc3339, rfc3339
+        from tracker.store.queries import FilterError, advisory_filter
 
         try:
             where = advisory_filter(

@@ -19,7 +19,7 @@ import typer
 from rich.console import Console
 
 from tracker.cli import tables
-from tracker.domain import Severity
+from tracker.shared.domain import Severity
 
 if TYPE_CHECKING:
     from tracker.app import App
@@ -170,8 +170,8 @@ def demo(
 def _preflight_versions(console: Console, app: App) -> list[str]:
     """The transformers versions the watchlist's preflight names; says which are not cached yet
     (the cycle fetches their wheels once: about 11 s for three on this project's machine)."""
-    from tracker.errors import TrackerError
     from tracker.preflight.wheels import watchlist_versions
+    from tracker.shared.errors import TrackerError
 
     try:
         versions = watchlist_versions(app.settings.watchlist)

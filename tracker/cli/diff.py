@@ -6,8 +6,8 @@ from typing import Annotated
 
 import typer
 
-from tracker.domain import Artifact, parse_repo_id
-from tracker.errors import ConfigError
+from tracker.shared.domain import Artifact, parse_repo_id
+from tracker.shared.errors import ConfigError
 
 _KINDS = ", ".join(a.value for a in Artifact if a is not Artifact.ESTIMATE)
 
@@ -51,8 +51,8 @@ def diff_command(
     """Show what changed between revisions A and B of REPO, artifact by artifact."""
     from tracker.app import build
     from tracker.diff.render import render_json, render_text
-    from tracker.queries import diff_revisions
     from tracker.settings import load_settings
+    from tracker.store.queries import diff_revisions
 
     repo_id = parse_repo_id(repo)
     kinds = _parse_kinds(kind)

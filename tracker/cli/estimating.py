@@ -16,13 +16,13 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from tracker.errors import ConfigError, EstimateError
+from tracker.shared.errors import ConfigError, EstimateError
 
 if TYPE_CHECKING:
-    from tracker.artifacts import Limits
-    from tracker.domain import Estimate, RepoId, SafetensorsHeader
     from tracker.estimate.settings import EstimateSettings
     from tracker.settings import Settings
+    from tracker.shared.artifacts import Limits
+    from tracker.shared.domain import Estimate, RepoId, SafetensorsHeader
     from tracker.sources import RepoSource
     from tracker.store import Store
 
@@ -130,7 +130,7 @@ def run(
             base, where = _watchlist_settings_of(str(watched))
         # A local file is read under the default file cap: reading the settings would load
         # pydantic, which a one-off estimate does not need (the settings govern Hub reads).
-        from tracker.bounded import MAX_FILE_BYTES as cap
+        from tracker.shared.bounded import MAX_FILE_BYTES as cap
 
         config = parse_config(_read(path, cap))
         tokenizer: dict[str, bytes] = {}
@@ -159,8 +159,8 @@ def _gguf_target(path: Path, target: str, *, hub: bool) -> tuple[list[Any], str]
     """The GGUF models of a local `.gguf` file (its header read from disk, not its weights), or
     of an ingested revision that holds GGUF models and no config.json; None otherwise."""
     if path.suffix == ".gguf":
-        from tracker.domain import gguf_models
         from tracker.settings import load_settings
+        from tracker.shared.domain import gguf_models
         from tracker.sources.gguf import parse_gguf
 
         size = path.stat().st_size if path.is_file() else None
@@ -178,8 +178,8 @@ def _gguf_target(path: Path, target: str, *, hub: bool) -> tuple[list[Any], str]
         return list(models.values()), str(path)
     if hub or path.suffix == ".json" or path.exists() or "/" not in target:
         return None
-    from tracker.domain import parse_repo_id
     from tracker.settings import load_settings
+    from tracker.shared.domain import parse_repo_id
 
     repo, _, rev = target.partition("@")
     repo_id = parse_repo_id(repo)
@@ -300,9 +300,9 @@ def _from_repo(
 ]:
     from tracker import logs
     from tracker.app import build
-    from tracker.domain import parse_repo_id
-    from tracker.errors import StoreNotFoundError
     from tracker.settings import load_settings
+    from tracker.shared.domain import parse_repo_id
+    from tracker.shared.errors import StoreNotFoundError
 
     logs.configure(level="WARNING")  # until `build` reconfigures from the settings
     settings = load_settings()
@@ -332,9 +332,9 @@ def _from_repo(
 def _watchlist_settings_of(name: str) -> tuple[Mapping[str, Any], str]:
     """(`estimate:` block, where) of watched repo `name` for a local CONFIG
     (`--watchlist-settings ORG/NAME`): ConfigError when the watchlist does not name it."""
-    from tracker.domain import parse_repo_id
-    from tracker.errors import NotWatchedError
     from tracker.settings import load_settings
+    from tracker.shared.domain import parse_repo_id
+    from tracker.shared.errors import NotWatchedError
     from tracker.watchlist import load_watchlist
 
     settings = load_settings()
@@ -352,7 +352,7 @@ def _watchlist_settings_of(name: str) -> tuple[Mapping[str, Any], str]:
 
 def _watchlist_block(settings: Settings, repo_id: RepoId) -> Mapping[str, Any]:
     """The watchlist's `estimate:` mapping for `repo_id` (empty when it is not watched)."""
-    from tracker.errors import NotWatchedError
+    from tracker.shared.errors import NotWatchedError
     from tracker.watchlist import load_watchlist
 
     if not settings.watchlist.is_file():
@@ -367,7 +367,7 @@ def read_stored(settings: Settings, read: Callable[[Store], T]) -> T | None:
     """`read(store)` over the store opened read-only (nothing is created or migrated); None when
     there is no store, or `read` finds no such repo or revision (StoreNotFoundError)."""
     from tracker.app import build
-    from tracker.errors import StoreNotFoundError
+    from tracker.shared.errors import StoreNotFoundError
 
     try:
         application = build(settings, read_only=True)
@@ -415,8 +415,8 @@ def stored_inputs(
 def repo_settings(settings: Settings, repo_id: RepoId) -> EstimateSettings:
     """The watchlist's `estimate:` settings for `repo_id` (defaults < rules < entry), or the
     defaults when the watchlist has no such repo or no watchlist file exists."""
-    from tracker.errors import NotWatchedError
     from tracker.estimate.settings import EstimateSettings
+    from tracker.shared.errors import NotWatchedError
     from tracker.watchlist import load_watchlist
 
     if not settings.watchlist.is_file():
@@ -435,8 +435,8 @@ def _from_hub(
 ]:
     from tracker import logs
     from tracker.app import build
-    from tracker.domain import parse_repo_id
     from tracker.settings import load_settings
+    from tracker.shared.domain import parse_repo_id
 
     logs.configure(level="WARNING")  # until `build` reconfigures from the settings
     settings = load_settings()
@@ -460,8 +460,8 @@ def _local_headers(root: Path) -> dict[str, SafetensorsHeader]:
     shards = sorted(p for p in root.glob("*.safetensors") if p.is_file())
     if not shards:
         return {}
-    from tracker.artifacts import MAX_HEADER_BYTES
-    from tracker.errors import TrackerError
+    from tracker.shared.artifacts import MAX_HEADER_BYTES
+    from tracker.shared.errors import TrackerError
     from tracker.sources.safetensors import header_length, parse_header
 
     headers: dict[str, SafetensorsHeader] = {}
@@ -495,9 +495,9 @@ def fetch_from_source(
     Returns (config, headers by path, tokenizer files by name, label "org/name@sha12"); one
     tree listing decides which of the optional files exist, so absent ones cost no request.
     """
-    from tracker.artifacts import is_header_only
     from tracker.estimate import TOKENIZER_FILES, parse_config
     from tracker.estimate.checkpoint import INDEX_FILES
+    from tracker.shared.artifacts import is_header_only
 
     sha = source.resolve_ref(repo_id, rev)
     config = parse_config(source.read_file(repo_id, sha, "config.json", limits.max_file_bytes))
@@ -618,7 +618,7 @@ def render(
 def main(args: Sequence[str]) -> int:
     """Run `tracker estimate` with `args` (after the word `estimate`); the exit status. A
     TrackerError is one line on stderr and its status from tracker.cli's table."""
-    from tracker.errors import TrackerError
+    from tracker.shared.errors import TrackerError
 
     try:
         target, flags, values = parse_args(args)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tracker import errors
+from tracker.shared import errors
 
 # Most specific first: the first matching class decides the exit code.
 EXIT_CODES: tuple[tuple[type[errors.TrackerError], int], ...] = (

@@ -13,8 +13,8 @@ from typing import Annotated, Any
 
 import typer
 
-from tracker.domain import parse_repo_id
-from tracker.errors import StoreNotFoundError
+from tracker.shared.domain import parse_repo_id
+from tracker.shared.errors import StoreNotFoundError
 
 
 def _line(node: dict[str, Any], role: str, depth: int) -> list[str]:
@@ -64,7 +64,7 @@ def lineage_command(
 ) -> None:
     """Show REPO's base models and watched derivatives, each with its state (stale or not)."""
     from tracker.app import build
-    from tracker.lineage import lineage_tree
+    from tracker.lineage.check import lineage_tree
     from tracker.settings import load_settings
     from tracker.store.lineage import LineageStore
 

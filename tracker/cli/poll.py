@@ -1,6 +1,6 @@
 """CLI commands: `tracker poll [REPO] [--once]`, `tracker history REPO`, `tracker show REPO@REV PATH`.
 
-Without `--once`, `poll` runs the polling daemon (`tracker.scheduler`): one worker among any
+Without `--once`, `poll` runs the polling daemon (`tracker.daemon.scheduler`): one worker among any
 number sharing one PostgreSQL database (SQLite: one), clean stop on SIGTERM/SIGINT.
 """
 
@@ -16,10 +16,15 @@ import typer
 
 from tracker.app import App, build
 from tracker.cli.tables import Col, console, print_table, size
-from tracker.domain import parse_repo_id
-from tracker.errors import ConfigError, StoreNotFoundError, UnreadableArtifactError, WatchlistError
-from tracker.ingest import PollReport
+from tracker.ingest.snapshots import PollReport
 from tracker.settings import load_settings
+from tracker.shared.domain import parse_repo_id
+from tracker.shared.errors import (
+    ConfigError,
+    StoreNotFoundError,
+    UnreadableArtifactError,
+    WatchlistError,
+)
 from tracker.store import FileKind
 from tracker.store.values import decode_header
 from tracker.watchlist import WatchedRepo
@@ -141,7 +146,7 @@ def poll(
                 typer.echo(f"error: {report.unclean_line()}", err=True)
                 raise typer.Exit(1)
         else:
-            from tracker.scheduler import Daemon
+            from tracker.daemon.scheduler import Daemon
 
             only = None if repo is None else [r.repo_id for r in repos]
             Daemon(app, only=only, follow_watchlist=repo is None).run()
@@ -154,7 +159,7 @@ def history(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Every ingested revision of a repo, oldest first, and its events (force-pushes, ...)."""
-    from tracker.queries import history_json
+    from tracker.store.queries import history_json
 
     rid = parse_repo_id(repo)
     app = build(load_settings(), read_only=True)

@@ -9,21 +9,21 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from tracker.artifacts import AUTO_MAP_FILES, Limits, is_header_only
 from tracker.cli.estimating import read_stored, store_only
-from tracker.domain import RepoId, SafetensorsHeader, TreeEntry, parse_repo_id
-from tracker.errors import (
+from tracker.estimate import EstimateSettings
+from tracker.estimate.checkpoint import INDEX_FILES
+from tracker.preflight.report import Preflight
+from tracker.preflight.settings import PreflightSettings
+from tracker.settings import Settings
+from tracker.shared.artifacts import AUTO_MAP_FILES, Limits, is_header_only
+from tracker.shared.domain import RepoId, SafetensorsHeader, TreeEntry, parse_repo_id
+from tracker.shared.errors import (
     ConfigError,
     EstimateError,
     NotWatchedError,
     StoreNotFoundError,
     TrackerError,
 )
-from tracker.estimate import EstimateSettings
-from tracker.estimate.checkpoint import INDEX_FILES
-from tracker.preflight.report import Preflight
-from tracker.preflight.settings import PreflightSettings
-from tracker.settings import Settings
 from tracker.sources import RepoSource
 
 if TYPE_CHECKING:
@@ -71,10 +71,10 @@ def register(app: typer.Typer) -> None:
         a short sha, HEAD or HEAD~n; default HEAD); a repo or revision the store lacks, or
         --hub, reads the Hub (a full sha or a ref there; default main).
         """
-        from tracker.domain import Sha, Snapshot
         from tracker.preflight import preflight_snapshot
         from tracker.preflight.wheels import SymbolTables
         from tracker.settings import load_settings
+        from tracker.shared.domain import Sha, Snapshot
 
         settings = load_settings()
         limits = settings.limits
@@ -208,7 +208,7 @@ def fetch_repo(
 ) -> tuple[dict[str, bytes], dict[str, SafetensorsHeader], list[TreeEntry], str]:
     """What preflight reads of `repo_id` at `rev`: config and auto_map files, the index, the
     remote-code modules (auto_map and their relative imports) and the safetensors headers."""
-    from tracker.ingest import relative_imports
+    from tracker.ingest.snapshots import relative_imports
     from tracker.preflight.imports import auto_map_modules
 
     sha = source.resolve_ref(repo_id, rev)

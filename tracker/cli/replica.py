@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from tracker.errors import ConfigError
+from tracker.shared.errors import ConfigError
 
 
 def serve(

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from tracker.errors import ConfigError, NoStoreError
+from tracker.shared.errors import ConfigError, NoStoreError
 
 if TYPE_CHECKING:
     from tracker.scan.report import ScanReport
@@ -25,7 +25,7 @@ FORMATS = ("text", "json", "sarif")
 
 
 def _severity(value: str | None) -> Any:
-    from tracker.domain import Severity
+    from tracker.shared.domain import Severity
 
     if value is None:
         return None

@@ -13,9 +13,9 @@ from typing import Annotated
 import structlog
 import typer
 
-from tracker.errors import ConfigError
 from tracker.logs import wants_json
 from tracker.settings import load_settings
+from tracker.shared.errors import ConfigError
 
 
 def bind(host: str, port: int) -> socket.socket:

@@ -11,8 +11,8 @@ from rich.console import Console
 from rich.table import Table
 
 from tracker.app import build
-from tracker.errors import ConfigError
 from tracker.settings import load_settings
+from tracker.shared.errors import ConfigError
 from tracker.watchlist import parse_interval
 from tracker.webhooks import subscriptions as subs
 

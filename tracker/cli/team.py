@@ -157,7 +157,7 @@ def register(app: typer.Typer) -> None:
         """The upgrade report of a team on one repo: from its pinned revision to HEAD, the
         advisories that apply to its profile, its workloads' fit on its cards and the remote
         code's import on its transformers version at both ends, and a verdict."""
-        from tracker.errors import StoreNotFoundError
+        from tracker.shared.errors import StoreNotFoundError
         from tracker.teams.service import report_json, report_of
 
         team = _watchlist().team(name)

@@ -12,9 +12,9 @@ import typer
 
 from tracker.app import build
 from tracker.cli.tables import Col, console, print_table
-from tracker.domain import parse_repo_id
-from tracker.errors import ConfigError, NoStoreError
 from tracker.settings import load_settings
+from tracker.shared.domain import parse_repo_id
+from tracker.shared.errors import ConfigError, NoStoreError
 from tracker.store import RepoState
 from tracker.watchlist import MAX_BACKFILL, add_repo, load_watchlist, parse_interval, remove_repo
 

@@ -37,14 +37,16 @@ from tracker.diff.gguf import diff_gguf
 from tracker.diff.lineage import LineageLink, Unit, base_values, effective_units, read_links
 from tracker.diff.processor import diff_processor
 from tracker.diff.sandbox import DEFAULT_LIMITS, Renderer, RenderLimits, render_in_process
-from tracker.diff.special_tokens import diff_special_tokens
+from tracker.diff.special_tokens import INFERRED, MODEL_READS_CLAUSE, diff_special_tokens
 from tracker.diff.tokenizer import diff_tokenizer
 from tracker.diff.weights import diff_weights
-from tracker.domain import Artifact, Change, ChangeKind, Snapshot
+from tracker.shared.domain import Artifact, Change, ChangeKind, Snapshot
 
 __all__ = [
     "CONVERSATION_IDS",
     "DIFFERS",
+    "INFERRED",
+    "MODEL_READS_CLAUSE",
     "LineageLink",
     "Side",
     "SideState",
@@ -90,7 +92,7 @@ def _within_budget(
     bound foresaw) gives one recorded "could not analyse" change for its artifact instead of a
     crash that would leave the revision pending for ever (issue 10, item 6). Running out of memory
     is no property of the revision: the MemoryError goes up to the analysis budget
-    (`tracker.analysis_worker`), which records the whole revision as could not analyse."""
+    (`tracker.sandbox.analysis_worker`), which records the whole revision as could not analyse."""
     try:
         return list(differ(before, after))
     except RecursionError as exc:
@@ -121,7 +123,7 @@ def diff_snapshots(
 
     Pure and deterministic: no I/O, clock or logging; chat templates render at a fixed time under
     a step budget (`tracker.diff.sandbox`) with `renderer`: in this process by default, or the
-    backstop's (`tracker.render_backstop.render_batch`: a killable worker process, which gives the
+    backstop's (`tracker.sandbox.render_backstop.render_batch`: a killable worker process, which gives the
     same results or raises RetryLaterError, never a different change). `before=None` is the first
     revision: only UNREADABLE changes are reported for it. `kinds` restricts the differs run (None:
     all). Never raises for bad content: unparseable files become UNREADABLE (or BROKEN for

@@ -12,9 +12,9 @@ from typing import Any, assert_never
 
 from deepdiff import DeepDiff
 
-from tracker.bounded import NonFinite, bounds_for, load_json
-from tracker.domain import Artifact, Change, ChangeKind, JSONValue, Snapshot
-from tracker.errors import UnreadableArtifactError
+from tracker.shared.bounded import NonFinite, bounds_for, load_json
+from tracker.shared.domain import Artifact, Change, ChangeKind, JSONValue, Snapshot
+from tracker.shared.errors import UnreadableArtifactError
 
 MAX_VALUE_CHARS = 400
 """A before/after value whose JSON is longer than this is replaced by a short description."""
@@ -38,7 +38,7 @@ def decode_text(path: str, data: bytes) -> str:
 
 
 def load_json_object(path: str, data: bytes) -> dict[str, JSONValue]:
-    """Parse `data` as a JSON object within the bounds of its kind (`tracker.bounded.bounds_for`).
+    """Parse `data` as a JSON object within the bounds of its kind (`tracker.shared.bounded.bounds_for`).
 
     The constants NaN, Infinity and -Infinity, which Python's json and transformers read (Nemotron-H
     configs carry `time_step_limit: [0.0, Infinity]`), are kept as their names ("Infinity"), so a

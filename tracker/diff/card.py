@@ -6,7 +6,6 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from tracker.bounded import FRONT_MATTER, load_yaml
 from tracker.diff._common import (
     decode_text,
     digest,
@@ -16,8 +15,9 @@ from tracker.diff._common import (
     show,
     unified,
 )
-from tracker.domain import Artifact, Change, ChangeKind, JSONValue, Snapshot
-from tracker.errors import UnreadableArtifactError
+from tracker.shared.bounded import FRONT_MATTER, load_yaml
+from tracker.shared.domain import Artifact, Change, ChangeKind, JSONValue, Snapshot
+from tracker.shared.errors import UnreadableArtifactError
 
 CARD_FILE = "README.md"
 _ART = Artifact.MODEL_CARD
@@ -37,7 +37,7 @@ def _jsonable(value: Any) -> JSONValue:
 
 
 def parse_card(path: str, data: bytes) -> Card:
-    """Split a README into front matter (YAML, bounded: `tracker.bounded.FRONT_MATTER`) and body.
+    """Split a README into front matter (YAML, bounded: `tracker.shared.bounded.FRONT_MATTER`) and body.
 
     Raises UnreadableArtifactError for binary content, malformed YAML, front matter over its
     bounds (an alias bomb is refused, never expanded), or front matter that is not a mapping. A README without a leading `---` block has empty front matter.

@@ -26,8 +26,8 @@ from tracker.diff.sandbox import (
 )
 from tracker.diff.special_tokens import effective_special_tokens
 from tracker.diff.tokenizer import TOKENIZER_CONFIG_FILE
-from tracker.domain import Artifact, Change, ChangeKind, JSONValue, Snapshot
-from tracker.errors import UnreadableArtifactError
+from tracker.shared.domain import Artifact, Change, ChangeKind, JSONValue, Snapshot
+from tracker.shared.errors import UnreadableArtifactError
 
 TEMPLATE_FILE = "chat_template.jinja"
 TEMPLATE_JSON_FILE = "chat_template.json"

@@ -7,7 +7,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import assert_never
 
-from tracker.artifacts import AUTO_MAP_FILES
 from tracker.diff._common import (
     Side,
     SideState,
@@ -21,8 +20,9 @@ from tracker.diff._common import (
     transition,
     unified,
 )
-from tracker.domain import Artifact, Change, ChangeKind, JSONValue, Snapshot
-from tracker.errors import UnreadableArtifactError
+from tracker.shared.artifacts import AUTO_MAP_FILES
+from tracker.shared.domain import Artifact, Change, ChangeKind, JSONValue, Snapshot
+from tracker.shared.errors import UnreadableArtifactError
 
 _ART = Artifact.CUSTOM_CODE
 

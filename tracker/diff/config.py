@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tracker.diff._common import json_key_changes, lifecycle, load_json_object, read_side
-from tracker.domain import Artifact, Change, Snapshot
+from tracker.shared.domain import Artifact, Change, Snapshot
 
 CONFIG_FILE = "config.json"
 GENERATION_CONFIG_FILE = "generation_config.json"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from tracker.artifacts import is_pickle
 from tracker.diff._common import path_change
-from tracker.domain import Artifact, Change, ChangeKind, JSONValue, Snapshot, TreeEntry
+from tracker.shared.artifacts import is_pickle
+from tracker.shared.domain import Artifact, Change, ChangeKind, JSONValue, Snapshot, TreeEntry
 
 _ART = Artifact.EXECUTABLE
 

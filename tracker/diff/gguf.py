@@ -30,7 +30,15 @@ from collections.abc import Mapping
 from tracker.diff._common import short_value
 from tracker.diff.chat_template import DEFAULT, Templates, _diff_one
 from tracker.diff.sandbox import DEFAULT_LIMITS, Renderer, RenderLimits, render_in_process
-from tracker.domain import Artifact, Change, ChangeKind, GGUFArray, GGUFModel, JSONValue, Snapshot
+from tracker.shared.domain import (
+    Artifact,
+    Change,
+    ChangeKind,
+    GGUFArray,
+    GGUFModel,
+    JSONValue,
+    Snapshot,
+)
 
 _TOKENIZER = "tokenizer.ggml."
 _TEMPLATE = "tokenizer.chat_template"

@@ -25,7 +25,7 @@ from tracker.diff._common import SideState, load_json_object, read_side
 from tracker.diff.card import CARD_FILE, parse_card
 from tracker.diff.chat_template import DEFAULT, _Unknown, resolve_templates
 from tracker.diff.config import CONFIG_FILE, GENERATION_CONFIG_FILE
-from tracker.domain import GGUFModel, JSONValue, RepoId, Snapshot
+from tracker.shared.domain import GGUFModel, JSONValue, RepoId, Snapshot
 
 RELATIONS = ("quantized", "finetune", "adapter", "merge")
 TEMPLATE = "chat_template"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tracker.diff.config import diff_json_file
-from tracker.domain import Artifact, Change, Snapshot
+from tracker.shared.domain import Artifact, Change, Snapshot
 
 PROCESSOR_FILES = (
     "preprocessor_config.json",

@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 from itertools import groupby
 
-from tracker.domain import ChangeKind, Diff
+from tracker.shared.domain import ChangeKind, Diff
 
 CHANGE_MARKS: Mapping[ChangeKind, str] = {
     ChangeKind.ADDED: "+",

@@ -32,7 +32,7 @@ The other bounds: output size (a capped writer), size of every intermediate stri
 limit: a frame count, deterministic) and template source length; each failure is a RenderResult.
 Time is fixed (`strftime_now` uses FIXED_NOW). What the budget cannot see (a pathological case
 that costs far more CPU per step than estimated, memory exhaustion) is caught by the backstop in
-`tracker.render_backstop`, which runs this renderer in a killable subprocess under a CPU rlimit and
+`tracker.sandbox.render_backstop`, which runs this renderer in a killable subprocess under a CPU rlimit and
 reports a hit as "retry later" (an error), never as a RenderResult. The diff takes the renderer as a
 `Renderer` argument: `render_in_process` here (pure), the backstop's `render_batch` in the pipeline.
 """
@@ -67,7 +67,7 @@ class RenderLimits:
     """The bounds of one render.
 
     `steps`: the deterministic cost budget (see the module docstring); the size bounds; and the
-    backstop (`tracker.render_backstop`): CPU seconds of the render subprocess per request, wall
+    backstop (`tracker.sandbox.render_backstop`): CPU seconds of the render subprocess per request, wall
     seconds the caller waits for it, and how far (MiB) a render may grow the subprocess's address
     space. The backstop never changes a result, it only defers one.
     """
@@ -118,7 +118,7 @@ class RenderResult:
 
 Renderer = Callable[[str, Sequence[Mapping[str, Any]], RenderLimits], list[RenderResult]]
 """Renders one template once per variables mapping: `render_in_process`, or the backstop's
-`tracker.render_backstop.render_batch` (same results; may raise RetryLaterError instead)."""
+`tracker.sandbox.render_backstop.render_batch` (same results; may raise RetryLaterError instead)."""
 
 
 class _OverBudget(BaseException):
@@ -504,7 +504,7 @@ def render_bounded(
 
     Deterministic: the same arguments give the same RenderResult (steps included) on any machine
     load. Never raises for anything the template does, except MemoryError (the backstop's
-    business: `tracker.render_backstop` turns it into "retry later").
+    business: `tracker.sandbox.render_backstop` turns it into "retry later").
     """
     return render_in_process(source, [variables], limits)[0]
 

@@ -15,7 +15,7 @@ from tracker.diff._common import (
 )
 from tracker.diff.config import CONFIG_FILE, GENERATION_CONFIG_FILE, TOKEN_ID_KEYS
 from tracker.diff.tokenizer import SPECIAL_TOKEN_NAMES, TOKENIZER_CONFIG_FILE
-from tracker.domain import Artifact, Change, ChangeKind, JSONValue, Snapshot
+from tracker.shared.domain import Artifact, Change, ChangeKind, JSONValue, Snapshot
 
 SPECIAL_TOKENS_MAP_FILE = "special_tokens_map.json"
 

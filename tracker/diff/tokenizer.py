@@ -18,8 +18,8 @@ from tracker.diff._common import (
     show,
     unified,
 )
-from tracker.domain import Artifact, Change, ChangeKind, JSONValue, Snapshot
-from tracker.errors import UnreadableArtifactError
+from tracker.shared.domain import Artifact, Change, ChangeKind, JSONValue, Snapshot
+from tracker.shared.errors import UnreadableArtifactError
 
 TOKENIZER_FILE = "tokenizer.json"
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"

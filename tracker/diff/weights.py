@@ -7,10 +7,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from tracker.artifacts import is_header_only
 from tracker.diff._common import SideState, load_json_object, read_side
-from tracker.domain import Artifact, Change, ChangeKind, Snapshot
-from tracker.errors import UnreadableArtifactError
+from tracker.shared.artifacts import is_header_only
+from tracker.shared.domain import Artifact, Change, ChangeKind, Snapshot
+from tracker.shared.errors import UnreadableArtifactError
 
 INDEX_FILE = "model.safetensors.index.json"
 BIN_INDEX_FILE = "pytorch_model.bin.index.json"

@@ -10,16 +10,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from tracker.bounded import DOCUMENT, BoundsError, load_json
-from tracker.errors import EstimateError
 from tracker.estimate.params import read_config
 from tracker.estimate.report import build_report
 from tracker.estimate.settings import DEFAULT_SETTINGS, Card, EstimateSettings
 from tracker.estimate.tokens import TOKENIZER_FILES, highest_token_id, highest_token_id_from_files
-from tracker.estimate_values import Estimate, SafetensorsHeader
+from tracker.shared.bounded import DOCUMENT, BoundsError, load_json
+from tracker.shared.errors import EstimateError
+from tracker.shared.estimate_values import Estimate, SafetensorsHeader
 
 if TYPE_CHECKING:
-    from tracker.domain import Change
+    from tracker.shared.domain import Change
 
 __all__ = [
     "TOKENIZER_FILES",
@@ -36,7 +36,7 @@ MAX_CONFIG_BYTES = 16 * 1024 * 1024
 
 
 def parse_config(data: bytes | str) -> Mapping[str, Any]:
-    """Parse config.json bytes within `tracker.bounded.DOCUMENT` (size, depth, values); EstimateError
+    """Parse config.json bytes within `tracker.shared.bounded.DOCUMENT` (size, depth, values); EstimateError
     (one line) if oversized, nested too deeply, not JSON or not an object. NaN, Infinity and
     -Infinity are accepted, as transformers accepts them (a reader rejects them where it needs a
     number)."""
@@ -79,7 +79,7 @@ def estimate(
 
 def estimate_delta(before: Estimate, after: Estimate) -> tuple[Change, ...]:
     """The Changes between two estimates (tracker/estimate/delta.py). Imported on first use: the
-    change values live in tracker.domain, which a one-off estimate does not load."""
+    change values live in tracker.shared.domain, which a one-off estimate does not load."""
     from tracker.estimate.delta import estimate_delta as delta
 
     return delta(before, after)

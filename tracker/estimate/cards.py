@@ -17,7 +17,7 @@ import operator
 from tracker.estimate.memory import GB, Memory, overhead, state_bytes
 from tracker.estimate.reading import Reading
 from tracker.estimate.settings import Card, EstimateSettings
-from tracker.estimate_values import CardFit, Fit
+from tracker.shared.estimate_values import CardFit, Fit
 
 SETUPS = ("full_finetune", "lora", "serve")
 SETUP_WORDS = {"full_finetune": "full fine-tune", "lora": "LoRA", "serve": "serving"}

@@ -21,9 +21,9 @@ from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
-from tracker.bounded import bounds_for, load_json
-from tracker.errors import UnreadableArtifactError
-from tracker.estimate_values import CheckpointCensus, SafetensorsHeader
+from tracker.shared.bounded import bounds_for, load_json
+from tracker.shared.errors import UnreadableArtifactError
+from tracker.shared.estimate_values import CheckpointCensus, SafetensorsHeader
 
 PACKED_DTYPES = frozenset({"U8", "I8", "U4", "I4"})
 QUANTIZED_DTYPES = frozenset({"F8_E4M3", "F8_E5M2", "F8_E8M0", "U8", "I8", "U4", "I4", "I32"})

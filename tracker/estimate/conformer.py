@@ -25,9 +25,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tracker.errors import EstimateError
 from tracker.estimate.irregular import Result, dims_of
 from tracker.estimate.reading import MAX_LAYERS, ConfigView, LayerSpec, Notes, Tally
+from tracker.shared.errors import EstimateError
 
 ENCODERS = frozenset({"parakeet_encoder", "nemotron_asr_streaming_encoder", "lasr_encoder"})
 """Config types of the encoder itself (the CTC class nests one as `encoder_config`)."""

@@ -12,7 +12,7 @@ import operator
 
 from tracker.estimate.reading import LayerSpec, Reading
 from tracker.estimate.settings import EstimateSettings
-from tracker.estimate_values import CostEstimate
+from tracker.shared.estimate_values import CostEstimate
 
 
 def training_cost(r: Reading, s: EstimateSettings) -> CostEstimate:

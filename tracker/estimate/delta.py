@@ -7,8 +7,8 @@ estimates are vouched for (not unverified): a number we cannot vouch for never s
 
 from __future__ import annotations
 
-from tracker.domain import Artifact, Change, ChangeKind, Estimate, Fit
 from tracker.estimate.cards import SETUP_WORDS, SETUPS
+from tracker.shared.domain import Artifact, Change, ChangeKind, Estimate, Fit
 
 PARAM_KEYS = ("total", "active", "embedding")
 MEMORY_KEYS = ("full_finetune", "lora", "serve_weights", "kv_cache")

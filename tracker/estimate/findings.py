@@ -44,7 +44,7 @@ from typing import Any
 
 from tracker.estimate.reading import Reading
 from tracker.estimate.settings import EstimateSettings
-from tracker.estimate_values import CheckpointCensus, Finding
+from tracker.shared.estimate_values import CheckpointCensus, Finding
 
 DTYPE_CENSUS = {"bfloat16": "BF16", "float16": "F16", "float32": "F32"}
 QUANTIZED_DTYPES = frozenset({"F8_E4M3", "F8_E5M2", "F8_E8M0", "U8", "I8", "U4", "I4"})

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tracker.errors import EstimateError
 from tracker.estimate.irregular import Result, dims_of
 from tracker.estimate.reading import ConfigView, LayerSpec, Notes, Tally, int_list
+from tracker.shared.errors import EstimateError
 
 
 def read_focalnet(c: ConfigView, t: Tally, n: Notes) -> Result:

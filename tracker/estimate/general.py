@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tracker.errors import EstimateError
 from tracker.estimate.decoder import Dec
 from tracker.estimate.reading import MAX_EXPERTS, MAX_LAYERS, ConfigView, Notes
 from tracker.estimate.traits import Traits
+from tracker.shared.errors import EstimateError
 
 HIDDEN = ("hidden_size", "n_embd", "d_model", "n_embed", "dim", "model_dim", "emb_dim")
 LAYERS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")

@@ -20,9 +20,9 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from tracker.domain import GGUFModel, JSONValue
-from tracker.errors import EstimateError
 from tracker.estimate.settings import Card, EstimateSettings
+from tracker.shared.domain import GGUFModel, JSONValue
+from tracker.shared.errors import EstimateError
 
 CONTEXTS = (4096, 8192, 32768, 131072)
 _QUANT = re.compile(

@@ -17,10 +17,10 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tracker.errors import EstimateError
 from tracker.estimate.decoder import BF16
 from tracker.estimate.general import task_head_params
 from tracker.estimate.reading import MAX_LAYERS, ConfigView, LayerSpec, Notes, Tally
+from tracker.shared.errors import EstimateError
 
 Dims = dict[str, Any]
 Result = tuple[list[LayerSpec], Dims]

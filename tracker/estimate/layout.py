@@ -11,8 +11,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from tracker.errors import EstimateError
 from tracker.estimate.reading import ConfigView
+from tracker.shared.errors import EstimateError
 
 
 def full_attention_layers(c: ConfigView, n_layers: int) -> frozenset[int]:

@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tracker.errors import EstimateError
 from tracker.estimate import (
     classes,
     conformer,
@@ -39,6 +38,7 @@ from tracker.estimate.general import CONTEXT, read_decoder
 from tracker.estimate.reading import ConfigView, LayerSpec, Notes, Reading, Tally
 from tracker.estimate.traits import GENERAL, LLAMA, TRAITS, Traits
 from tracker.estimate.unread import unread_keys
+from tracker.shared.errors import EstimateError
 
 NATIVE_ALIASES = {
     "kimi_k2": "deepseek_v3",

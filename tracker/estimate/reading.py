@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tracker.errors import EstimateError
+from tracker.shared.errors import EstimateError
 
 MAX_LAYERS = 10_000
 """More layers than this is not a real model; loops over layers are bounded by it."""

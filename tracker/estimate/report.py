@@ -11,7 +11,7 @@ from tracker.estimate.memory import GB
 from tracker.estimate.reading import Reading
 from tracker.estimate.settings import EstimateSettings
 from tracker.estimate.verify import verify
-from tracker.estimate_values import (
+from tracker.shared.estimate_values import (
     Estimate,
     MemoryFigures,
     ParamCounts,

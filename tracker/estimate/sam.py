@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tracker.errors import EstimateError
 from tracker.estimate.irregular import Result, dims_of
 from tracker.estimate.reading import MAX_LAYERS, ConfigView, LayerSpec, Notes, Tally, int_list
+from tracker.shared.errors import EstimateError
 
 
 def _lin(i: int, o: int, bias: bool = True) -> int:

@@ -161,7 +161,7 @@ class EstimateSettings:
         unknown key or bad value."""
         if not data:
             return cls()
-        from tracker.problems import validate
+        from tracker.shared.problems import validate
 
         block = validate(
             _schema()["EstimateBlock"], data, where="estimate", message="invalid estimate settings"

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracker.estimate.reading import Reading
-from tracker.estimate_values import CheckpointCensus
+from tracker.shared.estimate_values import CheckpointCensus
 
 BF16 = 2.0
 LAYER_COMPONENTS = (

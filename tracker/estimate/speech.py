@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tracker.errors import EstimateError
 from tracker.estimate import vision
 from tracker.estimate.irregular import Result, dims_of
 from tracker.estimate.reading import MAX_LAYERS, ConfigView, LayerSpec, Notes, Tally, int_list
+from tracker.shared.errors import EstimateError
 
 WAV2VEC2 = frozenset(
     {

@@ -11,7 +11,7 @@ from typing import Any
 
 from tracker.estimate.layout import pattern
 from tracker.estimate.reading import LayerSpec, Reading
-from tracker.estimate_values import LayoutPattern, Structure
+from tracker.shared.estimate_values import LayoutPattern, Structure
 
 ATTENTION_NAMES = {
     "gqa": "grouped-query attention",

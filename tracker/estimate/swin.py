@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tracker.errors import EstimateError
 from tracker.estimate.irregular import Result, dims_of
 from tracker.estimate.reading import ConfigView, LayerSpec, Notes, Tally, int_list
+from tracker.shared.errors import EstimateError
 
 CPB_HIDDEN = 512
 """The width of Swin V2's continuous position-bias MLP (fixed in transformers)."""

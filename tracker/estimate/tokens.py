@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tracker.bounded import BoundsError, bounds_for, load_json
+from tracker.shared.bounded import BoundsError, bounds_for, load_json
 
 TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json")
 

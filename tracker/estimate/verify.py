@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from tracker.estimate.params import NATIVE_ALIASES
 from tracker.estimate.reading import Reading
-from tracker.estimate_values import CheckpointCensus, Verification, VerificationStatus
+from tracker.shared.estimate_values import CheckpointCensus, Verification, VerificationStatus
 
 TOLERANCE_PCT = 1.0
 """How far our count may sit from the checkpoint census (stored parameters, bookkeeping out)."""

@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tracker.errors import EstimateError
 from tracker.estimate import merger_vit
 from tracker.estimate.reading import MAX_LAYERS, ConfigView, Notes, Tally, int_list
+from tracker.shared.errors import EstimateError
 
 
 def _lin(i: int, o: int, bias: bool = True) -> int:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from tracker.domain import Advisory, Change, ChangeKind, Severity, parse_rfc3339
+from tracker.shared.domain import Advisory, Change, ChangeKind, Severity, parse_rfc3339
 
 TAG = "tag:tracker.local,2026:"
 """The ids of a deployment without a public URL start so (RFC 4151: an authority and a date, then
@@ -116,7 +116,7 @@ class Feed:
 
 
 # Advisory ids (`x_PREFIX-YEAR-N`, the prefix `[A-Z][A-Z0-9]+`) and repo ids (`[A-Za-z0-9._-]`
-# either side of one `/`, `tracker.domain.parse_repo_id`) hold only URL-safe characters.
+# either side of one `/`, `tracker.shared.domain.parse_repo_id`) hold only URL-safe characters.
 
 
 def advisory_path(advisory_id: str) -> str:

@@ -16,8 +16,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tracker.domain import rfc3339
 from tracker.feeds.entries import Feed, FeedEntry, Html, absolute
+from tracker.shared.domain import rfc3339
 
 JSON_FEED_TYPE = "application/feed+json"
 VERSION: Literal["https://jsonfeed.org/version/1.1"] = "https://jsonfeed.org/version/1.1"

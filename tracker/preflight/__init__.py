@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from tracker.domain import Snapshot
-from tracker.errors import PackageIndexError
 from tracker.estimate import EstimateSettings
 from tracker.preflight.report import Preflight, ShardCache, run_preflight
 from tracker.preflight.settings import PreflightSettings
 from tracker.preflight.symbols import SymbolTable
+from tracker.shared.domain import Snapshot
+from tracker.shared.errors import PackageIndexError
 
 TableSource = Callable[[str], SymbolTable]
 """A version → its symbol table (`SymbolTables.get`); raises PackageIndexError when it cannot."""

@@ -14,7 +14,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from tracker.domain import JSONValue
+from tracker.shared.domain import JSONValue
 
 GB = 1e9
 FOUR_BIT_BYTES = 0.5

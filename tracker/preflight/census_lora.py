@@ -35,14 +35,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tracker.bounded import BoundsError, bounds_for, load_json
-from tracker.domain import SafetensorsHeader
 from tracker.estimate.checkpoint import QUANTIZED_DTYPES
 from tracker.preflight.codetree import Assigned, CodeTree
 from tracker.preflight.codewalk import output_head, walk_modules
 from tracker.preflight.imports import remote_code_modules
 from tracker.preflight.lora import ALL_LINEAR, KINDS, LoraResolution
 from tracker.preflight.safeeval import Unknown
+from tracker.shared.bounded import BoundsError, bounds_for, load_json
+from tracker.shared.domain import SafetensorsHeader
 
 INDEX_NAMES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
 ANY = "*"  # a not-understood entry that blocks every target

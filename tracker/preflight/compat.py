@@ -16,9 +16,9 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from tracker.domain import JSONValue
 from tracker.preflight.imports import WHERE_ORDER, Import
 from tracker.preflight.symbols import SymbolTable
+from tracker.shared.domain import JSONValue
 
 COMPILED: Mapping[str, str] = {
     "flash_attn": "flash-attn builds CUDA kernels from source unless a prebuilt wheel matches your torch/CUDA",

@@ -42,9 +42,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tracker.domain import Artifact, Change, ChangeKind, JSONValue
 from tracker.preflight.capacity import Capacity
 from tracker.preflight.report import CONFIG_UNREAD, Preflight
+from tracker.shared.domain import Artifact, Change, ChangeKind, JSONValue
 
 _ART = Artifact.ESTIMATE
 KIND_WORDS = {

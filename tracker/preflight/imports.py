@@ -33,9 +33,9 @@ import functools
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
-from tracker.artifacts import AUTO_MAP_FILES
-from tracker.bounded import bounds_for, load_json
-from tracker.errors import UnreadableArtifactError
+from tracker.shared.artifacts import AUTO_MAP_FILES
+from tracker.shared.bounded import bounds_for, load_json
+from tracker.shared.errors import UnreadableArtifactError
 
 WHERE_ORDER = ("required", "fallback", "conditional", "guarded", "deferred", "typing")
 _CATCHES_IMPORT = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}

@@ -25,7 +25,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tracker.domain import JSONValue
 from tracker.estimate.adapters import (
     EXPERTS_ADAPTED,
     EXPERTS_NOT_ADAPTED,
@@ -34,6 +33,7 @@ from tracker.estimate.adapters import (
     named_target,
 )
 from tracker.estimate.reading import Reading
+from tracker.shared.domain import JSONValue
 
 KINDS = (
     "attention.full",

@@ -12,8 +12,6 @@ import re
 from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 
-from tracker.domain import JSONValue, SafetensorsHeader, TreeEntry
-from tracker.errors import EstimateError
 from tracker.estimate import EstimateSettings, parse_config
 from tracker.estimate.checkpoint import (
     QUANTIZED_DTYPES,
@@ -35,6 +33,8 @@ from tracker.preflight.imports import remote_code_imports
 from tracker.preflight.lora import LoraResolution, resolve_targets
 from tracker.preflight.settings import PreflightSettings
 from tracker.preflight.symbols import SymbolTable
+from tracker.shared.domain import JSONValue, SafetensorsHeader, TreeEntry
+from tracker.shared.errors import EstimateError
 
 ShardCache = MutableMapping[
     tuple[str, str, int | None, int], tuple[dict[str, int], int, frozenset[str]]

@@ -20,7 +20,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from tracker.preflight.capacity import DEFAULT_BOXES, Box
-from tracker.problems import validate
+from tracker.shared.problems import validate
 
 DEFAULT_TARGETS: tuple[str, ...] = (
     "q_proj",

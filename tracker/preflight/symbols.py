@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
-from tracker.domain import JSONValue
+from tracker.shared.domain import JSONValue
 
 TABLE_FORMAT = 1
 """Bumped when what a table holds changes (cached tables of another format are rebuilt)."""

@@ -24,9 +24,9 @@ import zipfile
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
-from tracker.errors import PackageIndexError
 from tracker.preflight.symbols import TABLE_FORMAT, SymbolTable, build_table
 from tracker.settings import Settings, child_env
+from tracker.shared.errors import PackageIndexError
 
 PACKAGE = "transformers"
 VERSION = re.compile(r"^[0-9]+(\.[0-9]+){1,3}([a-z]+[0-9]*)?(\.post[0-9]+|\.dev[0-9]+)?$")
@@ -216,8 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     """`python -m tracker.preflight.wheels [VERSION ...] [--watchlist FILE]`: fetch and build."""
     import argparse
 
-    from tracker.errors import TrackerError
     from tracker.settings import load_settings
+    from tracker.shared.errors import TrackerError
 
     parser = argparse.ArgumentParser(description="fetch transformers wheels and build their tables")
     parser.add_argument("versions", nargs="*")

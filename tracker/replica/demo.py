@@ -18,8 +18,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from tracker.domain import RepoId, Sha, parse_repo_id
-from tracker.errors import TrackerError
 from tracker.replica.repos import LfsPointer, commit, init_repo, write_sparse_lfs_object
 from tracker.replica.stgen import (
     OidCache,
@@ -33,6 +31,8 @@ from tracker.replica.stgen import (
     shard_evenly,
     write_shards,
 )
+from tracker.shared.domain import RepoId, Sha, parse_repo_id
+from tracker.shared.errors import TrackerError
 
 DEMO_DIR = Path(__file__).resolve().parents[1] / "demo_data"
 """The packaged demo data (`tracker/demo_data/repos/`, `lfs-oids.tsv`, the demo watchlist)."""

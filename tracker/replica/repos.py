@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
-from tracker.domain import Sha, is_full_sha, parse_repo_id
-from tracker.errors import TrackerError
 from tracker.settings import child_env
+from tracker.shared.domain import Sha, is_full_sha, parse_repo_id
+from tracker.shared.errors import TrackerError
 
 DEFAULT_AUTHOR = "tracker-test <test@example.invalid>"
 

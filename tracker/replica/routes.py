@@ -17,8 +17,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlencode
 
-from tracker.domain import parse_repo_id
-from tracker.errors import InvalidRepoIdError
 from tracker.replica import hubjson
 from tracker.replica.gitread import GitRepo, stream_file
 from tracker.replica.responses import (
@@ -34,6 +32,8 @@ from tracker.replica.responses import (
     next_link,
     ranged,
 )
+from tracker.shared.domain import parse_repo_id
+from tracker.shared.errors import InvalidRepoIdError
 
 COMMITS_PER_PAGE = 50
 TREE_PER_PAGE = 1000

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import httpx
 
-from tracker.domain import is_full_sha
+from tracker.shared.domain import is_full_sha
 
 Refs = dict[str, str]
 

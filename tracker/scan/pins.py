@@ -26,8 +26,8 @@ from typing import Any
 
 import yaml
 
-from tracker.domain import RepoId, parse_repo_id
-from tracker.errors import InvalidRepoIdError
+from tracker.shared.domain import RepoId, parse_repo_id
+from tracker.shared.errors import InvalidRepoIdError
 
 TRACKED_PACKAGES = ("transformers", "vllm")
 """The packages whose versions a scan reports (what decides how a model loads and serves)."""

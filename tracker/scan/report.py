@@ -20,10 +20,18 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from tracker.advisories.lifecycle import state_of
-from tracker.domain import Advisory, AdvisoryState, Artifact, JSONValue, RepoId, Severity, Sha
-from tracker.errors import StoreError, StoreNotFoundError
 from tracker.preflight.report import RemoteCode
 from tracker.scan.pins import Found, Pin
+from tracker.shared.domain import (
+    Advisory,
+    AdvisoryState,
+    Artifact,
+    JSONValue,
+    RepoId,
+    Severity,
+    Sha,
+)
+from tracker.shared.errors import StoreError, StoreNotFoundError
 from tracker.store.advisories import AdvisoryStore
 from tracker.store.store import Store
 from tracker.teams.impact import import_break_versions

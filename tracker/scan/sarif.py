@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from tracker import __version__
-from tracker.domain import Severity
 from tracker.scan.report import PinReport, PinState, ScanReport
+from tracker.shared.domain import Severity
 
 SCHEMA_URI = (
     "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"

@@ -1,7 +1,7 @@
 """Repo sources: where revisions and file bytes come from (the Hub, a git URL or path, a fake).
 
 Every source implements `RepoSource`; only `sources/hub.py` imports huggingface_hub. Sources raise
-only tracker.errors types (SourceError subtree); transient failures are retried at this edge.
+only tracker.shared.errors types (SourceError subtree); transient failures are retried at this edge.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import threading
 from pathlib import Path
 from typing import Any, Protocol
 
-from tracker.domain import Commit, GGUFHeader, RepoId, SafetensorsHeader, Sha, TreeEntry
+from tracker.shared.domain import Commit, GGUFHeader, RepoId, SafetensorsHeader, Sha, TreeEntry
 
 
 class RepoSource(Protocol):
@@ -20,8 +20,8 @@ class RepoSource(Protocol):
     first, as the Hub lists them; `list_tree` is the full recursive file listing at a commit;
     `read_file` never returns more than `max_bytes` (it raises OversizedArtifactError instead);
     `read_safetensors_header` reads only the header (HTTP Range / partial read), never the weights.
-    Sources do not check whole-file bytes against the tree: `tracker.ingest` does, for every
-    source (`tracker.integrity`).
+    Sources do not check whole-file bytes against the tree: `tracker.ingest.snapshots` does, for every
+    source (`tracker.ingest.integrity`).
     """
 
     def resolve_ref(self, repo_id: RepoId, ref: str) -> Sha:

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from tracker.artifacts import is_header_only, is_pickle
-from tracker.domain import (
+from tracker.shared.artifacts import is_header_only, is_pickle
+from tracker.shared.domain import (
     Commit,
     GGUFHeader,
     RepoId,
@@ -24,7 +24,7 @@ from tracker.domain import (
     TreeEntry,
     is_full_sha,
 )
-from tracker.errors import (
+from tracker.shared.errors import (
     EntryNotFoundError,
     GatedRepoError,
     OversizedArtifactError,

@@ -33,8 +33,8 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from tracker.domain import GGUFArray, GGUFHeader, GGUFTensor, JSONValue
-from tracker.errors import IntegrityError, OversizedArtifactError, UnreadableArtifactError
+from tracker.shared.domain import GGUFArray, GGUFHeader, GGUFTensor, JSONValue
+from tracker.shared.errors import IntegrityError, OversizedArtifactError, UnreadableArtifactError
 
 MAGIC = b"GGUF"
 VERSIONS = (2, 3)

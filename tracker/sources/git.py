@@ -5,7 +5,7 @@ mirror only. LFS pointer files report the pointer's sha256 as `lfs_sha256` and t
 content (and safetensors headers) is read from a local LFS store (`<git-dir>/lfs/objects/..` of
 the mirror or, for a local source, of the source) when the object is there, else the file is
 unreadable with a clear reason. File names that are not UTF-8 are escaped losslessly
-(`tracker.sources.names`). Subprocess failures become tracker.errors in `_translate`.
+(`tracker.sources.names`). Subprocess failures become tracker.shared.errors in `_translate`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ import subprocess
 from datetime import datetime
 from pathlib import Path
 
-from tracker.domain import (
+from tracker.settings import child_env
+from tracker.shared.domain import (
     Commit,
     GGUFHeader,
     RepoId,
@@ -24,7 +25,7 @@ from tracker.domain import (
     TreeEntry,
     is_full_sha,
 )
-from tracker.errors import (
+from tracker.shared.errors import (
     ArtifactError,
     BadResponseError,
     EntryNotFoundError,
@@ -35,7 +36,6 @@ from tracker.errors import (
     TransientSourceError,
     UnreadableArtifactError,
 )
-from tracker.settings import child_env
 from tracker.sources.gguf import parse_gguf, parse_gguf_bytes
 from tracker.sources.names import escape_name
 from tracker.sources.safetensors import header_length, parse_file_prefix, parse_header
@@ -54,7 +54,7 @@ def _env() -> dict[str, str]:
 def _translate(
     exc: subprocess.CalledProcessError | subprocess.TimeoutExpired, what: str
 ) -> SourceError:
-    """The one mapping from git failures to tracker.errors."""
+    """The one mapping from git failures to tracker.shared.errors."""
     if isinstance(exc, subprocess.TimeoutExpired):
         return TransientSourceError(f"{what}: git timed out after {exc.timeout} s")
     err = (exc.stderr or b"").decode(errors="replace").strip()

@@ -4,9 +4,9 @@ Requests per call: `resolve_ref` 1 (`list_repo_refs`; a full sha: 1 `paths-info`
 `list_commits` 1 per page, `list_tree` 1 per page (+1 `paths-info` with expand when pickle files need
 their security status), `read_file` 1 GET on the resolve URL (streamed into memory under a cap;
 nothing is written to the HF cache), `read_safetensors_header` 2 Range GETs (`bytes=0-7`, then
-the header). Every huggingface_hub/httpx2 exception becomes a tracker.errors type in `_translate`;
+the header). Every huggingface_hub/httpx2 exception becomes a tracker.shared.errors type in `_translate`;
 transient ones are retried by `retry.call_with_retry`. Every API answer (and every error answer)
-is read by the response hook within `tracker.bounded.HUB_ANSWER` (size, values, depth 64) before
+is read by the response hook within `tracker.shared.bounded.HUB_ANSWER` (size, values, depth 64) before
 huggingface_hub parses it (`_read_bounded`).
 
 Parents: the Hub's commit listing carries no parents (HUB-PROTOCOL.md §5), so each commit's parent is
@@ -35,9 +35,10 @@ from huggingface_hub import errors as hf_errors
 from huggingface_hub.utils._headers import build_hf_headers
 from huggingface_hub.utils._http import hf_raise_for_status, hf_request_event_hook
 
-from tracker.artifacts import is_pickle
-from tracker.bounded import HUB_ANSWER, BoundsError, check_json
-from tracker.domain import (
+from tracker.ingest.integrity import check_object
+from tracker.shared.artifacts import is_pickle
+from tracker.shared.bounded import HUB_ANSWER, BoundsError, check_json
+from tracker.shared.domain import (
     Commit,
     GGUFHeader,
     RepoId,
@@ -46,7 +47,7 @@ from tracker.domain import (
     TreeEntry,
     is_full_sha,
 )
-from tracker.errors import (
+from tracker.shared.errors import (
     AccessDeniedError,
     ArtifactError,
     BadResponseError,
@@ -64,7 +65,6 @@ from tracker.errors import (
     TransientSourceError,
     UnreadableArtifactError,
 )
-from tracker.integrity import check_object
 from tracker.sources.gguf import parse_gguf
 from tracker.sources.names import escape_text_name
 from tracker.sources.retry import call_with_retry
@@ -88,7 +88,7 @@ other answer of a call is an API answer, read within `HUB_ANSWER` by the respons
 
 
 class RequestBudget(Protocol):
-    """A request budget (`tracker.ratebudget.RateBudget`): taken before every request, told
+    """A request budget (`tracker.daemon.ratebudget.RateBudget`): taken before every request, told
     every answer."""
 
     def acquire(self, path: str, cap_s: float) -> None: ...
@@ -302,7 +302,7 @@ def _utcnow() -> datetime:
 
 
 def _translate(exc: BaseException, what: str) -> TrackerError:
-    """The one mapping from huggingface_hub / httpx2 / payload exceptions to tracker.errors."""
+    """The one mapping from huggingface_hub / httpx2 / payload exceptions to tracker.shared.errors."""
     if isinstance(exc, TrackerError):
         return exc
     detail = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__

@@ -14,7 +14,7 @@ from typing import TypeVar
 
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
-from tracker.errors import DeadlineError, TransientSourceError
+from tracker.shared.errors import DeadlineError, TransientSourceError
 
 T = TypeVar("T")
 

@@ -11,9 +11,9 @@ import math
 import struct
 from typing import Any
 
-from tracker.bounded import SAFETENSORS_HEADER, BoundsError, load_json
-from tracker.domain import SafetensorsHeader, TensorInfo
-from tracker.errors import OversizedArtifactError, UnreadableArtifactError
+from tracker.shared.bounded import SAFETENSORS_HEADER, BoundsError, load_json
+from tracker.shared.domain import SafetensorsHeader, TensorInfo
+from tracker.shared.errors import OversizedArtifactError, UnreadableArtifactError
 
 # Bytes per element; sub-byte and exotic dtypes are accepted with nbytes taken from the offsets.
 DTYPE_BYTES: dict[str, float] = {
@@ -65,7 +65,7 @@ def header_length(prefix: bytes, max_header_bytes: int) -> int:
 def parse_header(raw: bytes, *, file_size: int | None = None) -> SafetensorsHeader:
     """Parse the JSON header bytes (without the 8-byte prefix) into a SafetensorsHeader.
 
-    Checks: UTF-8 JSON object within `tracker.bounded.SAFETENSORS_HEADER` (depth, values); `__metadata__` maps str → str; each tensor has a string dtype,
+    Checks: UTF-8 JSON object within `tracker.shared.bounded.SAFETENSORS_HEADER` (depth, values); `__metadata__` maps str → str; each tensor has a string dtype,
     a shape of non-negative ints and `data_offsets` [begin, end] with begin <= end, and for known
     dtypes `end - begin` equals the shape's element count times the dtype size. When
     `file_size` is given (the tree's LFS pointer size), the tensors must cover the data section

@@ -1,7 +1,7 @@
 """The revision diff store: the changes found between revision pairs and the estimate of each revision.
 
 Other services read this as "the revision diff store". Rows never leave this module: reads return
-`tracker.domain.Diff` / `Estimate` values. Migration 0004 creates exactly these tables (0003 made
+`tracker.shared.domain.Diff` / `Estimate` values. Migration 0004 creates exactly these tables (0003 made
 their first form). Both belong to revisions: a diff to its `after` revision (one diff per
 revision, against the revision ingested before it, NULL `before_sha` for the first) and to its
 `before` revision; an estimate to its revision. Saving for a revision the snapshot store does not
@@ -18,8 +18,8 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlmodel import Field, Session, col, select
 
-from tracker.domain import Artifact, Change, ChangeKind, Diff, Estimate, RepoId, Sha
-from tracker.errors import StoreNotFoundError
+from tracker.shared.domain import Artifact, Change, ChangeKind, Diff, Estimate, RepoId, Sha
+from tracker.shared.errors import StoreNotFoundError
 from tracker.store.base import StoreModel, UtcDateTime
 from tracker.store.engine import transaction, upsert
 from tracker.store.tables import RepoRow, RevisionRow, repo_fk, revision_fk

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 from sqlmodel import col
 
-from tracker.errors import StoreError
+from tracker.shared.errors import StoreError
 from tracker.store.engine import insert_ignore
 from tracker.store.tables import BlobRow
 

@@ -29,7 +29,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session as OrmSession
 from sqlmodel import Session
 
-from tracker.errors import StoreError
+from tracker.shared.errors import StoreError
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 WRITE = "tracker_write"
@@ -125,7 +125,7 @@ def require_schema(engine: sa.Engine, where: str) -> None:
     """Check, without writing anything, that `engine`'s schema is at head: NoStoreError when the
     database holds no schema at all (never migrated: nothing was polled into it), StoreError
     naming the step to take when it is behind (or ahead of) this tracker's migrations."""
-    from tracker.errors import NoStoreError
+    from tracker.shared.errors import NoStoreError
 
     current = current_revision(engine)
     if current is None:

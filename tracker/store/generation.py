@@ -29,7 +29,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlmodel import Field
 
-from tracker.errors import StoreError
+from tracker.shared.errors import StoreError
 from tracker.store.base import StoreModel
 
 

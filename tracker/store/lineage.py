@@ -20,7 +20,7 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlmodel import Field, Session, col, select
 
-from tracker.domain import JSONValue, RepoId, Sha
+from tracker.shared.domain import JSONValue, RepoId, Sha
 from tracker.store.base import StoreModel, UtcDateTime
 from tracker.store.engine import transaction, upsert
 from tracker.store.tables import RepoRow, repo_fk

@@ -15,9 +15,9 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlmodel import Field, col
 
-from tracker.domain import RepoId, Sha
-from tracker.errors import StoreNotFoundError
 from tracker.preflight.report import Preflight
+from tracker.shared.domain import RepoId, Sha
+from tracker.shared.errors import StoreNotFoundError
 from tracker.store.base import StoreModel, UtcDateTime
 from tracker.store.engine import transaction, upsert
 from tracker.store.tables import RepoRow, RevisionRow, revision_fk

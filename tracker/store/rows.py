@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Protocol
 
-from tracker.domain import Commit, Sha
-from tracker.errors import StoreError
+from tracker.shared.domain import Commit, Sha
+from tracker.shared.errors import StoreError
 from tracker.store.tables import RevisionRow
 from tracker.store.values import AnalysisOverrun, StoredRevision
 

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 from sqlmodel import col
 
-from tracker.domain import (
+from tracker.shared.domain import (
     REF_NAME,
     Commit,
     GGUFHeader,
@@ -29,7 +29,7 @@ from tracker.domain import (
     TreeEntry,
     is_full_sha,
 )
-from tracker.errors import InvalidRevisionError, StoreError, StoreNotFoundError, TrackerError
+from tracker.shared.errors import InvalidRevisionError, StoreError, StoreNotFoundError, TrackerError
 from tracker.store.base import utc_now
 from tracker.store.blobs import get_blobs, put_blob
 from tracker.store.engine import (
@@ -66,7 +66,7 @@ from tracker.store.values import (
 
 _SEQ_ATTEMPTS = 5
 _HEX = re.compile(r"^[0-9a-f]{4,40}$")
-# A revision name: a ref name as git's check-ref-format accepts it (`tracker.domain.REF_NAME`,
+# A revision name: a ref name as git's check-ref-format accepts it (`tracker.shared.domain.REF_NAME`,
 # the watchlist's `ref` check too) - a sha, a short sha and HEAD are such names - optionally
 # followed by `~n` or `~`. The same text is the OpenAPI schema's pattern (`tracker.api.params`):
 # ECMA and Python regexes read it alike.

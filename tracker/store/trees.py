@@ -14,8 +14,8 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 from sqlmodel import col
 
-from tracker.domain import TreeEntry
-from tracker.errors import StoreError
+from tracker.shared.domain import TreeEntry
+from tracker.shared.errors import StoreError
 from tracker.store.engine import insert_ignore
 from tracker.store.tables import TreeEntryRow, TreeRow
 

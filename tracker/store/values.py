@@ -8,7 +8,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from tracker.domain import (
+from tracker.shared.domain import (
     Commit,
     GGUFArray,
     GGUFHeader,
@@ -19,7 +19,7 @@ from tracker.domain import (
     Sha,
     TensorInfo,
 )
-from tracker.errors import StoreError
+from tracker.shared.errors import StoreError
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class StoredRevision:
 
 @dataclass(frozen=True)
 class AnalysisOverrun:
-    """A revision whose analysis overran its budget (`tracker.analysis_worker`): recorded instead
+    """A revision whose analysis overran its budget (`tracker.sandbox.analysis_worker`): recorded instead
     of analysed, published nothing, tried again only once a limit is raised.
 
     `kind`: `time`, `memory` or `died`; `reason`: one line; `timeout_s`/`memory_mib`: the limits

@@ -3,11 +3,11 @@ address, and every stored file version against the tree of its revision.
 
 - blobs: sha256(data) is the row's key and len(data) its size;
 - file versions: a content version's blob is the bytes the revision's tree names (git blob id,
-  or LFS sha256 and size: `tracker.integrity.content_mismatch`), a header version's blob is a
+  or LFS sha256 and size: `tracker.ingest.integrity.content_mismatch`), a header version's blob is a
   header; a version's blob exists; a version's path is in its revision's tree;
 - every recorded "could not read" against its tree entry: one an earlier release recorded from a
   transport fault (a not-found answer for a listed file, an answer over the cap for a file whose
-  tree size is under it: `tracker.integrity.transport_fault`) is reported as suspect, in each
+  tree size is under it: `tracker.ingest.integrity.transport_fault`) is reported as suspect, in each
   revision that carries it.
 
 Reads one blob at a time (memory: the largest blob, plus one tree); each blob's git id is computed
@@ -24,9 +24,9 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlmodel import col
 
-from tracker.bounded import MAX_FILE_BYTES
-from tracker.domain import TreeEntry
-from tracker.integrity import content_mismatch, transport_fault
+from tracker.ingest.integrity import content_mismatch, transport_fault
+from tracker.shared.bounded import MAX_FILE_BYTES
+from tracker.shared.domain import TreeEntry
 from tracker.store.engine import transaction
 from tracker.store.tables import BlobRow, RepoRow, RevisionFileRow, RevisionRow
 from tracker.store.trees import load_tree
@@ -172,7 +172,7 @@ class Suspect:
 
 def suspects(engine: sa.Engine, *, max_file_bytes: int = MAX_FILE_BYTES) -> list[Suspect]:
     """Every suspect "could not read" of a live revision, by repo and then ingestion order
-    (`tracker.integrity.transport_fault`)."""
+    (`tracker.ingest.integrity.transport_fault`)."""
     out: list[Suspect] = []
     with transaction(engine, "store") as s:
         rows = s.execute(

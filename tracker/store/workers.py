@@ -25,7 +25,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlmodel import Field, col
 
-from tracker.domain import RepoId
+from tracker.shared.domain import RepoId
 from tracker.store.base import StoreModel, UtcDateTime
 from tracker.store.engine import insert_ignore, transaction
 from tracker.store.tables import IngestionStateRow, RepoRow

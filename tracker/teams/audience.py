@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from tracker.domain import Advisory, RepoId, Sha
 from tracker.preflight.report import RemoteCode
+from tracker.shared.domain import Advisory, RepoId, Sha
 from tracker.teams.impact import Facts, Impact, Position, judge, relevance
 from tracker.teams.profile import Team
 

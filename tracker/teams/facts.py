@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tracker.domain import RepoId, Sha
-from tracker.errors import EstimateError, StoreError, StoreNotFoundError
 from tracker.estimate import parse_config
 from tracker.preflight.report import RemoteCode
+from tracker.shared.domain import RepoId, Sha
+from tracker.shared.errors import EstimateError, StoreError, StoreNotFoundError
 from tracker.store.preflight import PreflightStore
 from tracker.store.store import Store
 from tracker.teams.impact import Position

@@ -25,11 +25,11 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from tracker.advisories.lifecycle import state_of
-from tracker.domain import Advisory, AdvisoryState, Artifact, RepoId, Sha
-from tracker.errors import EstimateError
 from tracker.estimate import estimate
 from tracker.estimate.settings import DEFAULT_SETTINGS, Card, EstimateSettings
 from tracker.preflight.report import RemoteCode
+from tracker.shared.domain import Advisory, AdvisoryState, Artifact, RepoId, Sha
+from tracker.shared.errors import EstimateError
 from tracker.teams.profile import Team, TeamRepo, Workload
 
 

@@ -17,9 +17,9 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from tracker.domain import RepoId, is_ref_name, parse_repo_id
-from tracker.errors import InvalidRepoIdError
 from tracker.estimate.settings import DEFAULT_CARDS
+from tracker.shared.domain import RepoId, is_ref_name, parse_repo_id
+from tracker.shared.errors import InvalidRepoIdError
 
 WorkloadKind = Literal["lora", "qlora", "full", "serve"]
 Sharding = Literal["none", "zero1", "zero2", "zero3", "fsdp"]

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tracker.advisories.lifecycle import state_of
-from tracker.domain import AdvisoryState
+from tracker.shared.domain import AdvisoryState
 from tracker.store.advisories.values import id_key
 from tracker.teams.facts import StoreFacts
 from tracker.teams.impact import Verdict, judge
@@ -138,7 +138,7 @@ def index_rows(app: App, teams: Sequence[Team]) -> list[dict[str, Any]]:
 
 def report_of(app: App, team: Team, repo_id: str) -> UpgradeReport | str:
     """The upgrade report of `team` on `repo_id`, or why there is none."""
-    from tracker.domain import parse_repo_id
+    from tracker.shared.domain import parse_repo_id
 
     rid = parse_repo_id(repo_id)
     facts = StoreFacts(app.store, app.preflight)

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from tracker.domain import Advisory, RepoId, Severity, Sha
-from tracker.errors import EstimateError, NotWatchedError
+from tracker.shared.domain import Advisory, RepoId, Severity, Sha
+from tracker.shared.errors import EstimateError, NotWatchedError
 from tracker.teams.impact import Facts, Impact, Verdict, judge, largest_batch, versions_of
 from tracker.teams.profile import Team
 

@@ -22,7 +22,7 @@ from fastapi import FastAPI, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
-from tracker.errors import StoreError
+from tracker.shared.errors import StoreError
 from tracker.web import views
 from tracker.web.markdown import render_markdown
 
@@ -436,7 +436,7 @@ def mount(api: FastAPI, app: views.PagesApp) -> None:
         return answer(request, render)
 
     def team_of(name: str) -> Any:
-        from tracker.errors import NotFoundError
+        from tracker.shared.errors import NotFoundError
 
         try:
             return app.load_watchlist().team(name)
@@ -448,7 +448,7 @@ def mount(api: FastAPI, app: views.PagesApp) -> None:
         """Every watchlist team with its repos and how many open advisories of them affect it
         today, at its next upgrade, or are unknown for it (`tracker.teams.service.index_rows`),
         each linking to its team page."""
-        from tracker.errors import TrackerError
+        from tracker.shared.errors import TrackerError
         from tracker.teams.service import INDEX_IMPACTS, index_rows
 
         if (denied := gate(request)) is not None:
@@ -505,7 +505,7 @@ def mount(api: FastAPI, app: views.PagesApp) -> None:
         """A team's upgrade report on one repo (`tracker team report`'s, from
         `tracker.teams.service.report_of`): its pin → HEAD, the advisories that apply, the
         verdict."""
-        from tracker.errors import InvalidRepoIdError, NotWatchedError
+        from tracker.shared.errors import InvalidRepoIdError, NotWatchedError
         from tracker.teams.service import report_json, report_of
 
         if (denied := gate(request)) is not None:

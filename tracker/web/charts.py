@@ -17,7 +17,7 @@ from lxml import etree
 from markupsafe import Markup
 from pygal.style import Style
 
-from tracker.domain import Estimate
+from tracker.shared.domain import Estimate
 from tracker.web.views import ChartPoint
 
 _STYLE = Style(

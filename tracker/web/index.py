@@ -12,10 +12,10 @@ from datetime import UTC, datetime
 from urllib.parse import urlencode
 
 from tracker.advisories.details import GROUP_LABELS
-from tracker.domain import AdvisoryState, Artifact, Severity
-from tracker.errors import InvalidRepoIdError
-from tracker.queries import FilterError, advisory_filter
+from tracker.shared.domain import AdvisoryState, Artifact, Severity
+from tracker.shared.errors import InvalidRepoIdError
 from tracker.store.advisories.listing import AdvisorySummary, advisory_page
+from tracker.store.queries import FilterError, advisory_filter
 from tracker.web.views import AdvisoryRow, HomeView, PagesApp
 
 PAGE_SIZE = 50
@@ -80,7 +80,7 @@ def advisory_index(
     before: str | None,
 ) -> IndexView:
     """The newest `PAGE_SIZE` advisories published before `before` that pass the filters
-    (`tracker.queries.advisory_filter`: each filter given must hold, one given several times
+    (`tracker.store.queries.advisory_filter`: each filter given must hold, one given several times
     matches any of its values). BadQuery for a value that is not one of its choices."""
     try:
         where = advisory_filter(repos=repo, severities=severity, states=state, kinds=kind)

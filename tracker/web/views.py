@@ -15,7 +15,8 @@ from typing import Any, Protocol
 
 from tracker.advisories.details import GROUP_LABELS
 from tracker.advisories.lifecycle import state_of
-from tracker.domain import (
+from tracker.settings import Settings
+from tracker.shared.domain import (
     Advisory,
     AdvisoryState,
     Artifact,
@@ -28,8 +29,7 @@ from tracker.domain import (
     Sha,
     parse_rfc3339,
 )
-from tracker.errors import StoreNotFoundError, TrackerError
-from tracker.settings import Settings
+from tracker.shared.errors import StoreNotFoundError, TrackerError
 from tracker.store import Store
 from tracker.store.advisories import AdvisoryStore
 from tracker.store.advisories.values import id_key
@@ -240,9 +240,9 @@ class GGUFTable:
 def gguf_table(app: PagesApp, rid: RepoId, sha: str) -> GGUFTable | None:
     """The GGUF fit table of a revision with GGUF models and no config.json (None otherwise),
     under the watched repo's `estimate:` settings (defaults when it is no longer watched)."""
-    from tracker.errors import EstimateError
     from tracker.estimate import EstimateSettings
     from tracker.estimate.gguf import context_label, estimate_gguf
+    from tracker.shared.errors import EstimateError
 
     snap = app.store.snapshot(rid, Sha(sha))
     if "config.json" in snap.files or not snap.gguf_models:
@@ -409,10 +409,10 @@ def _compare_arg(name: str, value: str | None) -> str:
 
 def compare(app: PagesApp, repo_id: str, a: str | None, b: str | None) -> CompareView:
     """The diff from revision `a` to `b` (each a full or short sha, `HEAD`, the ref, `~n`), made
-    by `tracker.queries.diff_revisions` as `GET /v1/repos/ORG/NAME/diff` makes it. BadCompare
+    by `tracker.store.queries.diff_revisions` as `GET /v1/repos/ORG/NAME/diff` makes it. BadCompare
     for a missing or malformed revision, PageNotFound for a repo or revision not stored."""
-    from tracker.errors import InvalidRevisionError
-    from tracker.queries import diff_revisions
+    from tracker.shared.errors import InvalidRevisionError
+    from tracker.store.queries import diff_revisions
 
     base, head = _compare_arg("from", a), _compare_arg("to", b)
     try:

@@ -33,8 +33,8 @@ from datetime import datetime, timedelta
 import httpx
 import structlog
 
-from tracker.domain import Clock
 from tracker.settings import Settings
+from tracker.shared.domain import Clock
 from tracker.store.outage import first_line, unreachable
 from tracker.store.webhooks import Attempt, Delivery, Outcome, Subscription, WebhookStore
 from tracker.webhooks.exchange import (

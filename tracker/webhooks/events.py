@@ -27,7 +27,7 @@ from datetime import datetime
 from fnmatch import fnmatchcase
 from typing import Any, Protocol
 
-from tracker.domain import Advisory, RepoId, Severity, Sha, rfc3339
+from tracker.shared.domain import Advisory, RepoId, Severity, Sha, rfc3339
 
 EVENT = "revision.advisories"
 """The event type of a revision's publication (the body's `type`)."""

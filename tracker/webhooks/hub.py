@@ -16,8 +16,8 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from tracker.domain import RepoId, parse_repo_id
-from tracker.errors import InvalidRepoIdError
+from tracker.shared.domain import RepoId, parse_repo_id
+from tracker.shared.errors import InvalidRepoIdError
 
 CONTENT_SCOPE = "repo.content"
 

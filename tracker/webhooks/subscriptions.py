@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from tracker.domain import Artifact, Clock, Severity
-from tracker.errors import ConfigError
 from tracker.settings import Settings
+from tracker.shared.domain import Artifact, Clock, Severity
+from tracker.shared.errors import ConfigError
 from tracker.store.webhooks import Attempt, Delivery, Subscription, WebhookStore, new_msg_id
 from tracker.webhooks.deliver import Deliverer
 from tracker.webhooks.events import EVENT_TYPES, Filter, ping_body

@@ -12,8 +12,8 @@ import json
 from pathlib import Path
 
 from tracker.diff import diff_snapshots
-from tracker.domain import RepoId, Sha, Snapshot, TreeEntry
 from tracker.estimate import estimate, estimate_delta, parse_config
+from tracker.shared.domain import RepoId, Sha, Snapshot, TreeEntry
 
 HERE = Path(__file__).parent
 CORPUS = HERE.parents[2].parent / "shared" / "corpus" / "histories"

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tracker.errors import TrackerError
+from tracker.shared.errors import TrackerError
 
 DTYPE_BYTES: Mapping[str, int] = {
     "F64": 8,

@@ -17,8 +17,8 @@ import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 from sqlmodel import Session
 
-from tracker.domain import AdvisoryState, Artifact, RepoId, Severity, Sha
-from tracker.errors import StoreError
+from tracker.shared.domain import AdvisoryState, Artifact, RepoId, Severity, Sha
+from tracker.shared.errors import StoreError
 from tracker.store.advisories.tables import AdvisoryRow
 from tracker.store.tables import RepoRow
 
@@ -41,7 +41,7 @@ class AdvisorySummary:
 @dataclass(frozen=True)
 class AdvisoryFilter:
     """What a list keeps: every given field must hold; a set matches any of its members
-    (`tracker.queries.advisory_filter` builds one from what a user typed)."""
+    (`tracker.store.queries.advisory_filter` builds one from what a user typed)."""
 
     repo_ids: frozenset[str] | None = None
     severities: frozenset[Severity] | None = None

@@ -1,6 +1,6 @@
 """AdvisoryStore and AdvisoryTx: reads and writes of the advisory tables, returning domain values.
 
-Rows never leave this module: reads return `tracker.domain.Advisory` or the small frozen values of
+Rows never leave this module: reads return `tracker.shared.domain.Advisory` or the small frozen values of
 `tracker.store.advisories.values`. Callers name repos by `RepoId` and commits by `Sha`; the
 store maps them to `repo_pk` rows. Writing for a repo or revision the snapshot store does not hold
 raises StoreNotFoundError (an advisory always belongs to a stored revision).
@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 from sqlmodel import Session, col, select
 
-from tracker.domain import (
+from tracker.shared.domain import (
     Advisory,
     AdvisoryState,
     Artifact,
@@ -29,7 +29,7 @@ from tracker.domain import (
     parse_rfc3339,
     rfc3339,
 )
-from tracker.errors import StoreError, StoreNotFoundError
+from tracker.shared.errors import StoreError, StoreNotFoundError
 from tracker.store.advisories.tables import (
     ADVISORY_TABLES,
     AdvisoryCounterRow,

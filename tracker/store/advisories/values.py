@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from tracker.domain import (
+from tracker.shared.domain import (
     Advisory,
     AdvisoryState,
     Artifact,
@@ -15,7 +15,7 @@ from tracker.domain import (
     Sha,
     WithdrawnBy,
 )
-from tracker.errors import StoreError
+from tracker.shared.errors import StoreError
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,8 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 from sqlmodel import col
 
-from tracker.domain import Artifact, RepoId, Severity, Sha
-from tracker.errors import ConfigError, StoreNotFoundError
+from tracker.shared.domain import Artifact, RepoId, Severity, Sha
+from tracker.shared.errors import ConfigError, StoreNotFoundError
 from tracker.store.engine import insert_ignore, transaction
 from tracker.store.tables import RepoRow
 from tracker.store.webhooks.tables import (

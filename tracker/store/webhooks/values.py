@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-from tracker.domain import Artifact, RepoId, Severity, Sha
+from tracker.shared.domain import Artifact, RepoId, Severity, Sha
 
 
 class DeliveryState(StrEnum):

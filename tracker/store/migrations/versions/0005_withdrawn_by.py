@@ -2,7 +2,7 @@
 
 Revision "0005" after "0004". Restoring an advisory withdrawn by a history rewrite (when a push brings
 its introducing commit back) used to depend on its human-readable `withdrawn_reason` starting with
-"introducing commit "; it now reads this column (`tracker.domain.WithdrawnBy`). Existing rows:
+"introducing commit "; it now reads this column (`tracker.shared.domain.WithdrawnBy`). Existing rows:
 every withdrawn advisory whose stored reason is the rewrite one gets `rewrite` (the only way the
 previous release withdrew anything); the rest stay NULL (not withdrawn, or withdrawn for a reason
 this release does not know: never restored automatically).

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from fnmatch import fnmatchcase
 
-from tracker.bounded import MAX_FILE_BYTES as MAX_FILE_BYTES
-from tracker.domain import Artifact
+from tracker.shared.bounded import MAX_FILE_BYTES as MAX_FILE_BYTES
+from tracker.shared.domain import Artifact
 
 
 class Fetch(StrEnum):

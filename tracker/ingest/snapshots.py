@@ -21,10 +21,11 @@ from datetime import UTC, datetime
 
 import structlog
 
-from tracker.artifacts import AUTO_MAP_FILES, Fetch, Limits, fetch_mode, is_tracked
-from tracker.bounded import DOCUMENT, BoundsError, load_json
-from tracker.domain import Commit, GGUFHeader, RepoId, SafetensorsHeader, Sha, TreeEntry
-from tracker.errors import (
+from tracker.ingest.integrity import content_mismatch
+from tracker.shared.artifacts import AUTO_MAP_FILES, Fetch, Limits, fetch_mode, is_tracked
+from tracker.shared.bounded import DOCUMENT, BoundsError, load_json
+from tracker.shared.domain import Commit, GGUFHeader, RepoId, SafetensorsHeader, Sha, TreeEntry
+from tracker.shared.errors import (
     AccessDeniedError,
     ArtifactError,
     DeadlineError,
@@ -40,7 +41,6 @@ from tracker.errors import (
     StoreNotFoundError,
     TransientSourceError,
 )
-from tracker.integrity import content_mismatch
 from tracker.sources import RepoSource
 from tracker.store import EventKind, FileKind, FileVersion, RepoStatus, Store
 from tracker.watchlist import WatchedRepo
@@ -87,7 +87,7 @@ def auto_map_modules(files: Mapping[str, bytes]) -> set[str]:
 
     Values look like `"modeling_x.XModel"`, `["tokenization_x.XTok", null]` or
     `"other/repo--modeling_x.XModel"` (cross-repo: skipped). Malformed JSON, or JSON over
-    `tracker.bounded.DOCUMENT`, names nothing.
+    `tracker.shared.bounded.DOCUMENT`, names nothing.
     """
     modules: set[str] = set()
     for name in AUTO_MAP_FILES:

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     import yaml
 
-from tracker.errors import UnreadableArtifactError
+from tracker.shared.errors import UnreadableArtifactError
 
 
 class BoundsError(UnreadableArtifactError):
@@ -54,9 +54,9 @@ class Bounds:
 
 
 MAX_FILE_BYTES = 64_000_000
-"""The default cap on one tracked file's size (`Settings.max_file_bytes`; tracker.artifacts
+"""The default cap on one tracked file's size (`Settings.max_file_bytes`; tracker.shared.artifacts
 re-exports it). Here, so that a one-off estimate of a local config reads under it without loading
-tracker.artifacts and tracker.domain."""
+tracker.shared.artifacts and tracker.shared.domain."""
 
 DOCUMENT = Bounds(max_depth=64, max_nodes=500_000, max_bytes=16 * 1024 * 1024)
 """Config-like files (config, generation and processor configs, tokenizer_config, special tokens

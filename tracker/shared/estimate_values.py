@@ -1,6 +1,6 @@
 """The frozen values of an estimate report (`Estimate` and its parts, safetensors headers).
 
-Kept apart from tracker.domain, which re-exports every name here, so that a one-off `tracker
+Kept apart from tracker.shared.domain, which re-exports every name here, so that a one-off `tracker
 estimate CONFIG` builds only these classes (each dataclass costs its share of the process start:
 `make bench`, estimate section).
 """

@@ -4,7 +4,7 @@ and an address-space cap (`Settings.analysis_timeout_s`, `Settings.analysis_memo
 The pipeline hands the worker the pure part of analysing a revision (`tracker.pipeline.Analyst`:
 the diffs with their chat-template renders, both estimates and their delta, both preflights and
 their delta) and stores, publishes and marks the result itself. The worker is one long-lived
-process (`python -m tracker.analysis_serve`), started on first use, one request at a time:
+process (`python -m tracker.sandbox.analysis_serve`), started on first use, one request at a time:
 
 - before each request its soft `RLIMIT_AS` is set to what it has mapped now plus
   `analysis_memory_mib`; a MemoryError ends the request (and the worker) as a memory overrun;
@@ -22,11 +22,11 @@ the pipeline treats it as before: the revision stays pending and the repo shows 
 Startup (imports) is paid once per process, transformers and torch only on the first request
 that executes config or generation code (WARMING); a request costs pickling its two snapshots and the
 result (bench/RESULTS.md, "Analysis budget"). Frames are an 8-byte big-endian length and a pickle.
-Starting, reading and killing the process is `tracker.worker_process`'s (shared with the render
+Starting, reading and killing the process is `tracker.sandbox.worker_process`'s (shared with the render
 worker).
 The worker runs no upstream code: templates render in the render worker
-(`tracker.render_backstop`), which speaks JSON; everything else the worker does to upstream bytes
-is parsing under the bounds of `tracker.bounded`.
+(`tracker.sandbox.render_backstop`), which speaks JSON; everything else the worker does to upstream bytes
+is parsing under the bounds of `tracker.shared.bounded`.
 """
 
 from __future__ import annotations
@@ -43,9 +43,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from tracker.errors import RetryLaterError, TrackerError
+from tracker.sandbox.worker_process import WorkerProcess
 from tracker.settings import Settings
-from tracker.worker_process import WorkerProcess
+from tracker.shared.errors import RetryLaterError, TrackerError
 
 STARTUP_S = 120.0
 """How long the caller waits for a new worker to import and say it is ready (not charged to any
@@ -106,7 +106,7 @@ class AnalysisWorker:
         self.settings = settings
         self.limits = AnalysisLimits.from_settings(settings)
         # its own process group: a kill takes its render worker too
-        self._worker = WorkerProcess("tracker.analysis_serve", own_group=True, quiet=False)
+        self._worker = WorkerProcess("tracker.sandbox.analysis_serve", own_group=True, quiet=False)
         self._lock = self._worker.lock
         self._abandoned = threading.Event()
         atexit.register(self.close)

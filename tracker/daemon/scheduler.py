@@ -46,9 +46,9 @@ from typing import IO, Any
 import structlog
 
 from tracker.app import App
-from tracker.domain import RepoId
-from tracker.errors import ConfigError, WorkerConflictError
 from tracker.settings import Settings
+from tracker.shared.domain import RepoId
+from tracker.shared.errors import ConfigError, WorkerConflictError
 from tracker.store import RepoStatus
 from tracker.store.outage import StoreOutage, unreachable
 from tracker.store.workers import Claim, WorkStore

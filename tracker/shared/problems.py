@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from tracker.errors import ConfigError
+from tracker.shared.errors import ConfigError
 
 M = TypeVar("M", bound=BaseModel)
 _QUOTED = re.compile(r"'([^']*)'")

@@ -14,21 +14,21 @@ from enum import StrEnum
 from functools import cached_property
 from typing import Any, NewType
 
-from tracker.errors import InvalidRepoIdError
-from tracker.estimate_values import CardFit as CardFit
-from tracker.estimate_values import CheckpointCensus as CheckpointCensus
-from tracker.estimate_values import CostEstimate as CostEstimate
-from tracker.estimate_values import Estimate as Estimate
-from tracker.estimate_values import Finding as Finding
-from tracker.estimate_values import Fit as Fit
-from tracker.estimate_values import LayoutPattern as LayoutPattern
-from tracker.estimate_values import MemoryFigures as MemoryFigures
-from tracker.estimate_values import ParamCounts as ParamCounts
-from tracker.estimate_values import SafetensorsHeader as SafetensorsHeader
-from tracker.estimate_values import Structure as Structure
-from tracker.estimate_values import TensorInfo as TensorInfo
-from tracker.estimate_values import Verification as Verification
-from tracker.estimate_values import VerificationStatus as VerificationStatus
+from tracker.shared.errors import InvalidRepoIdError
+from tracker.shared.estimate_values import CardFit as CardFit
+from tracker.shared.estimate_values import CheckpointCensus as CheckpointCensus
+from tracker.shared.estimate_values import CostEstimate as CostEstimate
+from tracker.shared.estimate_values import Estimate as Estimate
+from tracker.shared.estimate_values import Finding as Finding
+from tracker.shared.estimate_values import Fit as Fit
+from tracker.shared.estimate_values import LayoutPattern as LayoutPattern
+from tracker.shared.estimate_values import MemoryFigures as MemoryFigures
+from tracker.shared.estimate_values import ParamCounts as ParamCounts
+from tracker.shared.estimate_values import SafetensorsHeader as SafetensorsHeader
+from tracker.shared.estimate_values import Structure as Structure
+from tracker.shared.estimate_values import TensorInfo as TensorInfo
+from tracker.shared.estimate_values import Verification as Verification
+from tracker.shared.estimate_values import VerificationStatus as VerificationStatus
 
 RepoId = NewType("RepoId", str)
 """`org/name` as on the Hub (validated by `parse_repo_id`)."""
@@ -337,7 +337,7 @@ class Artifact(StrEnum):
     MODEL_CARD = "model_card"
     PROCESSOR = "processor"
     ESTIMATE = "estimate"
-    LINEAGE = "lineage"  # a derivative left behind by its base model (`tracker.lineage`)
+    LINEAGE = "lineage"  # a derivative left behind by its base model (`tracker.lineage.check`)
 
 
 class ChangeKind(StrEnum):

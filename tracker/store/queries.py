@@ -12,8 +12,8 @@ from datetime import UTC, datetime, timedelta
 from enum import Enum
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from tracker.domain import AdvisoryState, Artifact, Diff, RepoId, Severity, parse_repo_id
 from tracker.settings import Settings
+from tracker.shared.domain import AdvisoryState, Artifact, Diff, RepoId, Severity, parse_repo_id
 from tracker.store import Store
 from tracker.store.values import StoredRevision
 
@@ -119,7 +119,7 @@ def diff_revisions(
     in the backstop worker; StoreNotFoundError for a revision the store does not hold."""
     from tracker.diff import diff_snapshots
     from tracker.pipeline import render_limits
-    from tracker.render_backstop import render_batch
+    from tracker.sandbox.render_backstop import render_batch
 
     sha_a = store.resolve(repo_id, a)
     sha_b = store.resolve(repo_id, b)

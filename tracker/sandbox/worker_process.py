@@ -1,6 +1,6 @@
 """The plumbing of tracker's long-lived helper processes (`python -m MODULE` speaking over its stdin
-and stdout pipes): the analysis worker (`tracker.analysis_worker`, pickle frames) and the chat-
-template render worker (`tracker.render_backstop`, JSON lines). What each says, its limits and
+and stdout pipes): the analysis worker (`tracker.sandbox.analysis_worker`, pickle frames) and the chat-
+template render worker (`tracker.sandbox.render_backstop`, JSON lines). What each says, its limits and
 what a dead worker means stay with them; this module starts, reads, and kills.
 
 Caller side, `WorkerProcess`: started on demand (a forked child forgets its parent's pipes), one

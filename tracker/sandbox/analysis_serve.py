@@ -1,5 +1,5 @@
-"""The analysis worker's side (`python -m tracker.analysis_serve`): the loop that runs
-`tracker.pipeline.Analyst.compute` under the memory budget for `tracker.analysis_worker`.
+"""The analysis worker's side (`python -m tracker.sandbox.analysis_serve`): the loop that runs
+`tracker.pipeline.Analyst.compute` under the memory budget for `tracker.sandbox.analysis_worker`.
 
 The first frame is the pickled Settings; then one request frame in, one reply frame out (`ok`
 with the result, `memory`, `retry` or `error` with the message), until stdin closes or a
@@ -7,7 +7,7 @@ MemoryError (the worker says so and exits). transformers and torch (seconds of C
 2-core machine under load) are imported on the first request whose config.json or
 generation_config.json differs from the revision before (the executed effects need them), not at
 start: that request's reply is preceded by WARMING and READY frames, and the import runs outside
-its memory and time budget (`tracker.analysis_worker.AnalysisWorker.run`). Before each request the soft RLIMIT_AS is set to the
+its memory and time budget (`tracker.sandbox.analysis_worker.AnalysisWorker.run`). Before each request the soft RLIMIT_AS is set to the
 address space mapped now plus `analysis_memory_mib`, and lifted after it. Frames go over a private
 copy of stdout; anything printed goes to stderr. A worker whose parent is gone (its reply meets
 a closed pipe) exits quietly, with one line on stderr (`worker_process.serve_until_orphaned`).
@@ -23,12 +23,12 @@ from typing import IO, Any
 
 import structlog
 
-from tracker.analysis_worker import HEADER, READY, WARMING
-from tracker.errors import RetryLaterError
 from tracker.logs import configure
 from tracker.pipeline import Analyst
+from tracker.sandbox.analysis_worker import HEADER, READY, WARMING
+from tracker.sandbox.worker_process import address_space, limit_address_space, serve_until_orphaned
 from tracker.settings import Settings
-from tracker.worker_process import address_space, limit_address_space, serve_until_orphaned
+from tracker.shared.errors import RetryLaterError
 
 log = structlog.get_logger(__name__)
 

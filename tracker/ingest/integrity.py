@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import hashlib
 
-from tracker.artifacts import Fetch, fetch_mode
-from tracker.domain import TreeEntry
-from tracker.errors import IntegrityError
+from tracker.shared.artifacts import Fetch, fetch_mode
+from tracker.shared.domain import TreeEntry
+from tracker.shared.errors import IntegrityError
 
 
 def git_blob_id(data: bytes, *, sha256: bool = False) -> str:

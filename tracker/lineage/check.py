@@ -36,9 +36,10 @@ from tracker.advisories.stale import (
     resolved,
     top_severity,
 )
-from tracker.artifacts import Limits
 from tracker.diff import base_values, effective_units, read_links
-from tracker.domain import (
+from tracker.ingest.snapshots import read_content
+from tracker.shared.artifacts import Limits
+from tracker.shared.domain import (
     Advisory,
     AdvisoryState,
     Artifact,
@@ -48,8 +49,7 @@ from tracker.domain import (
     Sha,
     Snapshot,
 )
-from tracker.errors import TrackerError
-from tracker.ingest import read_content
+from tracker.shared.errors import TrackerError
 from tracker.sources import RepoSource
 from tracker.store import Store
 from tracker.store.advisories import AdvisoryStore

@@ -5,7 +5,7 @@ budget, not a clock). This adapter only protects the process and the machine fro
 cannot see: a case that costs far more CPU per step than estimated, memory exhaustion, a hang in C.
 The diff stage stays pure: it takes a `Renderer` (default: in this process), and the pipeline and
 `tracker diff` hand it `render_batch` from here. Renders run in one long-lived worker process
-(`python -m tracker.render_backstop`), one request at a time, under:
+(`python -m tracker.sandbox.render_backstop`), one request at a time, under:
 
 - a CPU-time rlimit per request (`RenderLimits.backstop_cpu_s`, set afresh before each request as
   the CPU used so far plus the allowance; the kernel kills the worker with SIGXCPU past it);
@@ -19,7 +19,7 @@ reason in `tracker watch list`, the next cycle tries again). The worker is resta
 request. CPU time is what the budget is sized against, so load on the machine does not move a
 render towards the CPU limit; only the generous wall-clock wait can be hit by load alone, and then
 the result is a retry, never a change. Starting, reading and killing the process is
-`tracker.worker_process`'s (shared with the analysis worker).
+`tracker.sandbox.worker_process`'s (shared with the analysis worker).
 
 Protocol: one JSON line per request and per reply over the worker's stdin/stdout (never pickle:
 the worker runs hostile templates, and its replies are data only). Template variables must be JSON
@@ -45,14 +45,14 @@ from tracker.diff.sandbox import (
     RenderResult,
     render_in_process,
 )
-from tracker.errors import RetryLaterError
-from tracker.worker_process import (
+from tracker.sandbox.worker_process import (
     WorkerProcess,
     address_space,
     limit_address_space,
     line_of,
     serve_until_orphaned,
 )
+from tracker.shared.errors import RetryLaterError
 
 STARTUP_S = 60.0
 """How long the caller waits for a new worker to import and say it is ready."""
@@ -72,7 +72,7 @@ class RenderWorker:
     """
 
     def __init__(self) -> None:
-        self._worker = WorkerProcess("tracker.render_backstop", own_group=False, quiet=True)
+        self._worker = WorkerProcess("tracker.sandbox.render_backstop", own_group=False, quiet=True)
         self._lock = self._worker.lock
 
     @property

@@ -26,8 +26,8 @@ from urllib.parse import urlsplit
 
 import structlog
 
-from tracker.errors import RateBudgetWait
 from tracker.settings import Settings
+from tracker.shared.errors import RateBudgetWait
 from tracker.store.workers import WorkStore, window_start
 
 log = structlog.get_logger(__name__)
