@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tracker.estimate.irregular import Result, dims_of
-from tracker.estimate.reading import MAX_LAYERS, ConfigView, LayerSpec, Notes, Tally
+from tracker.estimate.reading import MAX_LAYERS, ConfigView, Notes, Tally, encoder_layer
 from tracker.shared.errors import EstimateError
 
 ENCODERS = frozenset({"parakeet_encoder", "nemotron_asr_streaming_encoder", "lasr_encoder"})
@@ -81,22 +81,7 @@ def _stack(
     t.add("attention", layers * attn)
     t.add("dense_mlp", layers * (2 * ffn + conv))
     t.add("norms", layers * norms + final)
-    spec = LayerSpec(
-        "mha",
-        "gelu",
-        per,
-        per,
-        0,
-        kind="encoder",
-        lora_dims=10 * h + 4 * (h + inter),
-        ffn_width=inter,
-        q_width=h,
-        k_width=h,
-        v_width=h,
-        heads=heads,
-        gated=False,
-        layer_norm=True,
-    )
+    spec = encoder_layer(per, h, heads, inter, lora_dims=10 * h + 4 * (h + inter))
     return [spec] * layers, dims_of(h, 0, heads, heads, h // heads, inter, True, sub, None)
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tracker.estimate.irregular import Result, dims_of
-from tracker.estimate.reading import MAX_LAYERS, ConfigView, LayerSpec, Notes, Tally
+from tracker.estimate.reading import MAX_LAYERS, ConfigView, LayerSpec, Notes, Tally, encoder_layer
 from tracker.shared.errors import EstimateError
 
 
@@ -35,22 +35,7 @@ def _blocks(
     t.add("attention", layers * attn)
     t.add("dense_mlp", layers * mlp)
     t.add("norms", layers * 4 * h + 2 * h)
-    spec = LayerSpec(
-        "mha",
-        "gelu",
-        per,
-        per,
-        0,
-        kind="encoder",
-        lora_dims=8 * h + 2 * (h + inter),
-        ffn_width=inter,
-        q_width=h,
-        k_width=h,
-        v_width=h,
-        heads=heads,
-        gated=False,
-        layer_norm=True,
-    )
+    spec = encoder_layer(per, h, heads, inter, lora_dims=8 * h + 2 * (h + inter))
     return [spec] * layers
 
 

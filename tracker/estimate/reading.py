@@ -250,6 +250,29 @@ class LayerSpec:
     expert_tensors: int = 4  # tensors an expert keeps per routed token at its width (gpt-oss 7)
 
 
+def encoder_layer(params: int, width: int, heads: int, ffn: int, *, lora_dims: int) -> LayerSpec:
+    """A post-LN or pre-LN transformer encoder block with full multi-head attention and a
+    two-matrix GELU FFN (ViT, BERT-like towers, wav2vec 2.0, SAM, Swin, V-JEPA 2 ...):
+    `params` per block, hidden `width`, `heads`, FFN width `ffn`, `lora_dims` its linears'
+    in + out (LayerSpec)."""
+    return LayerSpec(
+        "mha",
+        "gelu",
+        params,
+        params,
+        0,
+        kind="encoder",
+        lora_dims=lora_dims,
+        ffn_width=ffn,
+        q_width=width,
+        k_width=width,
+        v_width=width,
+        heads=heads,
+        gated=False,
+        layer_norm=True,
+    )
+
+
 class Notes:
     """Flags (machine ids), notes (human lines) and things not understood, gathered while reading."""
 

@@ -21,7 +21,15 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tracker.estimate.irregular import Result, dims_of
-from tracker.estimate.reading import MAX_LAYERS, ConfigView, LayerSpec, Notes, Tally, int_list
+from tracker.estimate.reading import (
+    MAX_LAYERS,
+    ConfigView,
+    LayerSpec,
+    Notes,
+    Tally,
+    encoder_layer,
+    int_list,
+)
 from tracker.shared.errors import EstimateError
 
 
@@ -59,24 +67,7 @@ def read_sam_vision(c: ConfigView, t: Tally, n: Notes) -> Result:
         t.add("attention", attn)
         t.add("dense_mlp", mlp)
         t.add("norms", 4 * h)
-        specs.append(
-            LayerSpec(
-                "mha",
-                "gelu",
-                per,
-                per,
-                0,
-                kind="encoder",
-                lora_dims=6 * h + 2 * (h + inter),
-                ffn_width=inter,
-                q_width=h,
-                k_width=h,
-                v_width=h,
-                heads=heads,
-                gated=False,
-                layer_norm=True,
-            )
-        )
+        specs.append(encoder_layer(per, h, heads, inter, lora_dims=6 * h + 2 * (h + inter)))
     t.add("embeddings", emb)
     t.add("vision_tower", h * out + 2 * out + out * out * 9 + 2 * out)
     return specs, dims_of(h, 0, heads, heads, hd, inter, True, emb, None)
@@ -109,22 +100,7 @@ def read_seggpt(c: ConfigView, t: Tally, n: Notes) -> Result:
     t.add("attention", layers * attn)
     t.add("dense_mlp", layers * mlp)
     t.add("norms", layers * 4 * h + 2 * h)
-    spec = LayerSpec(
-        "mha",
-        "gelu",
-        per,
-        per,
-        0,
-        kind="encoder",
-        lora_dims=6 * h + 2 * (h + inter),
-        ffn_width=inter,
-        q_width=h,
-        k_width=h,
-        v_width=h,
-        heads=heads,
-        gated=False,
-        layer_norm=True,
-    )
+    spec = encoder_layer(per, h, heads, inter, lora_dims=6 * h + 2 * (h + inter))
     return [spec] * layers, dims_of(h, 0, heads, heads, hd, inter, True, emb, None)
 
 

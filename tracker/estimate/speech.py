@@ -21,7 +21,15 @@ from collections.abc import Callable
 
 from tracker.estimate import vision
 from tracker.estimate.irregular import Result, dims_of
-from tracker.estimate.reading import MAX_LAYERS, ConfigView, LayerSpec, Notes, Tally, int_list
+from tracker.estimate.reading import (
+    MAX_LAYERS,
+    ConfigView,
+    LayerSpec,
+    Notes,
+    Tally,
+    encoder_layer,
+    int_list,
+)
 from tracker.shared.errors import EstimateError
 
 WAV2VEC2 = frozenset(
@@ -151,22 +159,7 @@ def read_wav2vec2(c: ConfigView, t: Tally, n: Notes) -> Result:
 
 
 def _spec(h: int, inter: int, heads: int, per: int) -> LayerSpec:
-    return LayerSpec(
-        "mha",
-        "gelu",
-        per,
-        per,
-        0,
-        kind="encoder",
-        lora_dims=8 * h + 2 * (h + inter),
-        ffn_width=inter,
-        q_width=h,
-        k_width=h,
-        v_width=h,
-        heads=heads,
-        gated=False,
-        layer_norm=True,
-    )
+    return encoder_layer(per, h, heads, inter, lora_dims=8 * h + 2 * (h + inter))
 
 
 TOWERS: dict[str, Callable[[ConfigView], int]] = {

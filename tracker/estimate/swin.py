@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tracker.estimate.irregular import Result, dims_of
-from tracker.estimate.reading import ConfigView, LayerSpec, Notes, Tally, int_list
+from tracker.estimate.reading import ConfigView, LayerSpec, Notes, Tally, encoder_layer, int_list
 from tracker.shared.errors import EstimateError
 
 CPB_HIDDEN = 512
@@ -65,24 +65,7 @@ def read_swin(c: ConfigView, t: Tally, n: Notes) -> Result:
         t.add("attention", depth * attn)
         t.add("dense_mlp", depth * mlp)
         t.add("norms", depth * 4 * dim)
-        specs += [
-            LayerSpec(
-                "mha",
-                "gelu",
-                per,
-                per,
-                0,
-                kind="encoder",
-                lora_dims=8 * dim + 2 * (dim + inter),
-                ffn_width=inter,
-                q_width=dim,
-                k_width=dim,
-                v_width=dim,
-                heads=h,
-                gated=False,
-                layer_norm=True,
-            )
-        ] * depth
+        specs += [encoder_layer(per, dim, h, inter, lora_dims=8 * dim + 2 * (dim + inter))] * depth
         if i < len(depths) - 1:  # patch merging
             t.add("embeddings", 4 * dim * 2 * dim + 2 * (2 * dim if v2 else 4 * dim))
     if model_type != "donut-swin":

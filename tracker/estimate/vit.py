@@ -14,7 +14,14 @@ from dataclasses import dataclass
 
 from tracker.estimate import vision
 from tracker.estimate.irregular import Result, dims_of
-from tracker.estimate.reading import MAX_LAYERS, ConfigView, LayerSpec, Notes, Tally, int_list
+from tracker.estimate.reading import (
+    MAX_LAYERS,
+    ConfigView,
+    Notes,
+    Tally,
+    encoder_layer,
+    int_list,
+)
 from tracker.shared.errors import EstimateError
 
 
@@ -286,22 +293,7 @@ def _encoder(
     h: int, heads: int, inter: int, layers: int, per: int, emb: int, ctx: int | None
 ) -> Result:
     """The layer specs and dims of an encoder of `layers` blocks of `per` parameters each."""
-    spec = LayerSpec(
-        "mha",
-        "gelu",
-        per,
-        per,
-        0,
-        kind="encoder",
-        lora_dims=8 * h + 2 * (h + inter),
-        ffn_width=inter,
-        q_width=h,
-        k_width=h,
-        v_width=h,
-        heads=heads,
-        gated=False,
-        layer_norm=True,
-    )
+    spec = encoder_layer(per, h, heads, inter, lora_dims=8 * h + 2 * (h + inter))
     return [spec] * layers, dims_of(h, 0, heads, heads, h // heads, inter, True, emb, ctx)
 
 
