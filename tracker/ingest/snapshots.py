@@ -471,16 +471,11 @@ def poll_repo(
     left: int | None = None  # revisions not fetched because the daemon is stopping
     new: list[Commit] = []  # the revisions this poll ingests, oldest first (once listed)
 
-    def finish(status: RepoStatus, error: str | None, event: EventKind | None = None) -> PollReport:
-        """Record the poll; an event when the repo enters GONE/GATED (or leaves them)."""
-        store.record_poll(
-            rid, status=status, error=error, now=now(), seconds=time.perf_counter() - started
-        )
-        if status is not before.status and event is not None:
-            store.record_event(rid, event, {"error": error, "ref": watched.ref}, now=now())
-        elif status is RepoStatus.OK and before.status in (RepoStatus.GONE, RepoStatus.GATED):
-            store.record_event(rid, EventKind.RECOVERED, {"was": before.status.value}, now=now())
-        report = PollReport(
+    def reported(
+        status: RepoStatus, error: str | None, *, stopped: bool, retry_after: float | None = None
+    ) -> PollReport:
+        """What this poll did, as of now."""
+        return PollReport(
             repo_id=rid,
             status=status,
             head=head,
@@ -493,8 +488,19 @@ def poll_repo(
             new_revisions=tuple(ingested),
             seconds=time.perf_counter() - started,
             retry_after=retry_after,
-            stopped=left is not None,
+            stopped=stopped,
         )
+
+    def finish(status: RepoStatus, error: str | None, event: EventKind | None = None) -> PollReport:
+        """Record the poll; an event when the repo enters GONE/GATED (or leaves them)."""
+        store.record_poll(
+            rid, status=status, error=error, now=now(), seconds=time.perf_counter() - started
+        )
+        if status is not before.status and event is not None:
+            store.record_event(rid, event, {"error": error, "ref": watched.ref}, now=now())
+        elif status is RepoStatus.OK and before.status in (RepoStatus.GONE, RepoStatus.GATED):
+            store.record_event(rid, EventKind.RECOVERED, {"was": before.status.value}, now=now())
+        report = reported(status, error, stopped=left is not None, retry_after=retry_after)
         bound.info(
             "repo.polled",
             status=status.value,
@@ -606,20 +612,8 @@ def poll_repo(
         bound.info("repo.fetch_abandoned", reason=str(exc), revisions=len(ingested), left=left)
         if before.status in (RepoStatus.NEW, RepoStatus.OK):  # as a stop between two revisions
             return finish(RepoStatus.OK, None)
-        return PollReport(  # its state stays the one it had: nothing was learned about it
-            repo_id=rid,
-            status=before.status,
-            head=head,
-            revisions_ingested=len(ingested),
-            files_fetched=counters.files,
-            bytes_fetched=counters.bytes_fetched(),
-            requests=counters.requests(),
-            rewritten=rewritten,
-            error=None,
-            new_revisions=tuple(ingested),
-            seconds=time.perf_counter() - started,
-            stopped=True,
-        )
+        # its state stays the one it had: nothing was learned about it
+        return reported(before.status, None, stopped=True)
     except RevisionNotFoundError as exc:
         return finish(
             RepoStatus.GONE, f"ref {watched.ref!r} not found: {exc}", EventKind.REF_DELETED
