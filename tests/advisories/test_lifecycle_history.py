@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tracker.replica import Replica
@@ -129,17 +129,27 @@ def _expected(walk: list[float]) -> dict[int, tuple[int | None, list[int]]]:
     return out
 
 
-@settings(
-    max_examples=5,
-    deadline=None,
-    derandomize=True,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
-@given(st.lists(st.sampled_from(VALUES), min_size=3, max_size=7))
+WALKS = st.lists(st.sampled_from(VALUES), min_size=3, max_size=7)
+
+
+@settings(max_examples=1, deadline=None, derandomize=True)
+@given(WALKS)
 @example([0.7, 0.9, 0.6, 0.7, 0.9, 0.9, 0.7])  # a restore from a third value, a re-break
 def test_random_walks_of_one_value_are_fixed_only_where_the_value_is_back(
     walk: list[float],
 ) -> None:
+    _walk(walk)
+
+
+@pytest.mark.soak
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(WALKS)
+def test_random_walks_long_form(walk: list[float]) -> None:
+    """The same property over 25 walks (`make soak`); `make test` runs one and the example."""
+    _walk(walk)
+
+
+def _walk(walk: list[float]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         repo = init_repo(root / "hub", RID)

@@ -29,7 +29,9 @@ from fastapi.testclient import TestClient
 sys.path.insert(0, str(Path(__file__).parents[1] / "estimate"))
 from kimi_k3_checkpoint import CONFIG, tensors
 
-pytestmark = pytest.mark.slow
+# the long form of tests/estimate/test_estimate_shipped.py (which says the same of the CLI), with
+# the page: `make soak`
+pytestmark = [pytest.mark.slow, pytest.mark.soak]
 
 REPO = "moonshotai/Kimi-K3"
 TOTAL_SIZE = 1_560_726_660_224

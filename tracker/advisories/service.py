@@ -693,9 +693,16 @@ def restore_revived(
     return _retried(lambda: _restore_revived(store, repo_id, live_shas, now, chain, audience))
 
 
-def _rederive(tx: AdvisoryTx, repo_id: RepoId, chain: Sequence[Sha], now: datetime) -> None:
+def _rederive(
+    tx: AdvisoryTx, repo_id: RepoId, chain: Sequence[Sha], live: set[Sha], now: datetime
+) -> None:
     """Re-fix reopened advisories whose fixing commit is back on `chain`, then set every open or
-    fixed advisory's versions to the revisions of `chain` where it holds (see restore_revived)."""
+    fixed advisory's versions to the revisions of `chain` where it holds (see restore_revived).
+
+    A version already listed that is on the ref (`live`) but not in `chain` stays, after the
+    chain's: `chain` is the analysed line as this process read it before this transaction, and
+    another poller may have published a later revision since (two `poll --once` at once); only
+    revisions a rewrite dropped leave."""
     at: dict[str, int] = {sha: i for i, sha in enumerate(chain)}
     for stored in tx.in_state(repo_id, AdvisoryState.OPEN):
         adv = stored.advisory
@@ -735,6 +742,8 @@ def _rederive(tx: AdvisoryTx, repo_id: RepoId, chain: Sequence[Sha], now: dateti
                 continue  # its fix is not on this line: reopening is the rewrite's to decide
             versions = list(chain[at[adv.introduced] : end])
             have = adv.record["affected"][0].get("versions")  # type: ignore[index, union-attr]
+            if end == len(chain) and isinstance(have, list):
+                versions += [v for v in have if v in live and v not in at]  # published since
             if have != versions:
                 tx.replace_versions(adv.id, versions, now)
 
@@ -773,7 +782,7 @@ def _restore_revived(
             audience,
         )
         if chain:
-            _rederive(tx, repo_id, chain, now)
+            _rederive(tx, repo_id, chain, live, now)
     return out
 
 
