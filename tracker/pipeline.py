@@ -757,13 +757,17 @@ class Pipeline:
         """The analysed revisions of the ref's line, oldest first: from the newest analysed live
         revision back along `previous` (what advisories' versions are re-derived from)."""
         live = [sha for sha, analysed, away in marks if analysed and not away]
+        if not live:
+            return []
+        # one query for the repo's revisions, then the walk in memory (not a read per revision)
+        previous = {r.sha: r.previous for r in self.store.revisions(rid)}
         out: list[Sha] = []
-        sha: Sha | None = live[-1] if live else None
+        sha: Sha | None = live[-1]
         seen: set[Sha] = set()
         while sha is not None and sha not in seen:
             out.append(sha)
             seen.add(sha)
-            sha = self.store.revision(rid, sha).previous
+            sha = previous.get(sha)
         analysed = set(live)
         return [s for s in reversed(out) if s in analysed]
 

@@ -23,10 +23,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from tracker.advisories.lifecycle import withdraw
 from tracker.advisories.osv import advisory_id
 from tracker.advisories.schema import validate_record
-from tracker.advisories.service import _enqueue_lifecycle, _filters, _package_url
+from tracker.advisories.service import (
+    _enqueue_lifecycle,
+    _filters,
+    _package_url,
+    withdraw_stored,
+)
 from tracker.shared.domain import Advisory, AdvisoryState, RepoId, Sha, WithdrawnBy, rfc3339
 from tracker.store.advisories import AdvisoryStore, StoredAdvisory, SuppressedChange
 from tracker.webhooks.events import EVENT, WITHDRAWN, RevisionEvent, matching
@@ -102,19 +106,9 @@ def reconcile(
         for key, old in sorted(have.items(), key=lambda kv: kv[1].advisory.id):
             if key in want or old.state is AdvisoryState.WITHDRAWN:
                 continue
-            adv = old.advisory
-            gone = withdraw(adv.record, now, reason)
-            validate_record(gone)
-            new = Advisory(adv.id, adv.repo_id, adv.introduced, adv.group, adv.severity, gone)
-            tx.update(
-                new,
-                state=AdvisoryState.WITHDRAWN,
-                pending=list(old.pending),
-                expect=old.state,
-                withdrawn_by=WithdrawnBy.REPAIR,
-            )
-            withdrawn.append((adv.id, reason))
-            lifecycle.append((adv.introduced, new, reason))
+            new = withdraw_stored(tx, old, reason, WithdrawnBy.REPAIR, now)
+            withdrawn.append((new.id, reason))
+            lifecycle.append((new.introduced, new, reason))
         for key, s in sorted(want.items(), key=lambda kv: ids[kv[1].advisory.id]):
             record: dict[str, Any] = _mapped(s.advisory.record, pattern, ids)
             pending = _mapped(list(s.pending), pattern, ids)

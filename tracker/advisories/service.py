@@ -632,16 +632,7 @@ def _withdraw_rewritten(
             reason = f"introducing commit {adv.introduced} was removed by a history rewrite" + (
                 f" ({which[adv.introduced]})" if adv.introduced in which else ""
             )
-            record = withdraw(adv.record, now, reason)
-            validate_record(record)
-            new = Advisory(adv.id, adv.repo_id, adv.introduced, adv.group, adv.severity, record)
-            tx.update(
-                new,
-                state=AdvisoryState.WITHDRAWN,
-                pending=list(stored.pending),
-                expect=stored.state,
-                withdrawn_by=WithdrawnBy.REWRITE,
-            )
+            new = withdraw_stored(tx, stored, reason, WithdrawnBy.REWRITE, now)
             out.append(new)
             withdrawn.append((adv.introduced, new, reason))
         # A fix whose commit the rewrite removed no longer fixes anything: reopen the advisory.
@@ -667,6 +658,25 @@ def _withdraw_rewritten(
         _enqueue_lifecycle(tx, WITHDRAWN, withdrawn, now, audience)
         _enqueue_lifecycle(tx, REOPENED, reopened, now, audience)
     return out
+
+
+def withdraw_stored(
+    tx: AdvisoryTx, stored: StoredAdvisory, reason: str, by: WithdrawnBy, now: datetime
+) -> Advisory:
+    """Withdraw one stored advisory in `tx` with `reason` (compare-and-set on its state read);
+    returns the withdrawn advisory."""
+    adv = stored.advisory
+    record = withdraw(adv.record, now, reason)
+    validate_record(record)
+    new = Advisory(adv.id, adv.repo_id, adv.introduced, adv.group, adv.severity, record)
+    tx.update(
+        new,
+        state=AdvisoryState.WITHDRAWN,
+        pending=list(stored.pending),
+        expect=stored.state,
+        withdrawn_by=by,
+    )
+    return new
 
 
 def restore_revived(
