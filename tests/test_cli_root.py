@@ -54,3 +54,53 @@ def test_every_error_class_has_a_code_from_the_table() -> None:
     table = {cls for cls, _ in EXIT_CODES}
     for cls in subclasses(errors.TrackerError):
         assert any(issubclass(cls, t) for t in table), cls
+
+
+def test_command_table_names_what_each_module_registers() -> None:
+    """`tracker CMD` imports only CMD's module (COMMAND_MODULES): the table must name exactly the
+    top-level commands and groups each module's `register` adds, or a command would be missing
+    from its own command line."""
+    import importlib
+
+    import typer
+
+    from tracker.cli import COMMAND_MODULES
+
+    registered: dict[str, str] = {}
+    for module in dict.fromkeys(COMMAND_MODULES.values()):
+        app = typer.Typer()
+        importlib.import_module(f"tracker.cli.{module}").register(app)
+        names = [c.name for c in app.registered_commands] + [g.name for g in app.registered_groups]
+        for name in names:
+            assert name is not None
+            registered[name] = module
+    assert registered == COMMAND_MODULES
+
+
+@pytest.mark.parametrize(
+    ("args", "command"),
+    [
+        (["watch", "list"], "watch"),
+        (["--state-dir", "/x", "poll", "--once"], "poll"),
+        (["--log-level=DEBUG", "status"], "status"),
+        (["--watchlist", "advisories", "diff", "a/b"], "diff"),
+        (["--help"], None),
+        ([], None),
+    ],
+)
+def test_command_of_skips_root_options(args: list[str], command: str | None) -> None:
+    from tracker.cli import command_of
+
+    assert command_of(args) == command
+
+
+def test_one_command_line_runs_with_only_its_module_registered() -> None:
+    """A command after root options runs (its module found past the options' values), and the
+    root help still lists every command."""
+    ran = _run("--log-level", "WARNING", "replica", "--help")
+    assert ran.returncode == 0, ran.stderr
+    assert "serve" in ran.stdout
+    helped = _run("--help")
+    assert helped.returncode == 0
+    for name in ("watch", "poll", "history", "repair", "migrate", "subscribe", "lineage"):
+        assert f" {name} " in helped.stdout

@@ -313,3 +313,29 @@ def test_advisory_and_analysis_rows_need_their_revision(store: Store) -> None:
             ),
             {"sha": sha(3), "at": datetime(2025, 1, 1)},
         )
+
+
+def test_head_and_current_revision_without_alembic_agree_with_alembic(tmp_path: Path) -> None:
+    """The store opens without importing Alembic when its schema is at head: the head read from
+    the migration files' lines and the version read with SQLAlchemy equal Alembic's own answers,
+    on an empty database, a migrated one, and one at an older migration."""
+    from alembic.migration import MigrationContext
+
+    from tracker.store.engine import create_engine, current_revision, upgrade
+    from tracker.store.engine import head_revision as fast_head
+
+    assert fast_head() == head_revision()
+    engine = create_engine(f"sqlite:///{tmp_path / 'a.db'}")
+    try:
+
+        def alembic_current() -> str | None:
+            with engine.connect() as conn:
+                return MigrationContext.configure(conn).get_current_revision()
+
+        assert current_revision(engine) is None and alembic_current() is None
+        upgrade(engine, "0008")
+        assert current_revision(engine) == alembic_current() == "0008"
+        upgrade(engine)
+        assert current_revision(engine) == alembic_current() == head_revision()
+    finally:
+        engine.dispose()

@@ -83,47 +83,76 @@ def _register_root(app: typer.Typer) -> None:
         CLI_OVERRIDES.set({k: v for k, v in given.items() if v is not None})
 
 
-def _register_all() -> None:
-    from tracker.cli import (
-        advisories,
-        demo,
-        diff,
-        estimate,
-        lineage,
-        migrate,
-        poll,
-        preflight,
-        replica,
-        scan,
-        serve,
-        status,
-        subscribe,
-        team,
-        verify,
-        watch,
-    )
+# The top-level commands each module registers (tests/test_cli_root.py checks this against the
+# registrations themselves): a command line names one, and only its module is imported, so
+# `tracker watch list` does not import the daemon, the store's migrations and the pipeline.
+COMMAND_MODULES: dict[str, str] = {
+    "watch": "watch",
+    "poll": "poll",
+    "history": "poll",
+    "show": "poll",
+    "diff": "diff",
+    "estimate": "estimate",
+    "preflight": "preflight",
+    "advisories": "advisories",
+    "lineage": "lineage",
+    "scan": "scan",
+    "team": "team",
+    "serve": "serve",
+    "subscribe": "subscribe",
+    "replica": "replica",
+    "demo": "demo",
+    "verify": "verify",
+    "repair": "verify",
+    "status": "status",
+    "migrate": "migrate",
+}
 
-    modules: tuple[Callable[[typer.Typer], None], ...] = (
-        watch.register,
-        poll.register,
-        diff.register,
-        estimate.register,
-        preflight.register,
-        advisories.register,
-        lineage.register,
-        scan.register,
-        team.register,
-        serve.register,
-        subscribe.register,
-        replica.register,
-        demo.register,
-        verify.register,
-        status.register,
-        migrate.register,
+# The root options that take a value (`_register_root`): skipped when finding the command.
+_ROOT_VALUE_OPTIONS = frozenset(
+    {"--state-dir", "--database-url", "--watchlist", "--hf-endpoint", "--log-level"}
+)
+
+
+# What this process has registered on the one app ("" for the root options).
+_REGISTERED: set[str] = set()
+
+
+def command_of(args: list[str]) -> str | None:
+    """The top-level command an argument list names (after the root options), or None."""
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg in _ROOT_VALUE_OPTIONS:
+            skip = True
+        elif not arg.startswith("-"):
+            return arg
+    return None
+
+
+def _register_all(args: list[str] | None = None) -> None:
+    """Register the root options and the command modules: only the one the command line names
+    when it names a known command, every one otherwise (help, usage errors, tests)."""
+    import importlib
+
+    command = command_of(args) if args is not None else None
+    wanted = (
+        [COMMAND_MODULES[command]]
+        if command in COMMAND_MODULES
+        else list(dict.fromkeys(COMMAND_MODULES.values()))
     )
-    _register_root(_app())
-    for register in modules:
+    if not _REGISTERED:
+        _register_root(_app())
+        _REGISTERED.add("")
+    for name in wanted:
+        if name in _REGISTERED:
+            continue
+        register: Callable[[typer.Typer], None] = importlib.import_module(
+            f"tracker.cli.{name}"
+        ).register
         register(_app())
+        _REGISTERED.add(name)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -147,7 +176,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(status)
     import typer
 
-    _register_all()
+    _register_all(args)
     app = _app()
     from tracker import logs
 

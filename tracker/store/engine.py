@@ -15,21 +15,22 @@ opens run one after the other (the later ones find the schema at head and do not
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config
-from alembic.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session as OrmSession
 from sqlmodel import Session
 
 from tracker.shared.errors import StoreError
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 WRITE = "tracker_write"
@@ -70,7 +71,14 @@ def writer(engine: sa.Engine) -> sa.Engine:
     return engine.execution_options(**{WRITE: True})
 
 
+# Alembic (about a third of a CLI command's start) is imported only when the schema is not at
+# head or a migration's id is looked up: the common open (schema at head) reads the version table
+# with SQLAlchemy and compares it with the head found from the migration files' own lines.
+
+
 def _alembic_config() -> Config:
+    from alembic.config import Config
+
     cfg = Config()
     cfg.set_main_option("path_separator", "os")
     cfg.set_main_option("script_location", str(MIGRATIONS))
@@ -78,24 +86,56 @@ def _alembic_config() -> Config:
     return cfg
 
 
+def _script() -> ScriptDirectory:
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory.from_config(_alembic_config())
+
+
 def known_revision(revision: str) -> bool:
     """Whether `revision` is one of this code's migrations."""
     try:
-        return ScriptDirectory.from_config(_alembic_config()).get_revision(revision) is not None
+        return _script().get_revision(revision) is not None
     except Exception:  # alembic's errors for an unknown id vary by version
         return False
 
 
 def current_revision(engine: sa.Engine) -> str | None:
-    """The schema's Alembic revision (None for an empty database)."""
+    """The schema's Alembic revision (None for an empty database): the one row of Alembic's
+    version table, read as `MigrationContext.get_current_revision` reads it."""
     with engine.connect() as conn:
-        return MigrationContext.configure(conn).get_current_revision()
+        if not sa.inspect(conn).has_table("alembic_version"):
+            return None
+        rows = conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalars().all()
+    if len(rows) > 1:
+        raise StoreError(f"the store's schema has {len(rows)} migration heads: {sorted(rows)}")
+    return str(rows[0]) if rows else None
+
+
+_REVISION_LINE = re.compile(r"^(down_revision|revision)\b[^=]*=\s*(.+)$", re.MULTILINE)
 
 
 @functools.cache
 def head_revision() -> str:
-    """The newest migration this tracker knows (Alembic `head`)."""
-    head = ScriptDirectory.from_config(_alembic_config()).get_current_head()
+    """The newest migration this tracker knows (Alembic `head`): the one revision no migration
+    file names as its `down_revision` (tests/store/test_migrations.py checks it against
+    Alembic's own `get_current_head`); Alembic decides when the files' lines are not plain."""
+    revisions: set[str] = set()
+    downs: set[str] = set()
+    for path in sorted((MIGRATIONS / "versions").glob("*.py")):
+        for name, value in _REVISION_LINE.findall(path.read_text(encoding="utf-8")):
+            ids = re.findall(r"[\"']([^\"']+)[\"']", value)
+            if value.strip() != "None" and not ids:
+                return _alembic_head()
+            (revisions if name == "revision" else downs).update(ids)
+    heads = revisions - downs
+    if len(heads) != 1:
+        return _alembic_head()
+    return heads.pop()
+
+
+def _alembic_head() -> str:
+    head = _script().get_current_head()
     assert head is not None
     return head
 
@@ -133,10 +173,10 @@ def require_schema(engine: sa.Engine, where: str) -> None:
             f"no store at {where}: nothing has been polled into it yet (`tracker poll --once` "
             "or `tracker demo` fills it)"
         )
-    script = ScriptDirectory.from_config(_alembic_config())
-    head = script.get_current_head()
+    head = head_revision()
     if current == head:
         return
+    script = _script()
     known = {rev.revision for rev in script.walk_revisions()}
     if current not in known:
         raise StoreError(
@@ -154,9 +194,14 @@ def upgrade(engine: sa.Engine, revision: str = "head") -> None:
 
     Already there (the common case: every command opens the store): one read, no lock.
     """
+    current = current_revision(engine)
+    if revision == "head" and current == head_revision():
+        return
+    from alembic import command
+
     cfg = _alembic_config()
-    target = ScriptDirectory.from_config(cfg).as_revision_number(revision)
-    if current_revision(engine) == target:
+    target = _script().as_revision_number(revision)
+    if current == target:
         return
     with writer(engine).begin() as conn:
         if conn.dialect.name == "postgresql":
