@@ -24,11 +24,23 @@ PG_DEFAULT = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 _PG_ENV = os.environ.get("TRACKER_TEST_PG_URL", PG_DEFAULT)
 
 
+@pytest.fixture(scope="session")
+def _user_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tests' user cache dir (XDG_CACHE_HOME): one per run, shared by its xdist workers (the
+    run's base temp dir), so the executed-effects cache (tracker.advisories.execute.EffectCache)
+    starts empty on every run, as on a fresh machine, and is never ~/.cache."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent
+    return base / "xdg-cache"
+
+
 @pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, _user_cache: Path) -> None:
     for name in list(os.environ):
         if name.startswith(("TRACKER_", "HF_", "HUGGINGFACE_")):
             monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(_user_cache))
     monkeypatch.setenv("TRACKER_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
     monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")

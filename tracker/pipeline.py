@@ -304,10 +304,13 @@ class Analyst:
     @classmethod
     def default(cls, settings: Settings) -> Analyst:
         """The real stages under `settings` (what the analysis worker runs)."""
+        from tracker.advisories.execute import EffectCache
         from tracker.preflight.wheels import SymbolTables
 
         stages = Stages(diff=backstop_diff(settings))
-        return cls(stages, SymbolTables.from_settings(settings).get)
+        analyst = cls(stages, SymbolTables.from_settings(settings).get)
+        analyst.executor.cache = EffectCache(settings.effective_effects_cache_dir)
+        return analyst
 
     @staticmethod
     def needs_executor(before: Snapshot | None, after: Snapshot) -> bool:

@@ -272,6 +272,10 @@ class Settings(BaseSettings):
         default=None,
         description="Where preflight keeps transformers wheels and their symbol tables; default <state_dir>/cache/preflight.",
     )
+    effects_cache_dir: Path | None = Field(
+        default=None,
+        description="Where executed effects (transformers run on both sides of a change) are kept, keyed by their inputs, the installed libraries and tracker's code; default $XDG_CACHE_HOME/tracker/effects (~/.cache/tracker/effects).",
+    )
     preflight_index_url: str | None = Field(
         default=None,
         description="The package index preflight fetches wheels from (pip download --index-url); default pip's own configuration.",
@@ -421,6 +425,14 @@ class Settings(BaseSettings):
     def limits(self) -> Limits:
         """The fetch caps (`tracker.shared.artifacts.Limits`)."""
         return Limits(self.max_file_bytes, self.max_safetensors_header_bytes, self.poll_deadline_s)
+
+    @property
+    def effective_effects_cache_dir(self) -> Path:
+        """Where executed effects are cached (`effects_cache_dir`, else the user's cache dir)."""
+        if self.effects_cache_dir is not None:
+            return self.effects_cache_dir
+        base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+        return Path(base) / "tracker" / "effects"
 
     @property
     def effective_preflight_cache_dir(self) -> Path:

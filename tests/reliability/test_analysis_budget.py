@@ -58,7 +58,12 @@ def test_a_revision_over_the_memory_budget_is_recorded_and_the_rest_goes_on(
     commit_eos(plain, 2)
     (tmp_path / "watchlist.yaml").write_text("repos:\n  - id: acme/hostile\n  - id: acme/plain\n")
     with Replica(root) as hub:
-        env = env_for(tmp_path, hub.url, TRACKER_ANALYSIS_MEMORY_MIB="64")
+        env = env_for(
+            tmp_path,
+            hub.url,
+            TRACKER_EFFECTS_CACHE_DIR=str(tmp_path / "effects"),
+            TRACKER_ANALYSIS_MEMORY_MIB="64",
+        )
         done = run(env, "poll", "--once")
         assert done.returncode == 1, done.stdout + done.stderr
         assert done.stdout.splitlines()[-2:] == [
@@ -116,7 +121,12 @@ def test_a_revision_over_the_memory_budget_is_recorded_and_the_rest_goes_on(
             app.close()
 
         # Raised over what it overran: analysed now, the record goes.
-        raised = env_for(tmp_path, hub.url, TRACKER_ANALYSIS_MEMORY_MIB="4096")
+        raised = env_for(
+            tmp_path,
+            hub.url,
+            TRACKER_EFFECTS_CACHE_DIR=str(tmp_path / "effects"),
+            TRACKER_ANALYSIS_MEMORY_MIB="4096",
+        )
         done = run(raised, "poll", "--once")
         assert done.returncode == 0, done.stderr
         assert _watch_list(raised)["acme/hostile"]["could_not_analyse"] == []
@@ -132,7 +142,14 @@ def test_a_time_budget_too_small_for_any_analysis_records_kind_time(tmp_path: Pa
     commit_eos(repo, 2)
     (tmp_path / "watchlist.yaml").write_text("repos:\n  - id: acme/plain\n")
     with Replica(root) as hub:
-        assert run(env_for(tmp_path, hub.url), "poll", "--once").returncode == 0
+        assert (
+            run(
+                env_for(tmp_path, hub.url, TRACKER_EFFECTS_CACHE_DIR=str(tmp_path / "effects")),
+                "poll",
+                "--once",
+            ).returncode
+            == 0
+        )
         # A chat template that changed is rendered before and after (the render worker starts
         # first: tens of ms), so no machine analyses it within 1 ms. A first revision alone can
         # be (nothing to diff), which made this test pass or fail by the machine's load.
@@ -140,7 +157,12 @@ def test_a_time_budget_too_small_for_any_analysis_records_kind_time(tmp_path: Pa
         head = commit(
             repo, {"tokenizer_config.json": json.dumps({"chat_template": template}).encode()}, "t"
         )
-        env = env_for(tmp_path, hub.url, TRACKER_ANALYSIS_TIMEOUT_S="0.001")
+        env = env_for(
+            tmp_path,
+            hub.url,
+            TRACKER_EFFECTS_CACHE_DIR=str(tmp_path / "effects"),
+            TRACKER_ANALYSIS_TIMEOUT_S="0.001",
+        )
         done = run(env, "poll", "--once")
         assert done.returncode == 1, done.stdout + done.stderr
         assert done.stderr.splitlines()[-1] == (
@@ -165,7 +187,11 @@ def test_the_daemon_records_the_overrun_once_and_goes_on(tmp_path: Path) -> None
     )
     with Replica(root) as hub:
         env = env_for(
-            tmp_path, hub.url, TRACKER_ANALYSIS_MEMORY_MIB="64", TRACKER_WATCHLIST_SYNC_S="3600"
+            tmp_path,
+            hub.url,
+            TRACKER_EFFECTS_CACHE_DIR=str(tmp_path / "effects"),
+            TRACKER_ANALYSIS_MEMORY_MIB="64",
+            TRACKER_WATCHLIST_SYNC_S="3600",
         )
         daemon = Daemon(env)
         try:

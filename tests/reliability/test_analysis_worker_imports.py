@@ -40,6 +40,7 @@ def test_transformers_is_imported_for_the_first_config_change_outside_its_budget
             watchlist=tmp_path / "watchlist.yaml",
             hf_endpoint=hub.url,
             analysis_memory_mib=400,
+            effects_cache_dir=tmp_path / "effects",
         )
         app = build(settings)
         try:
@@ -64,3 +65,23 @@ def test_transformers_is_imported_for_the_first_config_change_outside_its_budget
     changes = advisory.record["database_specific"]["changes"]  # type: ignore[index]
     [eos] = [c for c in changes if c["key"] == "eos_token_id"]  # type: ignore[index,union-attr]
     assert (eos["rule"], eos["decided_by"]) == ("executed-generation-ids", "transformers 5.24.0")
+    assert list((tmp_path / "effects").rglob("*.json")), "the executed effect was not cached"
+
+    # A second deployment (its own store) with the same effect cache analyses the same history
+    # without importing transformers or torch, and publishes the same advisory.
+    with Replica(root) as hub:
+        again = build(settings.model_copy(update={"state_dir": tmp_path / "state-2",
+                                                  "hf_endpoint": hub.url}))  # fmt: skip
+        try:
+            pipeline = again.pipeline
+            [watched] = pipeline.watchlist().repos
+            poll_all(again.store, [watched], pipeline.source_for)
+            analysed, _withdrawn, error, overran = pipeline.analyse_repo(watched)
+            assert ([a.sha for a in analysed], error, overran) == ([first, readme, third], None, ())
+            assert not _has_torch(pipeline.worker.pid)
+            [cached] = [again.advisories.get(i) for i in analysed[2].advisories]
+        finally:
+            again.close()
+    assert cached is not None
+    assert cached.record["database_specific"] == advisory.record["database_specific"]
+    assert cached.record["details"] == advisory.record["details"]

@@ -45,6 +45,7 @@ def test_the_daemon_side_of_analysing_a_revision_parses_none_of_its_files(
             watchlist=tmp_path / "watchlist.yaml",
             hf_endpoint=hub.url,
             analysis_memory_mib=4096,
+            effects_cache_dir=tmp_path / "effects",
         )
         app = build(settings)
         try:

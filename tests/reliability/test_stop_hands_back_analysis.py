@@ -43,7 +43,12 @@ def test_sigterm_hands_the_analysis_back(tmp_path: Path) -> None:
     first = commit_eos(repo, 2)
     (tmp_path / "watchlist.yaml").write_text("repos:\n  - id: acme/slow\n    poll_interval: 1s\n")
     with Replica(root) as hub:
-        env = env_for(tmp_path, hub.url, TRACKER_ANALYSIS_TIMEOUT_S="60")
+        env = env_for(
+            tmp_path,
+            hub.url,
+            TRACKER_EFFECTS_CACHE_DIR=str(tmp_path / "effects"),
+            TRACKER_ANALYSIS_TIMEOUT_S="60",
+        )
         daemon = Daemon(env)
         worker: int | None = None
         try:

@@ -43,6 +43,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import functools
 import hashlib
 import importlib
 import importlib.metadata
@@ -56,6 +57,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -127,6 +129,11 @@ class _Overrun(Exception):
     pass
 
 
+_OVERRUNS = [0]
+"""How many builds have overrun BUILD_LIMIT_S in this process: a result an overrun shaped
+depends on the machine's load, and is never written to the effect cache."""
+
+
 @contextlib.contextmanager
 def _time_limit(seconds: float) -> Iterator[None]:
     """Raise _Overrun in the block after `seconds` (main thread only, and only where no other
@@ -139,6 +146,7 @@ def _time_limit(seconds: float) -> Iterator[None]:
         return
 
     def on_alarm(signum: int, frame: FrameType | None) -> None:
+        _OVERRUNS[0] += 1
         raise _Overrun
 
     old = signal.signal(signal.SIGALRM, on_alarm)
@@ -177,6 +185,118 @@ def _digest(value: object) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+class EffectMiss(BaseException):
+    """Raised in `cache_only` mode when an effect is not in the cache: the analysis worker then
+    imports transformers (outside the request's budget) and analyses the revision again.
+
+    A BaseException, so that no `except Exception` between the rules and the executor turns
+    it into an "inferred" verdict."""
+
+
+_SOURCE = Path(__file__).resolve().parents[1]
+
+
+@functools.cache
+def _salt() -> str:
+    """What decides an executed effect besides its inputs: the installed transformers, torch,
+    tokenizers and jinja2, and tracker's own source (every module: the rules, the conversations
+    and the normalisations this module applies are code)."""
+    versions = []
+    for dist in ("transformers", "torch", "tokenizers", "jinja2", "huggingface_hub"):
+        try:
+            versions.append(f"{dist}=={importlib.metadata.version(dist)}")
+        except importlib.metadata.PackageNotFoundError:
+            versions.append(f"{dist} absent")
+    code = hashlib.sha256()
+    for path in sorted(_SOURCE.rglob("*.py")):
+        code.update(str(path.relative_to(_SOURCE)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return _digest([EFFECT_CACHE_FORMAT, versions, code.hexdigest()])
+
+
+EFFECT_CACHE_FORMAT = 1
+
+
+def _canonical(value: object) -> object:
+    """`value` as JSON-able data for a cache key: bytes by their SHA-256, tuples as lists."""
+    if isinstance(value, bytes):
+        return {"sha256": hashlib.sha256(value).hexdigest()}
+    if isinstance(value, Mapping):
+        return {str(k): _canonical(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_canonical(v) for v in value]
+    return value
+
+
+class EffectCache:
+    """Executed effects on disk, one JSON file per (inputs, `_salt()`): the same change to the
+    same document (a family's fine-tunes share their configs; a repair, a restarted worker and
+    a second deployment analyse the same pairs again) is answered without importing
+    transformers. A key holds the whole inputs (documents, the key changed, checkpoint dtypes)
+    and everything else that decides the answer, so an entry is never stale; a result an
+    overrun of `BUILD_LIMIT_S` shaped, or one made without transformers, is not written. Any
+    error reading or writing the cache is a miss (the effect is executed)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.hits = 0
+
+    def key(self, method: str, args: object) -> str:
+        return _digest([_salt(), method, _canonical(args)])
+
+    def _path(self, key: str) -> Path:
+        return self.root / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> tuple[bool, Executed | None]:
+        try:
+            data = json.loads(self._path(key).read_text(encoding="utf-8"))
+            seqs = {
+                name: (list if data["lists"][name] else tuple)(str(v) for v in data[name])
+                for name in ("attributes", "readers")
+            }
+            value = Executed(
+                kind=str(data["kind"]),
+                evidence=str(data["evidence"]),
+                version=str(data["version"]),
+                **seqs,
+            )
+        except (OSError, ValueError, KeyError, TypeError):
+            return False, None
+        self.hits += 1
+        return True, value
+
+    def put(self, key: str, value: Executed) -> None:
+        data = {
+            "kind": value.kind,
+            "evidence": value.evidence,
+            "version": value.version,
+            "attributes": list(value.attributes),
+            "readers": list(value.readers),
+            # the sequences come back as the type they were made (a list or a tuple)
+            "lists": {
+                "attributes": isinstance(value.attributes, list),
+                "readers": isinstance(value.readers, list),
+            },
+        }
+        path = self._path(key)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(data, fh)
+            os.replace(tmp, path)
+        except OSError:
+            with contextlib.suppress(OSError, UnboundLocalError):
+                os.unlink(tmp)
+
+
+def _settled(value: Executed) -> bool:
+    """Whether `value` is the same on any machine: not shaped by a memory or recursion limit of
+    this process (the executor reports caught exceptions by their type name). None (execution
+    given up, which a caught MemoryError can also cause) is never cached either."""
+    text = " ".join([value.evidence, *value.attributes, *value.readers])
+    return "MemoryError" not in text and "RecursionError" not in text
+
+
 class Executor:
     """Executes transformers' config, modeling and generation code on config documents.
 
@@ -186,7 +306,11 @@ class Executor:
     `config_effect` and `generation_effect` call (the bench reads them); `builds` counts the
     model builds (the rest were cache hits)."""
 
-    def __init__(self) -> None:
+    def __init__(self, cache: EffectCache | None = None) -> None:
+        # `cache`: effects on disk (`EffectCache`); `cache_only`: a miss raises EffectMiss
+        # instead of importing transformers (the analysis worker's first pass of a request)
+        self.cache = cache
+        self.cache_only = False
         try:
             self.version: str = importlib.metadata.version("transformers")
         except importlib.metadata.PackageNotFoundError:
@@ -224,6 +348,30 @@ class Executor:
             return self._modules is not None
 
     @property
+    def warmed(self) -> bool:
+        """Whether transformers and torch are imported in this process."""
+        return self._modules is not None
+
+    def _cached(self, method: str, args: object, run: Any) -> Executed | None:
+        """`run()` through the cache: a hit is answered from disk; a miss raises EffectMiss in
+        `cache_only` mode, else runs and is written unless a build overran or transformers
+        could not be imported."""
+        cache = self.cache
+        key = cache.key(method, args) if cache is not None else ""
+        if cache is not None:
+            found, hit = cache.get(key)
+            if found:
+                return hit
+        if self.cache_only:
+            raise EffectMiss(method)
+        overruns = _OVERRUNS[0]
+        value: Executed | None = run()
+        settled = self._modules is not None and _OVERRUNS[0] == overruns
+        if cache is not None and value is not None and settled and _settled(value):
+            cache.put(key, value)
+        return value
+
+    @property
     def tf(self) -> Any:
         assert self._modules is not None
         return self._modules[0]
@@ -244,11 +392,15 @@ class Executor:
         """The effect of config `before` → `changed` (the previous config with only `key`
         changed); `dtypes`: each side's checkpoint dtype (first floating tensor), if known."""
         start = time.perf_counter()
+
+        def run() -> Executed | None:
+            if not self.warm():
+                return None
+            return self._config_effect(before, changed, key, dtypes)
+
         try:
             with self._lock:
-                if not self.warm():
-                    return None
-                return self._config_effect(before, changed, key, dtypes)
+                return self._cached("config", [before, changed, key, dtypes], run)
         finally:
             self.timings.append(time.perf_counter() - start)
 
@@ -261,14 +413,18 @@ class Executor:
         """The effect on the effective GenerationConfig of (config, generation_config or None)
         `before` → `after`."""
         start = time.perf_counter()
+
+        def run() -> Executed | None:
+            if not self.warm():
+                return None
+            old, new = self._generation(*before), self._generation(*after)
+            if old is None or new is None:
+                return None
+            return self._generation_verdict(old, new, key, before[1] is not None)
+
         try:
             with self._lock:
-                if not self.warm():
-                    return None
-                old, new = self._generation(*before), self._generation(*after)
-                if old is None or new is None:
-                    return None
-                return self._generation_verdict(old, new, key, before[1] is not None)
+                return self._cached("generation", [before, after, key], run)
         finally:
             self.timings.append(time.perf_counter() - start)
 
@@ -278,11 +434,15 @@ class Executor:
         """The effect on the tokenizer `AutoTokenizer` builds of the tokenizer files `before` →
         `changed` (file name → bytes: the previous revision's, with only this change applied)."""
         start = time.perf_counter()
+
+        def run() -> Executed | None:
+            if not self.warm():
+                return None
+            return self._tokenizer_effect(before, changed, key)
+
         try:
             with self._lock:
-                if not self.warm():
-                    return None
-                return self._tokenizer_effect(before, changed, key)
+                return self._cached("tokenizer", [before, changed, key], run)
         finally:
             self.timings.append(time.perf_counter() - start)
 

@@ -4,9 +4,10 @@
 The first frame is the pickled Settings; then one request frame in, one reply frame out (`ok`
 with the result, `memory`, `retry` or `error` with the message), until stdin closes or a
 MemoryError (the worker says so and exits). transformers and torch (seconds of CPU: 15 s on this
-2-core machine under load) are imported on the first request whose config.json or
-generation_config.json differs from the revision before (the executed effects need them), not at
-start: that request's reply is preceded by WARMING and READY frames, and the import runs outside
+2-core machine under load) are imported on the first request whose config.json,
+generation_config.json or tokenizer files differ from the revision before (the executed effects
+need them) and whose effects the effect cache (`tracker.advisories.execute.EffectCache`) cannot
+all answer, not at start: that request's reply is preceded by WARMING and READY frames, and the import runs outside
 its memory and time budget (`tracker.sandbox.analysis_worker.AnalysisWorker.run`). Before each request the soft RLIMIT_AS is set to the
 address space mapped now plus `analysis_memory_mib`, and lifted after it. Frames go over a private
 copy of stdout; anything printed goes to stderr. A worker whose parent is gone (its reply meets
@@ -23,6 +24,7 @@ from typing import IO, Any
 
 import structlog
 
+from tracker.advisories.execute import EffectMiss
 from tracker.logs import configure
 from tracker.pipeline import Analyst
 from tracker.sandbox.analysis_worker import HEADER, READY, WARMING
@@ -60,6 +62,28 @@ def _write(stdout: IO[bytes], data: bytes) -> None:
     stdout.flush()
 
 
+_MISSED = object()
+
+
+def _from_cache(analyst: Analyst, request: dict[str, Any]) -> Any:
+    """The analysis of `request` when it needs no import of transformers: it executes nothing,
+    transformers is imported already, or the effect cache answers every effect (a pass with
+    `cache_only`, which raises `EffectMiss` at the first effect not cached and imports nothing).
+    `_MISSED` when transformers and torch must be imported first."""
+    executor = analyst.executor
+    if executor.warmed or not analyst.needs_executor(request["before"], request["after"]):
+        return analyst.compute(**request)
+    if executor.cache is None:
+        return _MISSED
+    executor.cache_only = True
+    try:
+        return analyst.compute(**request)
+    except EffectMiss:
+        return _MISSED
+    finally:
+        executor.cache_only = False
+
+
 def serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
     """The worker loop: settings first, then one request frame in and one reply frame out, until
     stdin closes (or a MemoryError: the worker exits after saying so)."""
@@ -72,6 +96,10 @@ def serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
     settings: Settings = pickle.loads(body)
     configure(level=settings.log_level, under_systemd=settings.under_systemd, force=True)
     analyst = Analyst.default(settings)
+    # The differs' deepdiff (and the numpy it maps) is imported on first use elsewhere; here it
+    # is imported before any request's budget, as the rest of the analysis code is.
+    import deepdiff  # noqa: F401
+
     _write(stdout, READY)
     while True:
         head = _read(stdin, HEADER.size)
@@ -86,17 +114,19 @@ def serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
         request: Any = None
         try:
             request = pickle.loads(body)
-            if analyst.needs_executor(request["before"], request["after"]):
-                # transformers and torch are imported now, outside this request's budget
-                _set_memory_cap(None)
-                _write(stdout, WARMING)
-                analyst.executor.warm()
-                _write(stdout, READY)
-                allowed = _set_memory_cap(settings.analysis_memory_mib)
             with structlog.contextvars.bound_contextvars(
                 repo=request["after"].repo_id, sha=request["after"].sha
             ):
-                reply = ("ok", analyst.compute(**request))
+                result = _from_cache(analyst, request)
+                if result is _MISSED:
+                    # transformers and torch are imported now, outside this request's budget
+                    _set_memory_cap(None)
+                    _write(stdout, WARMING)
+                    analyst.executor.warm()
+                    _write(stdout, READY)
+                    allowed = _set_memory_cap(settings.analysis_memory_mib)
+                    result = analyst.compute(**request)
+                reply = ("ok", result)
         except MemoryError as exc:
             reply, where = ("memory", allowed), exc.__traceback__
         except RetryLaterError as exc:
