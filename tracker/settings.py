@@ -166,6 +166,10 @@ class Settings(BaseSettings):
         le=600,
         description="Seconds `tracker serve` gives a client to send a request's whole header, from the connection (or the request's first byte on a kept-alive one); past it the connection is closed (slow-header clients cannot hold connections).",
     )
+    http_parser: Literal["httptools", "h11"] = Field(
+        default="httptools",
+        description="uvicorn's HTTP/1.1 implementation behind `tracker serve` and `tracker demo --serve`: httptools (C, the faster; URLs up to 65,535 bytes, else 414) or h11 (pure Python; a request head of up to 16,384 bytes, h11's limit: a longer request line is answered 414, a longer head 431). Either answers what it refuses with a problem document.",
+    )
     webhook_timeout_s: float = Field(
         default=10.0,
         gt=0,

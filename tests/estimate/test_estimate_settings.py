@@ -217,7 +217,11 @@ def test_serving_prefill_is_reported_where_it_is_used() -> None:
 
 
 def test_settings_json_is_built_once_and_handed_out_as_copies() -> None:
-    s = EstimateSettings(extra_cards=(Card("B200 192 GB", 192.0, 6.0, 2250.0),))
+    assert EstimateSettings().to_json()["cost_card"] is None  # chosen per job by default
+    s = EstimateSettings(
+        extra_cards=(Card("B200 192 GB", 192.0, 6.0, 2250.0),),
+        cost_card=Card("A10G 24 GB", 24.0, 1.006, 125.0),
+    )
     first = s.to_json()
     assert list(first)[:3] == ["train_seq_len", "serve_seq_len", "full_ft_bytes_per_param"]
     assert first["cards"][0] == {

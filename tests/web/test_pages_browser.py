@@ -444,7 +444,16 @@ def test_on_a_phone_no_table_cell_breaks_a_word_and_no_column_is_cut(
     its box instead of losing columns at the edge."""
     app = served_demo.app
     fix = _chat_advisory(app)
-    pages = ["/", f"/advisories/{fix.id}"]
+    # every page kind: home, advisory, advisory index (filtered too), org, repo (an older
+    # revision too), compare, and the error page (teams: tests/web/test_pages_teams.py)
+    pages = [
+        "/",
+        f"/advisories/{fix.id}",
+        "/advisories",
+        "/advisories?severity=high&state=open",
+        "/repos/meta-llama",
+        "/advisories/x_NOPE-1",
+    ]
     for st in app.store.repo_states():
         pages += [f"/repos/{st.repo_id}", f"/repos/{st.repo_id}?rev=HEAD~1"]
         first = app.store.revisions(st.repo_id)[0].sha

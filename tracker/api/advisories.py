@@ -24,7 +24,7 @@ from tracker.api.caching import (
 )
 from tracker.api.memo import kept_response
 from tracker.api.models import AdvisoryPage, Order
-from tracker.api.params import SEVERITY_ANY_CASE, any_case
+from tracker.api.params import SEVERITY_ANY_CASE, Cursor, any_case
 from tracker.api.problem import Problem
 from tracker.shared.domain import AdvisoryState, Artifact, rfc3339
 from tracker.shared.errors import InvalidRepoIdError
@@ -112,7 +112,7 @@ def list_advisories(
     ] = None,
     order: Order = "oldest",
     limit: Annotated[int, Query(ge=1, le=paging.MAX_LIMIT)] = paging.DEFAULT_LIMIT,
-    cursor: Annotated[str | None, Query(max_length=500)] = None,
+    cursor: Cursor = None,
 ) -> Response:
     """Filters combine: every one given must hold; one given several times matches any of its
     values (`tracker.store.queries.advisory_filter`, as `tracker advisories list` applies them)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Path
+from fastapi import Path, Query
 
 from tracker.api.problem import Problem
 from tracker.shared.domain import RepoId, Severity, parse_repo_id
@@ -26,6 +26,15 @@ Name = Annotated[str, Path(description="The repo's name.", json_schema_extra=_PA
 REVISION = {"pattern": REVISION_PATTERN}
 REVISION_WORDS = "A full or short sha, the ref's name or HEAD, each with an optional ~n."
 Rev = Annotated[str, Path(description=REVISION_WORDS, json_schema_extra=REVISION)]
+# A list's page cursor (`tracker.api.paging`): opaque, so the schema can only say so.
+Cursor = Annotated[
+    str | None,
+    Query(
+        max_length=500,
+        description='An opaque cursor: the previous page\'s `next` (or its `Link: rel="next"`), '
+        "with the same filters and order. Any other value is a 400 `invalid-cursor`.",
+    ),
+]
 
 
 def any_case(words: list[str]) -> str:

@@ -47,7 +47,16 @@ from tracker.api.models import (
     ReposOut,
     RevisionPage,
 )
-from tracker.api.params import REVISION, REVISION_WORDS, Name, Org, Rev, any_case, repo_id_of
+from tracker.api.params import (
+    REVISION,
+    REVISION_WORDS,
+    Cursor,
+    Name,
+    Org,
+    Rev,
+    any_case,
+    repo_id_of,
+)
 from tracker.api.problem import Problem
 from tracker.shared.domain import Artifact, is_full_sha, rfc3339
 from tracker.shared.errors import ConfigError, EstimateError, StoreNotFoundError
@@ -163,7 +172,7 @@ def revisions(
     request: Request,
     order: Order = "oldest",
     limit: Annotated[int, Query(ge=1, le=paging.MAX_LIMIT)] = paging.DEFAULT_LIMIT,
-    cursor: Annotated[str | None, Query(max_length=500)] = None,
+    cursor: Cursor = None,
 ) -> Response:
     from tracker.store.queries import revision_json
 

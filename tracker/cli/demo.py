@@ -206,7 +206,7 @@ def serve_pages(console: Console, app: App, host: str, port: int) -> None:
     import uvicorn
 
     from tracker.api import create_app
-    from tracker.api.wire import ProblemHttpToolsProtocol
+    from tracker.api.wire import ProblemH11Protocol, ProblemHttpToolsProtocol
 
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -219,10 +219,9 @@ def serve_pages(console: Console, app: App, host: str, port: int) -> None:
     sock.listen(2048)  # listening before the URL is printed: a client that comes at once waits
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if family == socket.AF_INET6 else host
+    http = ProblemH11Protocol if app.settings.http_parser == "h11" else ProblemHttpToolsProtocol
     server = uvicorn.Server(
-        uvicorn.Config(
-            create_app(app), log_level="warning", log_config=None, http=ProblemHttpToolsProtocol
-        )
+        uvicorn.Config(create_app(app), log_level="warning", log_config=None, http=http)
     )
     console.print(f"serving the results: open http://{shown}:{bound}/ in a browser (Ctrl-C stops)")
     try:

@@ -598,9 +598,15 @@ def render(
     if not v.vouched:
         out += wrap("card fit: no verdict from an unverified estimate (numbers for reference)", at)
     cost = est.cost
+    a = cost.assumptions
+    # where the report says why the card was priced (reports stored before the choice do not)
+    on = f"on {a.get('gpu') or 'no card'}"
+    if "gpu_choice" in a:
+        count = a.get("gpu_cards")
+        held = "" if count is None or count == 1 else f"{count} cards, "
+        on += f" ({held}{a['gpu_choice']})"
     tail = [
-        f"cost: {cost.hours} h, ${cost.usd} on {cost.assumptions['gpu']} "
-        f"({cost.assumptions['formula']})",
+        f"cost: {cost.hours} h, ${cost.usd} {on} ({a['formula']})",
         f"layout: {est.structure.pattern.summary}",
     ]
     ck = est.checkpoint

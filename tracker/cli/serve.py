@@ -75,10 +75,13 @@ def register(app: typer.Typer) -> None:
                     typer.echo(f"serving {url} (Ctrl-C stops)", err=True)
                 # log_config=None: uvicorn's records (access and error) go through
                 # `tracker.logs` like every other library's, JSON on stderr under systemd
-                # http: uvicorn's httptools protocol answering an unparsable request (a URL
-                # over 64 kB) with a problem document (`tracker.api.wire`), and closing a
-                # connection whose request header is not in within TRACKER_HTTP_HEADER_TIMEOUT_S
-                http = header_deadline_protocol(settings.http_header_timeout_s)
+                # http: uvicorn's httptools or h11 protocol (TRACKER_HTTP_PARSER) answering an
+                # unparsable request (a URL over 64 kB; under h11 a head over 16 kB) with a
+                # problem document (`tracker.api.wire`), and closing a connection whose
+                # request header is not in within TRACKER_HTTP_HEADER_TIMEOUT_S
+                http = header_deadline_protocol(
+                    settings.http_header_timeout_s, settings.http_parser
+                )
                 config = uvicorn.Config(
                     create_app(built), log_level="info", log_config=None, http=http
                 )

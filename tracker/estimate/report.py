@@ -77,6 +77,7 @@ def build_report(
         base = "bf16"
     else:
         base = s.lora_base
+    table = cards.card_table(r, m, s, upcast)
     total = r.total
     by_component = {k: v for k, v in r.by_component.items() if v}
     return Estimate(
@@ -111,8 +112,8 @@ def build_report(
             lora_base=base,
             lora_experts=experts,
         ),
-        cards=cards.card_table(r, m, s, upcast),
-        cost=cost.training_cost(r, s),
+        cards=table,
+        cost=cost.training_cost(r, s, table),
         structure=structure.structure(r),
         findings=tuple(findings.findings(config, r, s, ck, max_token_id)),
         checkpoint=ck,

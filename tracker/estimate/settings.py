@@ -82,6 +82,9 @@ class EstimateSettings:
     config's `quantization_config`, else bf16; `tracker.estimate.shipped`) or a serving weight
     dtype our count is re-quantized to (quantized linears, bf16 embeddings and head). `serve_prefill`: add the prefill working set
     of a `serve_prompt_tokens`-token prompt (0: the whole `serve_seq_len`).
+    `cost_card`: the card training is priced on; None (the default) prices each job on the
+    cheapest listed card (`all_cards`, by USD for the job: price / bf16 peak) that holds a full
+    fine-tune at batch 1, on one card or split over two (`tracker.estimate.cost`).
     """
 
     train_seq_len: int = 2048
@@ -103,7 +106,7 @@ class EstimateSettings:
     cost_samples: int = 50_000
     cost_seq_len: int = 2048
     cost_batch: int = 32
-    cost_card: Card = Card("A10G 24 GB", 24.0, 1.006, 125.0)
+    cost_card: Card | None = None
     cost_utilization: float = 0.35
     huge_linear_threshold: int = 1_000_000_000
     precision: Precision = "bf16-mixed"
@@ -222,7 +225,7 @@ def _schema() -> dict[str, Any]:
             return Annotated[float, Field(strict=True, gt=0, le=MAX_FLOAT, allow_inf_nan=False)]
         if annotation is str:
             return Annotated[str, Field(strict=True)]
-        if annotation is Card:
+        if annotation is Card or annotation == Card | None:
             return CardBlock
         if annotation == tuple[Card, ...]:
             return Annotated[list[CardBlock], Field(min_length=1 if default else 0)]

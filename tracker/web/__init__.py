@@ -122,6 +122,7 @@ def environment() -> Environment:
         confident=views.confident,
         runnable_price=views.runnable_price,
         priced_card_runs=views.priced_card_runs,
+        priced_card_chosen=views.priced_card_chosen,
         max_changes=MAX_CHANGES,
         max_title=MAX_TITLE,
         static_url=STYLESHEET,

@@ -504,10 +504,18 @@ class RunnablePrice:
 
 
 def priced_card_runs(est: Estimate) -> bool | None:
-    """Whether the priced card (the settings' `cost_card`) holds a full fine-tune at batch 1,
-    from the fit table (a fit depends only on VRAM, and more VRAM never fits less): True when
-    a listed card with no more VRAM holds it, False when one with no less does not; None when
-    the table cannot say."""
+    """Whether the priced card holds a full fine-tune at batch 1 (on one card or split over
+    two, as the fit table says). A card the estimate chose (settings `cost_card` null: the
+    cheapest listed card that holds it, `tracker.estimate.cost`): its `gpu_cards` assumption,
+    null when no listed card holds it. A card the settings name (and reports stored before the
+    choice, all priced on an A10G 24 GB), from the fit table (a fit depends only on VRAM, and
+    more VRAM never fits less): True when a listed card with no more VRAM holds it, False when
+    one with no less does not. None when no card was priced or the table cannot say."""
+    a = est.cost.assumptions
+    if est.settings.get("cost_card") is None and "gpu_choice" in a:
+        if a.get("gpu") is None:
+            return None
+        return a.get("gpu_cards") is not None
     vram = float((est.settings.get("cost_card") or {}).get("vram_gb") or 0.0)
     if vram <= 0:
         return None
@@ -516,6 +524,12 @@ def priced_card_runs(est: Estimate) -> bool | None:
     if any(c.vram_gb >= vram and c.full_finetune.batch < 1 for c in est.cards):
         return False
     return None
+
+
+def priced_card_chosen(est: Estimate) -> bool:
+    """Whether the estimate chose the priced card (settings `cost_card` null) rather than the
+    settings naming it."""
+    return est.settings.get("cost_card") is None and "gpu_choice" in est.cost.assumptions
 
 
 def runnable_price(est: Estimate) -> RunnablePrice | None:
