@@ -137,7 +137,7 @@ def judge(
     loads = lacks is None
     return Judgement(
         tuple(classify(c, rules, context) for c in changes),
-        tuple(introduced_findings(context)),
+        tuple(introduced_findings(context, first_code=rules.unlisted_code is None)),
         tuple(resolved_findings(context)),
         generation,
         loads,
