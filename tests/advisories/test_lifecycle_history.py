@@ -6,7 +6,11 @@
   of the forced line is gone from it);
 - over random walks of one generation default (hypothesis), no advisory is ever marked fixed at
   a commit where the value is not the one before its introducing commit, and each advisory's
-  `versions` is exactly the run of commits from its introducing one where that holds.
+  `versions` is exactly the run of commits from its introducing one where that holds;
+- the same over random walks with force-pushes between polls (resets that drop commits, pushes
+  that bring an old head back): checked on the ref's line after the last poll, where a fix on a
+  line a push brought back must hold again (it did not when a second fix had been made and
+  removed in between: only the last removed fix was remembered).
 """
 
 from __future__ import annotations
