@@ -203,6 +203,12 @@ def _reason(value: str) -> str:
     return value
 
 
+def _why_unlisted(value: str) -> str:
+    if not value.strip():
+        raise ValueError("a non-empty reason is required (why this repo's trees lack its code)")
+    return value
+
+
 class MatchBlock(BaseModel):
     """`match:` of a watchlist rule or suppression: any of artifact, kind (a value or a list),
     key and file (fnmatch globs)."""
@@ -258,7 +264,7 @@ class OverridesBlock(BaseModel):
 
     rules: list[RuleBlock] | None = None
     suppress: list[SuppressBlock] | None = None
-    unlisted_code: Annotated[str, Field(strict=True), AfterValidator(_reason)] | None = Field(
+    unlisted_code: Annotated[str, Field(strict=True), AfterValidator(_why_unlisted)] | None = Field(
         default=None,
         description="a non-empty reason why this repo's trees leave out its code files",
     )
