@@ -28,6 +28,7 @@ SECTIONS = (
     "push",
     "budget",
     "effects",
+    "versions",
     "workers",
     "wrk",
 )
@@ -66,7 +67,8 @@ def main(argv: list[str]) -> int:
     parts = [
         _HEADER,
         "Made by `make bench` (`python -m bench.run`: ingest, diff, estimate, sweep, preflight, "
-        "activations, reliability, gguf, netfaults, push, budget, effects, workers, wrk) and `make soak` "
+        "activations, reliability, gguf, netfaults, push, budget, effects, versions, workers, wrk) and "
+        "`make soak` "
         "(`python -m bench.run soak`); each section says when it was last run. 2 cores.\n",
     ]
     parts += [sections[n] + "\n" for n in order if n in sections]

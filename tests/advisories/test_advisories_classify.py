@@ -1038,8 +1038,15 @@ def test_invalid_overrides_report_every_problem_at_once() -> None:
         "advisories.rules[2]: must be a mapping, not str",
         "advisories.suppress[0].match.key: must be a string, got 3",
         "advisories.suppress[0]: needs a non-empty 'reason' (suppressions are recorded)",
-        "advisories: unknown key 'rule' (did you mean 'rules'?); allowed: rules, suppress",
+        "advisories: unknown key 'rule' (did you mean 'rules'?); allowed: rules, suppress, unlisted_code",
     )
+    with pytest.raises(ConfigError) as exc:
+        parse_overrides({"unlisted_code": " "})
+    assert exc.value.problems == (
+        "advisories.unlisted_code: a non-empty reason is required (why this repo's trees lack "
+        "its code)",
+    )
+    assert parse_overrides({"unlisted_code": "no .py here"}).unlisted_code == "no .py here"
 
 
 def test_empty_overrides_and_highest() -> None:

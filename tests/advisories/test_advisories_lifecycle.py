@@ -18,6 +18,8 @@ from tracker.advisories.lifecycle import (
     initial_pending,
     is_open,
     mark_fixed,
+    removed_fixes,
+    reopen,
     withdraw,
 )
 from tracker.advisories.osv import build_record
@@ -109,6 +111,27 @@ def test_record_lifecycle_operations_keep_the_record_valid() -> None:
     assert withdraw(gone, NOW.replace(hour=15), "again") == gone
     with pytest.raises(AdvisoryError):
         add_version(rec, M[2][:7], later)
+
+
+def test_every_fix_a_rewrite_removed_is_remembered_with_how_it_was_decided() -> None:
+    """Fixed at M[2] (by its renders), M[2] dropped, fixed again at M[3], M[3] dropped: both
+    removed fixes are kept, oldest first, each with its own `fixed_how`, so that a push bringing
+    M[2] back fixes it there (before: only the last, M[3], was kept). Fixing it at one of them
+    takes that one off the list."""
+    rec = mark_fixed(_record(), M[2], NOW, how="rendered")
+    rec = reopen(rec, NOW, "M[2] dropped")
+    assert removed_fixes(rec) == [(M[2], "rendered")]
+    rec = mark_fixed(rec, M[3], NOW)
+    assert rec["database_specific"]["earlier_fixes"] == [{"fixed": M[2], "how": "rendered"}]
+    assert "was_fixed" not in rec["database_specific"]
+    rec = reopen(rec, NOW, "M[3] dropped")
+    validate_record(rec)
+    assert removed_fixes(rec) == [(M[2], "rendered"), (M[3], "")]
+    back = mark_fixed(rec, M[2], NOW, how="rendered")
+    validate_record(back)
+    assert back["database_specific"]["earlier_fixes"] == [{"fixed": M[3], "how": ""}]
+    assert back["database_specific"]["fixed_how"] == "rendered"
+    assert removed_fixes(back) == [(M[3], "")]
 
 
 def test_schema_rejects_what_osv_forbids() -> None:

@@ -4,9 +4,10 @@ item 2), through the installed `tracker` polling a Hub replica and the OSV expor
 The history is a small git repo built from Llama-2-7b-hf's real config.json with an `auto_map`
 naming a configuration module of its own (`configuration_acme.py`, written here): uploaded with
 the module, the module deleted, the module restored. The deletion is the finding's evidence (the
-previous revision had the file); a tree that never listed it is not enough, since a partial copy
-of a repo (the demo's trees leave out the code the corpus lacks) would make the finding false of
-the real revision.
+previous revision had the file); a later tree that never listed it is not enough, since a partial
+copy of a repo (the demo's trees leave out the code the corpus lacks) would make the finding false
+of the real revision. A first ingested revision without the module is "broken as first seen"
+(issue 24 part 3), unless the watchlist says the repo's trees leave out its code (`unlisted_code`).
 """
 
 from __future__ import annotations
@@ -125,9 +126,11 @@ def _snap(files: dict[str, bytes], sha: str) -> Any:
 
 
 def test_a_tree_that_never_had_the_file_is_no_evidence() -> None:
-    """The finding is on every revision that lacks the file (`findings_of`), but it is introduced
-    only by a revision whose parent had it: not on a first revision, and not when an `auto_map`
-    entry starts naming a file no revision had (the demo's chatglm2-6b and Qwen-7B-Chat trees)."""
+    """The finding is on every revision that lacks the file (`findings_of`); after the first
+    revision it is introduced only by a revision whose parent had it, not when an `auto_map`
+    entry starts naming a file no revision had (the demo's chatglm2-6b and Qwen-7B-Chat trees).
+    On the first ingested revision it is introduced unless the watchlist says the repo's trees
+    leave out its code (`unlisted_code`, as the demo's does)."""
     from tracker.advisories.consistency import findings_of, introduced
     from tracker.advisories.effects import Context, Side
 
@@ -136,7 +139,8 @@ def test_a_tree_that_never_had_the_file_is_no_evidence() -> None:
     no_map = _snap({"config.json": json.dumps(CONFIG).encode()}, "3" * 40)
     assert [f.text for f in findings_of(Side(bare))] == [TEXT]
     assert [f.text for f in findings_of(Side(full))] == []
-    assert introduced(Context(None, bare)) == []
+    assert [f.text for f in introduced(Context(None, bare))] == [TEXT]  # a first revision's own
+    assert introduced(Context(None, bare), first_code=False) == []  # `unlisted_code`
     assert introduced(Context(no_map, bare)) == []
     assert [f.text for f in introduced(Context(full, bare))] == [TEXT]
 
@@ -176,3 +180,87 @@ def test_the_claim_holds_in_transformers(tmp_path: Path) -> None:
     (tmp_path / "configuration_acme.py").write_bytes(CODE)
     config = transformers.AutoConfig.from_pretrained(str(tmp_path), trust_remote_code=True)
     assert type(config).__name__ == "AcmeConfig"
+
+
+FIRST = {
+    "config.json": json.dumps(
+        {
+            **CONFIG,
+            "auto_map": {
+                "AutoConfig": "configuration_acme.AcmeConfig",
+                "AutoModelForCausalLM": "modeling_acme.AcmeForCausalLM",
+            },
+        },
+        indent=2,
+    ).encode(),
+    "modeling_acme.py": b"from configuration_acme import AcmeConfig\n",
+}
+PARTIAL = "this mirror lists no code files"
+
+
+@pytest.fixture(scope="module")
+def first_seen(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, list[str]], Any]:
+    """Two repos with the same history (uploaded without configuration_acme.py, which `auto_map`
+    names; the module added the next day), one marked `unlisted_code` in the watchlist; one
+    `tracker poll --once`, then the export."""
+    root = tmp_path_factory.mktemp("firstseen")
+    shas: dict[str, list[str]] = {}
+    for rid in ("acme/first", "acme/partial"):
+        repo = init_repo(root / "hub", rid)
+        shas[rid] = [
+            commit(repo, FIRST, "upload", date=T0),
+            commit(repo, {"configuration_acme.py": CODE}, "Add configuration_acme.py",
+                   date=T0 + timedelta(days=1)),
+        ]  # fmt: skip
+    watchlist = root / "watchlist.yaml"
+    watchlist.write_text(
+        "repos:\n  - id: acme/first\n  - id: acme/partial\n"
+        f"    advisories:\n      unlisted_code: {PARTIAL}\n"
+    )
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("TRACKER_", "HF_", "HUGGINGFACE_"))
+    }
+    env |= {
+        "TRACKER_STATE_DIR": str(root / "state"),
+        "TRACKER_WATCHLIST": str(watchlist),
+        "TRACKER_RETRY_ATTEMPTS": "1",
+    }
+    with Replica(root / "hub") as hub:
+        env["TRACKER_HF_ENDPOINT"] = hub.url
+        _tracker(env, "poll", "--once")
+    _tracker(env, "advisories", "export", str(root / "osv"))
+    records = [json.loads(p.read_text()) for p in sorted((root / "osv").glob("*.json"))]
+    return shas, records
+
+
+def test_a_first_revision_without_the_code_auto_map_names_is_broken_as_first_seen(
+    first_seen: tuple[dict[str, list[str]], list[dict[str, Any]]],
+) -> None:
+    """Before, the first revision was silent (only a later deletion was evidence); now it is an
+    advisory of its own, fixed by the commit that adds the module."""
+    shas, records = first_seen
+    c0, c1 = shas["acme/first"]
+    mine = [r for r in records if r["affected"][0]["package"]["name"].endswith("/acme/first")]
+    found = [r for r in mine if r["database_specific"].get("findings")]
+    (record,) = found
+    assert [
+        (f["check"], f["severity"], f["text"]) for f in record["database_specific"]["findings"]
+    ] == [("auto-map-code-missing", "high", TEXT)]
+    assert record["summary"].startswith("acme/first: broken as first seen: ")
+    assert record["database_specific"]["severity"] == "high"
+    (affected,) = record["affected"]
+    assert affected["ranges"][0]["events"] == [{"introduced": c0}, {"fixed": c1}]
+    assert affected["versions"] == [c0]
+    assert "fixed_how" not in record["database_specific"]  # its one finding is resolved
+    status = record["details"].split("## Status\n\n", 1)[1]
+    assert status.startswith(f"**Fixed** by commit [`{c1[:12]}`]")
+
+
+def test_unlisted_code_in_the_watchlist_keeps_a_first_revision_silent(
+    first_seen: tuple[dict[str, list[str]], list[dict[str, Any]]],
+) -> None:
+    """The demo's trees leave out the real repos' code (the corpus has none): its watchlist marks
+    chatglm2-6b, Qwen-7B-Chat and DeepSeek-R1 so, and the same history then publishes no finding."""
+    _, records = first_seen
+    partial = [r for r in records if r["affected"][0]["package"]["name"].endswith("/acme/partial")]
+    assert [r["database_specific"].get("findings") for r in partial] == [None] * len(partial)

@@ -6,7 +6,11 @@
   of the forced line is gone from it);
 - over random walks of one generation default (hypothesis), no advisory is ever marked fixed at
   a commit where the value is not the one before its introducing commit, and each advisory's
-  `versions` is exactly the run of commits from its introducing one where that holds.
+  `versions` is exactly the run of commits from its introducing one where that holds;
+- the same over random walks with force-pushes between polls (resets that drop commits, pushes
+  that bring an old head back): checked on the ref's line after the last poll, where a fix on a
+  line a push brought back must hold again (it did not when a second fix had been made and
+  removed in between: only the last removed fix was remembered).
 """
 
 from __future__ import annotations
@@ -182,6 +186,132 @@ def _walk(walk: list[float]) -> None:
         for j in fixed:  # never fixed where the value is not the one before the introducing step
             assert walk[j] == walk[k - 1], (walk, k, j)
     assert got == _expected(walk), walk
+
+
+# --- random force-pushes ------------------------------------------------------------------------
+
+Op = tuple[str, int]
+"""("set", i): a commit setting VALUES[i] (a commit that keeps the value when it is the head's);
+("poll", _): `tracker poll --once`; ("reset", i): a force-push of the ref back to the revision at
+index i of its line (modulo, never the head: the revisions after it leave the ref); ("back", i):
+a push of the i-th head a force-push left (modulo) back onto the ref (its line returns)."""
+
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("set"), st.integers(0, len(VALUES) - 1)),
+        st.tuples(st.sampled_from(["poll", "reset", "back"]), st.integers(0, 7)),
+    ),
+    min_size=4,
+    max_size=10,
+)
+MAX_POLLS = 3
+"""Polls in a walk before its last one (each is a `tracker poll --once`: seconds); more are skipped."""
+
+# fix at j; a force-push drops j and a commit j2 fixes it again; j is pushed back (j2 leaves):
+# fixed at j again, versions [k]. Then a reset to k and a commit that re-breaks with a third value.
+REFIX_BACK: list[Op] = [("set", 2), ("set", 1), ("poll", 0), ("reset", 1), ("set", 1), ("poll", 0),
+                        ("back", 0), ("poll", 0), ("set", 0)]  # fmt: skip
+
+
+@settings(max_examples=1, deadline=None, derandomize=True)
+@given(first=st.integers(0, len(VALUES) - 1), ops=OPS)
+@example(first=1, ops=REFIX_BACK)
+def test_random_force_pushes_never_fix_where_the_value_is_not_back(
+    first: int, ops: list[Op]
+) -> None:
+    """Over random walks of one value with force-pushes between polls (a reset that drops the
+    fixing commit reopens, a push of the old head back restores): after the last poll every live
+    advisory is fixed at exactly the first revision of the ref's line where the value is back to
+    the one before its introducing commit (never at one that re-breaks it), its versions are
+    exactly the line's revisions from its introducing commit up to that fix, every change of the
+    value on the line is an advisory or a fix, and advisories introduced off the line are
+    withdrawn."""
+    _force_walk(first, ops)
+
+
+@pytest.mark.soak
+@settings(max_examples=20, deadline=None, derandomize=True)
+@given(first=st.integers(0, len(VALUES) - 1), ops=OPS)
+def test_random_force_pushes_long_form(first: int, ops: list[Op]) -> None:
+    """The same property over 20 walks (`make soak`); `make test` runs one and the example."""
+    _force_walk(first, ops)
+
+
+def _poll(root: Path, env: dict[str, str]) -> None:
+    done = subprocess.run([str(TRACKER), "poll", "--once"], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def _force_walk(first: int, ops: list[Op]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        repo = init_repo(root / "hub", RID)
+        files = {
+            "config.json": CONFIG,
+            "generation_config.json": _gen(VALUES[first]),
+            "model.safetensors": WEIGHTS,
+        }
+        line: tuple[str, ...] = (commit(repo, files, "upload", date=DAY),)
+        value = {line[0]: VALUES[first]}
+        lines = {line[0]: line}  # each commit's first-parent line, oldest first
+        left: list[str] = []  # heads a force-push moved the ref away from
+        (root / "watchlist.yaml").write_text(f"repos:\n  - id: {RID}\n")
+        with Replica(root / "hub") as replica:
+            env = _env(replica.url)
+            polls = 0
+            for k, (op, arg) in enumerate(ops, start=1):
+                if op == "set":
+                    v = VALUES[arg]
+                    change: dict[str, bytes | None] = (
+                        {"generation_config.json": _gen(v)}
+                        if v != value[line[-1]]
+                        else {"notes.txt": f"step {k}\n".encode()}
+                    )
+                    sha = commit(repo, change, f"step {k}", date=DAY + timedelta(k))
+                    value[sha], line = v, (*line, sha)
+                    lines[sha] = line
+                elif op == "poll" and polls < MAX_POLLS:
+                    _poll(root, env)
+                    polls += 1
+                elif op == "reset" and len(line) > 1:
+                    left.append(line[-1])
+                    line = line[: arg % (len(line) - 1) + 1]
+                    set_ref(repo, "main", line[-1])
+                elif op == "back" and (heads := [h for h in left if h != line[-1]]):
+                    left.append(line[-1])
+                    line = lines[heads[arg % len(heads)]]
+                    set_ref(repo, "main", line[-1])
+            records = _poll_and_export(root, env, 1)
+    _check_line(records, line, value)
+
+
+def _check_line(
+    records: dict[str, dict[str, Any]], line: tuple[str, ...], value: dict[str, float]
+) -> None:
+    """The property of `test_random_force_pushes_never_fix_where_the_value_is_not_back` for the
+    ref's final `line` (oldest first) and each commit's `value`."""
+    at = {sha: i for i, sha in enumerate(line)}
+    fixes: dict[str, str | None] = {}  # introducing commit -> fixing commit, of live advisories
+    for r in records.values():
+        if r["database_specific"]["group"] != "generation_config":
+            continue
+        events = r["affected"][0]["ranges"][0]["events"]
+        k = events[0]["introduced"]
+        if r.get("withdrawn"):
+            assert k not in at, (r["id"], "withdrawn although its commit is on the ref")
+            continue
+        assert k in at and at[k] > 0, (r["id"], "live although its commit left the ref")
+        assert k not in fixes, (r["id"], "two advisories of one change")
+        before = value[line[at[k] - 1]]
+        assert value[k] != before
+        fix = next((s for s in line[at[k] + 1 :] if value[s] == before), None)
+        assert [e["fixed"] for e in events[1:]] == ([fix] if fix else []), (r["id"], before)
+        end = at[fix] if fix else len(line)
+        assert r["affected"][0]["versions"] == list(line[at[k] : end]), r["id"]
+        fixes[k] = fix
+    moved = {s for i, s in enumerate(line[1:], start=1) if value[s] != value[line[i - 1]]}
+    assert moved == set(fixes) | {f for f in fixes.values() if f is not None}
 
 
 _T1 = (

@@ -54,3 +54,30 @@ def test_the_demo_checks_chatglm2_remote_code_on_the_three_versions(demo_run: An
     assert [(i["module"], i["name"]) for i in code.transformers_imports] == [
         ("transformers", "PretrainedConfig")
     ]
+
+
+def test_the_demo_marks_exactly_the_repos_whose_first_tree_lacks_auto_map_code() -> None:
+    """`unlisted_code` (a first revision's missing `auto_map` code is no finding) is set, in both
+    demo watchlists, on exactly the repos whose first demo revision has an `auto_map` naming a
+    module the demo tree lacks: the corpus has none of their .py files, the real repos do."""
+    import csv
+    import json
+
+    from tracker.replica.demo import DEMO_DIR
+
+    lacking = set()
+    for directory in sorted((DEMO_DIR / "repos").iterdir()):
+        with (directory / "HISTORY.tsv").open() as f:
+            rows = list(csv.DictReader(f, delimiter="\t"))
+        first = {r["path"]: r["local_file"] for r in rows if r["seq"] == rows[0]["seq"]}
+        for name in ("config.json", "tokenizer_config.json"):
+            if name not in first:
+                continue
+            auto_map = json.loads((directory / first[name]).read_text()).get("auto_map") or {}
+            modules = {ref.rsplit(".", 1)[0] for ref in auto_map.values() if isinstance(ref, str)}
+            if any(f"{m}.py" not in first for m in modules):
+                lacking.add(directory.name.replace("__", "/", 1))
+    assert lacking == {"deepseek-ai/DeepSeek-R1", "THUDM/chatglm2-6b", "Qwen/Qwen-7B-Chat"}
+    for path in (WATCHLIST, DEMO_DIR / "watchlist.yaml"):
+        marked = {r.repo_id for r in load_watchlist(path).repos if "unlisted_code" in r.advisories}
+        assert marked == lacking, path

@@ -51,6 +51,10 @@ class Overrides:
 
     rules: tuple[Rule, ...] = ()
     suppress: tuple[Suppression, ...] = ()
+    unlisted_code: str | None = None
+    """Why this repo's Hub lists trees without the repo's code files (the demo's replica), or
+    None: then a code file `auto_map` names that the first ingested revision lacks is a finding
+    (`consistency.introduced`); with a reason it is not (a deleted one still is)."""
 
 
 EFFECT_FILES = (
@@ -199,6 +203,12 @@ def _reason(value: str) -> str:
     return value
 
 
+def _why_unlisted(value: str) -> str:
+    if not value.strip():
+        raise ValueError("a non-empty reason is required (why this repo's trees lack its code)")
+    return value
+
+
 class MatchBlock(BaseModel):
     """`match:` of a watchlist rule or suppression: any of artifact, kind (a value or a list),
     key and file (fnmatch globs)."""
@@ -254,6 +264,10 @@ class OverridesBlock(BaseModel):
 
     rules: list[RuleBlock] | None = None
     suppress: list[SuppressBlock] | None = None
+    unlisted_code: Annotated[str, Field(strict=True), AfterValidator(_why_unlisted)] | None = Field(
+        default=None,
+        description="a non-empty reason why this repo's trees leave out its code files",
+    )
 
     def overrides(self) -> Overrides:
         rules = tuple(
@@ -261,7 +275,9 @@ class OverridesBlock(BaseModel):
             for i, r in enumerate(self.rules or ())
         )
         return Overrides(
-            rules, tuple(Suppression(s.match.match(), s.reason) for s in self.suppress or ())
+            rules,
+            tuple(Suppression(s.match.match(), s.reason) for s in self.suppress or ()),
+            self.unlisted_code,
         )
 
 
@@ -270,8 +286,8 @@ def parse_overrides(raw: Mapping[str, JSONValue] | None, *, where: str = "adviso
     listing every problem.
 
     Shape: `{rules: [{match: {artifact, kind, key, file}, severity, rationale?, name?}],
-    suppress: [{match: {...}, reason}]}`; `artifact`/`kind` may be a value or a list of values,
-    `key`/`file` are fnmatch globs. None or `{}` means no overrides.
+    suppress: [{match: {...}, reason}], unlisted_code: reason}`; `artifact`/`kind` may be a value
+    or a list of values, `key`/`file` are fnmatch globs. None or `{}` means no overrides.
     """
     if raw is None:
         return Overrides()

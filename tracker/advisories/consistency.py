@@ -569,9 +569,11 @@ def findings_of(side: Side | None) -> list[Finding]:
     return [f for check, _ in _CHECKS for f in check(side)]
 
 
-def introduced(context: Context | None) -> list[Finding]:
+def introduced(context: Context | None, *, first_code: bool = True) -> list[Finding]:
     """The findings of the revision `context` leads to that its parent did not have (a check
-    runs only when a file it reads changed: otherwise it cannot find anything new)."""
+    runs only when a file it reads changed: otherwise it cannot find anything new). `first_code`
+    False: the repo's trees may leave out its code files (the watchlist's `unlisted_code`), so a
+    code file `auto_map` names is missing only where the parent had it (`_evidenced`)."""
     if context is None or context.after is None:
         return []
     changed = _changed(context)
@@ -583,20 +585,22 @@ def introduced(context: Context | None) -> list[Finding]:
         out += [
             f
             for f in check(context.after)
-            if (f.check, f.text) not in old and _evidenced(f, context.before)
+            if (f.check, f.text) not in old and _evidenced(f, context.before, first_code)
         ]
     return out
 
 
-def _evidenced(finding: Finding, before: Side | None) -> bool:
+def _evidenced(finding: Finding, before: Side | None, first_code: bool) -> bool:
     """Whether a new finding stands on what the revision did. A code file that `auto_map` names
-    counts as missing only where the previous revision had it (the revision deleted it): a tree
-    that never listed it may be a partial copy of the repo (the demo's trees leave out the code
-    the corpus lacks), and a finding there could be false of the real revision."""
+    is missing from the first ingested revision (`before` None) unless `first_code` is False;
+    later, it counts as missing only where the previous revision had it (the revision deleted
+    it): an `auto_map` entry that starts naming a file no revision had may be of a partial copy
+    of the repo (the demo's trees leave out the code the corpus lacks, and its watchlist says so
+    with `unlisted_code`), and a finding there could be false of the real revision."""
     if finding.check not in HISTORY_CHECKS:
         return True
     if before is None:
-        return False
+        return first_code
     paths = {e.path for e in before.snapshot.tree}
     return finding.code in paths
 

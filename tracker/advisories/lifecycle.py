@@ -8,7 +8,8 @@ consistency findings has an entry per finding too (`cured`): the finding is the 
 so a change entry at the key a finding is about counts as restored once the finding is resolved
 (bloom-560m's `architectures` naming a class transformers does not define, then one it does).
 After a history rewrite the service re-derives state from the ref's line
-(`service.restore_revived`): a fix whose commit a push brings back fixes again (WAS_FIXED), and
+(`service.restore_revived`): a fix whose commit a push brings back fixes again (WAS_FIXED, or an
+earlier one of EARLIER_FIXES when rewrites removed several), and
 `versions` is exactly the line's revisions from the introducing commit up to the fixing one.
 """
 
@@ -272,6 +273,29 @@ consistency findings were resolved without every value returning to its earlier 
 WAS_FIXED = "was_fixed"
 """`database_specific` key of a reopened advisory: the fixing commit a rewrite removed, so that a
 push that brings it back fixes the advisory there again."""
+EARLIER_FIXES = "earlier_fixes"
+"""`database_specific` key: the other fixing commits rewrites removed before WAS_FIXED, each
+`{"fixed": sha, "how": FIXED_HOW's value}`, oldest first (fixed at j, j dropped, fixed again at
+j2, then j pushed back: j fixes it again). A commit's first-parent line never changes, so a
+commit that once fixed the advisory fixes it whenever the ref holds it."""
+
+
+def removed_fixes(record: Mapping[str, JSONValue]) -> list[tuple[Sha, str]]:
+    """The fixing commits rewrites removed from the ref, with how each was decided, oldest first:
+    EARLIER_FIXES, then WAS_FIXED (decided as FIXED_HOW says: reopening keeps it)."""
+    extra = record.get("database_specific")
+    if not isinstance(extra, Mapping):
+        return []
+    earlier = extra.get(EARLIER_FIXES)
+    out = [
+        (Sha(str(e["fixed"])), str(e.get("how") or ""))
+        for e in (earlier if isinstance(earlier, list) else [])
+        if isinstance(e, Mapping) and is_full_sha(str(e.get("fixed")))
+    ]
+    was = extra.get(WAS_FIXED)
+    if isinstance(was, str) and is_full_sha(was):
+        out.append((Sha(was), fixed_how(record)))
+    return out
 
 
 def fixed_how(record: Mapping[str, JSONValue]) -> str:
@@ -400,7 +424,11 @@ def mark_fixed(
     out["modified"] = rfc3339(now)
     extra = out.setdefault("database_specific", {})
     extra["fixed"] = sha
+    earlier = [e for e in removed_fixes(out) if e[0] != sha]
     extra.pop(WAS_FIXED, None)
+    extra.pop(EARLIER_FIXES, None)
+    if earlier:
+        extra[EARLIER_FIXES] = [{"fixed": f, "how": h} for f, h in earlier]
     extra.pop(FIXED_HOW, None)
     if how:
         extra[FIXED_HOW] = how

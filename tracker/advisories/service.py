@@ -29,13 +29,12 @@ from tracker.advisories.consistency import resolved as resolved_findings
 from tracker.advisories.generation import Generation, effective_generation
 from tracker.advisories.groups import ChangeGroup, Subject, group_changes
 from tracker.advisories.lifecycle import (
-    WAS_FIXED,
     PendingChange,
     advance,
     cured,
-    fixed_how,
     initial_pending,
     mark_fixed,
+    removed_fixes,
     reopen,
     reopened_pending,
     same_place,
@@ -138,7 +137,7 @@ def judge(
     loads = lacks is None
     return Judgement(
         tuple(classify(c, rules, context) for c in changes),
-        tuple(introduced_findings(context)),
+        tuple(introduced_findings(context, first_code=rules.unlisted_code is None)),
         tuple(resolved_findings(context)),
         generation,
         loads,
@@ -696,7 +695,8 @@ def restore_revived(
     `chain`: the analysed revisions of the ref's history, oldest first (the head's first-parent
     line as ingested). With it, the lifecycle is re-derived from that history in the same
     transaction: an advisory reopened because a rewrite dropped its fixing commit is fixed again
-    there when that commit is back after its introducing one (`lifecycle.WAS_FIXED`), and every
+    there when that commit is back after its introducing one (`lifecycle.removed_fixes`: the first
+    on the line of those rewrites removed), and every
     live advisory's versions list becomes exactly the chain's revisions from its introducing
     commit up to its fixing one (or the head): commits a rewrite dropped leave it, commits a
     push brought back return."""
@@ -716,15 +716,18 @@ def _rederive(
     at: dict[str, int] = {sha: i for i, sha in enumerate(chain)}
     for stored in tx.in_state(repo_id, AdvisoryState.OPEN):
         adv = stored.advisory
-        extra = adv.record.get("database_specific")
-        was = extra.get(WAS_FIXED) if isinstance(extra, Mapping) else None
-        if (
-            not isinstance(was, str)
-            or adv.introduced not in at
-            or at.get(was, -1) <= at[adv.introduced]
-        ):
+        if adv.introduced not in at:
             continue
-        record = mark_fixed(adv.record, Sha(was), now, None, how=fixed_how(adv.record))
+        # the first fixing commit on the line (each of them fixed it on this very line)
+        back = sorted(
+            (at[sha], sha, how)
+            for sha, how in removed_fixes(adv.record)
+            if at.get(sha, -1) > at[adv.introduced]
+        )
+        if not back:
+            continue
+        _, was, how = back[0]
+        record = mark_fixed(adv.record, was, now, None, how=how)
         record["database_specific"]["refixed_reason"] = (  # type: ignore[index]
             f"fixing commit {was} is on the ref again"
         )
