@@ -141,3 +141,24 @@ def test_estimate_of_a_local_gguf_file_through_the_installed_cli(written: dict[s
                           capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
     assert text.returncode == 0, text.stderr
     assert f"{Q4}: 9,048 weight bytes, 524,288 KV bytes a token" in text.stdout.splitlines()
+
+
+def test_gguf_delta_says_a_card_gained_and_nothing_when_nothing_moved() -> None:
+    """`gguf_delta` on estimates as values: a card that held no context now holds one
+    (FIT_GAINED); an unchanged model and a model at one side only give nothing."""
+    from tracker.estimate.gguf import ContextFit, GGUFEstimate, gguf_delta
+
+    def est(weights: int, t4: tuple[bool, bool]) -> GGUFEstimate:
+        fits = {
+            "T4 16 GB": (ContextFit(4096, weights + 1, t4[0]), ContextFit(8192, weights + 2, t4[1]))
+        }
+        return GGUFEstimate("m-Q4_K_M.gguf", "Q4_K_M", weights, {}, 10, 8192, fits)
+
+    before = {"m-Q4_K_M.gguf": est(100, (False, False)), "gone.gguf": est(1, (True, True))}
+    after = {"m-Q4_K_M.gguf": est(90, (True, False)), "new.gguf": est(1, (True, True))}
+    assert [(c.kind.value, c.file, c.key, c.before, c.after, c.summary) for c in gguf_delta(before, after)] == [
+        ("changed", "m-Q4_K_M.gguf", "gguf.weight_bytes", 100, 90, "Q4_K_M weight bytes: 100 → 90 bytes"),
+        ("fit_gained", "m-Q4_K_M.gguf", "gguf.cards.T4 16 GB", 0, 4096,
+         "Q4_K_M now fits T4 16 GB at 4k context, batch 1"),
+    ]  # fmt: skip
+    assert gguf_delta(after, after) == ()
