@@ -51,8 +51,10 @@ def headers(written: dict[str, Path]) -> dict[str, GGUFHeader]:
     return out
 
 
-def _snap(sha: str, gguf: dict[str, GGUFHeader]) -> Snapshot:
-    tree = tuple(TreeEntry(p, hashlib.sha1(p.encode() + sha.encode()).hexdigest(), 10**9)
+def _snap(sha: str, gguf: dict[str, GGUFHeader], reuploaded: str = "") -> Snapshot:
+    """A revision holding `gguf`; a file's blob id follows its header (the same header, the same
+    bytes) unless it is `reuploaded` (other bytes under the same header)."""
+    tree = tuple(TreeEntry(p, hashlib.sha1(repr(gguf[p]).encode() + (sha * (p == reuploaded)).encode()).hexdigest(), 10**9)
                  for p in sorted(gguf))  # fmt: skip
     return Snapshot(RepoId("acme/llama-gguf"), Sha(sha * 40), tree, {}, gguf=gguf)
 
@@ -97,8 +99,19 @@ def test_requantized_under_the_same_name_is_a_census_change(
     ])  # fmt: skip
     got = classify(change, context=Context(before, after))
     assert (got.rule, got.severity) == ("gguf-requantized", Severity.HIGH)
-    # the same quant again (a re-upload with the same census) is no census change
+    # the same file again is no change; other bytes under the same header are a re-upload
     assert diff_gguf(before, _snap("c", {Q4: headers["q4"]})) == []
+    again = _snap("c", {Q4: headers["q4"]}, reuploaded=Q4)
+    (reupload,) = diff_gguf(before, again)
+    assert (reupload.artifact, reupload.kind, reupload.file, reupload.key) == (
+        Artifact.WEIGHTS, ChangeKind.CHANGED, Q4, "reuploaded")  # fmt: skip
+    assert (
+        reupload.summary
+        == f"GGUF model {Q4} re-uploaded: {Q4} changed content with the same header"
+    )
+    assert reupload.detail == f"{Q4}: {before.tree[0].identity} → {again.tree[0].identity}"
+    got = classify(reupload, context=Context(before, again))
+    assert (got.rule, got.severity) == ("gguf-reuploaded", Severity.LOW)
 
 
 def test_a_quant_removed_from_several_is_high_the_last_critical_one_added_low(
