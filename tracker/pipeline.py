@@ -477,6 +477,7 @@ class Pipeline:
             limits=self.limits,
             prefix=settings.advisory_prefix,
             clock=clock,
+            audience=self._audience,
         )
 
     def _repo_url(self, rid: RepoId) -> str:
