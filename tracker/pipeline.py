@@ -41,6 +41,7 @@ from tracker.estimate import (
     parse_config,
 )
 from tracker.estimate.checkpoint import CensusCache, count_shards, index_total_size
+from tracker.estimate.gguf import gguf_snapshot_delta
 from tracker.ingest.snapshots import PollReport, poll_all
 from tracker.lineage.check import Lineage, fixed_by, record_links
 from tracker.preflight import (
@@ -228,6 +229,9 @@ class Stages:
         estimate_snapshot
     )
     estimate_delta: Callable[[Estimate, Estimate], Sequence[Change]] = estimate_delta
+    gguf_delta: Callable[[Snapshot, Snapshot, EstimateSettings], Sequence[Change]] = (
+        gguf_snapshot_delta
+    )
     preflight: Callable[
         [Snapshot, PreflightSettings, TableSource | None, EstimateSettings, ShardCache | None],
         Preflight,
@@ -365,6 +369,9 @@ class Analyst:
                 est_before = stages.estimate(before, estimate_settings)[0]
         if est_before is not None and est_after is not None:
             changes = changes + tuple(stages.estimate_delta(est_before, est_after))
+        elif before is not None and est_after is None:
+            # a GGUF repo (no config.json): each quant file re-estimated from its header
+            changes = changes + tuple(stages.gguf_delta(before, after, estimate_settings))
         # Preflight, like the estimate, re-runs the previous revision under today's settings.
         pf_after = self._preflight(after, preflight_settings, estimate_settings)
         pf_before = (
@@ -473,6 +480,7 @@ class Pipeline:
             limits=self.limits,
             prefix=settings.advisory_prefix,
             clock=clock,
+            audience=self._audience,
         )
 
     def _repo_url(self, rid: RepoId) -> str:

@@ -116,6 +116,18 @@ CASES = [
         S.HIGH,
         "gguf-requantized",
     ),
+    (
+        ch(
+            A.WEIGHTS,
+            K.CHANGED,
+            "reuploaded",
+            {"x.gguf": "a" * 64},
+            {"x.gguf": "b" * 64},
+            file="x.gguf",
+        ),
+        S.LOW,
+        "gguf-reuploaded",
+    ),
     # high
     (
         ch(A.CHAT_TEMPLATE, K.RENDERED, "tool_call", "a", "b", file="tokenizer_config.json"),

@@ -139,6 +139,83 @@ def write_llama2(
     return _finish(w, path)
 
 
+def _real_tensor_infos(w: gguf.GGUFWriter, cfg: dict[str, Any], quant: Q) -> None:
+    """convert_hf_to_gguf's llama tensors at the config's REAL shapes, declared only (the header
+    is written, the data never: it is the zero-filled rest of a sparse LFS object). Types as
+    `_tensors` mixes them: `quant` for the matrices, Q6_K for ffn_down, token_embd and output
+    under Q4_K (F16 throughout under F16), F32 norms."""
+    hidden, inter, vocab = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
+    heads, kv = (
+        cfg["num_attention_heads"],
+        cfg.get("num_key_value_heads", cfg["num_attention_heads"]),
+    )
+    kv_dim = hidden // heads * kv
+
+    def info(name: str, shape: tuple[int, ...], qtype: Q) -> None:
+        block, size = gguf.GGML_QUANT_SIZES[qtype]
+        n = 1
+        for d in shape:
+            n *= d
+        w.add_tensor_info(name, shape, np.dtype(np.float32), n // block * size, raw_dtype=qtype)
+
+    edge = Q.Q6_K if quant is Q.Q4_K else quant
+    info("token_embd.weight", (vocab, hidden), edge)
+    for i in range(cfg["num_hidden_layers"]):
+        info(f"blk.{i}.attn_norm.weight", (hidden,), Q.F32)
+        info(f"blk.{i}.attn_q.weight", (hidden, hidden), quant)
+        info(f"blk.{i}.attn_k.weight", (kv_dim, hidden), quant)
+        info(f"blk.{i}.attn_v.weight", (kv_dim, hidden), quant)
+        info(f"blk.{i}.attn_output.weight", (hidden, hidden), quant)
+        info(f"blk.{i}.ffn_gate.weight", (inter, hidden), quant)
+        info(f"blk.{i}.ffn_up.weight", (inter, hidden), quant)
+        info(f"blk.{i}.ffn_down.weight", (hidden, inter), edge)
+        info(f"blk.{i}.ffn_norm.weight", (hidden,), Q.F32)
+    info("output_norm.weight", (hidden,), Q.F32)
+    info("output.weight", (vocab, hidden), edge)
+
+
+def llama2_full_size(path: Path, work: Path, *, config: Path, quant: Q = Q.Q4_K) -> int:
+    """Llama-2-7b-hf's GGUF as convert_hf_to_gguf writes it from `config` (a real config.json of
+    its history: the context length is its `max_position_embeddings`), with the real tokenizer
+    and the tensors at their REAL shapes: only the header is written to `path`; returns the whole
+    file's size (header, padding and every tensor's bytes), for `write_sparse_lfs_object`."""
+    src = work / "llama2-src"
+    if not src.exists():
+        src.mkdir(parents=True)
+        shutil.copy(LLAMA2_TOKENIZER, src / "tokenizer.json")
+        shutil.copy(LLAMA2 / "tokenizer_config.json", src / "tokenizer_config.json")
+        shutil.copy(LLAMA2 / "config.json", src / "config.json")
+    cfg = json.loads(config.read_text())
+    tok = json.loads((src / "tokenizer.json").read_text())
+    special = gguf.SpecialVocab(src, load_merges=True, n_vocab=cfg["vocab_size"])
+    tokens, types = _llama_vocab(tok, set(special.special_token_ids.values()))
+    w = gguf.GGUFWriter(path, "llama")
+    w.add_type(gguf.GGUFType.MODEL)
+    w.add_name("Llama 2 7b Hf")
+    w.add_file_type(
+        {Q.Q4_K: gguf.LlamaFileType.MOSTLY_Q4_K_M, Q.Q8_0: gguf.LlamaFileType.MOSTLY_Q8_0,
+         Q.F16: gguf.LlamaFileType.MOSTLY_F16}[quant]
+    )  # fmt: skip
+    _arch_keys(w, cfg)
+    w.add_tokenizer_model("llama")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_scores([-1000.0] * len(tokens))
+    w.add_token_types(types)
+    special.add_to_gguf(w, quiet=True)
+    w.add_quantization_version(gguf.GGML_QUANT_VERSION)
+    _real_tensor_infos(w, cfg, quant)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    assert w.fout is not None
+    for fout in w.fout:
+        w.write_padding(fout, fout.tell())
+    w.close()
+    data = sum(w.ggml_pad(t.nbytes, w.data_alignment) for t in w.tensors[0].values())
+    return path.stat().st_size + data
+
+
 def stand_in_vocab(n: int) -> list[str]:
     """`n` distinct byte-level-BPE-like token strings of Qwen's typical lengths (STAND-IN;
     computed once per process)."""

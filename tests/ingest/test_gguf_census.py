@@ -51,8 +51,10 @@ def headers(written: dict[str, Path]) -> dict[str, GGUFHeader]:
     return out
 
 
-def _snap(sha: str, gguf: dict[str, GGUFHeader]) -> Snapshot:
-    tree = tuple(TreeEntry(p, hashlib.sha1(p.encode() + sha.encode()).hexdigest(), 10**9)
+def _snap(sha: str, gguf: dict[str, GGUFHeader], reuploaded: str = "") -> Snapshot:
+    """A revision holding `gguf`; a file's blob id follows its header (the same header, the same
+    bytes) unless it is `reuploaded` (other bytes under the same header)."""
+    tree = tuple(TreeEntry(p, hashlib.sha1(repr(gguf[p]).encode() + (sha * (p == reuploaded)).encode()).hexdigest(), 10**9)
                  for p in sorted(gguf))  # fmt: skip
     return Snapshot(RepoId("acme/llama-gguf"), Sha(sha * 40), tree, {}, gguf=gguf)
 
@@ -97,8 +99,19 @@ def test_requantized_under_the_same_name_is_a_census_change(
     ])  # fmt: skip
     got = classify(change, context=Context(before, after))
     assert (got.rule, got.severity) == ("gguf-requantized", Severity.HIGH)
-    # the same quant again (a re-upload with the same census) is no census change
+    # the same file again is no change; other bytes under the same header are a re-upload
     assert diff_gguf(before, _snap("c", {Q4: headers["q4"]})) == []
+    again = _snap("c", {Q4: headers["q4"]}, reuploaded=Q4)
+    (reupload,) = diff_gguf(before, again)
+    assert (reupload.artifact, reupload.kind, reupload.file, reupload.key) == (
+        Artifact.WEIGHTS, ChangeKind.CHANGED, Q4, "reuploaded")  # fmt: skip
+    assert (
+        reupload.summary
+        == f"GGUF model {Q4} re-uploaded: {Q4} changed content with the same header"
+    )
+    assert reupload.detail == f"{Q4}: {before.tree[0].identity} → {again.tree[0].identity}"
+    got = classify(reupload, context=Context(before, again))
+    assert (got.rule, got.severity) == ("gguf-reuploaded", Severity.LOW)
 
 
 def test_a_quant_removed_from_several_is_high_the_last_critical_one_added_low(
@@ -141,3 +154,24 @@ def test_estimate_of_a_local_gguf_file_through_the_installed_cli(written: dict[s
                           capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
     assert text.returncode == 0, text.stderr
     assert f"{Q4}: 9,048 weight bytes, 524,288 KV bytes a token" in text.stdout.splitlines()
+
+
+def test_gguf_delta_says_a_card_gained_and_nothing_when_nothing_moved() -> None:
+    """`gguf_delta` on estimates as values: a card that held no context now holds one
+    (FIT_GAINED); an unchanged model and a model at one side only give nothing."""
+    from tracker.estimate.gguf import ContextFit, GGUFEstimate, gguf_delta
+
+    def est(weights: int, t4: tuple[bool, bool]) -> GGUFEstimate:
+        fits = {
+            "T4 16 GB": (ContextFit(4096, weights + 1, t4[0]), ContextFit(8192, weights + 2, t4[1]))
+        }
+        return GGUFEstimate("m-Q4_K_M.gguf", "Q4_K_M", weights, {}, 10, 8192, fits)
+
+    before = {"m-Q4_K_M.gguf": est(100, (False, False)), "gone.gguf": est(1, (True, True))}
+    after = {"m-Q4_K_M.gguf": est(90, (True, False)), "new.gguf": est(1, (True, True))}
+    assert [(c.kind.value, c.file, c.key, c.before, c.after, c.summary) for c in gguf_delta(before, after)] == [
+        ("changed", "m-Q4_K_M.gguf", "gguf.weight_bytes", 100, 90, "Q4_K_M weight bytes: 100 → 90 bytes"),
+        ("fit_gained", "m-Q4_K_M.gguf", "gguf.cards.T4 16 GB", 0, 4096,
+         "Q4_K_M now fits T4 16 GB at 4k context, batch 1"),
+    ]  # fmt: skip
+    assert gguf_delta(after, after) == ()

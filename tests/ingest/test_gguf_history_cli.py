@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import gguf
 import pytest
 from ggufkit import CORPUS, Q, write_qwen_like
 
@@ -40,14 +41,21 @@ T0 = datetime(2025, 2, 1, tzinfo=UTC)
 TRACKER = Path(sys.executable).with_name("tracker")  # the installed CLI
 
 
-def _gguf(work: Path, name: str, template: str, eos: int, quant: Q = Q.Q4_K) -> bytes:
+def _gguf(
+    work: Path, name: str, template: str, eos: int, quant: Q = Q.Q4_K, weights: bytes = b""
+) -> bytes:
+    """The file's bytes; `weights` overwrite the start of its tensor data (gguf-py's reader finds
+    where it starts)."""
     (path,) = write_qwen_like(
         work / name, config=CONFIG, name="DeepSeek R1 Distill Qwen 32B", template=template,
         added=ADDED, specials={"bos": 151646, "eos": eos, "pad": 151643}, quant=quant,
     )  # fmt: skip
-    data = path.read_bytes()
+    data = bytearray(path.read_bytes())
+    if weights:
+        start = gguf.GGUFReader(path).data_offset
+        data[start : start + len(weights)] = weights
     path.unlink()
-    return data
+    return bytes(data)
 
 
 def _changes(run: Any, a: str, b: str) -> list[dict[str, Any]]:
@@ -71,6 +79,10 @@ def test_gguf_history_shows_template_fix_eos_change_and_quant_set(tmp_path: Path
                date=T0 + timedelta(days=2)),
         commit(repo, {Q4: None, Q8: _gguf(work, Q8, FIXED, 151647, Q.Q8_0)}, "Q8_0 instead",
                date=T0 + timedelta(days=3)),
+        # the same file with other weights: its first tensor's first block rewritten, the header
+        # untouched (what a re-quantization with another importance matrix uploads)
+        commit(repo, {Q8: _gguf(work, Q8, FIXED, 151647, Q.Q8_0, weights=b"\x11" * 64)},
+               "Re-upload Q8_0", date=T0 + timedelta(days=4)),
     ]  # fmt: skip
     (tmp_path / "watchlist.yaml").write_text(f"repos:\n  - id: {RID}\n")
     with Replica(root) as hub:
@@ -84,7 +96,7 @@ def test_gguf_history_shows_template_fix_eos_change_and_quant_set(tmp_path: Path
         polled = run("poll", "--once", "--json")
         assert polled.returncode == 0, polled.stderr
         (report,) = json.loads(polled.stdout)
-        assert report["status"] == "ok" and report["revisions_ingested"] == 4
+        assert report["status"] == "ok" and report["revisions_ingested"] == 5
 
         fix = _changes(run, shas[0], shas[1])
         source = [c for c in fix if c["artifact"] == "chat_template" and c["key"] == "source"]
@@ -129,7 +141,26 @@ def test_gguf_history_shows_template_fix_eos_change_and_quant_set(tmp_path: Path
             ("chat_template", "high", shas[1], "open"),
             ("special_tokens", "high", shas[2], "open"),
             ("weights", "high", shas[3], "open"),
+            ("weights", "low", shas[4], "open"),
         ]
+        reupload = _changes(run, shas[3], shas[4])
+        oids = [c["after"] for c in reupload]
+        assert [(c["artifact"], c["kind"], c["file"], c["key"], c["summary"]) for c in reupload] == [
+            ("weights", "changed", Q8, "reuploaded",
+             f"GGUF model {Q8} re-uploaded: {Q8} changed content with the same header"),
+        ]  # fmt: skip
+        assert reupload[0]["before"] != oids[0] and list(oids[0]) == [Q8]
+        low = json.loads(
+            run("advisories", "show", json.loads(adv.stdout)[3]["id"], "--json").stdout
+        )
+        assert (
+            low["summary"]
+            == f"{RID}: weights: GGUF model {Q8} re-uploaded: {Q8} changed content with the same header"
+        )
+        assert [(c["rule"], c["severity"]) for c in low["database_specific"]["changes"]] == [
+            ("gguf-reuploaded", "low")
+        ]
+        assert "re-uploaded with other bytes under an unchanged header" in low["details"]
         summary = json.loads(adv.stdout)[1]["summary"]
         assert summary == (
             f"{RID}: special tokens: eos_token_id 151643 ('<｜end▁of▁sentence｜>') → 151647 "

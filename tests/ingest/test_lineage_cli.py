@@ -145,9 +145,9 @@ def test_base_fixes_its_template_the_gguf_converted_before_is_stale_until_reconv
         record = json.loads(shown.stdout)
         assert record["details"].startswith(
             f"**Severity: high**: converted before [{BASE}]({HF}/{BASE}) changed its chat "
-            f"template at [`{b2[:12]}`]({HF}/{BASE}/commit/{b2}); your GGUF `{Q4}` still "
-            "renders the old prompt."
-        )  # (an unwatched base's commit title is not fetched: its commit list is not read)
+            f"template at [`{b2[:12]}`]({HF}/{BASE}/commit/{b2}) (“Fix tool-call of DeepSeek "
+            f"R1 Qwen”); your GGUF `{Q4}` still renders the old prompt."
+        )  # the unwatched base's commit, read when the stale value is found
         assert record["database_specific"]["lineage"]["base_sha"] == b2
         assert [(s["key"], s["file"]) for s in record["database_specific"]["lineage"]["stale"]] == [
             ("chat_template", Q4)
@@ -282,3 +282,136 @@ def test_a_watched_base_changes_template_and_eos_the_finetune_made_before_is_sta
         assert fixed["database_specific"]["fixed"] == f2
         assert _lineage(run, FT_REPO)["bases"][0]["state"] == "up to date"
         assert b1 != b2
+
+
+def test_a_stale_advisory_reaches_the_team_subscriptions_it_concerns(tmp_path: Path) -> None:
+    """A stale-derivative advisory is delivered to a webhook subscription filtered to a watchlist
+    team (`tracker subscribe add --team`) as a revision's own advisories are: judged by the team's
+    profile. The GGUF's stale value is its chat template: the team that applies the template gets
+    it with the verdict and why; the team that does not, nothing; a subscription with no team, it."""
+    from standardwebhooks import Webhook
+
+    from bench.webhook_receiver import Receiver
+
+    root, work, state = tmp_path / "hub", tmp_path / "work", tmp_path / "state"
+    for d in (root, work, state):
+        d.mkdir()
+    base, gg = init_repo(root, BASE), init_repo(root, GGUF_REPO)
+    commit(base, _own_files(OLD), "Upload", date=T0)
+    g1 = commit(gg, {"README.md": _card(f"base_model: {BASE}\n"), Q4: _gguf(work, OLD)},
+                "Upload Q4_K_M", date=T0 + timedelta(hours=1))  # fmt: skip
+    watchlist = tmp_path / "watchlist.yaml"
+    watchlist.write_text(
+        f"repos:\n  - id: {GGUF_REPO}\nteams:\n"
+        f"  - name: chat\n    repos:\n      - id: {GGUF_REPO}\n        chat_template: true\n"
+        f"  - name: raw\n    repos:\n      - id: {GGUF_REPO}\n        chat_template: false\n"
+    )
+    with Receiver() as rx, Replica(root) as hub:
+
+        def run(*args: str) -> subprocess.CompletedProcess[str]:
+            env = dict(os.environ, TRACKER_STATE_DIR=str(state), TRACKER_HF_ENDPOINT=hub.url,
+                       TRACKER_WATCHLIST=str(watchlist), TRACKER_WEBHOOK_TIMEOUT_S="5",
+                       TRACKER_WEBHOOK_ALLOW_NETWORKS="127.0.0.0/8")  # fmt: skip
+            return subprocess.run([str(TRACKER), *args], capture_output=True, text=True,
+                                  env=env, timeout=600, check=False)  # fmt: skip
+
+        secrets = {}
+        for who, extra in (("chat", ["--team", "chat"]), ("raw", ["--team", "raw"]), ("all", [])):
+            added = run("subscribe", "add", f"{rx.url}?to={who}", *extra, "--json")
+            assert added.returncode == 0, added.stderr
+            secrets[who] = json.loads(added.stdout)["secret"]
+        assert run("poll", "--once").returncode == 0
+        b2 = commit(base, {"chat_template.jinja": FIXED.encode()},
+                    "Fix tool-call of DeepSeek R1 Qwen", date=T0 + timedelta(days=1))  # fmt: skip
+        polled = run("poll", "--once")
+        assert polled.returncode == 0, polled.stderr
+        listed = json.loads(run("advisories", "list", "--json").stdout)
+        (stale,) = [a for a in listed if a["group"] == "lineage"]
+        assert (stale["introduced"], stale["state"]) == (g1, "open")
+
+    def got(who: str) -> list[Any]:
+        mine = [r for r in rx.received if r.path.endswith(f"?to={who}")]
+        return [Webhook(secrets[who]).verify(r.body, r.headers) for r in mine]
+
+    def stale_in(payloads: list[Any]) -> list[Any]:
+        return [p for p in payloads if any(a["id"] == stale["id"] for a in p["data"]["advisories"])]
+
+    (chat,) = stale_in(got("chat"))
+    assert chat["data"]["commit"] == g1
+    assert chat["data"]["team"]["verdicts"] == [
+        {
+            "advisory": stale["id"],
+            "impact": "affected",
+            "reason": f"the team applies the chat template, which {BASE} has since fixed",
+        }
+    ]
+    assert stale_in(got("raw")) == []
+    (everyone,) = stale_in(got("all"))
+    assert "team" not in everyone["data"] and b2 != g1
+
+
+def test_a_gguf_whose_template_differs_from_its_base_at_head_is_a_finding(tmp_path: Path) -> None:
+    """A GGUF converted with llama.cpp's fixed template (corpus version 02) while its base on the
+    Hub still has the template llama.cpp captured from it (version 01): nothing the base changed
+    explains it, so it is not stale, but it differs from its base at HEAD in its chat template: a
+    moderate "differs from its base" advisory (once, not on every poll), fixed when the GGUF is
+    re-converted with the base's template."""
+    root, work, state = tmp_path / "hub", tmp_path / "work", tmp_path / "state"
+    for d in (root, work, state):
+        d.mkdir()
+    base, gg = init_repo(root, BASE), init_repo(root, GGUF_REPO)
+    b1 = commit(base, _own_files(OLD), "Upload", date=T0)
+    g1 = commit(gg, {"README.md": _card(f"base_model: {BASE}\n"), Q4: _gguf(work, FIXED)},
+                "Upload Q4_K_M", date=T0 + timedelta(hours=1))  # fmt: skip
+    watchlist = tmp_path / "watchlist.yaml"
+    watchlist.write_text(f"repos:\n  - id: {GGUF_REPO}\n")
+    with Replica(root) as hub:
+
+        def run(*args: str) -> subprocess.CompletedProcess[str]:
+            env = dict(os.environ, TRACKER_STATE_DIR=str(state), TRACKER_HF_ENDPOINT=hub.url,
+                       TRACKER_WATCHLIST=str(watchlist))  # fmt: skip
+            return subprocess.run([str(TRACKER), *args], capture_output=True, text=True,
+                                  env=env, timeout=600, check=False)  # fmt: skip
+
+        def lineage_advisories() -> list[dict[str, Any]]:
+            out = run("advisories", "list", "--json")
+            assert out.returncode == 0, out.stderr
+            return [a for a in json.loads(out.stdout) if a["group"] == "lineage"]
+
+        assert run("poll", "--once").returncode == 0
+        (found,) = lineage_advisories()
+        assert (found["severity"], found["introduced"], found["state"], found["summary"]) == (
+            "moderate", g1, "open",
+            f"{GGUF_REPO}: differs from its base {BASE} at {b1[:12]}: chat template",
+        )  # fmt: skip
+        record = json.loads(run("advisories", "show", found["id"], "--json").stdout)
+        assert record["details"].startswith(
+            f"**Severity: moderate**: your GGUF `{Q4}` has another chat template than "
+            f"[{BASE}]({HF}/{BASE}) at [`{b1[:12]}`]({HF}/{BASE}/commit/{b1}) (“Upload”), and no "
+            "change of the base that tracker read explains it."
+        )
+        assert (
+            f"- **moderate** chat template in your GGUF `{Q4}`\n"
+            f"  - the GGUF's: {len(FIXED):,} characters; the base's: {len(OLD):,} characters"
+        ) in record["details"]
+        lineage = record["database_specific"]["lineage"]
+        assert (lineage["kind"], lineage["base_sha"]) == ("differs", b1)
+        assert [(s["key"], s["file"]) for s in lineage["stale"]] == [("chat_template", Q4)]
+        (node,) = _lineage(run, GGUF_REPO)["bases"]
+        assert (node["state"], node["differs_from_base"]) == (
+            "differs from base", [{"file": Q4, "key": "chat_template"}])  # fmt: skip
+
+        # polled again with nothing new: the same finding, not a second one
+        assert run("poll", "--once").returncode == 0
+        assert [a["id"] for a in lineage_advisories()] == [found["id"]]
+
+        # re-converted with the base's template: fixed there
+        g2 = commit(gg, {Q4: _gguf(work, OLD)}, "Re-convert with the Hub's template",
+                    date=T0 + timedelta(days=1))  # fmt: skip
+        assert run("poll", "--once").returncode == 0
+        (fixed,) = lineage_advisories()
+        assert (fixed["id"], fixed["state"]) == (found["id"], "fixed")
+        shown = json.loads(run("advisories", "show", found["id"], "--json").stdout)
+        assert shown["database_specific"]["fixed"] == g2
+        (node,) = _lineage(run, GGUF_REPO)["bases"]
+        assert (node["state"], node["differs_from_base"]) == ("up to date", [])

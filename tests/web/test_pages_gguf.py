@@ -1,7 +1,9 @@
 """The repo page of a GGUF repo (issue 28, item 3 on the page): a per-quant fit table from the
 stored headers, read in Chromium, at each revision: the Q4_K_M file alone, then with a Q8_0 beside
-it. The repo: DeepSeek-R1-Distill-Qwen-32B's real config.json and template in GGUF files written
-by gguf-py (tests/ingest/ggufkit.py, the same stand-in small shapes as test_gguf_history_cli)."""
+it, then the Q4_K_M file re-quantized under its name, whose estimate delta shows in the timeline
+where a safetensors repo's do. Each page passes axe, the Nu Html Checker and a phone's width. The
+repo: DeepSeek-R1-Distill-Qwen-32B's real config.json and template in GGUF files written by gguf-py
+(tests/ingest/ggufkit.py, the same stand-in small shapes as test_gguf_history_cli)."""
 
 from __future__ import annotations
 
@@ -10,9 +12,18 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from conftest import _serve
-from pagekit import visit
+from pagekit import (
+    ARTIFACTS,
+    axe_serious,
+    phone_layout,
+    phone_overflow,
+    visit,
+    vnu_errors,
+    vnu_start,
+)
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "ingest"))
 from ggufkit import CORPUS, Q, write_qwen_like
@@ -35,6 +46,12 @@ if (!t) return null;
 return [[...t.querySelectorAll('thead th')].map(th => th.textContent.trim())].concat(
   [...t.querySelectorAll('tbody tr')].map(tr =>
     [...tr.querySelectorAll('th, td')].map(c => c.textContent.trim())));
+"""
+
+
+_DELTA = """
+const li = document.getElementById('rev-' + arguments[0]);
+return li ? li.textContent.replace(/\\s+/g, ' ') : null;
 """
 
 
@@ -62,6 +79,8 @@ def test_a_gguf_repo_page_shows_the_fit_per_quant_at_each_revision(
     repo = init_repo(tmp_path / "hub", RID)
     r1 = commit(repo, {Q4: _gguf(work, Q4, Q.Q4_K)}, "Q4_K_M", date=T0)
     r2 = commit(repo, {Q8: _gguf(work, Q8, Q.Q8_0)}, "Q8_0 too", date=T0 + timedelta(days=1))
+    r3 = commit(repo, {Q4: _gguf(work, Q4, Q.Q8_0)}, "Re-upload Q4_K_M",
+                date=T0 + timedelta(days=2))  # fmt: skip
     watchlist = tmp_path / "watchlist.yaml"
     watchlist.write_text(f"repos:\n  - id: {RID}\n")
     with Replica(tmp_path / "hub") as hub:
@@ -73,14 +92,30 @@ def test_a_gguf_repo_page_shows_the_fit_per_quant_at_each_revision(
         except BaseException:
             app.close()
             raise
+    pages = {"gguf-r1": f"/repos/{RID}?rev={r1}", "gguf-r2": f"/repos/{RID}?rev={r2}",
+             "gguf-head": f"/repos/{RID}"}  # fmt: skip
+    rows: dict[str, Any] = {}
     try:
         with _serve(app) as url:
-            visit(browser, f"{url}/repos/{RID}?rev={r1}", "gguf-r1")
-            first = browser.execute_script(_ROWS)
-            visit(browser, f"{url}/repos/{RID}", "gguf-head")
-            head = browser.execute_script(_ROWS)
+            with httpx.Client(base_url=url, timeout=60) as client:
+                texts = {name: client.get(path).text for name, path in pages.items()}
+            checker = vnu_start(texts, ARTIFACTS / "html")
+            try:
+                for name, path in pages.items():
+                    assert visit(browser, url + path, name) == [], name
+                    rows[name] = browser.execute_script(_ROWS)
+                    assert axe_serious(browser) == [], name
+                    assert phone_overflow(browser) == 0, name
+                    assert phone_layout(browser) == [], name
+                timeline = browser.execute_script(_DELTA, r3)
+                assert vnu_errors(checker) == []
+            finally:
+                if checker.poll() is None:
+                    checker.kill()
+                    checker.communicate()
     finally:
         app.close()
+    first, second, head = rows["gguf-r1"], rows["gguf-r2"], rows["gguf-head"]
     cards = ["T4 16 GB", "L4 24 GB", "A100 40 GB", "A100/H100 80 GB", "H200 141 GB"]
     assert first[0] == ["File", "Quant", "Weights (bytes)", "KV per token (bytes)",
                         "Context length", *cards]  # fmt: skip
@@ -91,5 +126,8 @@ def test_a_gguf_repo_page_shows_the_fit_per_quant_at_each_revision(
     q4 = [Q4, "Q4_K_M", "15,392", "262,144", "131,072", *fits]
     q8 = [Q8, "Q8_0", "22,032", "262,144", "131,072", *fits]
     assert first[1:] == [q4]
-    assert head[1:] == [q4, q8]
-    assert r1 != r2
+    assert second[1:] == [q4, q8]
+    # the Q4_K_M file re-quantized to Q8_0 under its name: its weights are the Q8_0 file's
+    assert head[1:] == [[Q4, "Q4_K_M", *q8[2:]], q8]
+    # and its re-run estimate's delta is in the timeline, at the revision that moved it
+    assert "Q4_K_M weight bytes: 15,392 → 22,032 bytes" in timeline

@@ -610,6 +610,15 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         "changed, so its users get different outputs, memory use and speed",
     ),
     Rule(
+        "gguf-reuploaded",
+        _m(A.WEIGHTS, K.CHANGED, key="reuploaded"),
+        S.LOW,
+        "a GGUF model file was re-uploaded with other bytes under an unchanged header (the same "
+        "keys, template and quant census): its weights' values changed (a re-quantization with "
+        "another importance matrix, a corrected conversion), so outputs may differ slightly; "
+        "nothing its users configure changes",
+    ),
+    Rule(
         "tensor-shapes",
         _m(A.WEIGHTS, (K.RESHAPED, K.ADDED, K.REMOVED)),
         S.CRITICAL,

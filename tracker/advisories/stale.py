@@ -7,6 +7,12 @@ that still has it is stale; the advisory is on the derivative, introduced at the
 revision where it was found, and fixed at the first later revision of the derivative whose units
 no longer hold any stale value (`resolved`: re-converted, re-uploaded or removed).
 
+A GGUF derivative whose embedded template or special ids differ from its base's at the newest
+base revision compared, without having been left behind (`find_differs`: a value the base never
+had, or one it left before tracker read it), is a finding of its own: a "differs from its base"
+advisory (moderate: tracker cannot tell which side is right), fixed the same way when the
+derivative's units no longer hold the value.
+
 Its pending entries (`tracker.advisories.lifecycle`) sit at ("lineage", unit file, key) with the
 digest of the value the base left as `current`: no change of the derivative's own diff moves
 them; `resolved` decides the fix, which publishing applies in the revision's transaction.
@@ -96,6 +102,22 @@ def find_stale(
     return out
 
 
+def find_differs(
+    base: Mapping[str, JSONValue], units: Sequence[Unit], keys: Sequence[str]
+) -> list[Stale]:
+    """Each GGUF unit's value of `keys` that differs from the base's (`base`: its values at the
+    newest revision compared), as a Stale whose `left` is the derivative's own value and `now` the
+    base's; a key one side does not say is not compared."""
+    out: list[Stale] = []
+    for unit in units:
+        if not unit.gguf:
+            continue
+        for key in keys:
+            if key in unit.values and key in base and unit.values[key] != base[key]:
+                out.append(Stale(key, unit.file, True, unit.values[key], base[key]))
+    return out
+
+
 def initial_pending(stale: Sequence[Stale]) -> tuple[PendingChange, ...]:
     """One entry per (unit, key): before = the base's new value, current = the value it left."""
     out = {}
@@ -170,15 +192,71 @@ class StaleSubject:
     relation: str | None
 
 
-def summary_line(subject: StaleSubject, stale: Sequence[Stale]) -> str:
-    """`<repo>: stale derivative: converted before <base> changed its chat template at <sha>`."""
-    verb = _VERB.get(subject.relation or "", "made")
+def _whats(stale: Sequence[Stale]) -> str:
     whats = list(dict.fromkeys(_what(s.key) for s in stale))
-    what = whats[0] + (f" (and {len(whats) - 1} more)" if len(whats) > 1 else "")
+    return whats[0] + (f" (and {len(whats) - 1} more)" if len(whats) > 1 else "")
+
+
+def summary_line(subject: StaleSubject, stale: Sequence[Stale], *, differs: bool = False) -> str:
+    """`<repo>: stale derivative: converted before <base> changed its chat template at <sha>`;
+    `differs`: `<repo>: differs from its base <base> at <sha>: chat template`."""
+    if differs:
+        return (
+            f"{subject.repo_id}: differs from its base {subject.base} at "
+            f"{subject.base_sha[:12]}: {_whats(stale)}"
+        )
+    verb = _VERB.get(subject.relation or "", "made")
+    what = _whats(stale)
     return (
         f"{subject.repo_id}: stale derivative: {verb} before {subject.base} changed its "
         f"{what} at {subject.base_sha[:12]}"
     )
+
+
+def _title(subject: StaleSubject) -> str:
+    if subject.base_commit is not None and subject.base_commit.title:
+        return f" (“{literal(subject.base_commit.title)}”)"
+    return ""
+
+
+def render_differs(subject: StaleSubject, differs: Sequence[Stale]) -> str:
+    """The Markdown body of a "differs from its base" advisory (ends with a newline)."""
+    base_commit = commit_url(subject.base_url, subject.base_sha)
+    first = differs[0]
+    out = [
+        f"**Severity: {Severity.MODERATE.value}**: {_where(first)} has another {_what(first.key)} "
+        f"than [{subject.base}]({subject.base_url}) at [`{subject.base_sha[:12]}`]({base_commit})"
+        f"{_title(subject)}, and no change of the base that tracker read explains it.",
+        "",
+        "**Kind: a derivative that differs from its base**: llama.cpp, Ollama and LM Studio use "
+        "the GGUF's embedded copy, so its users get another prompt or other stop and padding ids "
+        "than the base's users.",
+        "",
+        f"Revision [`{subject.sha}`]({subject.url}/commit/{subject.sha}) of "
+        f"[{subject.repo_id}]({subject.url}), whose base is [{subject.base}]({subject.base_url})"
+        + (f" ({subject.relation})" if subject.relation else "")
+        + ".",
+        "",
+        "## What differs",
+        "",
+    ]
+    for d in differs:
+        out.append(f"- **{Severity.MODERATE.value}** {_what(d.key)} in {_where(d)}")
+        if d.key == TEMPLATE:
+            out.append(
+                f"  - the GGUF's: {len(str(d.left)):,} characters; the base's: "
+                f"{len(str(d.now)):,} characters"
+            )
+        else:
+            out.append(f"  - the GGUF's: {_shown(d.left)}; the base's: {_shown(d.now)}")
+    advice = (
+        f"Check which is meant: re-convert from [{subject.base}]({subject.base_url}) at "
+        f"`{subject.base_sha[:12]}` to take the base's values, or pass the base's chat template "
+        "or ids where you run this GGUF. tracker marks this advisory fixed at the derivative's "
+        "first revision that no longer has the values listed."
+    )
+    out += ["", "## What to do", "", advice, ""]
+    return "\n".join(out)
 
 
 def render_details(subject: StaleSubject, stale: Sequence[Stale]) -> str:
@@ -186,11 +264,7 @@ def render_details(subject: StaleSubject, stale: Sequence[Stale]) -> str:
     verb = _VERB.get(subject.relation or "", "made")
     top = top_severity(stale)
     base_commit = commit_url(subject.base_url, subject.base_sha)
-    title = (
-        f" (“{literal(subject.base_commit.title)}”)"
-        if subject.base_commit is not None and subject.base_commit.title
-        else ""
-    )
+    title = _title(subject)
     first = stale[0]
     out = [
         f"**Severity: {top.value}**: {verb} before [{subject.base}]({subject.base_url}) changed "
@@ -226,25 +300,31 @@ def render_details(subject: StaleSubject, stale: Sequence[Stale]) -> str:
 
 
 def build_record(
-    *, advisory_id: str, subject: StaleSubject, stale: Sequence[Stale], now: datetime
+    *,
+    advisory_id: str,
+    subject: StaleSubject,
+    stale: Sequence[Stale],
+    now: datetime,
+    differs: bool = False,
 ) -> dict[str, JSONValue]:
     """The OSV record of a new stale-derivative advisory introduced at `subject.sha` (one GIT range
     whose only event is `introduced`, `versions == [sha]`); `database_specific.lineage` names the
-    base, its revision and each stale unit."""
+    base, its revision, the kind (`stale`, or `differs` for a "differs from its base" finding:
+    `find_differs`) and each unit (`stale`)."""
     if not stale:
         raise AdvisoryError(f"{advisory_id}: a stale-derivative advisory needs stale values")
     if not is_full_sha(subject.sha) or not is_full_sha(subject.base_sha):
         raise AdvisoryError(f"{advisory_id}: commit ids must be full 40-hex shas")
     stamp = rfc3339(now)
     url = subject.url
-    top = top_severity(stale)
+    top = Severity.MODERATE if differs else top_severity(stale)
     return {
         "schema_version": SCHEMA_VERSION,
         "id": advisory_id,
         "published": stamp,
         "modified": stamp,
-        "summary": summary_line(subject, stale),
-        "details": render_details(subject, stale),
+        "summary": summary_line(subject, stale, differs=differs),
+        "details": render_differs(subject, stale) if differs else render_details(subject, stale),
         "affected": [
             {
                 "package": {"ecosystem": "GIT", "name": url, "purl": purl(subject.repo_id)},
@@ -266,6 +346,7 @@ def build_record(
                 "base": subject.base,
                 "base_sha": subject.base_sha,
                 "relation": subject.relation,
+                "kind": "differs" if differs else "stale",
                 "stale": [s.to_json() for s in stale],
             },
             "changes": [],
@@ -285,6 +366,7 @@ __all__ = [
     "Stale",
     "StaleSubject",
     "build_record",
+    "find_differs",
     "find_stale",
     "initial_pending",
     "resolved",

@@ -17,7 +17,11 @@ side's files):
 - the quant census (per ggml type, the model's tensor count and bytes): a re-quantization under
   the same file name → weights, key `quant_census`, the values `{type: {"tensors", "bytes"}}`;
 - a model added or removed (the repo's set of quant files), or that cannot be read (a shard
-  unreadable or missing) → weights, key "".
+  unreadable or missing) → weights, key "";
+- a model whose files' bytes changed (their LFS oids) while nothing above did (the same header
+  keys, embedded template and quant census) → weights, key `reuploaded`: the quant file
+  re-uploaded, new weights under an unchanged header (a re-quantization with another importance
+  matrix, a corrected conversion); the values are the shards' oids.
 
 The file of a change is the model's first shard. The first revision reports only what cannot be
 read. Pure: headers in, changes out.
@@ -143,8 +147,33 @@ def diff_gguf(
             out.append(Change(Artifact.WEIGHTS, ChangeKind.CHANGED, file, "", _unreadable(old),
                               None, f"GGUF model {path} is readable again"))  # fmt: skip
             continue
-        out.extend(_metadata(path, file, old, new, limits, render))
+        inside = _metadata(path, file, old, new, limits, render)
+        out.extend(inside or _reuploaded(path, file, old, new, before, after))
     return out
+
+
+def _oids(model: GGUFModel, snapshot: Snapshot) -> dict[str, str]:
+    """Each shard's content identity (its LFS oid, else its git blob id) in `snapshot`'s tree."""
+    by_path = {e.path: e.identity for e in snapshot.tree}
+    return {shard: by_path.get(shard, "") for shard in model.shards}
+
+
+def _reuploaded(
+    path: str, file: str, old: GGUFModel, new: GGUFModel, before: Snapshot, after: Snapshot
+) -> list[Change]:
+    """A model whose header says nothing changed but whose files' bytes did (`_metadata` found
+    nothing): one change naming the shards whose content moved."""
+    a, b = _oids(old, before), _oids(new, after)
+    if a == b:
+        return []
+    moved = [s for s in new.shards if a.get(s) != b.get(s)]
+    same = "header" if old.headers == new.headers else "header keys and quant census"
+    return [
+        Change(Artifact.WEIGHTS, ChangeKind.CHANGED, file, "reuploaded", dict(a), dict(b),
+               f"GGUF model {path} re-uploaded: {', '.join(moved)} changed content with the "
+               f"same {same}",
+               "\n".join(f"{s}: {a.get(s) or 'absent'} → {b.get(s)}" for s in moved))
+    ]  # fmt: skip
 
 
 def _metadata(

@@ -12,6 +12,12 @@ at the full context: an upper bound where llama.cpp caches less (sliding-window 
 shared latent, recurrent layers), which the header alone does not say uniformly. Contexts: 4k, 8k, 32k and
 128k up to the header's `<arch>.context_length`, and that length itself. Pure: headers in, values
 out.
+
+Per revision (`gguf_snapshot_delta`), each model present at both revisions is estimated again and
+what moved is a Change of the ESTIMATE artifact on its file, as the safetensors side's
+`tracker.estimate.delta`: its weight bytes, KV cache per token and context length, and per card
+the longest context it holds at batch 1 (FIT_LOST where a context both headers offer held before
+and no longer does, FIT_GAINED where the card held none before, else CHANGED).
 """
 
 from __future__ import annotations
@@ -21,7 +27,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from tracker.estimate.settings import Card, EstimateSettings
-from tracker.shared.domain import GGUFModel, JSONValue
+from tracker.shared.domain import (
+    Artifact,
+    Change,
+    ChangeKind,
+    GGUFModel,
+    JSONValue,
+    Snapshot,
+)
 from tracker.shared.errors import EstimateError
 
 CONTEXTS = (4096, 8192, 32768, 131072)
@@ -161,11 +174,105 @@ def _fit(card: Card, s: EstimateSettings, need: int, context: int) -> ContextFit
     return ContextFit(context, need, need <= card.vram_gb * 1e9 / s.headroom)
 
 
+def gguf_estimates(
+    models: Mapping[str, GGUFModel], settings: EstimateSettings | None = None
+) -> dict[str, GGUFEstimate]:
+    """The estimate of each model that can be estimated, by model path (the others are left out:
+    the page and `tracker estimate` say why)."""
+    out: dict[str, GGUFEstimate] = {}
+    for path, model in sorted(models.items()):
+        try:
+            out[path] = estimate_gguf(model, settings)
+        except EstimateError:
+            continue
+    return out
+
+
+def _held(fits: Sequence[ContextFit]) -> int:
+    """The longest context a card holds at batch 1 (0: none)."""
+    return max((f.context for f in fits if f.fits), default=0)
+
+
+def _held_words(tokens: int) -> str:
+    return f"fits at {_k(tokens)} context" if tokens else "does not fit at any context"
+
+
+def gguf_delta(
+    before: Mapping[str, GGUFEstimate], after: Mapping[str, GGUFEstimate]
+) -> tuple[Change, ...]:
+    """What moved between two revisions' GGUF estimates (by model path), for each model at both
+    (an added or removed quant file is the weights diff's): CHANGED `gguf.weight_bytes`,
+    `gguf.kv_bytes_per_token` and `gguf.context_length`; per card `gguf.cards.<card>` with the
+    longest context held at batch 1 before and after (0: none), FIT_LOST where a context both
+    headers offer fitted before and no longer does, FIT_GAINED where none fitted before, else
+    CHANGED when that longest context moved. Equal estimates → ()."""
+    out: list[Change] = []
+    for path in sorted(before.keys() & after.keys()):
+        b, a = before[path], after[path]
+        q = a.quant
+        for key, x, y, unit in (
+            ("weight_bytes", b.weight_bytes, a.weight_bytes, " bytes"),
+            ("kv_bytes_per_token", b.kv_bytes_per_token, a.kv_bytes_per_token, " bytes"),
+            ("context_length", b.context_length, a.context_length, " tokens"),
+        ):
+            if x != y:
+                words = f"{q} {key.replace('_', ' ')}: {x:,} → {y:,}{unit}"
+                out.append(
+                    Change(Artifact.ESTIMATE, ChangeKind.CHANGED, path, f"gguf.{key}", x, y, words)
+                )
+        for card, fits in a.fits.items():
+            old = b.fits.get(card)
+            if old is None:
+                continue
+            held_b, held_a = _held(old), _held(fits)
+            was = {f.context for f in old if f.fits}
+            lost = sorted(f.context for f in fits if not f.fits and f.context in was)
+            key = f"gguf.cards.{card}"
+            if lost:
+                words = (
+                    f"{q} no longer fits {card} at {_k(lost[-1])} context, batch 1 "
+                    f"(now: {_held_words(held_a)})"
+                )
+                out.append(
+                    Change(Artifact.ESTIMATE, ChangeKind.FIT_LOST, path, key, held_b, held_a, words)
+                )
+            elif held_a and not held_b:
+                words = f"{q} now fits {card} at {_k(held_a)} context, batch 1"
+                out.append(
+                    Change(
+                        Artifact.ESTIMATE, ChangeKind.FIT_GAINED, path, key, held_b, held_a, words
+                    )
+                )
+            elif held_a != held_b:
+                words = f"{q} on {card}: {_held_words(held_b)} → {_held_words(held_a)}, batch 1"
+                out.append(
+                    Change(Artifact.ESTIMATE, ChangeKind.CHANGED, path, key, held_b, held_a, words)
+                )
+    return tuple(out)
+
+
+def gguf_snapshot_delta(
+    before: Snapshot, after: Snapshot, settings: EstimateSettings | None = None
+) -> tuple[Change, ...]:
+    """`gguf_delta` of two revisions' GGUF models, where neither has a config.json (a GGUF repo:
+    its estimate is per quant file, as the repo page and `tracker estimate` give it); () else."""
+    if "config.json" in before.files or "config.json" in after.files:
+        return ()
+    if not before.gguf_models or not after.gguf_models:
+        return ()
+    return gguf_delta(
+        gguf_estimates(before.gguf_models, settings), gguf_estimates(after.gguf_models, settings)
+    )
+
+
 __all__ = [
     "CONTEXTS",
     "ContextFit",
     "GGUFEstimate",
     "context_label",
     "estimate_gguf",
+    "gguf_delta",
+    "gguf_estimates",
+    "gguf_snapshot_delta",
     "kv_bytes_per_token",
 ]

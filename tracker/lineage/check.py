@@ -5,20 +5,29 @@ After a derivative's revision is analysed, the base models it names (card `base_
 every poll cycle (`check`), each link is brought up to its base's newest revision: a watched base
 is read from the store revision by revision, an unwatched one is fetched at its ref's head through
 the base's source (the Hub source takes every request from the shared rate budget): the ref, the
-tree, and the few small files that decide the inherited values. For each base revision that
+tree, and the few small files that decide the inherited values (and, when a stale value is found,
+the base's commit, whose title the advisory quotes). For each base revision that
 changed a value, a derivative unit still holding the value the base just left is a stale
-derivative advisory on the derivative (`tracker.advisories.stale`), published in one transaction.
+derivative advisory on the derivative (`tracker.advisories.stale`), published in one transaction
+with its webhook deliveries (`enqueue_introduced`: the team-filtered subscriptions judged by the
+pipeline's audience, as a revision's own advisories are).
 A base that cannot be read (gone, gated, a transport fault, the budget spent) is recorded on the
 link with why, and compared again on the next cycle: never a property of the base.
 
+After the comparison, a GGUF unit of the derivative whose embedded template or bos/eos/pad id
+(MATTERS) differs from its base's at the newest base revision compared, where no open lineage
+advisory of the derivative names that value already, is a "differs from its base" advisory
+(`tracker.advisories.stale.find_differs`): what `tracker lineage` shows, published.
+
 A stale advisory is fixed by publishing (`tracker.advisories.service.publish`, `lineage_fixed`)
-at the derivative's first revision whose units hold none of its left values (`fixed_by`).
+at the derivative's first revision whose units hold none of its left values (`fixed_by`); a
+"differs" advisory likewise, at the first revision that no longer holds the differing values.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 import structlog
@@ -31,6 +40,7 @@ from tracker.advisories.stale import (
     Stale,
     StaleSubject,
     build_record,
+    find_differs,
     find_stale,
     initial_pending,
     resolved,
@@ -46,6 +56,7 @@ from tracker.shared.domain import (
     Commit,
     JSONValue,
     RepoId,
+    Severity,
     Sha,
     Snapshot,
 )
@@ -54,6 +65,7 @@ from tracker.sources import RepoSource
 from tracker.store import Store
 from tracker.store.advisories import AdvisoryStore
 from tracker.store.lineage import LineageStore, Link
+from tracker.webhooks.events import Audience
 
 log = structlog.get_logger(__name__)
 
@@ -139,6 +151,7 @@ class Lineage:
         limits: Limits,
         prefix: str,
         clock: Callable[[], datetime],
+        audience: Callable[[], Audience] | None = None,
     ) -> None:
         self.store = store
         self.advisories = advisories
@@ -149,6 +162,9 @@ class Lineage:
         self.limits = limits
         self.prefix = prefix
         self.clock = clock
+        # which advisories affect each watchlist team: the team-filtered webhook subscriptions
+        # receive a stale advisory as they receive a revision's own (the same outbox path)
+        self.audience = audience
 
     def check(self, only: Iterable[RepoId] | None = None) -> list[str]:
         """Bring every link (those whose derivative or base is in `only`, when given) up to its
@@ -234,7 +250,11 @@ class Lineage:
                 self.lineage.compared(
                     link.repo_id, link.base_id, link.base_sha, link.base_values, None, now
                 )
-            return []
+            if link.base_sha is None or link.base_values is None:
+                return []
+            step = BaseStep(link.base_sha, dict(link.base_values), None, None)
+            found = self._differs_finding(link, head, step, watched, now)
+            return [found] if found is not None else []
         units = effective_units(head)
         top = steps[-1].values
         out: list[str] = []
@@ -253,19 +273,78 @@ class Lineage:
                 if (s.file, s.key, s.to_json()["left"]) not in covered
             ]
             if stale:
+                if step.commit is None:  # an unwatched base: its commit read only now
+                    step = replace(step, commit=self._base_commit(link.base_id, step.sha))
                 adv = self._publish(link, head.sha, step, stale, now)
                 if adv is not None:
                     out.append(adv.id)
                     covered |= {(s.file, s.key, str(s.to_json()["left"])) for s in stale}
         last = steps[-1]
         self.lineage.compared(link.repo_id, link.base_id, last.sha, last.values, None, now)
-        return out
+        found = self._differs_finding(link, head, last, watched, now)
+        return out + ([found] if found is not None else [])
+
+    def _differs_finding(
+        self, link: Link, head: Snapshot, step: BaseStep, watched: set[RepoId], now: datetime
+    ) -> str | None:
+        """A "differs from its base" advisory (`tracker.advisories.stale.find_differs`) for the
+        GGUF units of the derivative's `head` whose template or ids (MATTERS) differ from the
+        base's at `step`, the newest base revision compared; none for a value an open
+        lineage advisory of the derivative already names. Returns its id when published."""
+        covered = {
+            (p["file"], p["key"], p["current"])
+            for _, pending in open_stale(self.advisories, link.repo_id)
+            for p in pending
+            if p.get("artifact") == ARTIFACT
+        }
+        differs = [
+            d
+            for d in find_differs(step.values, effective_units(head), MATTERS)
+            if (d.file, d.key, d.to_json()["left"]) not in covered
+        ]
+        if not differs:
+            return None
+        with self.advisories.transaction() as tx:  # one per derivative revision (`_publish`)
+            if any(a.group is Artifact.LINEAGE for a in tx.introduced_at(link.repo_id, head.sha)):
+                return None
+        if step.commit is None:  # read only when it is to be published
+            step = replace(step, commit=self._commit_of(link.base_id, step.sha, watched))
+        adv = self._publish(link, head.sha, step, differs, now, differs=True)
+        return adv.id if adv is not None else None
+
+    def _commit_of(self, base: RepoId, sha: Sha, watched: set[RepoId]) -> Commit | None:
+        """The base's commit `sha`: from the store when the base is watched, else read."""
+        if base in watched:
+            try:
+                return self.store.revision(base, sha).commit
+            except TrackerError:
+                return None
+        return self._base_commit(base, sha)
+
+    def _base_commit(self, base: RepoId, sha: Sha) -> Commit | None:
+        """The commit `sha` of an unwatched base (its title names the fix in the advisory), read
+        through the base's source within the rate budget when a stale value is found; None when
+        it cannot be read (the advisory then names the commit by its id alone)."""
+        try:
+            commits = self.base_source(base).list_commits(base, sha)
+        except TrackerError as exc:
+            log.warning("lineage.base_commit_unreadable", base=base, sha=sha, error=str(exc))
+            return None
+        return next((c for c in commits if c.sha == sha), None)
 
     def _publish(
-        self, link: Link, sha: Sha, step: BaseStep, stale: Sequence[Stale], now: datetime
+        self,
+        link: Link,
+        sha: Sha,
+        step: BaseStep,
+        stale: Sequence[Stale],
+        now: datetime,
+        *,
+        differs: bool = False,
     ) -> Advisory | None:
-        """One stale-derivative advisory introduced at the derivative's `sha` (None when one is
-        already introduced there: one per derivative revision, its first base change named)."""
+        """One stale-derivative advisory (`differs`: a "differs from its base" one) introduced at
+        the derivative's `sha` (None when a lineage advisory is already introduced there: one per
+        derivative revision, its first base change named)."""
         subject = StaleSubject(
             link.repo_id,
             self.repo_url(link.repo_id),
@@ -282,16 +361,25 @@ class Lineage:
                 return None
             n = tx.allocate(self.prefix, now.year)
             adv_id = advisory_id(self.prefix, now.year, n)
-            record = build_record(advisory_id=adv_id, subject=subject, stale=stale, now=now)
+            record = build_record(
+                advisory_id=adv_id, subject=subject, stale=stale, now=now, differs=differs
+            )
             validate_record(record)
-            adv = Advisory(adv_id, link.repo_id, sha, Artifact.LINEAGE, top_severity(stale), record)
+            severity = Severity.MODERATE if differs else top_severity(stale)
+            adv = Advisory(adv_id, link.repo_id, sha, Artifact.LINEAGE, severity, record)
             tx.insert(
                 adv,
                 package_name=subject.url,
                 pending=[p.to_json() for p in initial_pending(stale)],
             )
-            enqueue_introduced(tx, link.repo_id, subject.url, sha, adv, now)
-        log.info("lineage.stale", repo=link.repo_id, base=link.base_id, advisory=adv_id)
+            audience = self.audience() if self.audience is not None else None
+            enqueue_introduced(tx, link.repo_id, subject.url, sha, adv, now, audience)
+        log.info(
+            "lineage.differs" if differs else "lineage.stale",
+            repo=link.repo_id,
+            base=link.base_id,
+            advisory=adv_id,
+        )
         return adv
 
 
@@ -304,6 +392,14 @@ def _about(adv: Advisory, base: RepoId) -> bool:
     extra = adv.record.get("database_specific")
     lineage = extra.get("lineage") if isinstance(extra, dict) else None
     return isinstance(lineage, dict) and lineage.get("base") == base
+
+
+def _kind(adv: Advisory) -> str:
+    """`stale`, or `differs` for a "differs from its base" finding."""
+    extra = adv.record.get("database_specific")
+    lineage = extra.get("lineage") if isinstance(extra, dict) else None
+    kind = lineage.get("kind") if isinstance(lineage, dict) else None
+    return kind if kind == "differs" else "stale"
 
 
 def _head(store: Store, rid: RepoId) -> Sha | None:
@@ -349,8 +445,11 @@ def _node(
     advs = [a for a in _stale_of(advisories, link.repo_id) if _about(a, link.base_id)]
     states = {a.id: state_of(a.record).value for a in advs}
     open_ids = [i for i, s in states.items() if s == AdvisoryState.OPEN.value]
-    if open_ids:
+    kinds = {_kind(a) for a in advs if a.id in open_ids}
+    if "stale" in kinds:
         state = "stale"
+    elif kinds:
+        state = "differs from base"
     elif link.base_error is not None:
         state = "base unreadable"
     elif link.base_sha is None:

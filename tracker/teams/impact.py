@@ -335,6 +335,8 @@ def relevance(adv: Advisory, team: Team, use: TeamRepo, facts: Facts) -> Relevan
     estimate_moved = bool(isinstance(ds, dict) and ds.get("estimate_changes"))
     if group is Artifact.MODEL_CARD:
         return False, "a model card change: nothing the team loads or runs", ()
+    if group is Artifact.LINEAGE:
+        return _stale(adv, use)
     if group is Artifact.ESTIMATE or (estimate_moved and group is Artifact.CONFIG):
         fit = _fit(adv, team, use, facts)
         if group is Artifact.ESTIMATE or fit[0]:
@@ -342,6 +344,33 @@ def relevance(adv: Advisory, team: Team, use: TeamRepo, facts: Facts) -> Relevan
         rest = relevance_of_keys(adv, team, use, facts, keys)
         return rest[0], f"{rest[1]}; {fit[1]}" if fit[0] is False else rest[1], rest[2]
     return relevance_of_keys(adv, team, use, facts, keys)
+
+
+def _stale(adv: Advisory, use: TeamRepo) -> Relevance:
+    """A stale derivative, or one that differs from its base (`tracker.advisories.stale`): a chat
+    template alone matters to a team that applies it; an id, generation default or tokenizer to
+    every team that runs the repo."""
+    ds = adv.record.get("database_specific")
+    lineage = ds.get("lineage") if isinstance(ds, dict) else None
+    stale = lineage.get("stale") if isinstance(lineage, dict) else None
+    keys = list(dict.fromkeys(str(s.get("key")) for s in stale or () if isinstance(s, dict)))
+    base = lineage.get("base") if isinstance(lineage, dict) else None
+    differs = isinstance(lineage, dict) and lineage.get("kind") == "differs"
+    if keys == ["chat_template"]:
+        if use.chat_template is None:
+            return (
+                None,
+                "the profile does not say whether the team applies the chat template",
+                ("chat_template",),
+            )
+        if not use.chat_template:
+            return False, "the team does not apply the chat template", ()
+        if differs:
+            return True, f"the team applies the chat template, which differs from {base}'s", ()
+        return True, f"the team applies the chat template, which {base} has since fixed", ()
+    if differs:
+        return True, f"the repo differs from its base {base} in {_names(keys)}", ()
+    return True, f"the repo still has values its base {base} left: {_names(keys)}", ()
 
 
 def relevance_of_keys(
