@@ -14,6 +14,7 @@ leaves out only the family reader (the general reader with the family's traits).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from tracker.estimate import (
@@ -25,6 +26,7 @@ from tracker.estimate import (
     jepa,
     merger_vit,
     mit,
+    mobile,
     sam,
     speech,
     swin,
@@ -32,9 +34,9 @@ from tracker.estimate import (
     vit,
 )
 from tracker.estimate.classes import Role
-from tracker.estimate.decoder import build_decoder
+from tracker.estimate.decoder import Dec, build_decoder
 from tracker.estimate.encdec import is_encoder_decoder, read_encdec
-from tracker.estimate.general import CONTEXT, read_decoder
+from tracker.estimate.general import CONTEXT, VOCAB, read_decoder
 from tracker.estimate.reading import ConfigView, LayerSpec, Notes, Reading, Tally
 from tracker.estimate.traits import GENERAL, LLAMA, TRAITS, Traits
 from tracker.estimate.unread import unread_keys
@@ -70,6 +72,7 @@ ENCODERS = {
     **sam.READERS,
     **focalnet.READERS,
     **jepa.READERS,
+    **mobile.READERS,
 }
 """Readers of vision and speech models built alone (no vocabulary), per model_type."""
 
@@ -294,12 +297,14 @@ def _read_text(
     except EstimateError as e:
         if known:
             raise
-        # No family reader, and the general reader cannot size it: no honest number at all.
-        raise EstimateError(
-            f"model_type {text_type!r} has no family reader and the general reader cannot size "
-            f"it: {e}"
-        ) from e
+        d = _stack_without_vocabulary(c, text_type, traits, n, e)
     specs = build_decoder(d, t)
+    if d.vocab == 0:  # an encoder stack: no KV cache, no sampling
+        encoders: dict[int, LayerSpec] = {}
+        specs = [
+            encoders.setdefault(id(s), replace(s, kind="encoder", kv_bytes_per_token=0))
+            for s in specs
+        ]
     emb = (d.vocab + d.learned_positions + d.token_types) * d.hidden
     dims = {
         "hidden": d.hidden,
@@ -315,6 +320,33 @@ def _read_text(
         "max_context": c.opt_int(*CONTEXT),
     }
     return specs, dims, known
+
+
+def _stack_without_vocabulary(
+    c: ConfigView, text_type: str, traits: Traits, n: Notes, error: EstimateError
+) -> Dec:
+    """The general reading of a config that names no vocabulary, of a family with no reader (a
+    vision or audio encoder, most often): the stack of transformer layers its keys size, with no
+    token embedding and no LM head, unverified, the reason naming the absent key and what is left
+    uncounted (its input embedding of patches or frames, its heads). Where a vocabulary is named,
+    or the stack cannot be sized either, the one-line refusal naming `error`: with no count of
+    the stack no number can be given honestly."""
+    if c.first_key(*VOCAB) is None:
+        try:
+            d = read_decoder(c, traits, n, vocab=0)
+        except EstimateError as e:  # the key the stack itself cannot be sized by
+            error = e
+        else:
+            n.unknown(
+                f"vocab_size (absent: model_type {text_type!r} read as a stack of transformer "
+                "layers with no token embedding, its input embedding of patches or frames and "
+                "its heads not counted)"
+            )
+            return d
+    raise EstimateError(
+        f"model_type {text_type!r} has no family reader and the general reader cannot size it: "
+        f"{error}"
+    ) from error
 
 
 def _finish(
