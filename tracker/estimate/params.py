@@ -30,6 +30,7 @@ from tracker.estimate import (
     sam,
     speech,
     swin,
+    t5gemma,
     vision,
     vit,
 )
@@ -78,10 +79,13 @@ ENCODERS = {
 
 TEXT_KEYS = ("text_config", "llm_config", "language_config")
 
+FAMILY_READERS = {**irregular.READERS, **t5gemma.READERS}
+"""Readers of language-model families no general rule describes, per model_type."""
+
 VERIFIED_FAMILIES = frozenset(
     {
         *TRAITS,
-        *irregular.READERS,
+        *FAMILY_READERS,
         *ENCODERS,
         "llama",
         "phi3",
@@ -274,7 +278,7 @@ def _read_text(
     """Count the language model (an encoder-decoder's decoder alone for Role.DECODER); return its
     layer specs, the dims memory needs, and whether the family is one whose reading is
     verified."""
-    reader = irregular.READERS.get(text_type) if use_reader else None
+    reader = FAMILY_READERS.get(text_type) if use_reader else None
     if use_reader and text_type in ENCODERS:
         reader = ENCODERS[text_type]
     if reader is not None:
