@@ -396,4 +396,5 @@ def _finish(
         known_family=known,
         unknown=unknown,
         flag_notes=dict(n.flag_notes),
+        input_tokens=int(dims.get("input_tokens") or 0),
     )

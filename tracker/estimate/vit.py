@@ -114,6 +114,8 @@ FORMS: dict[str, Form] = {
     ),
     "clip_vision_model": CLIP,
     "chinese_clip_vision_model": CLIP,
+    "owlvit_vision_model": CLIP,
+    "owlv2_vision_model": CLIP,
     "siglip_vision_model": SIGLIP,
     "siglip2_vision_model": Form(tokens=0, positions="num_patches"),
     "idefics3_vision": SIGLIP,
@@ -294,7 +296,9 @@ def _encoder(
 ) -> Result:
     """The layer specs and dims of an encoder of `layers` blocks of `per` parameters each."""
     spec = encoder_layer(per, h, heads, inter, lora_dims=8 * h + 2 * (h + inter))
-    return [spec] * layers, dims_of(h, 0, heads, heads, h // heads, inter, True, emb, ctx)
+    return [spec] * layers, dims_of(
+        h, 0, heads, heads, h // heads, inter, True, emb, ctx, input_tokens=ctx or 0
+    )
 
 
 def _no_projector(counter: Callable[[ConfigView, int], int]) -> Callable[[ConfigView], int]:
@@ -337,17 +341,31 @@ def _internvl_wrapped(root: ConfigView, v: ConfigView, text_hidden: int, n: Note
 
 
 def _siglip2_wrapped(root: ConfigView, v: ConfigView, text_hidden: int, n: Notes) -> int:
-    """SigLIP 2's tower as built alone, in its dual encoder: no projector to the text model (the
-    two towers meet in a similarity, through a learned scale and bias)."""
+    """SigLIP's and SigLIP 2's tower as built alone, in its dual encoder: no projector to the
+    text model (the two towers meet in a similarity, through a learned scale and bias)."""
     scratch = Tally()
     read_vit(v, scratch, n)
     return scratch.total + 2  # logit_scale, logit_bias
+
+
+def _clip_wrapped(root: ConfigView, v: ConfigView, text_hidden: int, n: Notes) -> int:
+    """A CLIP-style dual encoder's tower as built alone, and what joins the towers: a bias-free
+    projection of each tower's width to `projection_dim` and the learned logit scale."""
+    scratch = Tally()
+    read_vit(v, scratch, n)
+    proj = root.int("projection_dim", default=512)
+    return scratch.total + (v.int("hidden_size") + text_hidden) * proj + 1
 
 
 WRAPPED: dict[tuple[str, str], vision.WrappedTower] = {
     ("internvl", "internvl_vision"): _internvl_wrapped,
     ("qianfan_ocr", "qianfan_ocr_vision"): _internvl_wrapped,
     ("siglip2", "siglip2_vision_model"): _siglip2_wrapped,
+    ("siglip", "siglip_vision_model"): _siglip2_wrapped,
+    ("clip", "clip_vision_model"): _clip_wrapped,
+    ("chinese_clip", "chinese_clip_vision_model"): _clip_wrapped,
+    ("owlvit", "owlvit_vision_model"): _clip_wrapped,
+    ("owlv2", "owlv2_vision_model"): _clip_wrapped,
 }
 """Vision towers of FORMS counted inside their wrapper (by the wrapper's model_type and the
 tower's) with the standalone reader; the same tower in another wrapper, with its own projector,
