@@ -1,4 +1,4 @@
-"""Compact vision backbones built alone (no vocabulary): EfficientNet, LeViT and CvT.
+"""Compact vision backbones built alone (no vocabulary): EfficientNet, LeViT, CvT and MobileViT.
 
 The layouts are transformers 5.24.0's, sized by the config's per-stage lists:
 
@@ -25,6 +25,7 @@ The layouts are transformers 5.24.0's, sized by the config's per-stage lists:
   a BatchNorm under "dw_bn", the query's own under any method but "avg"; q/k/v linears biased
   by `qkv_bias[i]`, a biased output linear), two LayerNorms and a two-linear MLP of
   `mlp_ratio[i]` × the width.
+- MobileViT: see `read_mobilevit`.
 """
 
 from __future__ import annotations
@@ -283,7 +284,71 @@ def read_cvt(c: ConfigView, t: Tally, n: Notes) -> Result:
     )
 
 
+def _conv(i: int, o: int, k: int, groups: int = 1, norm: bool = True) -> int:
+    """A bias-free k×k convolution (grouped) and, with `norm`, its BatchNorm's weight and bias."""
+    return i // groups * o * k * k + (2 * o if norm else 0)
+
+
+def _inverted(i: int, o: int, expand: float) -> int:
+    """MobileViT's inverted residual: a 1×1 expansion (to a multiple of 8), a 3×3 depthwise and
+    a 1×1 reduction, each bias-free with a BatchNorm."""
+    x = i * expand
+    e = max(8, int(round(x) + 4) // 8 * 8)
+    e = e + 8 if e < 0.9 * round(x) else e
+    return _conv(i, e, 1) + _conv(e, e, 3, e) + _conv(e, o, 1)
+
+
+MOBILEVIT_STAGES = (2, 4, 3)
+"""Transformer layers of MobileViT's three MobileViT blocks (fixed in transformers)."""
+
+
+def read_mobilevit(c: ConfigView, t: Tally, n: Notes) -> Result:
+    """Count a MobileViT: a 3×3 stem; two MobileNet stages of 1 and 3 inverted residuals
+    (`expand_ratio`); three MobileViT blocks, each a strided inverted residual, a
+    `conv_kernel_size` convolution, a bias-free 1×1 to `hidden_sizes[i]`, 2, 4 and 3 ViT layers
+    (q/k/v biased per `qkv_bias`, an MLP of `mlp_ratio` × the width), a LayerNorm, a 1×1 back
+    and a fusing convolution of both; a final 1×1 to `neck_hidden_sizes[6]` (convolutions
+    bias-free, each with a BatchNorm but the 1×1 into the transformer)."""
+    neck = int_list(c, "neck_hidden_sizes", (16, 32, 64, 96, 128, 160, 640))
+    widths = int_list(c, "hidden_sizes", (144, 192, 240))
+    if len(neck) != 7 or len(widths) != 3:
+        raise EstimateError("config neck_hidden_sizes must hold 7 sizes and hidden_sizes 3")
+    expand = c.float("expand_ratio", 4.0)
+    ratio = c.float("mlp_ratio", 2.0)
+    if not (0 < expand <= 64 and 0 < ratio <= 64):
+        raise EstimateError("config expand_ratio and mlp_ratio must be in (0, 64]")
+    k = c.int("conv_kernel_size", default=3)
+    heads = c.int("num_attention_heads", default=4)
+    biased = c.bool("qkv_bias", True)
+    # the image size, patch unfolding, strides and the segmentation head's ASPP: no parameters
+    c.mark("image_size", "patch_size", "output_stride", "aspp_out_channels", "atrous_rates")
+    c.mark("aspp_dropout_prob", "semantic_loss_ignore_index")
+    emb = _conv(c.int("num_channels", default=3), neck[0], 3)
+    t.add("embeddings", emb)
+    convs = _inverted(neck[0], neck[1], expand) + _inverted(neck[1], neck[2], expand)
+    convs += 2 * _inverted(neck[2], neck[2], expand)
+    specs: list[LayerSpec] = []
+    for i, (h, depth) in enumerate(zip(widths, MOBILEVIT_STAGES, strict=True)):
+        ch = neck[i + 3]
+        convs += _inverted(neck[i + 2], ch, expand) + _conv(ch, ch, k) + ch * h
+        convs += 2 * h + _conv(h, ch, 1) + _conv(2 * ch, ch, k)
+        inter = int(h * ratio)
+        attn = 3 * (h * h + (h if biased else 0)) + h * h + h
+        mlp = h * inter + inter + inter * h + h
+        t.add("attention", depth * attn)
+        t.add("dense_mlp", depth * mlp)
+        t.add("norms", depth * 4 * h)
+        specs += [
+            encoder_layer(attn + mlp + 4 * h, h, heads, inter, lora_dims=8 * h + 2 * (h + inter))
+        ] * depth
+    convs += _conv(neck[5], neck[6], 1)
+    t.add("dense_mlp", convs)
+    last = widths[-1]
+    return specs, dims_of(last, 0, heads, heads, last // heads, int(last * ratio), True, emb, None)
+
+
 READERS: dict[str, Callable[[ConfigView, Tally, Notes], Result]] = {
+    "mobilevit": read_mobilevit,
     "efficientnet": read_efficientnet,
     "levit": read_levit,
     "cvt": read_cvt,
