@@ -158,7 +158,8 @@ def read_config(
         extra = 0  # a composite config's …ForCausalLM is the text model alone: no towers
         notes.note(f"{architecture} builds the text model alone: towers not counted")
     else:
-        extra = vision.count_towers(root, model_type, tally, notes, dims, vit.WRAPPED)
+        wrapped = {**vit.WRAPPED, **sam.WRAPPED}
+        extra = vision.count_towers(root, model_type, tally, notes, dims, wrapped)
     if cls_role is Role.BASE and not traits.task_heads and text_type != "bert":
         _drop_lm_head(tally, dims, architecture, notes)
     elif cls_role is Role.OTHER and not _head_modelled(architecture, model_type, traits):
