@@ -52,6 +52,8 @@ class Form:
     # "minicpm": MiniCPM-V's merger (an attention block and a window-merging MLP)
     temporal: bool = False  # TimeSformer: a frame table, and per layer a temporal attention
     frames_key: str = ""  # frames per patch of a linear patch embedding (Muse's patch_temporal)
+    more_tokens_key: str = ""  # learned tokens after [CLS] (YOLOS's num_detection_tokens)
+    mid_positions: str = ""  # the switch of a position table per layer after the first (YOLOS)
 
 
 VIT = Form(pooler="dense")
@@ -72,6 +74,11 @@ FORMS: dict[str, Form] = {
     "vit": VIT,
     "deit": Form(tokens=2, pooler="dense"),
     "dpt": VIT,
+    "yolos": Form(
+        pooler="dense",
+        more_tokens_key="num_detection_tokens",
+        mid_positions="use_mid_position_embeddings",
+    ),
     "ijepa": Form(tokens=0, positions="patches"),
     "vit_mae": Form(),
     "vit_msn": Form(),
@@ -206,6 +213,8 @@ def read_vit(c: ConfigView, t: Tally, n: Notes) -> Result:
             kernel *= c.int(f.frames_key, default=2)
         grid = _ast_grid(c, patch_h) if ast else _grid(c, patch_h, patch_w)
     tokens = c.int(f.tokens_key, default=f.tokens) if f.tokens_key else f.tokens
+    if f.more_tokens_key:
+        tokens += c.int(f.more_tokens_key, default=100, minimum=0)
     emb = _lin(kernel, h, f.patch_bias) + tokens * h
     if f.positions == "table":
         emb += (grid + tokens) * h
@@ -247,6 +256,10 @@ def read_vit(c: ConfigView, t: Tally, n: Notes) -> Result:
         attn += 3 * h * h + (3 * h if biased else 0) + _lin(h, h) + _lin(h, h)
         norms += 2 * h
     per = attn + mlp + norms
+    if f.mid_positions and c.bool(f.mid_positions, False):
+        # YOLOS sizes this table by the image's area over the patch's, not by the floored grid
+        height, width = _sides(c, "image_size", 224, 2)
+        emb += (layers - 1) * (height * width // (patch_h * patch_w) + tokens) * h
     t.add("embeddings", emb)
     t.add("attention", layers * attn)
     t.add("dense_mlp", layers * mlp)
