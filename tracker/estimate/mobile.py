@@ -347,8 +347,64 @@ def read_mobilevit(c: ConfigView, t: Tally, n: Notes) -> Result:
     return specs, dims_of(last, 0, heads, heads, last // heads, int(last * ratio), True, emb, None)
 
 
+def _divisible(x: float, div: int = 8, floor: int = 0) -> int:
+    """transformers' make_divisible: `x` rounded to a multiple of `div` (at least `floor`, else
+    `div`), never more than 10% down."""
+    new = max(floor or div, int(x + div / 2) // div * div)
+    return new + div if new < 0.9 * x else new
+
+
+def read_mobilevitv2(c: ConfigView, t: Tally, n: Notes) -> Result:
+    """Count a MobileViT V2: widths 32 (clipped to [16, 64]), 64, 128, 256, 384 and 512 times
+    `width_multiplier` (rounded as transformers does); a 3×3 stem, MobileNet stages of 1 and 2
+    inverted residuals (`expand_ratio`), three MobileViT V2 blocks: a strided inverted residual,
+    a depthwise `conv_kernel_size` convolution, a bias-free 1×1 to the attention width
+    (`base_attn_unit_dims[i]` × `width_multiplier`), `n_attn_blocks[i]` layers of separable
+    linear attention (GroupNorms, a biased 1×1 to 1 + 2 × width, a biased 1×1 out, a biased
+    two-conv FFN of `ffn_multiplier` × width floored to 16), a GroupNorm and a 1×1 back."""
+    w = c.float("width_multiplier", 1.0)
+    expand = c.float("expand_ratio", 2.0)
+    mult = c.float("ffn_multiplier", 2.0)
+    if not (0 < w <= 64 and 0 < expand <= 64 and 0 < mult <= 64):
+        raise EstimateError(
+            "config width_multiplier, expand_ratio and ffn_multiplier must be in (0, 64]"
+        )
+    units = int_list(c, "base_attn_unit_dims", (128, 192, 256))
+    blocks = int_list(c, "n_attn_blocks", (2, 4, 3))
+    if len(units) != 3 or len(blocks) != 3:
+        raise EstimateError("config base_attn_unit_dims and n_attn_blocks must hold 3 sizes")
+    if sum(blocks) > MAX_LAYERS:
+        raise EstimateError(f"config n_attn_blocks holds more than {MAX_LAYERS} layers")
+    k = c.int("conv_kernel_size", default=3)
+    c.mark("image_size", "patch_size", "output_stride", "aspp_out_channels", "atrous_rates")
+    c.mark("aspp_dropout_prob", "semantic_loss_ignore_index", "attn_dropout", "ffn_dropout")
+    widths = [_divisible(min(64.0, max(16.0, 32 * w)), 8, 16), _divisible(64 * w, 16)]
+    widths += [_divisible(x * w) for x in (128, 256, 384, 512)]
+    emb = _conv(c.int("num_channels", default=3), widths[0], 3)
+    t.add("embeddings", emb)
+    convs = _inverted(widths[0], widths[1], expand) + _inverted(widths[1], widths[2], expand)
+    convs += _inverted(widths[2], widths[2], expand)
+    specs: list[LayerSpec] = []
+    d = widths[-1]
+    for i in range(3):
+        ch, d = widths[i + 3], _divisible(units[i] * w)
+        convs += _inverted(widths[i + 2], ch, expand) + _conv(ch, ch, k, ch) + ch * d
+        convs += 2 * d + _conv(d, ch, 1)
+        ffn = int(mult * d) // 16 * 16
+        attn = d * (1 + 2 * d) + 1 + 2 * d + d * d + d
+        mlp = d * ffn + ffn + ffn * d + d
+        t.add("attention", blocks[i] * attn)
+        t.add("dense_mlp", blocks[i] * mlp)
+        t.add("norms", blocks[i] * 4 * d)
+        spec = encoder_layer(attn + mlp + 4 * d, d, 1, ffn, lora_dims=0)
+        specs += [spec] * blocks[i]
+    t.add("dense_mlp", convs)
+    return specs, dims_of(d, 0, 1, 1, d, 2 * d, True, emb, None)
+
+
 READERS: dict[str, Callable[[ConfigView, Tally, Notes], Result]] = {
     "mobilevit": read_mobilevit,
+    "mobilevitv2": read_mobilevitv2,
     "efficientnet": read_efficientnet,
     "levit": read_levit,
     "cvt": read_cvt,
