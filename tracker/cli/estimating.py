@@ -518,6 +518,12 @@ def fetch_from_source(
 def assumptions(est: Estimate) -> list[str]:
     """The settings the numbers rest on, as an operator reads them."""
     s = est.settings
+    if est.memory.input is not None:  # an encoder built alone: its input, not token sequences
+        return [
+            f"input: {est.memory.input}",
+            f"cost: {s.get('cost_epochs')} epochs × {s.get('cost_samples'):,} samples × "
+            f"{s.get('cost_seq_len'):,} tokens = {est.cost.tokens:,} tokens",
+        ]
     return [
         f"training: {s.get('train_seq_len'):,}-token sequences, batch 1; LoRA rank "
         f"{s.get('lora_rank')} on {s.get('lora_targets')}",

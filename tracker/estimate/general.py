@@ -133,8 +133,9 @@ def gated_mlp(c: ConfigView, tr: Traits, norm: str) -> bool:
     return norm != "layer"
 
 
-def read_decoder(c: ConfigView, tr: Traits, n: Notes) -> Dec:
-    """The `Dec` description of a decoder-only config (see the module docstring)."""
+def read_decoder(c: ConfigView, tr: Traits, n: Notes, *, vocab: int | None = None) -> Dec:
+    """The `Dec` description of a decoder-only config (see the module docstring); `vocab` the
+    vocabulary to assume where the config names none (None: EstimateError)."""
     h = c.int(*HIDDEN)
     # A pure Mamba model: no attention, no MLP, one RMSNorm and one SSM mixer per layer. Mamba (v1,
     # MambaConfig / FalconMambaConfig) is sized by `state_size` and `time_step_rank`; Mamba2
@@ -150,7 +151,7 @@ def read_decoder(c: ConfigView, tr: Traits, n: Notes) -> Dec:
     if heads % kv:
         n.flag("kv-heads-not-divisor", f"key/value heads {kv} do not divide heads {heads}")
     hd = c.int(*HEAD_DIM, default=h // heads if h >= heads else 1)
-    vocab = c.int(*VOCAB)
+    vocab = c.int(*VOCAB, default=vocab)
     widths = c.raw("intermediate_size")
     per_layer_inter: list[int] | None = None
     if isinstance(widths, list):  # one FFN width per layer (Gemma 3n)

@@ -352,6 +352,30 @@ def prefill_bytes(r: Reading, tokens: int, a: float) -> float:
     return (worst + 2 * a * r.hidden) * tokens
 
 
+def encoder_alone(r: Reading) -> bool:
+    """Whether `r` is an encoder built alone: no vocabulary, only encoder layers (a vision or
+    speech tower, a convolutional backbone)."""
+    return r.vocab == 0 and bool(r.layers) and all(s.kind == "encoder" for s in r.layer_kinds)
+
+
+def input_shape(r: Reading, m: Memory) -> str | None:
+    """What one sequence of the memory rows is, for an encoder built alone (None for a
+    language model, whose rows are token sequences): one input of `input_tokens` tokens where
+    the reader fixes it, else why token rows do not apply."""
+    if not encoder_alone(r):
+        return None
+    if r.input_tokens:
+        return (
+            f"one input of {r.input_tokens:,} tokens (patches from image_size / patch_size and "
+            "learned tokens), for training and serving alike"
+        )
+    return (
+        f"not applicable: model_type {r.model_type!r} is an encoder whose config fixes no input "
+        "length (audio frames or feature-map positions, not tokens); the rows assume "
+        f"{m.train_tokens:,} positions per training sample and {m.serve_tokens:,} served"
+    )
+
+
 def compute(
     r: Reading,
     s: EstimateSettings,
@@ -369,6 +393,8 @@ def compute(
     ctx = r.max_context or s.train_seq_len
     train_tokens = min(s.train_seq_len, ctx)
     serve_tokens = s.serve_seq_len
+    if r.input_tokens:  # an encoder's one input (an image's patches): trained and served alike
+        train_tokens = serve_tokens = r.input_tokens
     a = 4.0 if s.precision == "fp32" else s.activation_bytes
     layer_act = r.per_layer(
         lambda spec: layer_activation_bytes(spec, r, a, train_tokens) * train_tokens

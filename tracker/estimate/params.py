@@ -14,6 +14,7 @@ leaves out only the family reader (the general reader with the family's traits).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from tracker.estimate import (
@@ -25,16 +26,18 @@ from tracker.estimate import (
     jepa,
     merger_vit,
     mit,
+    mobile,
     sam,
     speech,
     swin,
+    t5gemma,
     vision,
     vit,
 )
 from tracker.estimate.classes import Role
-from tracker.estimate.decoder import build_decoder
+from tracker.estimate.decoder import Dec, build_decoder
 from tracker.estimate.encdec import is_encoder_decoder, read_encdec
-from tracker.estimate.general import CONTEXT, read_decoder
+from tracker.estimate.general import CONTEXT, VOCAB, read_decoder
 from tracker.estimate.reading import ConfigView, LayerSpec, Notes, Reading, Tally
 from tracker.estimate.traits import GENERAL, LLAMA, TRAITS, Traits
 from tracker.estimate.unread import unread_keys
@@ -70,15 +73,19 @@ ENCODERS = {
     **sam.READERS,
     **focalnet.READERS,
     **jepa.READERS,
+    **mobile.READERS,
 }
 """Readers of vision and speech models built alone (no vocabulary), per model_type."""
 
 TEXT_KEYS = ("text_config", "llm_config", "language_config")
 
+FAMILY_READERS = {**irregular.READERS, **t5gemma.READERS}
+"""Readers of language-model families no general rule describes, per model_type."""
+
 VERIFIED_FAMILIES = frozenset(
     {
         *TRAITS,
-        *irregular.READERS,
+        *FAMILY_READERS,
         *ENCODERS,
         "llama",
         "phi3",
@@ -151,7 +158,8 @@ def read_config(
         extra = 0  # a composite config's …ForCausalLM is the text model alone: no towers
         notes.note(f"{architecture} builds the text model alone: towers not counted")
     else:
-        extra = vision.count_towers(root, model_type, tally, notes, dims, vit.WRAPPED)
+        wrapped = {**vit.WRAPPED, **sam.WRAPPED}
+        extra = vision.count_towers(root, model_type, tally, notes, dims, wrapped)
     if cls_role is Role.BASE and not traits.task_heads and text_type != "bert":
         _drop_lm_head(tally, dims, architecture, notes)
     elif cls_role is Role.OTHER and not _head_modelled(architecture, model_type, traits):
@@ -271,7 +279,7 @@ def _read_text(
     """Count the language model (an encoder-decoder's decoder alone for Role.DECODER); return its
     layer specs, the dims memory needs, and whether the family is one whose reading is
     verified."""
-    reader = irregular.READERS.get(text_type) if use_reader else None
+    reader = FAMILY_READERS.get(text_type) if use_reader else None
     if use_reader and text_type in ENCODERS:
         reader = ENCODERS[text_type]
     if reader is not None:
@@ -294,12 +302,14 @@ def _read_text(
     except EstimateError as e:
         if known:
             raise
-        # No family reader, and the general reader cannot size it: no honest number at all.
-        raise EstimateError(
-            f"model_type {text_type!r} has no family reader and the general reader cannot size "
-            f"it: {e}"
-        ) from e
+        d = _stack_without_vocabulary(c, text_type, traits, n, e)
     specs = build_decoder(d, t)
+    if d.vocab == 0:  # an encoder stack: no KV cache, no sampling
+        encoders: dict[int, LayerSpec] = {}
+        specs = [
+            encoders.setdefault(id(s), replace(s, kind="encoder", kv_bytes_per_token=0))
+            for s in specs
+        ]
     emb = (d.vocab + d.learned_positions + d.token_types) * d.hidden
     dims = {
         "hidden": d.hidden,
@@ -315,6 +325,33 @@ def _read_text(
         "max_context": c.opt_int(*CONTEXT),
     }
     return specs, dims, known
+
+
+def _stack_without_vocabulary(
+    c: ConfigView, text_type: str, traits: Traits, n: Notes, error: EstimateError
+) -> Dec:
+    """The general reading of a config that names no vocabulary, of a family with no reader (a
+    vision or audio encoder, most often): the stack of transformer layers its keys size, with no
+    token embedding and no LM head, unverified, the reason naming the absent key and what is left
+    uncounted (its input embedding of patches or frames, its heads). Where a vocabulary is named,
+    or the stack cannot be sized either, the one-line refusal naming `error`: with no count of
+    the stack no number can be given honestly."""
+    if c.first_key(*VOCAB) is None:
+        try:
+            d = read_decoder(c, traits, n, vocab=0)
+        except EstimateError as e:  # the key the stack itself cannot be sized by
+            error = e
+        else:
+            n.unknown(
+                f"vocab_size (absent: model_type {text_type!r} read as a stack of transformer "
+                "layers with no token embedding, its input embedding of patches or frames and "
+                "its heads not counted)"
+            )
+            return d
+    raise EstimateError(
+        f"model_type {text_type!r} has no family reader and the general reader cannot size it: "
+        f"{error}"
+    ) from error
 
 
 def _finish(
@@ -360,4 +397,5 @@ def _finish(
         known_family=known,
         unknown=unknown,
         flag_notes=dict(n.flag_notes),
+        input_tokens=int(dims.get("input_tokens") or 0),
     )

@@ -345,6 +345,9 @@ class Reading:
     known_family: bool = True
     unknown: tuple[str, ...] = ()
     flag_notes: Mapping[str, str] = field(default_factory=dict)
+    input_tokens: int = 0
+    """The sequence one input gives an encoder built alone whose reader fixes it (a ViT's
+    patches from image_size / patch_size and its learned tokens); 0 where none is fixed."""
 
     # Cached per reading (the reading is frozen, its layers a tuple of frozen specs): memory and
     # cards each need these several times. Readers hand identical layers one shared LayerSpec

@@ -111,6 +111,7 @@ def build_report(
             serve_weights_upcast=None if upcast is None else _gb(upcast.serve_fixed),
             lora_base=base,
             lora_experts=experts,
+            input=memory.input_shape(r, m),
         ),
         cards=table,
         cost=cost.training_cost(r, s, table),

@@ -73,6 +73,63 @@ def read_sam_vision(c: ConfigView, t: Tally, n: Notes) -> Result:
     return specs, dims_of(h, 0, heads, heads, hd, inter, True, emb, None)
 
 
+def _feed_forward(i: int, hidden: int, o: int, depth: int) -> int:
+    """SAM's SamFeedForward: `depth` biased linears, i → hidden … hidden → o."""
+    return _lin(i, hidden) + max(0, depth - 2) * _lin(hidden, hidden) + _lin(hidden, o)
+
+
+def read_sam(c: ConfigView, t: Tally, n: Notes) -> Result:
+    """Count SAM's whole model (SamModel): the image encoder as `read_sam_vision`; the prompt
+    encoder (a random-Fourier position table of 2 × `vision_config.num_pos_feats`, a mask
+    embedding of two strided 2×2 convolutions through `mask_input_channels` / 4 and
+    `mask_input_channels` channels with channel LayerNorms and a 1×1 to the width, a no-mask,
+    `num_point_embeddings` point and a not-a-point embedding); the mask decoder (an IoU and
+    `num_multimask_outputs` + 1 mask tokens; `num_hidden_layers` two-way blocks of a
+    self-attention, token-to-image and image-to-token attentions at width /
+    `attention_downsample_rate`, a biased MLP of `mlp_dim` and four LayerNorms; a final
+    token-to-image attention and LayerNorm; two transposed 2×2 convolutions to width / 4 and
+    width / 8 with a channel LayerNorm; per mask token a three-linear hypernetwork MLP to
+    width / 8; an IoU head of `iou_head_depth` linears through `iou_head_hidden_dim`)."""
+    v, p, m = c.sub("vision_config"), c.sub("prompt_encoder_config"), c.sub("mask_decoder_config")
+    if v is None or p is None or m is None:
+        raise EstimateError(
+            "config lacks vision_config / prompt_encoder_config / mask_decoder_config"
+        )
+    specs, dims = read_sam_vision(v, t, n)
+    c.mark("tie_word_embeddings")  # nothing to tie: no vocabulary
+    ph = p.int("hidden_size", default=256)
+    mic = p.int("mask_input_channels", default=16)
+    quarter = mic // 4
+    # the sizes of the image the prompts refer to, and activations: no parameters
+    p.mark("image_embedding_size", "image_size", "patch_size", "hidden_act", "layer_norm_eps")
+    prompt = 2 * v.int("num_pos_feats", default=128)
+    prompt += _lin(4, quarter) + 2 * quarter + _lin(quarter * 4, mic) + 2 * mic + _lin(mic, ph)
+    prompt += (2 + p.int("num_point_embeddings", default=4)) * ph
+    h = m.int("hidden_size", default=256)
+    inter = m.int("mlp_dim", default=2048)
+    masks = m.int("num_multimask_outputs", default=3) + 1
+    rate = m.int("attention_downsample_rate", default=2)
+    blocks = m.int("num_hidden_layers", default=2, maximum=MAX_LAYERS)
+    m.int("num_attention_heads", default=8)
+    m.mark("hidden_act", "layer_norm_eps")
+    # transformers builds the blocks' two cross-attentions at SamTwoWayAttentionBlock's default
+    # rate of 2; only the final token-to-image attention takes the config's rate
+    small = 3 * _lin(h, h // rate) + _lin(h // rate, h)
+    halved = 3 * _lin(h, h // 2) + _lin(h // 2, h)
+    block = 4 * _lin(h, h) + 2 * halved + _lin(h, inter) + _lin(inter, h) + 8 * h
+    decoder = (1 + masks) * h + blocks * block + small + 2 * h
+    decoder += h * (h // 4) * 4 + h // 4 + (h // 4) * (h // 8) * 4 + h // 8 + 2 * (h // 4)
+    decoder += masks * _feed_forward(h, h, h // 8, 3)
+    decoder += _feed_forward(
+        h,
+        m.int("iou_head_hidden_dim", default=256),
+        masks,
+        m.int("iou_head_depth", default=3, maximum=MAX_LAYERS),
+    )
+    t.add("head", prompt + decoder)
+    return specs, dims
+
+
 def read_seggpt(c: ConfigView, t: Tally, n: Notes) -> Result:
     """Count SegGPT (see the module docstring)."""
     h = c.int("hidden_size")
@@ -107,6 +164,19 @@ def read_seggpt(c: ConfigView, t: Tally, n: Notes) -> Result:
 READERS: dict[str, Callable[[ConfigView, Tally, Notes], Result]] = {
     "sam_vision_model": read_sam_vision,
     "sam_hq_vision_model": read_sam_vision,
+    "sam": read_sam,
     "seggpt": read_seggpt,
 }
 """The reader of each SAM image-encoder model_type."""
+
+
+def _counted_by_read_sam(root: ConfigView, v: ConfigView, text_hidden: int, n: Notes) -> int:
+    """SamModel's image encoder: `read_sam` has counted it with the model (nothing more)."""
+    return 0
+
+
+WRAPPED: dict[tuple[str, str], Callable[[ConfigView, ConfigView, int, Notes], int]] = {
+    ("sam", "sam_vision_model"): _counted_by_read_sam,
+}
+"""Vision sub-configs the family reader counts itself (by wrapper and tower model_type), which
+the multimodal tower count must not count again."""

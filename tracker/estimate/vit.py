@@ -52,6 +52,8 @@ class Form:
     # "minicpm": MiniCPM-V's merger (an attention block and a window-merging MLP)
     temporal: bool = False  # TimeSformer: a frame table, and per layer a temporal attention
     frames_key: str = ""  # frames per patch of a linear patch embedding (Muse's patch_temporal)
+    more_tokens_key: str = ""  # learned tokens after [CLS] (YOLOS's num_detection_tokens)
+    mid_positions: str = ""  # the switch of a position table per layer after the first (YOLOS)
 
 
 VIT = Form(pooler="dense")
@@ -72,6 +74,11 @@ FORMS: dict[str, Form] = {
     "vit": VIT,
     "deit": Form(tokens=2, pooler="dense"),
     "dpt": VIT,
+    "yolos": Form(
+        pooler="dense",
+        more_tokens_key="num_detection_tokens",
+        mid_positions="use_mid_position_embeddings",
+    ),
     "ijepa": Form(tokens=0, positions="patches"),
     "vit_mae": Form(),
     "vit_msn": Form(),
@@ -114,6 +121,8 @@ FORMS: dict[str, Form] = {
     ),
     "clip_vision_model": CLIP,
     "chinese_clip_vision_model": CLIP,
+    "owlvit_vision_model": CLIP,
+    "owlv2_vision_model": CLIP,
     "siglip_vision_model": SIGLIP,
     "siglip2_vision_model": Form(tokens=0, positions="num_patches"),
     "idefics3_vision": SIGLIP,
@@ -204,6 +213,8 @@ def read_vit(c: ConfigView, t: Tally, n: Notes) -> Result:
             kernel *= c.int(f.frames_key, default=2)
         grid = _ast_grid(c, patch_h) if ast else _grid(c, patch_h, patch_w)
     tokens = c.int(f.tokens_key, default=f.tokens) if f.tokens_key else f.tokens
+    if f.more_tokens_key:
+        tokens += c.int(f.more_tokens_key, default=100, minimum=0)
     emb = _lin(kernel, h, f.patch_bias) + tokens * h
     if f.positions == "table":
         emb += (grid + tokens) * h
@@ -245,6 +256,10 @@ def read_vit(c: ConfigView, t: Tally, n: Notes) -> Result:
         attn += 3 * h * h + (3 * h if biased else 0) + _lin(h, h) + _lin(h, h)
         norms += 2 * h
     per = attn + mlp + norms
+    if f.mid_positions and c.bool(f.mid_positions, False):
+        # YOLOS sizes this table by the image's area over the patch's, not by the floored grid
+        height, width = _sides(c, "image_size", 224, 2)
+        emb += (layers - 1) * (height * width // (patch_h * patch_w) + tokens) * h
     t.add("embeddings", emb)
     t.add("attention", layers * attn)
     t.add("dense_mlp", layers * mlp)
@@ -294,7 +309,9 @@ def _encoder(
 ) -> Result:
     """The layer specs and dims of an encoder of `layers` blocks of `per` parameters each."""
     spec = encoder_layer(per, h, heads, inter, lora_dims=8 * h + 2 * (h + inter))
-    return [spec] * layers, dims_of(h, 0, heads, heads, h // heads, inter, True, emb, ctx)
+    return [spec] * layers, dims_of(
+        h, 0, heads, heads, h // heads, inter, True, emb, ctx, input_tokens=ctx or 0
+    )
 
 
 def _no_projector(counter: Callable[[ConfigView, int], int]) -> Callable[[ConfigView], int]:
@@ -337,17 +354,31 @@ def _internvl_wrapped(root: ConfigView, v: ConfigView, text_hidden: int, n: Note
 
 
 def _siglip2_wrapped(root: ConfigView, v: ConfigView, text_hidden: int, n: Notes) -> int:
-    """SigLIP 2's tower as built alone, in its dual encoder: no projector to the text model (the
-    two towers meet in a similarity, through a learned scale and bias)."""
+    """SigLIP's and SigLIP 2's tower as built alone, in its dual encoder: no projector to the
+    text model (the two towers meet in a similarity, through a learned scale and bias)."""
     scratch = Tally()
     read_vit(v, scratch, n)
     return scratch.total + 2  # logit_scale, logit_bias
+
+
+def _clip_wrapped(root: ConfigView, v: ConfigView, text_hidden: int, n: Notes) -> int:
+    """A CLIP-style dual encoder's tower as built alone, and what joins the towers: a bias-free
+    projection of each tower's width to `projection_dim` and the learned logit scale."""
+    scratch = Tally()
+    read_vit(v, scratch, n)
+    proj = root.int("projection_dim", default=512)
+    return scratch.total + (v.int("hidden_size") + text_hidden) * proj + 1
 
 
 WRAPPED: dict[tuple[str, str], vision.WrappedTower] = {
     ("internvl", "internvl_vision"): _internvl_wrapped,
     ("qianfan_ocr", "qianfan_ocr_vision"): _internvl_wrapped,
     ("siglip2", "siglip2_vision_model"): _siglip2_wrapped,
+    ("siglip", "siglip_vision_model"): _siglip2_wrapped,
+    ("clip", "clip_vision_model"): _clip_wrapped,
+    ("chinese_clip", "chinese_clip_vision_model"): _clip_wrapped,
+    ("owlvit", "owlvit_vision_model"): _clip_wrapped,
+    ("owlv2", "owlv2_vision_model"): _clip_wrapped,
 }
 """Vision towers of FORMS counted inside their wrapper (by the wrapper's model_type and the
 tower's) with the standalone reader; the same tower in another wrapper, with its own projector,

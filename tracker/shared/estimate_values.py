@@ -98,7 +98,9 @@ class MemoryFigures:
     adapts the routed experts' fused 3-D parameters ("adapted", "not adapted"; None without
     routed experts or with named targets). `serve_prefill` is the prefill working set of one
     sequence's prompt (0 when the setting is off), which serving fit adds per sequence next to
-    `kv_cache`."""
+    `kv_cache`. `input` says what one sequence is for an encoder built alone (one input's
+    tokens where its reader fixes them, else why token rows do not apply); None for a
+    language model."""
 
     full_finetune: float
     full_finetune_states: float
@@ -115,6 +117,7 @@ class MemoryFigures:
     serve_weights_upcast: float | None = None
     lora_base: str = "bf16"
     lora_experts: str | None = None
+    input: str | None = None
 
 
 @dataclass(frozen=True)
