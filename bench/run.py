@@ -2,7 +2,7 @@
 
 Each section module exposes `run() -> str`, returning Markdown that names the command that made it.
 Usage: `python -m bench.run [SECTION ...]`: `make bench` runs the default sections (ingest, diff,
-estimate, sweep, preflight, push); `make soak` runs `soak` (the long fault trials of the store). A run replaces the sections
+estimate, sweep, preflight, push, ...: SECTIONS); `make soak` runs `soak` (the long fault trials of the store). A run replaces the sections
 it ran in RESULTS.md and keeps the others as they were, each with its own date.
 """
 
@@ -31,6 +31,7 @@ SECTIONS = (
     "versions",
     "workers",
     "wrk",
+    "deliveries",
 )
 _TRAILER = re.compile(r"^_section `(\w+)` took [^\n]*_$", re.MULTILINE)
 _HEADER = "# Benchmark results\n"
@@ -67,8 +68,8 @@ def main(argv: list[str]) -> int:
     parts = [
         _HEADER,
         "Made by `make bench` (`python -m bench.run`: ingest, diff, estimate, sweep, preflight, "
-        "activations, reliability, gguf, netfaults, push, budget, effects, versions, workers, wrk) and "
-        "`make soak` "
+        "activations, reliability, gguf, netfaults, push, budget, effects, versions, workers, wrk, "
+        "deliveries) and `make soak` "
         "(`python -m bench.run soak`); each section says when it was last run. 2 cores.\n",
     ]
     parts += [sections[n] + "\n" for n in order if n in sections]

@@ -80,7 +80,7 @@ from tracker.store.lineage import LineageStore
 from tracker.store.outage import unreachable
 from tracker.store.preflight import PreflightStore, StoredPreflight
 from tracker.teams.audience import TeamAudience
-from tracker.teams.facts import StoreFacts
+from tracker.teams.facts import store_audience
 from tracker.watchlist import WatchedRepo, Watchlist
 
 log = structlog.get_logger(__name__)
@@ -493,7 +493,7 @@ class Pipeline:
     def _audience(self) -> TeamAudience:
         """Which advisories affect each watchlist team, for the team-filtered webhook
         subscriptions: the watchlist read when first needed, the store's facts as of now."""
-        return TeamAudience(lambda: self.watchlist().teams, StoreFacts(self.store, self.preflight))
+        return store_audience(lambda: self.watchlist().teams, self.store, self.preflight)
 
     def abandon_analysis(self) -> None:
         """The daemon stops: the analysis under way, and any later one, is handed back

@@ -14,9 +14,10 @@ false LoRA "cannot resolve", fixes and answers lost). `tracker verify` names eac
    suspect rows, into a scratch SQLite store and analyses them there, oldest first, with the
    daemon's own pipeline (`tracker.pipeline.Pipeline.analyse_revision`): what a clean run
    publishes;
-3. makes the store's advisories those (`tracker.advisories.repairing.reconcile`: false ones
-   withdrawn with the reason, missing ones published, altered ones rewritten under their ids),
-   and its diffs, estimates and preflights the scratch's;
+3. makes the store's diffs, estimates and preflights the scratch's, then its advisories those
+   (`tracker.advisories.repairing.reconcile`: false ones withdrawn with the reason, missing ones
+   published, altered ones rewritten under their ids with the reason they changed), queuing the
+   webhook deliveries the pipeline's own paths queue, team-filtered subscriptions included;
 4. last, replaces each suspect row with the bytes read (so a repair stopped half-way finds the
    same suspects and redoes the same work: every step before is idempotent).
 
@@ -47,6 +48,7 @@ from tracker.store.analysis import AnalysisStore
 from tracker.store.preflight import PreflightStore
 from tracker.store.values import FileVersion
 from tracker.store.verify import Suspect, suspects
+from tracker.teams.facts import store_audience
 from tracker.watchlist import WatchedRepo
 
 log = structlog.get_logger(__name__)
@@ -108,7 +110,8 @@ def repair(app: App, *, scratch_dir: Path | None = None) -> RepairReport:
 
 def _repair_repo(app: App, rid: RepoId, rows: Sequence[Suspect], tmp: Path) -> RepoRepair:
     try:
-        watched = app.load_watchlist().get(rid)
+        watchlist = app.load_watchlist()
+        watched = watchlist.get(rid)
     except TrackerError as exc:
         return RepoRepair(rid, error=f"not repaired: {exc}")
     read: dict[tuple[str, str], FileVersion] = {}  # (sha, path) → the file read again
@@ -175,25 +178,22 @@ def _repair_repo(app: App, rid: RepoId, rows: Sequence[Suspect], tmp: Path) -> R
         suppressed: dict[Sha, list[SuppressedChange]] = {}
         for change in clean_adv.suppressed(repo_id=rid):
             suppressed.setdefault(change.sha, []).append(change)
-        faults = sorted({f"{s.path} at {s.sha[:12]} ({s.fault})" for s in rows})
+        faults = "; ".join(sorted({f"{s.path} at {s.sha[:12]} ({s.fault})" for s in rows}))
+        transport = "published from a fault of the transport, not from the file's content: "
         reason = (
-            "published from a fault of the transport, not from the file's content: "
-            + "; ".join(faults)
+            transport
+            + faults
             + "; `tracker repair` read the file again and its analysis does not publish this"
         )
-        now = app.clock()
-        done = reconcile(
-            app.advisories,
-            rid,
-            live=[Sha(s) for s in analysed],
-            clean=clean,
-            clean_prefix=SCRATCH_PREFIX,
-            clean_suppressed=suppressed,
-            previous={Sha(r.commit.sha): r.previous for r in copied},
-            prefix=app.settings.advisory_prefix,
-            now=now,
-            reason=reason,
+        rewrite_reason = (
+            "rewritten by `tracker repair`: the record was "
+            + transport
+            + faults
+            + "; this is the record the analysis of the file read again publishes"
         )
+        now = app.clock()
+        # the clean diffs, estimates and preflights first: the team audience of the deliveries
+        # below judges on them, as the pipeline's does on what it just saved
         clean_analysis = AnalysisStore(scratch.engine)
         clean_preflight = PreflightStore(scratch.engine)
         for rev in copied:
@@ -206,6 +206,20 @@ def _repair_repo(app: App, rid: RepoId, rows: Sequence[Suspect], tmp: Path) -> R
                 app.analysis.save(diff, est, now)
             if pf is not None:
                 app.preflight.save(pf, now)
+        done = reconcile(
+            app.advisories,
+            rid,
+            live=[Sha(s) for s in analysed],
+            clean=clean,
+            clean_prefix=SCRATCH_PREFIX,
+            clean_suppressed=suppressed,
+            previous={Sha(r.commit.sha): r.previous for r in copied},
+            prefix=app.settings.advisory_prefix,
+            now=now,
+            reason=reason,
+            rewrite_reason=rewrite_reason,
+            audience=store_audience(lambda: watchlist.teams, store, app.preflight),
+        )
     finally:
         scratch.close()
     for (at, path), fv in sorted(read.items()):

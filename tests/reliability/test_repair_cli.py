@@ -21,7 +21,8 @@ import json
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ from tracker.replica import Replica
 pytestmark = pytest.mark.replica
 
 REPO = "ibm-granite/granite-3.1-1b-a400m-instruct"
+_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)")  # as `snapshot`
 Setting = tuple[Path, Replica, Path, dict[str, Any]]
 
 # Ingest only (no analysis), then write the old release's false row: stdout is the JSON list of
@@ -78,21 +80,56 @@ def world() -> Iterator[Setting]:
 
 
 def _live(snap: dict[str, Any]) -> dict[str, Any]:
-    """`snap` (by natural key) with withdrawn advisories and their versions left out, and the
-    id counter (the repaired store has used more numbers) dropped."""
+    """`snap` (by natural key) with withdrawn advisories and their versions left out, the id
+    counter (the repaired store has used more numbers) dropped, and the reason a rewritten record
+    carries (`database_specific.repaired_reason`) taken out of it."""
     out = dict(snap)
     gone = {f"{r[0]}@{r[2]}:{r[3]}" for r in snap["advisories"] if r[5] == "withdrawn"}
-    out["advisories"] = [r for r in snap["advisories"] if r[5] != "withdrawn"]
+    out["advisories"] = []
+    for r in snap["advisories"]:
+        if r[5] == "withdrawn":
+            continue
+        record = json.loads(json.dumps(r[6]))
+        record.get("database_specific", {}).pop("repaired_reason", None)
+        out["advisories"].append([*r[:6], record, *r[7:]])
     out["versions"] = [r for r in snap["versions"] if r[0] not in gone]
     out.pop("counters")
     return out
 
 
+@contextmanager
+def _store(engine: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
+    if engine == "sqlite":
+        yield f"sqlite:///{tmp_path / 'old' / 'tracker.db'}"
+        return
+    pg_database: Callable[[str], AbstractContextManager[str]] = request.getfixturevalue(
+        "pg_database"
+    )
+    with pg_database("repair") as url:
+        yield url
+
+
+# The team of the team-filtered subscription: it follows the repo's head.
+TEAM = f"""
+teams:
+  - name: followers
+    repos:
+      - id: {REPO}
+"""
+
+
+@pytest.mark.parametrize("engine", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def test_repair_withdraws_what_a_lying_length_published_and_publishes_the_real_ones(
-    world: Setting, tmp_path: Path
+    world: Setting, tmp_path: Path, engine: str, request: pytest.FixtureRequest
 ) -> None:
-    _, hub, watchlist, reference = world
-    url = f"sqlite:///{tmp_path / 'old' / 'tracker.db'}"
+    with _store(engine, tmp_path, request) as url:
+        _repair(world, tmp_path, url)
+
+
+def _repair(world: Setting, tmp_path: Path, url: str) -> None:
+    _, hub, plain, reference = world
+    watchlist = tmp_path / "watchlist.yaml"
+    watchlist.write_text(plain.read_text() + TEAM)
     env = env_for(url, hub.url, watchlist, tmp_path / "state")
     env["TRACKER_WEBHOOK_ALLOW_NETWORKS"] = "127.0.0.0/8"
     made = subprocess.run(
@@ -126,6 +163,8 @@ def test_repair_withdraws_what_a_lying_length_published_and_publishes_the_real_o
 
     subscribed = tracker_run(env, "subscribe", "add", "http://127.0.0.1:9/hook")
     assert subscribed.returncode == 0, subscribed.stderr
+    teamed = tracker_run(env, "subscribe", "add", "http://127.0.0.1:9/team", "--team", "followers")
+    assert teamed.returncode == 0, teamed.stderr
     fixed = tracker_run(env, "repair", "--json")
     assert fixed.returncode == 0, fixed.stderr[-3000:]
     report = json.loads(fixed.stdout)
@@ -165,24 +204,75 @@ def test_repair_withdraws_what_a_lying_length_published_and_publishes_the_real_o
     }
     assert altered, "the false row altered no advisory"
     assert {names[i] for i in repo["updated"]} == altered
+    # each rewritten record says why it changed
+    rewrite_reason = (
+        "rewritten by `tracker repair`: the record was published from a fault of the transport, "
+        f"not from the file's content: config.json at {shas[0][:12]} (an answer over the cap for "
+        "a file its tree says is "
+    )
+    rewritten = {r[1]: r for r in snapshot(url)["advisories"] if r[1] in repo["updated"]}
+    for row in rewritten.values():
+        said = row[6]["database_specific"]["repaired_reason"]
+        assert said.startswith(rewrite_reason), said
+        assert said.endswith("; this is the record the analysis of the file read again publishes")
+    assert all(
+        "repaired_reason" not in (r[6].get("database_specific") or {})
+        for r in snapshot(url)["advisories"]
+        if r[1] not in repo["updated"]
+    )
     got = _live(after)
     differs = [k for k in _live(want) if got.get(k) != _live(want)[k]]
     assert differs == [], differs
     assert reason not in json.dumps(after["files"])
 
     # subscribers are told: each withdrawn advisory in its revision's advisory.withdrawn
-    # delivery, each published one in its revision's revision.advisories delivery
+    # delivery with the reason, each published or rewritten one (the record now) in its
+    # revision's revision.advisories delivery; the team-filtered subscription through the same
+    # paths, of what affects the team, each with its verdict
     engine = sa.create_engine(url)
     with engine.connect() as conn:
-        queued = conn.execute(sa.text("SELECT event, sha, body FROM webhook_deliveries")).all()
+        queued = conn.execute(
+            sa.text(
+                "SELECT s.url, d.event, d.sha, d.body FROM webhook_deliveries d "
+                "JOIN subscriptions s ON s.id = d.subscription_id"
+            )
+        ).all()
     engine.dispose()
-    told: dict[str, set[str]] = {}
-    for event, _, body in queued:
-        ids = set(re.findall(r"x_TRACKER-\d{4}-\d+", body))
-        told.setdefault(event, set()).update(ids)
-    assert told.get("advisory.withdrawn", set()) >= {w["id"] for w in repo["withdrawn"]}
-    assert set(told) <= {"advisory.withdrawn", "revision.advisories"}, told
-    assert told.get("revision.advisories", set()) == set(repo["published"])
+    told: dict[tuple[str, str], set[str]] = {}
+    rows = snapshot(url)["advisories"]
+    records: dict[str, dict[str, Any]] = {r[1]: r[6] for r in rows}
+    introduced = {r[1]: r[2] for r in rows}
+    versions: dict[str, list[str]] = {}
+    for adv_id, sha, _ in sorted(snapshot(url)["versions"], key=lambda v: v[2]):
+        versions.setdefault(adv_id, []).append(sha)
+    for hook, event, sha, body in queued:
+        data = json.loads(body)["data"]
+        ids = {a["id"] for a in data["advisories"]}
+        told.setdefault((hook.rsplit("/", 1)[1], event), set()).update(ids)
+        assert {introduced[i] for i in ids} == {sha}, (event, sha, ids)
+        for a in data["advisories"]:  # the record as it is now (its versions list kept apart)
+            sent = json.loads(_TIME.sub("<time>", json.dumps(a)))
+            [affected] = sent["affected"]
+            assert affected["versions"] == versions[a["id"]], a["id"]
+            affected["versions"] = []
+            assert sent == records[a["id"]], a["id"]
+        if event == "advisory.withdrawn":
+            assert data["reason"].startswith(expected_reason), data["reason"]
+        if hook.endswith("/team"):
+            verdicts = data["team"]["verdicts"]
+            assert [v["advisory"] for v in verdicts] == [a["id"] for a in data["advisories"]]
+            assert all(v["impact"] and v["reason"] for v in verdicts), verdicts
+    live_changed = set(repo["published"]) | set(repo["updated"])
+    assert set(told) <= {
+        (h, e) for h in ("hook", "team") for e in ("advisory.withdrawn", "revision.advisories")
+    }, set(told)
+    assert told[("hook", "advisory.withdrawn")] == {w["id"] for w in repo["withdrawn"]}
+    assert told[("hook", "revision.advisories")] == live_changed
+    # before: the team subscription got nothing of the repair
+    assert told.get(("team", "advisory.withdrawn")), told
+    assert told.get(("team", "revision.advisories")), told
+    assert told[("team", "advisory.withdrawn")] <= told[("hook", "advisory.withdrawn")]
+    assert told[("team", "revision.advisories")] <= told[("hook", "revision.advisories")]
 
     again = tracker_run(env, "verify")
     assert (again.returncode, again.stdout.strip().endswith(": all match")) == (0, True), again

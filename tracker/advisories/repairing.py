@@ -7,11 +7,15 @@ unique per repo in both stores:
   transport produced it), and never restored (`WithdrawnBy.REPAIR`);
 - published by the clean analysis and not before: published now under a new id;
 - both: kept under its id; when the clean record differs in more than its times (its text,
-  severity, state, versions), it becomes the clean one, `published` kept, `modified` now.
+  severity, state, versions), it becomes the clean one, `published` kept, `modified` now, and
+  `database_specific.repaired_reason` says why it changed (`rewrite_reason`).
 Ids the clean analysis wrote into records (a fix that restores another advisory names it) are
-mapped to the store's. One transaction; withdrawn advisories get their `advisory.withdrawn`
-webhook deliveries in it, and advisories published now a `revision.advisories` delivery per
-revision (rewritten ones get none: their id was delivered before).
+mapped to the store's. One transaction, which queues the webhook deliveries through the
+pipeline's own paths (`tracker.advisories.service`), team-filtered subscriptions judged by the
+`audience` like the pipeline's: withdrawn advisories an `advisory.withdrawn` delivery per
+revision with the reason; advisories published now, and rewritten ones (the clean record under
+the id delivered before, `modified` later: a receiver replaces its copy), a `revision.advisories`
+delivery per revision.
 """
 
 from __future__ import annotations
@@ -27,13 +31,13 @@ from tracker.advisories.osv import advisory_id
 from tracker.advisories.schema import validate_record
 from tracker.advisories.service import (
     _enqueue_lifecycle,
-    _filters,
     _package_url,
+    enqueue_revision,
     withdraw_stored,
 )
 from tracker.shared.domain import Advisory, AdvisoryState, RepoId, Sha, WithdrawnBy, rfc3339
 from tracker.store.advisories import AdvisoryStore, StoredAdvisory, SuppressedChange
-from tracker.webhooks.events import EVENT, WITHDRAWN, RevisionEvent, matching
+from tracker.webhooks.events import WITHDRAWN, Audience
 
 _TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z")
 _STATES = (AdvisoryState.OPEN, AdvisoryState.FIXED, AdvisoryState.WITHDRAWN)
@@ -74,12 +78,16 @@ def reconcile(
     prefix: str,
     now: datetime,
     reason: str,
+    rewrite_reason: str,
+    audience: Audience | None = None,
 ) -> Reconciled:
     """Make `repo_id`'s advisories introduced at the `live` revisions those of `clean` (the
     advisories a clean analysis of the repo published, ids under `clean_prefix`; see the module
-    docstring). `reason`: why what only the old analysis published is withdrawn; `previous`:
-    each live revision's previous one (the `revision.advisories` deliveries of what is published
-    now name it)."""
+    docstring). `reason`: why what only the old analysis published is withdrawn;
+    `rewrite_reason`: why a record the clean analysis publishes otherwise is rewritten;
+    `previous`: each live revision's previous one (the `revision.advisories` deliveries name it);
+    `audience`: which advisories affect a watchlist team (`tracker.teams.facts.store_audience`),
+    for the team-filtered subscriptions; without it those get nothing of the repair."""
     live_set = set(live)
     stamp = rfc3339(now)
     withdrawn: list[tuple[str, str]] = []
@@ -125,26 +133,27 @@ def reconcile(
             else:
                 record["published"] = old.advisory.record["published"]
                 record["modified"] = stamp
+                record.setdefault("database_specific", {})["repaired_reason"] = rewrite_reason
             validate_record(record)
             a = s.advisory
             adv = Advisory(ids[a.id], repo_id, a.introduced, a.group, a.severity, record)
             if old is None:
                 tx.insert(adv, package_name=_package_url(adv), pending=pending)
                 published.append(adv.id)
-                new_at.setdefault(adv.introduced, []).append(adv)
             else:
                 updated.append(adv.id)
             tx.overwrite(adv, state=s.state, pending=pending, withdrawn_by=by)
+            if s.state is AdvisoryState.WITHDRAWN:
+                if old is None or old.state is not AdvisoryState.WITHDRAWN:
+                    lifecycle.append((adv.introduced, adv, rewrite_reason))
+            else:  # subscribers get the record they never had, or its corrected form
+                new_at.setdefault(adv.introduced, []).append(adv)
         for sha in live:
             tx.replace_suppressed(repo_id, sha, clean_suppressed.get(sha, ()))
-        # no team audience: a team-filtered subscription gets no repair withdrawals
-        _enqueue_lifecycle(tx, WITHDRAWN, lifecycle, now, None)
-        subscriptions = tx.outbox.subscriptions() if new_at else []
-        for sha, advs in new_at.items():  # what subscribers never got: a revision's delivery
+        _enqueue_lifecycle(tx, WITHDRAWN, lifecycle, now, audience)
+        for sha, advs in new_at.items():
             url = _package_url(advs[0])
-            event = RevisionEvent(repo_id, url, sha, previous.get(sha), tuple(advs), (), now)
-            for sub_id, body in matching(_filters(subscriptions), event):
-                tx.outbox.enqueue(sub_id, repo_id, sha, EVENT, body, now)
+            enqueue_revision(tx, repo_id, url, sha, previous.get(sha), advs, now, audience)
     return Reconciled(tuple(withdrawn), tuple(published), tuple(updated))
 
 

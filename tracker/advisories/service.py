@@ -465,8 +465,25 @@ def enqueue_introduced(
     """The webhook outbox for one advisory published outside a revision's own publishing (a
     stale derivative, `tracker.lineage.check`), in its transaction: a `revision.advisories` delivery
     of the revision it is introduced at, for every subscription that wants it."""
-    subject = Subject(repo_id, repo_url, sha, None, None, None)
-    _enqueue_deliveries(tx, subject, [advisory], [], now, audience)
+    enqueue_revision(tx, repo_id, repo_url, sha, None, [advisory], now, audience)
+
+
+def enqueue_revision(
+    tx: AdvisoryTx,
+    repo_id: RepoId,
+    repo_url: str,
+    sha: Sha,
+    previous: Sha | None,
+    introduced: Sequence[Advisory],
+    now: datetime,
+    audience: Audience | None = None,
+) -> None:
+    """The webhook outbox for advisories of the revision `sha` (after `previous`) published or
+    rewritten outside its own publishing (a stale derivative; `tracker repair`), in their
+    transaction: one `revision.advisories` delivery carrying them (`advisories`), for every
+    subscription that wants any of them, team-filtered ones judged by `audience`."""
+    subject = Subject(repo_id, repo_url, sha, previous, None, None)
+    _enqueue_deliveries(tx, subject, introduced, [], now, audience)
 
 
 def _filters(subscriptions: Sequence[Subscription]) -> list[tuple[int, Filter]]:

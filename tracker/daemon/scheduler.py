@@ -261,13 +261,15 @@ class Daemon:
     # -- polls ------------------------------------------------------------------------------
 
     def claim(self) -> None:
-        """Claim due repos for the free places of the pool (and as many again queued behind):
-        the queue lets a worker take over a dead worker's expired leases while its own pool is
-        busy (tests/workers/test_workers_pg.py: within a lease and 1.5 s; with claims limited to
-        the pool's places, 6.1 s on an idle machine), at the price of stranding up to twice
-        `poll_concurrency` repos for a lease when it dies itself."""
+        """Claim due repos for the free places of the pool, no more: a claim is a repo being
+        polled, so a worker that dies (SIGKILL) strands at most `poll_concurrency` repos for a
+        lease. Nothing is queued behind the pool: a poll ending wakes this loop at once
+        (`poll`), and the most overdue due repo, a dead worker's expired one first, takes the
+        place it freed; while every place is busy the repo waits for any worker's next free
+        place, as it waited in a queue behind this pool before (tests/workers/test_workers_pg.py
+        measures both)."""
         with self._lock:
-            free = 2 * self.settings.poll_concurrency - len(self.claimed)
+            free = self.settings.poll_concurrency - len(self.claimed)
             clock = time.monotonic()
             if clock < self.budget_until:
                 return  # the rate budget allows nothing yet: every repo keeps its place
@@ -304,6 +306,7 @@ class Daemon:
             finally:
                 with self._lock:
                     self.claimed.pop(claim.job, None)
+                log.info("poll.finished", repo=claim.repo_id, worker=self.id)  # its place is free
                 self.wake_claims.set()
 
     def _poll(self, claim: Claim) -> None:

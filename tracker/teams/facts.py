@@ -3,7 +3,7 @@ where a revision sits in a repo's history, the stored preflight, config.json; ea
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tracker.estimate import parse_config
@@ -12,7 +12,9 @@ from tracker.shared.domain import RepoId, Sha
 from tracker.shared.errors import EstimateError, StoreError, StoreNotFoundError
 from tracker.store.preflight import PreflightStore
 from tracker.store.store import Store
+from tracker.teams.audience import TeamAudience
 from tracker.teams.impact import Position
+from tracker.teams.profile import Team
 
 
 class StoreFacts:
@@ -63,3 +65,12 @@ class StoreFacts:
             except (StoreNotFoundError, EstimateError):
                 self._configs[key] = None
         return self._configs[key]
+
+
+def store_audience(
+    teams: Callable[[], Sequence[Team]], store: Store, preflight: PreflightStore
+) -> TeamAudience:
+    """Which advisories affect each watchlist team (`teams`, read when first needed), judged on
+    `store`'s facts as of now: the audience of the team-filtered webhook subscriptions, for the
+    pipeline's deliveries and `tracker repair`'s alike."""
+    return TeamAudience(teams, StoreFacts(store, preflight))
