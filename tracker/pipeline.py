@@ -20,7 +20,7 @@ from typing import Any
 import structlog
 
 from tracker.advisories.classify import Overrides, parse_overrides
-from tracker.advisories.effects import TOKENIZER_CHANGE_FILES, Context
+from tracker.advisories.effects import Context
 from tracker.advisories.execute import Executor
 from tracker.advisories.loading import loads
 from tracker.advisories.service import (
@@ -31,7 +31,6 @@ from tracker.advisories.service import (
     withdraw_rewritten,
 )
 from tracker.diff import diff_snapshots
-from tracker.diff.config import CONFIG_FILE, GENERATION_CONFIG_FILE
 from tracker.diff.sandbox import RenderLimits
 from tracker.estimate import (
     EstimateSettings,
@@ -315,17 +314,6 @@ class Analyst:
         analyst = cls(stages, SymbolTables.from_settings(settings).get)
         analyst.executor.cache = EffectCache(settings.effective_effects_cache_dir)
         return analyst
-
-    @staticmethod
-    def needs_executor(before: Snapshot | None, after: Snapshot) -> bool:
-        """Whether analysing `before` → `after` may execute transformers: config.json,
-        generation_config.json or a tokenizer file (tokenizer_config.json,
-        special_tokens_map.json, tokenizer.json) differs (`tracker.advisories.effects`); the
-        analysis worker then imports transformers and torch ahead of the request's budget."""
-        if before is None:
-            return False
-        names = (CONFIG_FILE, GENERATION_CONFIG_FILE, *TOKENIZER_CHANGE_FILES)
-        return any(before.files.get(n) != after.files.get(n) for n in names)
 
     def compute(
         self,

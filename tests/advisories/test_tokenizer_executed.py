@@ -20,7 +20,6 @@ from labelkit import CORPUS, corpus_steps, with_changes
 from tracker.advisories.classify import Classified, Context, classify
 from tracker.advisories.execute import Executor
 from tracker.diff import diff_snapshots
-from tracker.pipeline import Analyst
 from tracker.shared.domain import RepoId, Severity, Sha, Snapshot, TreeEntry
 
 pytest.importorskip("transformers")
@@ -200,15 +199,6 @@ def test_corpus_tokenizer_changes_take_the_band_of_their_measured_effect(
         "unexecuted": 3,
         "none": 1,
     }
-
-
-def test_the_analysis_worker_warms_for_tokenizer_changes() -> None:
-    before = _snap("b", {"tokenizer_config.json": UPLOAD_CONFIG, "README.md": b"a"})
-    assert Analyst.needs_executor(before, _snap("a", {**before.files, "README.md": b"b"})) is False
-    after = _snap("a", {**before.files, "tokenizer_config.json": NO_USE_FAST})
-    assert Analyst.needs_executor(before, after) is True
-    after = _snap("a", {**before.files, "special_tokens_map.json": UPLOAD_MAP})
-    assert Analyst.needs_executor(before, after) is True
 
 
 def test_tokenizer_loads_are_cached_by_file_digest(executor: Executor, tmp_path: Path) -> None:

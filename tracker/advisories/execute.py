@@ -55,7 +55,7 @@ import signal
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -186,8 +186,9 @@ def _digest(value: object) -> str:
 
 
 class EffectMiss(BaseException):
-    """Raised in `cache_only` mode when an effect is not in the cache: the analysis worker then
-    imports transformers (outside the request's budget) and analyses the revision again.
+    """Raised in `cache_only` mode when an effect is not in the cache (what can be answered
+    without importing transformers: `tracker.sandbox.analysis_serve` imports it where a miss
+    needs it, through `Executor.warming`, instead).
 
     A BaseException, so that no `except Exception` between the rules and the executor turns
     it into an "inferred" verdict."""
@@ -308,9 +309,11 @@ class Executor:
 
     def __init__(self, cache: EffectCache | None = None) -> None:
         # `cache`: effects on disk (`EffectCache`); `cache_only`: a miss raises EffectMiss
-        # instead of importing transformers (the analysis worker's first pass of a request)
+        # instead of importing transformers
         self.cache = cache
         self.cache_only = False
+        # brackets the import of transformers and torch where it happens (see `warm`)
+        self.warming: Callable[[], contextlib.AbstractContextManager[None]] | None = None
         try:
             self.version: str = importlib.metadata.version("transformers")
         except importlib.metadata.PackageNotFoundError:
@@ -325,27 +328,33 @@ class Executor:
         self.builds = 0
 
     def warm(self) -> bool:
-        """Import transformers and torch now; whether they are available."""
+        """Import transformers and torch now; whether they are available. `warming`, when set,
+        brackets the import (the analysis worker takes it out of the request's budget)."""
         with self._lock:
             if self._modules is None and not self._failed:
-                try:
-                    import torch
-                    import transformers
-                    from transformers.utils import logging as tf_logging
-                except Exception:
-                    self._failed = True
-                    return False
-                tf_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
-                tf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
-                self.version = transformers.__version__
-                self._modules = (transformers, torch)
-                # the shared modeling machinery and one tiny build, so that what a request
-                # imports under the analysis budget is only its model type's own module
-                with contextlib.suppress(Exception):
-                    self._build(_WARM_CONFIG, None)
-                    self._built.clear()
-                self.builds = 0
+                with self.warming() if self.warming is not None else contextlib.nullcontext():
+                    return self._import()
             return self._modules is not None
+
+    def _import(self) -> bool:
+        try:
+            import torch
+            import transformers
+            from transformers.utils import logging as tf_logging
+        except Exception:
+            self._failed = True
+            return False
+        tf_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
+        tf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+        self.version = transformers.__version__
+        self._modules = (transformers, torch)
+        # the shared modeling machinery and one tiny build, so that what a request imports
+        # under the analysis budget is only its model type's own module
+        with contextlib.suppress(Exception):
+            self._build(_WARM_CONFIG, None)
+            self._built.clear()
+        self.builds = 0
+        return True
 
     @property
     def warmed(self) -> bool:

@@ -6,8 +6,8 @@ with the result, `memory`, `retry` or `error` with the message), until stdin clo
 MemoryError (the worker says so and exits). transformers and torch (seconds of CPU: 15 s on this
 2-core machine under load) are imported on the first request whose config.json,
 generation_config.json or tokenizer files differ from the revision before (the executed effects
-need them) and whose effects the effect cache (`tracker.advisories.execute.EffectCache`) cannot
-all answer, not at start: that request's reply is preceded by WARMING and READY frames, and the import runs outside
+need them), at the first of its effects the effect cache (`tracker.advisories.execute.EffectCache`)
+cannot answer, not at start: that request's reply is preceded by WARMING and READY frames, and the import runs outside
 its memory and time budget (`tracker.sandbox.analysis_worker.AnalysisWorker.run`). Before each request the soft RLIMIT_AS is set to the
 address space mapped now plus `analysis_memory_mib`, and lifted after it. Frames go over a private
 copy of stdout; anything printed goes to stderr. A worker whose parent is gone (its reply meets
@@ -16,15 +16,16 @@ a closed pipe) exits quietly, with one line on stderr (`worker_process.serve_unt
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import sys
+from collections.abc import Iterator
 from types import TracebackType
 from typing import IO, Any
 
 import structlog
 
-from tracker.advisories.execute import EffectMiss
 from tracker.logs import configure
 from tracker.pipeline import Analyst
 from tracker.sandbox.analysis_worker import HEADER, READY, WARMING
@@ -62,28 +63,6 @@ def _write(stdout: IO[bytes], data: bytes) -> None:
     stdout.flush()
 
 
-_MISSED = object()
-
-
-def _from_cache(analyst: Analyst, request: dict[str, Any]) -> Any:
-    """The analysis of `request` when it needs no import of transformers: it executes nothing,
-    transformers is imported already, or the effect cache answers every effect (a pass with
-    `cache_only`, which raises `EffectMiss` at the first effect not cached and imports nothing).
-    `_MISSED` when transformers and torch must be imported first."""
-    executor = analyst.executor
-    if executor.warmed or not analyst.needs_executor(request["before"], request["after"]):
-        return analyst.compute(**request)
-    if executor.cache is None:
-        return _MISSED
-    executor.cache_only = True
-    try:
-        return analyst.compute(**request)
-    except EffectMiss:
-        return _MISSED
-    finally:
-        executor.cache_only = False
-
-
 def serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
     """The worker loop: settings first, then one request frame in and one reply frame out, until
     stdin closes (or a MemoryError: the worker exits after saying so)."""
@@ -96,6 +75,22 @@ def serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
     settings: Settings = pickle.loads(body)
     configure(level=settings.log_level, under_systemd=settings.under_systemd, force=True)
     analyst = Analyst.default(settings)
+    budget = [0]
+
+    @contextlib.contextmanager
+    def warming() -> Iterator[None]:
+        # transformers and torch are imported where the first effect the cache cannot answer
+        # needs them, outside the request's budget: the cap lifted, WARMING and READY around
+        # the import (the caller's clock waits for them apart), then the cap set again from there
+        _set_memory_cap(None)
+        _write(stdout, WARMING)
+        try:
+            yield
+        finally:
+            _write(stdout, READY)
+            budget[0] = _set_memory_cap(settings.analysis_memory_mib)
+
+    analyst.executor.warming = warming
     # The differs' deepdiff (and the numpy it maps) is imported on first use elsewhere; here it
     # is imported before any request's budget, as the rest of the analysis code is.
     import deepdiff  # noqa: F401
@@ -110,25 +105,16 @@ def serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
             return
         reply: tuple[str, Any]
         where: TracebackType | None = None
-        allowed = _set_memory_cap(settings.analysis_memory_mib)
+        budget[0] = _set_memory_cap(settings.analysis_memory_mib)
         request: Any = None
         try:
             request = pickle.loads(body)
             with structlog.contextvars.bound_contextvars(
                 repo=request["after"].repo_id, sha=request["after"].sha
             ):
-                result = _from_cache(analyst, request)
-                if result is _MISSED:
-                    # transformers and torch are imported now, outside this request's budget
-                    _set_memory_cap(None)
-                    _write(stdout, WARMING)
-                    analyst.executor.warm()
-                    _write(stdout, READY)
-                    allowed = _set_memory_cap(settings.analysis_memory_mib)
-                    result = analyst.compute(**request)
-                reply = ("ok", result)
+                reply = ("ok", analyst.compute(**request))
         except MemoryError as exc:
-            reply, where = ("memory", allowed), exc.__traceback__
+            reply, where = ("memory", budget[0]), exc.__traceback__
         except RetryLaterError as exc:
             reply = ("retry", str(exc))
         except Exception as exc:  # the caller treats it as a failed analysis, as in-process
@@ -141,14 +127,14 @@ def serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
                 "analysis.out_of_memory",
                 repo=getattr(after, "repo_id", None),
                 sha=getattr(after, "sha", None),
-                allowed_mib=allowed,
+                allowed_mib=budget[0],
                 where=_where(where),
             )
             where = None
         try:
             data = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
         except MemoryError:
-            reply, data = ("memory", allowed), pickle.dumps(("memory", allowed))
+            reply, data = ("memory", budget[0]), pickle.dumps(("memory", budget[0]))
         _write(stdout, data)
         if reply[0] == "memory":
             return
