@@ -247,7 +247,8 @@ class EffectCache:
     def _path(self, key: str) -> Path:
         return self.root / key[:2] / f"{key}.json"
 
-    def get(self, key: str) -> tuple[bool, Executed | None]:
+    def get(self, key: str) -> Executed | None:
+        """The effect kept under `key`; None on a miss (absent, unreadable or damaged)."""
         try:
             data = json.loads(self._path(key).read_text(encoding="utf-8"))
             seqs = {
@@ -261,9 +262,9 @@ class EffectCache:
                 **seqs,
             )
         except (OSError, ValueError, KeyError, TypeError):
-            return False, None
+            return None
         self.hits += 1
-        return True, value
+        return value
 
     def put(self, key: str, value: Executed) -> None:
         data = {
@@ -279,6 +280,7 @@ class EffectCache:
             },
         }
         path = self._path(key)
+        tmp: str | None = None
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
@@ -286,8 +288,9 @@ class EffectCache:
                 json.dump(data, fh)
             os.replace(tmp, path)
         except OSError:
-            with contextlib.suppress(OSError, UnboundLocalError):
-                os.unlink(tmp)
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
 
 
 def _settled(value: Executed) -> bool:
@@ -368,8 +371,8 @@ class Executor:
         cache = self.cache
         key = cache.key(method, args) if cache is not None else ""
         if cache is not None:
-            found, hit = cache.get(key)
-            if found:
+            hit = cache.get(key)
+            if hit is not None:
                 return hit
         if self.cache_only:
             raise EffectMiss(method)

@@ -118,7 +118,7 @@ _REVISION_LINE = re.compile(r"^(down_revision|revision)\b[^=]*=\s*(.+)$", re.MUL
 @functools.cache
 def head_revision() -> str:
     """The newest migration this tracker knows (Alembic `head`): the one revision no migration
-    file names as its `down_revision` (tests/store/test_migrations.py checks it against
+    file names as its `down_revision` (tests/store/test_store_core.py checks it against
     Alembic's own `get_current_head`); Alembic decides when the files' lines are not plain."""
     revisions: set[str] = set()
     downs: set[str] = set()
